@@ -1,0 +1,292 @@
+//! Reading one conversation database while agy writes it.
+//!
+//! The poller owns the read-only SQLite handle and the cursor over `steps`.
+//! Its contract with the writer: it opens read-only with `query_only`, never
+//! holds a read transaction between polls and never checkpoints, so agy is
+//! never blocked. Its contract with the caller: every poll first asks
+//! `PRAGMA data_version`, and runs no row SELECT unless something was
+//! committed since the last poll; then it reads rows past the cursor plus every
+//! step that has not finished yet, and hands them to the [`Tracker`], which
+//! emits only what is new.
+
+use crate::events::{Event, Tracker};
+use crate::steps::{self, StepRow};
+use rusqlite::{Connection, OpenFlags};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Why a database could not be read; all of these are "not ready yet" for a
+/// live run (agy may not have created the file or the table), and real
+/// errors for a one-shot read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("database {path} does not exist")]
+    Missing { path: PathBuf },
+    #[error("database {path} has no `steps` table (yet)")]
+    NoStepsTable { path: PathBuf },
+    #[error("database {path} is locked")]
+    Locked { path: PathBuf },
+    #[error("cannot read database {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+impl ReadError {
+    fn from_sqlite(path: &Path, source: rusqlite::Error) -> ReadError {
+        if let rusqlite::Error::SqliteFailure(e, _) = &source {
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) {
+                return ReadError::Locked {
+                    path: path.to_path_buf(),
+                };
+            }
+        }
+        ReadError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Open a conversation database read-only, never creating it.
+pub fn open_read_only(path: &Path) -> Result<Connection, ReadError> {
+    if !path.is_file() {
+        return Err(ReadError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| ReadError::from_sqlite(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(25))
+        .and_then(|_| conn.pragma_update(None, "query_only", 1))
+        .map_err(|e| ReadError::from_sqlite(path, e))?;
+    Ok(conn)
+}
+
+/// Which optional `steps` columns a database has (legacy tables have none).
+#[derive(Debug, Clone, Copy, Default)]
+struct StepColumns {
+    extended: bool,
+}
+
+impl StepColumns {
+    fn detect(conn: &Connection, path: &Path) -> Result<StepColumns, ReadError> {
+        let cols = crate::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
+        if cols.is_empty() {
+            return Err(ReadError::NoStepsTable {
+                path: path.to_path_buf(),
+            });
+        }
+        let has = |c: &str| cols.iter().any(|x| x == c);
+        Ok(StepColumns {
+            extended: ["metadata", "error_details", "permissions", "task_details"]
+                .iter()
+                .all(|c| has(c)),
+        })
+    }
+
+    fn select(&self) -> &'static str {
+        if self.extended {
+            "SELECT idx, step_type, status, step_payload, metadata, error_details, permissions, task_details FROM steps"
+        } else {
+            "SELECT idx, step_type, status, step_payload, NULL, NULL, NULL, NULL FROM steps"
+        }
+    }
+}
+
+fn blob(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
+        ValueRef::Integer(_) | ValueRef::Real(_) => None,
+    })
+}
+
+fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
+    Ok(StepRow {
+        idx: row.get(0)?,
+        step_type: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
+        status: row.get::<_, Option<i64>>(2)?.unwrap_or(0),
+        payload: blob(row, 3)?,
+        metadata: blob(row, 4)?,
+        error_details: blob(row, 5)?,
+        permissions: blob(row, 6)?,
+        task_details: blob(row, 7)?,
+    })
+}
+
+/// Read every step of a database in idx order (one-shot, for `decode`).
+pub fn read_all(conn: &Connection, path: &Path) -> Result<Vec<StepRow>, ReadError> {
+    let cols = StepColumns::detect(conn, path)?;
+    let mut stmt = conn
+        .prepare(&format!("{} ORDER BY idx", cols.select()))
+        .map_err(|e| ReadError::from_sqlite(path, e))?;
+    let rows = stmt
+        .query_map([], to_row)
+        .map_err(|e| ReadError::from_sqlite(path, e))?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ReadError::from_sqlite(path, e))
+}
+
+/// Counters, so tests and benches can prove the idle path is free.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollStats {
+    pub polls: u64,
+    pub version_checks: u64,
+    /// Row SELECTs against `steps` (the thing that must be zero when idle).
+    pub row_selects: u64,
+    pub rows_read: u64,
+}
+
+/// The outcome of one poll.
+#[derive(Debug)]
+pub enum Poll {
+    /// The database is readable; these are the new events (maybe none).
+    Ready(Vec<Event>),
+    /// Not readable yet (missing file or table, locked): try again later.
+    NotReady(ReadError),
+}
+
+/// Follows one conversation database. See the module comment.
+#[derive(Debug)]
+pub struct Poller {
+    path: PathBuf,
+    conn: Option<Connection>,
+    columns: StepColumns,
+    data_version: Option<i64>,
+    cursor: i64,
+    unfinished: BTreeSet<i64>,
+    tracker: Tracker,
+    stats: PollStats,
+}
+
+impl Poller {
+    /// Follow `path`, streaming steps with idx greater than `after_idx`
+    /// (`None` streams from the start).
+    pub fn new(path: impl Into<PathBuf>, after_idx: Option<i64>) -> Poller {
+        Poller {
+            path: path.into(),
+            conn: None,
+            columns: StepColumns::default(),
+            data_version: None,
+            cursor: after_idx.unwrap_or(-1),
+            unfinished: BTreeSet::new(),
+            tracker: Tracker::new(),
+            stats: PollStats::default(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn stats(&self) -> PollStats {
+        self.stats
+    }
+
+    /// The highest idx read so far (or the starting cursor).
+    pub fn last_idx(&self) -> Option<i64> {
+        (self.cursor >= 0).then_some(self.cursor)
+    }
+
+    /// Steps seen but not yet in a terminal status.
+    pub fn unfinished(&self) -> impl Iterator<Item = i64> + '_ {
+        self.unfinished.iter().copied()
+    }
+
+    /// The current status of the newest unfinished step waiting for user
+    /// interaction, if any (agy stalls on these in print mode).
+    pub fn waiting_step(&self) -> Option<i64> {
+        self.tracker.waiting_steps().next()
+    }
+
+    pub fn poll(&mut self) -> Poll {
+        self.stats.polls += 1;
+        match self.poll_inner() {
+            Ok(events) => Poll::Ready(events),
+            Err(e) => {
+                // Drop the handle so a replaced or recreated file is reopened.
+                if !matches!(e, ReadError::Locked { .. }) {
+                    self.conn = None;
+                    self.data_version = None;
+                }
+                Poll::NotReady(e)
+            }
+        }
+    }
+
+    fn poll_inner(&mut self) -> Result<Vec<Event>, ReadError> {
+        if self.conn.is_none() {
+            let conn = open_read_only(&self.path)?;
+            self.columns = StepColumns::detect(&conn, &self.path)?;
+            self.conn = Some(conn);
+        }
+        let Some(conn) = self.conn.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let path = self.path.clone();
+        let err = |e| ReadError::from_sqlite(&path, e);
+
+        self.stats.version_checks += 1;
+        let version: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(err)?;
+        if self.data_version == Some(version) {
+            return Ok(Vec::new());
+        }
+
+        // One short read transaction so both SELECTs see the same commit.
+        let tx = conn.unchecked_transaction().map_err(err)?;
+        let mut rows: Vec<StepRow> = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(&format!("{} WHERE idx > ?1 ORDER BY idx", self.columns.select()))
+                .map_err(err)?;
+            self.stats.row_selects += 1;
+            let fresh = stmt.query_map([self.cursor], to_row).map_err(err)?;
+            for row in fresh {
+                rows.push(row.map_err(err)?);
+            }
+        }
+        if !self.unfinished.is_empty() {
+            let list: Vec<String> = self.unfinished.iter().map(|i| i.to_string()).collect();
+            let mut stmt = tx
+                .prepare(&format!(
+                    "{} WHERE idx IN ({}) ORDER BY idx",
+                    self.columns.select(),
+                    list.join(",")
+                ))
+                .map_err(err)?;
+            self.stats.row_selects += 1;
+            let again = stmt.query_map([], to_row).map_err(err)?;
+            for row in again {
+                rows.push(row.map_err(err)?);
+            }
+        }
+        tx.finish().map_err(err)?;
+        self.data_version = Some(version);
+        self.stats.rows_read += rows.len() as u64;
+
+        rows.sort_by_key(|r| r.idx);
+        let mut events = Vec::new();
+        for row in &rows {
+            let step = steps::decode(row);
+            events.extend(self.tracker.observe(&step));
+            if step.is_finished() {
+                self.unfinished.remove(&row.idx);
+            } else {
+                self.unfinished.insert(row.idx);
+            }
+            self.cursor = self.cursor.max(row.idx);
+        }
+        Ok(events)
+    }
+}

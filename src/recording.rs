@@ -1,0 +1,530 @@
+//! The recording format: an agy run as a header plus the sequence of
+//! committed database transactions it made, in JSON Lines.
+//!
+//! A recording is what fake-agy replays, what `agy-bridge record` captures and
+//! what the drift tool fingerprints, so all three share this one reader and
+//! writer. It is text so that a new recording diffs well in review; blobs are
+//! base64 because they are protobuf. The format is documented in
+//! `recordings/README.md`; bump [`FORMAT_VERSION`] on any incompatible change.
+
+use crate::schema;
+use base64::Engine as _;
+use rusqlite::types::{ToSqlOutput, Value as SqlRaw, ValueRef};
+use rusqlite::ToSql;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    #[error("cannot read recording {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("recording line {line}: {source}")]
+    Json {
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("recording has no header line (the first line must be {{\"kind\":\"header\",...}})")]
+    MissingHeader,
+    #[error("recording line {line}: a second header")]
+    SecondHeader { line: usize },
+    #[error("recording format {found} is newer than this build understands ({FORMAT_VERSION})")]
+    FormatVersion { found: u32 },
+    #[error("commit {commit}: table {table:?} is not part of agy's schema")]
+    UnknownTable { commit: usize, table: String },
+    #[error("commit {commit}: write to {table} lacks key column {column:?}")]
+    MissingKey {
+        commit: usize,
+        table: String,
+        column: String,
+    },
+    #[error("no recording named {name:?} (looked for {tried})")]
+    NotFound { name: String, tried: String },
+    #[error("database error while applying commit {commit}: {source}")]
+    Sql {
+        commit: usize,
+        source: rusqlite::Error,
+    },
+}
+
+/// Where a recording came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Provenance {
+    /// Built by code from agy-format.md; `from` says from what.
+    Synthesized { from: String },
+    /// Captured from a real agy run by `agy-bridge record`.
+    Captured {
+        agy_version: String,
+        #[serde(default)]
+        redacted: bool,
+    },
+}
+
+/// The first line of a recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u32,
+    /// The agy version this recording emulates (what `--version` prints).
+    pub agy_version: String,
+    pub provenance: Provenance,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// The conversation id the run created (or resumed). Commits name their
+    /// database by conversation id; replays map these ids to fresh ones.
+    pub root_conversation: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+    /// Exactly what `agy models` printed (stdout).
+    pub models_output: String,
+    /// Exactly what `agy --version` printed.
+    pub version_output: String,
+}
+
+/// What fake-agy does at a gated commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gate {
+    /// The commit is agy asking for permission. Without
+    /// `--dangerously-skip-permissions` it is applied and the run then stalls
+    /// as agy does in print mode; with the flag it is skipped.
+    Permission,
+}
+
+/// Whether a write inserts/replaces a whole row or deletes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// `INSERT OR REPLACE`: the row becomes key + values (other columns take
+    /// their defaults), which is also how an in-place rewrite is recorded.
+    #[default]
+    Upsert,
+    Delete,
+}
+
+/// One row write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Write {
+    pub table: String,
+    #[serde(default, skip_serializing_if = "is_upsert")]
+    pub op: Op,
+    pub key: BTreeMap<String, SqlValue>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, SqlValue>,
+}
+
+fn is_upsert(op: &Op) -> bool {
+    *op == Op::Upsert
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One committed transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    /// Milliseconds from process start.
+    pub t_ms: u64,
+    /// The conversation id of the database written.
+    pub db: String,
+    /// State that existed before the run (the earlier turns of a resumed
+    /// conversation). A replay onto an existing conversation skips it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pre: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+    pub writes: Vec<Write>,
+}
+
+/// A column value. JSON: `null`, an integer, a string, `{"real": f}` or
+/// `{"base64": "..."}` for blobs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl SqlValue {
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            SqlValue::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn as_blob(&self) -> Option<&[u8]> {
+        match self {
+            SqlValue::Blob(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn from_ref(v: ValueRef<'_>) -> SqlValue {
+        match v {
+            ValueRef::Null => SqlValue::Null,
+            ValueRef::Integer(i) => SqlValue::Integer(i),
+            ValueRef::Real(f) => SqlValue::Real(f),
+            ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+        }
+    }
+}
+
+impl ToSql for SqlValue {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            SqlValue::Null => ToSqlOutput::Owned(SqlRaw::Null),
+            SqlValue::Integer(i) => ToSqlOutput::Owned(SqlRaw::Integer(*i)),
+            SqlValue::Real(f) => ToSqlOutput::Owned(SqlRaw::Real(*f)),
+            SqlValue::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            SqlValue::Blob(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+        })
+    }
+}
+
+impl Serialize for SqlValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            SqlValue::Null => s.serialize_none(),
+            SqlValue::Integer(i) => s.serialize_i64(*i),
+            SqlValue::Text(t) => s.serialize_str(t),
+            SqlValue::Real(f) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("real", f)?;
+                m.end()
+            }
+            SqlValue::Blob(b) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("base64", &base64::engine::general_purpose::STANDARD.encode(b))?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SqlValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(match v {
+            serde_json::Value::Null => SqlValue::Null,
+            serde_json::Value::Bool(b) => SqlValue::Integer(b as i64),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => SqlValue::Integer(i),
+                None => return Err(D::Error::custom(format!("{n} is not a 64-bit integer; write reals as {{\"real\": x}}"))),
+            },
+            serde_json::Value::String(s) => SqlValue::Text(s),
+            serde_json::Value::Object(m) => {
+                if let Some(b) = m.get("base64").and_then(|v| v.as_str()) {
+                    SqlValue::Blob(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(b)
+                            .map_err(|e| D::Error::custom(format!("bad base64 blob: {e}")))?,
+                    )
+                } else if let Some(f) = m.get("real").and_then(|v| v.as_f64()) {
+                    SqlValue::Real(f)
+                } else {
+                    return Err(D::Error::custom("expected {\"base64\": ...} or {\"real\": ...}"));
+                }
+            }
+            serde_json::Value::Array(_) => {
+                return Err(D::Error::custom("arrays are not column values"))
+            }
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Header(Header),
+    Commit(Commit),
+}
+
+/// A whole recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    pub header: Header,
+    pub commits: Vec<Commit>,
+}
+
+/// How a replay applies a recording.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    /// Behave as with `--dangerously-skip-permissions` (gates are skipped).
+    pub skip_permissions: bool,
+    /// Skip `pre` commits (replaying onto an existing conversation).
+    pub skip_pre: bool,
+    /// Added to the idx key of step-indexed tables.
+    pub idx_offset: i64,
+    /// Recorded id -> id to write instead, in keys, text and blobs.
+    pub id_map: Vec<(String, String)>,
+}
+
+impl Recording {
+    pub fn parse(text: &str) -> Result<Recording, RecordingError> {
+        let mut header = None;
+        let mut commits = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: Line =
+                serde_json::from_str(line).map_err(|source| RecordingError::Json {
+                    line: i + 1,
+                    source,
+                })?;
+            match parsed {
+                Line::Header(h) => {
+                    if header.is_some() {
+                        return Err(RecordingError::SecondHeader { line: i + 1 });
+                    }
+                    if h.format > FORMAT_VERSION {
+                        return Err(RecordingError::FormatVersion { found: h.format });
+                    }
+                    header = Some(h);
+                }
+                Line::Commit(c) => {
+                    if header.is_none() {
+                        return Err(RecordingError::MissingHeader);
+                    }
+                    commits.push(c);
+                }
+            }
+        }
+        let header = header.ok_or(RecordingError::MissingHeader)?;
+        Ok(Recording { header, commits })
+    }
+
+    pub fn load(path: &Path) -> Result<Recording, RecordingError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Recording::parse(&text)
+    }
+
+    /// One JSON object per line, header first, ending in a newline.
+    pub fn to_jsonl(&self) -> String {
+        let mut out = String::new();
+        let mut push = |line: &Line| {
+            // Serialising plain data with string keys cannot fail.
+            out.push_str(&serde_json::to_string(line).unwrap_or_default());
+            out.push('\n');
+        };
+        push(&Line::Header(self.header.clone()));
+        for c in &self.commits {
+            push(&Line::Commit(c.clone()));
+        }
+        out
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), RecordingError> {
+        std::fs::write(path, self.to_jsonl()).map_err(|source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The conversation ids the recording writes, root first.
+    pub fn conversations(&self) -> Vec<String> {
+        let mut ids = vec![self.header.root_conversation.clone()];
+        for c in &self.commits {
+            if !ids.contains(&c.db) {
+                ids.push(c.db.clone());
+            }
+        }
+        ids
+    }
+
+    /// The commits a replay with `opts` applies, in order.
+    pub fn effective_commits<'a>(
+        &'a self,
+        opts: &'a ApplyOptions,
+    ) -> impl Iterator<Item = (usize, &'a Commit)> + 'a {
+        self.commits.iter().enumerate().filter(move |(_, c)| {
+            !(opts.skip_pre && c.pre) && !(opts.skip_permissions && c.gate.is_some())
+        })
+    }
+
+    /// Replay every commit for `db` into a fresh in-memory database with the
+    /// full schema, as a finished run would leave it (permissions skipped).
+    pub fn final_database(&self, db: &str) -> Result<rusqlite::Connection, RecordingError> {
+        let sql = |source| RecordingError::Sql { commit: 0, source };
+        let conn = rusqlite::Connection::open_in_memory().map_err(sql)?;
+        schema::create(&conn).map_err(sql)?;
+        let opts = ApplyOptions {
+            skip_permissions: true,
+            ..ApplyOptions::default()
+        };
+        for (i, commit) in self.effective_commits(&opts) {
+            if commit.db == db {
+                apply_commit(&conn, i, commit, &opts)?;
+            }
+        }
+        Ok(conn)
+    }
+
+    /// The final text the run printed, without the trailing newline.
+    pub fn stdout_text(&self) -> &str {
+        self.header.stdout.trim_end_matches('\n')
+    }
+}
+
+/// Apply one commit in one transaction, so a reader sees all of it or none.
+pub fn apply_commit(
+    conn: &rusqlite::Connection,
+    index: usize,
+    commit: &Commit,
+    opts: &ApplyOptions,
+) -> Result<(), RecordingError> {
+    let sql = |source| RecordingError::Sql {
+        commit: index,
+        source,
+    };
+    let tx = conn.unchecked_transaction().map_err(sql)?;
+    for write in &commit.writes {
+        let keys = schema::key_columns(&write.table).ok_or_else(|| RecordingError::UnknownTable {
+            commit: index,
+            table: write.table.clone(),
+        })?;
+        for k in keys {
+            if !write.key.contains_key(*k) {
+                return Err(RecordingError::MissingKey {
+                    commit: index,
+                    table: write.table.clone(),
+                    column: k.to_string(),
+                });
+            }
+        }
+        let shift_idx = schema::IDX_TABLES.contains(&write.table.as_str());
+        let map_value = |col: &str, v: &SqlValue| -> SqlValue {
+            match v {
+                SqlValue::Integer(i) if shift_idx && col == "idx" => {
+                    SqlValue::Integer(i + opts.idx_offset)
+                }
+                SqlValue::Text(t) => SqlValue::Text(replace_ids_text(t, &opts.id_map)),
+                SqlValue::Blob(b) => SqlValue::Blob(replace_ids_bytes(b, &opts.id_map)),
+                other => other.clone(),
+            }
+        };
+        let table = schema::quote_ident(&write.table);
+        match write.op {
+            Op::Delete => {
+                let cond: Vec<String> = write
+                    .key
+                    .keys()
+                    .enumerate()
+                    .map(|(i, c)| format!("{} = ?{}", schema::quote_ident(c), i + 1))
+                    .collect();
+                let params: Vec<SqlValue> =
+                    write.key.iter().map(|(c, v)| map_value(c, v)).collect();
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE {}", cond.join(" AND ")),
+                    rusqlite::params_from_iter(params.iter()),
+                )
+                .map_err(sql)?;
+            }
+            Op::Upsert => {
+                let cols: Vec<(&String, &SqlValue)> =
+                    write.key.iter().chain(write.values.iter()).collect();
+                let names: Vec<String> = cols.iter().map(|(c, _)| schema::quote_ident(c)).collect();
+                let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+                let params: Vec<SqlValue> = cols.iter().map(|(c, v)| map_value(c, v)).collect();
+                tx.execute(
+                    &format!(
+                        "INSERT OR REPLACE INTO {table} ({}) VALUES ({})",
+                        names.join(","),
+                        marks.join(",")
+                    ),
+                    rusqlite::params_from_iter(params.iter()),
+                )
+                .map_err(sql)?;
+            }
+        }
+    }
+    tx.commit().map_err(sql)
+}
+
+fn replace_ids_text(s: &str, map: &[(String, String)]) -> String {
+    let mut out = s.to_string();
+    for (from, to) in map {
+        if out.contains(from.as_str()) {
+            out = out.replace(from.as_str(), to);
+        }
+    }
+    out
+}
+
+/// Replace ids inside blobs. Only same-length replacements are made, so
+/// protobuf length prefixes stay valid (conversation ids are all 36-byte
+/// UUIDs); the redactor, which changes lengths, re-encodes instead.
+fn replace_ids_bytes(b: &[u8], map: &[(String, String)]) -> Vec<u8> {
+    let mut out = b.to_vec();
+    for (from, to) in map {
+        let (from, to) = (from.as_bytes(), to.as_bytes());
+        if from.is_empty() || from.len() != to.len() || out.len() < from.len() {
+            continue;
+        }
+        let mut i = 0;
+        while i + from.len() <= out.len() {
+            if &out[i..i + from.len()] == from {
+                out[i..i + from.len()].copy_from_slice(to);
+                i += from.len();
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Find a recording by file path or by name in `dir` (`NAME.jsonl`).
+pub fn resolve(name_or_path: &str, dir: &Path) -> Result<PathBuf, RecordingError> {
+    let direct = PathBuf::from(name_or_path);
+    if direct.is_file() {
+        return Ok(direct);
+    }
+    let named = dir.join(format!("{name_or_path}.jsonl"));
+    if named.is_file() {
+        return Ok(named);
+    }
+    Err(RecordingError::NotFound {
+        name: name_or_path.to_string(),
+        tried: format!("{} and {}", direct.display(), named.display()),
+    })
+}
+
+/// The `recordings/` directory of this source tree (for tests and the demo).
+pub fn bundled_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings")
+}
+
+/// The names of the recordings in `dir`, sorted.
+pub fn list(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".jsonl").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
