@@ -24,11 +24,20 @@ pub enum Channel {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// The user's prompt as agy recorded it (type 14). Never thinking.
-    UserInput { idx: i64, text: String },
+    UserInput {
+        idx: i64,
+        text: String,
+    },
     /// Answer text; consecutive events for one idx concatenate.
-    Text { idx: i64, text: String },
+    Text {
+        idx: i64,
+        text: String,
+    },
     /// Thinking (20.3); consecutive events for one idx concatenate.
-    Thinking { idx: i64, text: String },
+    Thinking {
+        idx: i64,
+        text: String,
+    },
     ToolCall {
         idx: i64,
         id: String,
@@ -47,8 +56,14 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         exit_code: Option<i64>,
     },
-    Title { idx: i64, title: String },
-    Error { idx: i64, message: String },
+    Title {
+        idx: i64,
+        title: String,
+    },
+    Error {
+        idx: i64,
+        message: String,
+    },
     Subagent {
         idx: i64,
         conversation_id: String,
@@ -56,8 +71,14 @@ pub enum Event {
         role: Option<String>,
     },
     /// A step type this build does not know: carried, never dropped.
-    Unknown { idx: i64, step_type: i64 },
-    DecodeError { idx: i64, message: String },
+    Unknown {
+        idx: i64,
+        step_type: i64,
+    },
+    DecodeError {
+        idx: i64,
+        message: String,
+    },
     /// agy rewrote already-emitted content into something that does not
     /// extend it; `text` is the whole new content of the channel.
     Rewrite {
@@ -115,6 +136,7 @@ struct StepState {
     subagent: bool,
     finished: bool,
     waiting: bool,
+    tool_name: Option<String>,
 }
 
 /// Remembers what was emitted per step; see the module comment.
@@ -143,6 +165,11 @@ impl Tracker {
             .map(|(idx, _)| *idx)
     }
 
+    /// The tool a step runs, from its own call (5.4) or its type.
+    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+        self.steps.get(&idx).and_then(|s| s.tool_name.as_deref())
+    }
+
     /// Feed one view of a step; returns what is new since the last view.
     pub fn observe(&mut self, step: &Step) -> Vec<Event> {
         let mut out = Vec::new();
@@ -150,6 +177,14 @@ impl Tracker {
         let state = self.steps.entry(idx).or_default();
         state.finished = step.is_finished();
         state.waiting = step.status == StepStatus::Waiting;
+        if let Some(name) = step
+            .tool_call()
+            .map(|c| c.name.as_str())
+            .filter(|n| !n.is_empty())
+            .or_else(|| step.step_type.tool_name())
+        {
+            state.tool_name = Some(name.to_string());
+        }
 
         if let Some(msg) = &step.decode_error {
             if state.decode_error.as_ref() != Some(msg) {
@@ -182,7 +217,13 @@ impl Tracker {
                 } else {
                     &p.thinking
                 };
-                grow(&mut out, idx, Channel::Thinking, &mut state.thinking, thinking);
+                grow(
+                    &mut out,
+                    idx,
+                    Channel::Thinking,
+                    &mut state.thinking,
+                    thinking,
+                );
                 let text = if p.text.is_empty() {
                     p.modified_response.as_deref().unwrap_or("")
                 } else {
@@ -221,7 +262,11 @@ impl Tracker {
             }
         }
         let is_tool_step = step.step_type.tool_name().is_some()
-            || step.body.as_ref().map(Body::is_tool_result).unwrap_or(false)
+            || step
+                .body
+                .as_ref()
+                .map(Body::is_tool_result)
+                .unwrap_or(false)
             || step.tool_call().is_some();
         if is_tool_step
             && !matches!(
@@ -248,7 +293,11 @@ impl Tracker {
         }
 
         let state = self.steps.entry(idx).or_default();
-        let has_result_body = step.body.as_ref().map(Body::is_tool_result).unwrap_or(false);
+        let has_result_body = step
+            .body
+            .as_ref()
+            .map(Body::is_tool_result)
+            .unwrap_or(false);
         if (has_result_body || step.step_type.tool_name().is_some())
             && step.is_finished()
             && !state.result
@@ -336,11 +385,7 @@ fn result_event(step: &Step) -> Event {
                 (Some(s), Some(e)) => format!(" lines {s}-{e}"),
                 _ => String::new(),
             };
-            (
-                format!("{}{range}", v.uri),
-                Some(v.content.clone()),
-                None,
-            )
+            (format!("{}{range}", v.uri), Some(v.content.clone()), None)
         }
         Some(Body::ListDirectory(l)) => {
             let names: Vec<String> = l
@@ -376,11 +421,7 @@ fn result_event(step: &Step) -> Event {
             r.description.clone(),
             None,
         ),
-        Some(Body::SearchWeb(s)) => (
-            format!("search {:?}", s.query),
-            s.refined.clone(),
-            None,
-        ),
+        Some(Body::SearchWeb(s)) => (format!("search {:?}", s.query), s.refined.clone(), None),
         Some(Body::Generic(g)) => (
             g.args
                 .iter()
@@ -407,10 +448,7 @@ fn result_event(step: &Step) -> Event {
 /// Decode a whole set of rows at once: the tracker fed each step one time.
 pub fn decode_all<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Vec<Event> {
     let mut tracker = Tracker::new();
-    steps
-        .into_iter()
-        .flat_map(|s| tracker.observe(s))
-        .collect()
+    steps.into_iter().flat_map(|s| tracker.observe(s)).collect()
 }
 
 /// Join adjacent text and thinking deltas of the same step. Snapshots use

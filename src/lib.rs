@@ -5,9 +5,14 @@
 //! [`recording`] and [`schema`] describe agy's database for fake-agy, the
 //! recorder and the drift tool; see ARCHITECTURE.md for the whole map.
 
+pub mod decode;
+pub mod discovery;
 pub mod events;
 pub mod poller;
 pub mod recording;
+pub mod render;
+pub mod runner;
 pub mod schema;
 pub mod steps;
+pub mod synth;
 pub mod wire;

@@ -78,7 +78,8 @@ struct StepColumns {
 
 impl StepColumns {
     fn detect(conn: &Connection, path: &Path) -> Result<StepColumns, ReadError> {
-        let cols = crate::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
+        let cols =
+            crate::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
         if cols.is_empty() {
             return Err(ReadError::NoStepsTable {
                 path: path.to_path_buf(),
@@ -137,7 +138,7 @@ pub fn read_all(conn: &Connection, path: &Path) -> Result<Vec<StepRow>, ReadErro
 }
 
 /// Counters, so tests and benches can prove the idle path is free.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PollStats {
     pub polls: u64,
     pub version_checks: u64,
@@ -208,6 +209,11 @@ impl Poller {
         self.tracker.waiting_steps().next()
     }
 
+    /// The tool step `idx` runs, if it is a tool step.
+    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+        self.tracker.tool_name(idx)
+    }
+
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         match self.poll_inner() {
@@ -248,7 +254,10 @@ impl Poller {
         let mut rows: Vec<StepRow> = Vec::new();
         {
             let mut stmt = tx
-                .prepare_cached(&format!("{} WHERE idx > ?1 ORDER BY idx", self.columns.select()))
+                .prepare_cached(&format!(
+                    "{} WHERE idx > ?1 ORDER BY idx",
+                    self.columns.select()
+                ))
                 .map_err(err)?;
             self.stats.row_selects += 1;
             let fresh = stmt.query_map([self.cursor], to_row).map_err(err)?;

@@ -211,7 +211,10 @@ impl Serialize for SqlValue {
             }
             SqlValue::Blob(b) => {
                 let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("base64", &base64::engine::general_purpose::STANDARD.encode(b))?;
+                m.serialize_entry(
+                    "base64",
+                    &base64::engine::general_purpose::STANDARD.encode(b),
+                )?;
                 m.end()
             }
         }
@@ -227,7 +230,11 @@ impl<'de> Deserialize<'de> for SqlValue {
             serde_json::Value::Bool(b) => SqlValue::Integer(b as i64),
             serde_json::Value::Number(n) => match n.as_i64() {
                 Some(i) => SqlValue::Integer(i),
-                None => return Err(D::Error::custom(format!("{n} is not a 64-bit integer; write reals as {{\"real\": x}}"))),
+                None => {
+                    return Err(D::Error::custom(format!(
+                        "{n} is not a 64-bit integer; write reals as {{\"real\": x}}"
+                    )))
+                }
             },
             serde_json::Value::String(s) => SqlValue::Text(s),
             serde_json::Value::Object(m) => {
@@ -240,7 +247,9 @@ impl<'de> Deserialize<'de> for SqlValue {
                 } else if let Some(f) = m.get("real").and_then(|v| v.as_f64()) {
                     SqlValue::Real(f)
                 } else {
-                    return Err(D::Error::custom("expected {\"base64\": ...} or {\"real\": ...}"));
+                    return Err(D::Error::custom(
+                        "expected {\"base64\": ...} or {\"real\": ...}",
+                    ));
                 }
             }
             serde_json::Value::Array(_) => {
@@ -400,10 +409,11 @@ pub fn apply_commit(
     };
     let tx = conn.unchecked_transaction().map_err(sql)?;
     for write in &commit.writes {
-        let keys = schema::key_columns(&write.table).ok_or_else(|| RecordingError::UnknownTable {
-            commit: index,
-            table: write.table.clone(),
-        })?;
+        let keys =
+            schema::key_columns(&write.table).ok_or_else(|| RecordingError::UnknownTable {
+                commit: index,
+                table: write.table.clone(),
+            })?;
         for k in keys {
             if !write.key.contains_key(*k) {
                 return Err(RecordingError::MissingKey {

@@ -341,10 +341,7 @@ pub const STEP: &[Known] = &[
 ];
 
 const PERMISSION_ITEM: &[Known] = &[k(1, "kind", Str), k(2, "value", Str)];
-const PERMISSION: &[Known] = &[
-    k(1, "item", Msg(PERMISSION_ITEM)),
-    k(2, "decision", Varint),
-];
+const PERMISSION: &[Known] = &[k(1, "item", Msg(PERMISSION_ITEM)), k(2, "decision", Varint)];
 /// `steps.permissions`.
 pub const PERMISSIONS: &[Known] = &[k(2, "request", Msg(PERMISSION))];
 /// `steps.task_details`.
@@ -410,8 +407,13 @@ pub fn walk_paths(
             wire_type: wt,
             known: matches,
         });
-        if let (Some(Known { kind: Kind::Msg(sub), .. }), Value::Len(bytes)) =
-            (known, field.value)
+        if let (
+            Some(Known {
+                kind: Kind::Msg(sub),
+                ..
+            }),
+            Value::Len(bytes),
+        ) = (known, field.value)
         {
             walk_paths(bytes, sub, &path, visit)?;
         }
@@ -865,10 +867,31 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
     })
 }
 
-/// run_command output may start with terminal control bytes; they carry no
-/// content and would corrupt a rendered transcript.
+/// run_command output may start with terminal control bytes (cursor and
+/// colour escapes); they carry no content and would corrupt a rendered
+/// transcript, so leading control characters and CSI sequences are dropped.
 fn strip_control_prefix(s: &str) -> &str {
-    s.trim_start_matches(|c: char| c.is_control() && c != '\n' && c != '\t')
+    let mut rest = s;
+    loop {
+        let trimmed = rest.trim_start_matches(|c: char| {
+            c.is_control() && c != '\n' && c != '\t' && c != '\u{1b}'
+        });
+        if let Some(csi) = trimmed.strip_prefix("\u{1b}[") {
+            // CSI: parameter and intermediate bytes, then one final byte.
+            let end = csi
+                .char_indices()
+                .find(|(_, c)| ('@'..='~').contains(c))
+                .map(|(i, c)| i + c.len_utf8());
+            match end {
+                Some(end) => rest = &csi[end..],
+                None => return "",
+            }
+        } else if let Some(other) = trimmed.strip_prefix('\u{1b}') {
+            rest = other;
+        } else {
+            return trimmed;
+        }
+    }
 }
 
 /// Collect unknown paths of one blob into `out`, returning a walk error.
@@ -1172,7 +1195,9 @@ impl Step {
     }
 
     pub fn with_tool_call(mut self, call: ToolCall) -> Step {
-        self.metadata.get_or_insert_with(Metadata::default).tool_call = Some(call);
+        self.metadata
+            .get_or_insert_with(Metadata::default)
+            .tool_call = Some(call);
         self
     }
 
@@ -1204,7 +1229,11 @@ mod tests {
         );
         let decoded = decode(&step.to_row());
         assert_eq!(decoded.body, step.body);
-        assert!(decoded.unknown_fields.is_empty(), "{:?}", decoded.unknown_fields);
+        assert!(
+            decoded.unknown_fields.is_empty(),
+            "{:?}",
+            decoded.unknown_fields
+        );
         assert!(decoded.decode_error.is_none());
     }
 
@@ -1225,6 +1254,17 @@ mod tests {
         };
         let step = decode(&row);
         assert_eq!(step.tool_call().map(|c| c.name.as_str()), Some("view_file"));
+    }
+
+    #[test]
+    fn control_prefix_is_stripped() {
+        assert_eq!(
+            strip_control_prefix("\u{1b}[0m\u{1b}[1mrunning\n"),
+            "running\n"
+        );
+        assert_eq!(strip_control_prefix("\r\u{7}ok"), "ok");
+        assert_eq!(strip_control_prefix("\u{1b}["), "");
+        assert_eq!(strip_control_prefix("plain \u{1b}[0m"), "plain \u{1b}[0m");
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub struct Field<'a> {
 pub enum WireError {
     #[error("truncated input at byte {offset}")]
     Truncated { offset: usize },
-    #[error("length {len} at byte {offset} runs past the end of the buffer ({available} bytes left)")]
+    #[error(
+        "length {len} at byte {offset} runs past the end of the buffer ({available} bytes left)"
+    )]
     LengthOverrun {
         offset: usize,
         len: u64,
@@ -252,7 +254,10 @@ impl Encoder {
     }
 
     fn tag(&mut self, number: u32, wire: WireType) {
-        push_varint(&mut self.buf, (u64::from(number) << 3) | u64::from(wire.code()));
+        push_varint(
+            &mut self.buf,
+            (u64::from(number) << 3) | u64::from(wire.code()),
+        );
     }
 
     pub fn varint(&mut self, number: u32, value: u64) -> &mut Self {
@@ -282,6 +287,15 @@ impl Encoder {
 
     pub fn string(&mut self, number: u32, value: &str) -> &mut Self {
         self.bytes(number, value.as_bytes())
+    }
+
+    /// A packed repeated varint field (one length-delimited run).
+    pub fn packed_varints(&mut self, number: u32, values: &[u64]) -> &mut Self {
+        let mut run = Vec::new();
+        for v in values {
+            push_varint(&mut run, *v);
+        }
+        self.bytes(number, &run)
     }
 
     /// A nested message built by `build`.

@@ -1,0 +1,1145 @@
+//! Synthesized recordings: the corpus built in code from agy-format.md.
+//!
+//! No real agy is available to CI, so the corpus in `recordings/` is written by
+//! this module and checked against it by a test (`tests/corpus.rs`), which can
+//! also regenerate it (`AGY_BRIDGE_UPDATE_CORPUS=1`). Every payload goes through
+//! the library's own encoder ([`crate::steps::encode_step`]), and every commit
+//! is shaped like agy's: one row per step, rewritten in place as it grows, with
+//! realistic gaps between commits.
+
+use crate::recording::{
+    Commit, Gate, Header, Provenance, Recording, SqlValue, Write, FORMAT_VERSION,
+};
+use crate::steps::{
+    Body, DirEntry, ErrorDetails, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata,
+    ModelError, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
+    StepStatus, StepType, Subagent, TaskNotification, ToolCall, Usage, UserInput, ViewFileResult,
+};
+use crate::wire::Encoder;
+use std::collections::BTreeMap;
+
+/// `agy models` as agy 1.2.8 prints it (format 3).
+pub const MODELS_FORMAT_3: &str = "Fetching available models...\n\
+gemini-3.7-flash-low\tGemini 3.7 Flash (Low)\n\
+gemini-3.7-flash-medium\tGemini 3.7 Flash (Medium)\n\
+gemini-3.7-flash-high\tGemini 3.7 Flash (High)\n\
+gemini-3.7-pro-low\tGemini 3.7 Pro (Low)\n\
+gemini-3.7-pro-high\tGemini 3.7 Pro (High)\n\
+claude-sonnet-4-6\tClaude Sonnet 4.6\n\
+claude-opus-4-6\tClaude Opus 4.6\n\
+gpt-oss-120b-medium\tGPT-OSS 120B (Medium)\n";
+
+/// `agy models` as agy 1.1.5 .. 1.1.x prints it (format 2).
+pub const MODELS_FORMAT_2: &str = "gemini-3.6-flash-low\n\
+gemini-3.6-flash-medium\n\
+gemini-3.6-flash-high\n\
+gemini-3.6-pro-high\n\
+claude-sonnet-4-6\n\
+claude-opus-4-6\n\
+gpt-oss-120b-medium\n";
+
+/// `agy models` before 1.1.5 (format 1: display names).
+pub const MODELS_FORMAT_1: &str = "Gemini 3.5 Flash (Low)\n\
+Gemini 3.5 Flash (Medium)\n\
+Gemini 3.5 Flash (High)\n\
+Gemini 3.5 Pro (High)\n\
+Claude Sonnet 4.5\n\
+GPT-OSS 120B (Medium)\n";
+
+const WORKSPACE: &str = "/home/dev/project";
+const MODEL: &str = "gemini-3.7-flash-medium";
+
+/// A deterministic UUIDv4-shaped id derived from a name, so regenerating the
+/// corpus gives identical files.
+pub fn stable_uuid(name: &str) -> String {
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in name.bytes() {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    let hex = format!("{h:032x}");
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+/// Builds one recording commit by commit.
+pub struct Builder {
+    header: Header,
+    commits: Vec<Commit>,
+    t_ms: u64,
+    db: String,
+    pre: bool,
+    created_s: u64,
+}
+
+fn blob(b: Vec<u8>) -> SqlValue {
+    SqlValue::Blob(b)
+}
+
+/// The full-row write of a step, as agy's ORM saves it.
+pub fn step_write(step: &Step) -> Write {
+    let row = step.to_row();
+    let mut values = BTreeMap::new();
+    values.insert("step_type".into(), SqlValue::Integer(row.step_type));
+    values.insert("status".into(), SqlValue::Integer(row.status));
+    values.insert(
+        "has_subtrajectory".into(),
+        SqlValue::Integer(i64::from(step.step_type == StepType::InvokeSubagent)),
+    );
+    if let Some(m) = row.metadata {
+        values.insert("metadata".into(), blob(m));
+    }
+    if let Some(e) = step.errors.first() {
+        let mut enc = Encoder::new();
+        enc.string(1, &e.message);
+        if let Some(d) = &e.detail {
+            enc.string(2, d);
+        }
+        values.insert("error_details".into(), blob(enc.finish()));
+    }
+    if let Some(p) = row.payload {
+        values.insert("step_payload".into(), blob(p));
+    }
+    values.insert("step_format".into(), SqlValue::Integer(1));
+    let mut key = BTreeMap::new();
+    key.insert("idx".into(), SqlValue::Integer(step.idx));
+    Write {
+        table: "steps".into(),
+        op: Default::default(),
+        key,
+        values,
+    }
+}
+
+fn row_write(table: &str, key: (&str, SqlValue), values: Vec<(&str, SqlValue)>) -> Write {
+    let mut k = BTreeMap::new();
+    k.insert(key.0.to_string(), key.1);
+    Write {
+        table: table.into(),
+        op: Default::default(),
+        key: k,
+        values: values
+            .into_iter()
+            .map(|(c, v)| (c.to_string(), v))
+            .collect(),
+    }
+}
+
+impl Builder {
+    pub fn new(name: &str, description: &str, prompt: &str, answer: &str) -> Builder {
+        let root = stable_uuid(name);
+        Builder {
+            header: Header {
+                format: FORMAT_VERSION,
+                agy_version: "1.2.8".into(),
+                provenance: Provenance::Synthesized {
+                    from: "agy-format.md (shared/), agy 1.2.x schema and field layout".into(),
+                },
+                description: description.into(),
+                prompt: prompt.into(),
+                model: Some(MODEL.into()),
+                workspace: Some(WORKSPACE.into()),
+                root_conversation: root.clone(),
+                stdout: if answer.is_empty() {
+                    String::new()
+                } else {
+                    format!("{answer}\n")
+                },
+                stderr: String::new(),
+                exit_code: 0,
+                models_output: MODELS_FORMAT_3.into(),
+                version_output: "1.2.8\n".into(),
+            },
+            commits: Vec::new(),
+            t_ms: 0,
+            db: root,
+            pre: false,
+            created_s: 1_795_000_000 + (name.len() as u64) * 1000,
+        }
+    }
+
+    pub fn header(&mut self) -> &mut Header {
+        &mut self.header
+    }
+
+    pub fn root(&self) -> String {
+        self.header.root_conversation.clone()
+    }
+
+    /// Write following commits to conversation `db` (a subagent's database).
+    pub fn into_db(&mut self, db: &str) -> &mut Self {
+        self.db = db.to_string();
+        self
+    }
+
+    /// Following commits describe state from before the run (earlier turns).
+    pub fn pre(&mut self, pre: bool) -> &mut Self {
+        self.pre = pre;
+        self
+    }
+
+    /// Commit `writes` `dt_ms` after the previous commit.
+    pub fn commit(&mut self, dt_ms: u64, writes: Vec<Write>) -> &mut Self {
+        self.commit_gated(dt_ms, writes, None)
+    }
+
+    pub fn commit_gated(
+        &mut self,
+        dt_ms: u64,
+        writes: Vec<Write>,
+        gate: Option<Gate>,
+    ) -> &mut Self {
+        self.t_ms += dt_ms;
+        self.commits.push(Commit {
+            t_ms: if self.pre { 0 } else { self.t_ms },
+            db: self.db.clone(),
+            pre: self.pre,
+            gate,
+            writes,
+        });
+        self
+    }
+
+    /// Commit a single step row.
+    pub fn step(&mut self, dt_ms: u64, step: Step) -> &mut Self {
+        self.commit(dt_ms, vec![step_write(&step)])
+    }
+
+    fn meta(&self, idx: i64, source: u64) -> Metadata {
+        Metadata {
+            created_at: Some((self.created_s + idx as u64, 125_000_000)),
+            source: Some(source),
+            ..Metadata::default()
+        }
+    }
+
+    /// The conversation's own rows agy writes when it starts.
+    pub fn conversation_rows(&self, conversation: &str, parent: Option<&str>) -> Vec<Write> {
+        let trajectory = stable_uuid(&format!("trajectory:{conversation}"));
+        let mut blob_enc = Encoder::new();
+        blob_enc
+            .message(1, |w| {
+                w.string(1, &format!("file://{WORKSPACE}"));
+            })
+            .message(2, |t| {
+                t.varint(1, self.created_s).varint(2, 0);
+            })
+            .string(6, parent.unwrap_or(conversation))
+            .string(7, &format!("file://{WORKSPACE}"));
+        let mut writes = vec![
+            row_write(
+                "trajectory_meta",
+                ("trajectory_id", SqlValue::Text(trajectory)),
+                vec![
+                    ("cascade_id", SqlValue::Text(conversation.into())),
+                    (
+                        "trajectory_type",
+                        SqlValue::Integer(if parent.is_some() { 6 } else { 4 }),
+                    ),
+                    ("source", SqlValue::Integer(17)),
+                ],
+            ),
+            row_write(
+                "trajectory_metadata_blob",
+                ("id", SqlValue::Text("main".into())),
+                vec![("data", blob(blob_enc.finish()))],
+            ),
+        ];
+        if let Some(parent) = parent {
+            let mut e = Encoder::new();
+            e.string(1, parent);
+            writes.push(row_write(
+                "parent_references",
+                ("idx", SqlValue::Integer(0)),
+                vec![("data", blob(e.finish()))],
+            ));
+        }
+        writes
+    }
+
+    /// The opening of a turn: the user's input (type 14) and a checkpoint
+    /// (type 23). On a fresh conversation the first commit also creates the
+    /// conversation rows.
+    pub fn open_turn(&mut self, idx: i64, prompt: &str, title: &str, fresh: bool) -> &mut Self {
+        let mut writes = if fresh {
+            let root = self.db.clone();
+            self.conversation_rows(&root, None)
+        } else {
+            Vec::new()
+        };
+        let mut user = Step::new(idx, StepType::UserInput, StepStatus::Done).with_body(
+            Body::UserInput(UserInput {
+                text: prompt.into(),
+                workspace_uri: Some(format!("file://{WORKSPACE}")),
+            }),
+        );
+        user.metadata = Some(self.meta(idx, 4));
+        writes.push(step_write(&user));
+        self.commit(140, writes);
+        let mut checkpoint = Step::new(idx + 1, StepType::Checkpoint, StepStatus::Done).with_body(
+            Body::Checkpoint {
+                title: format!("{title}\n\nThe user asked: {prompt}"),
+            },
+        );
+        checkpoint.metadata = Some(self.meta(idx + 1, 2));
+        self.step(90, checkpoint)
+    }
+
+    fn planner_step(&self, idx: i64, status: StepStatus, p: PlannerResponse) -> Step {
+        let mut s = Step::new(idx, StepType::PlannerResponse, status).with_body(Body::Planner(p));
+        s.metadata = Some(self.meta(idx, 2));
+        s
+    }
+
+    /// A planner response whose thinking, then text, grows in place: one
+    /// commit per chunk, GENERATING until the last commit marks it DONE.
+    pub fn planner(
+        &mut self,
+        idx: i64,
+        thinking: &[&str],
+        text: &[&str],
+        calls: Vec<ToolCall>,
+        gap_ms: u64,
+    ) -> &mut Self {
+        let mut p = PlannerResponse::default();
+        for chunk in thinking {
+            p.thinking.push_str(chunk);
+            let s = self.planner_step(idx, StepStatus::Generating, p.clone());
+            self.step(gap_ms, s);
+        }
+        for chunk in text {
+            p.text.push_str(chunk);
+            let s = self.planner_step(idx, StepStatus::Generating, p.clone());
+            self.step(gap_ms, s);
+        }
+        p.tool_calls = calls;
+        p.stop_reason = Some(2);
+        let mut done = self.planner_step(idx, StepStatus::Done, p);
+        if let Some(meta) = done.metadata.as_mut() {
+            meta.usage = Some(Usage {
+                model: 1018,
+                input_tokens: 5_432,
+                output_tokens: 321,
+                cache_read_tokens: 4_096,
+                thinking_tokens: 128,
+                response_tokens: 193,
+                ..Usage::default()
+            });
+        }
+        let gen = self.gen_metadata(idx);
+        self.commit(gap_ms, vec![step_write(&done), gen])
+    }
+
+    fn gen_metadata(&self, idx: i64) -> Write {
+        let mut e = Encoder::new();
+        e.message(1, |g| {
+            g.message(4, |u| {
+                u.varint(1, 1018)
+                    .varint(2, 5_432)
+                    .varint(3, 321)
+                    .varint(5, 4_096);
+            })
+            .string(19, MODEL)
+            .string(21, "Gemini 3.7 Flash (Medium)");
+        });
+        e.packed_varints(2, &[idx as u64]);
+        let data = e.finish();
+        let size = data.len() as i64;
+        row_write(
+            "gen_metadata",
+            ("idx", SqlValue::Integer(idx)),
+            vec![("data", blob(data)), ("size", SqlValue::Integer(size))],
+        )
+    }
+
+    /// A tool step: announced RUNNING with its call, then DONE (or `final_status`)
+    /// with its result body.
+    pub fn tool(
+        &mut self,
+        idx: i64,
+        step_type: StepType,
+        call: ToolCall,
+        result: Option<Body>,
+        final_status: StepStatus,
+        run_ms: u64,
+    ) -> &mut Self {
+        let mut running =
+            Step::new(idx, step_type, StepStatus::Running).with_tool_call(call.clone());
+        if let Some(m) = running.metadata.as_mut() {
+            m.created_at = Some((self.created_s + idx as u64, 0));
+            m.source = Some(2);
+        }
+        self.step(60, running.clone());
+        let mut done = running;
+        done.status = final_status;
+        done.body = result;
+        self.step(run_ms, done)
+    }
+
+    pub fn finish(self) -> Recording {
+        Recording {
+            header: self.header,
+            commits: self.commits,
+        }
+    }
+}
+
+/// Split `s` into `n` pieces of roughly equal byte length, each ending on a
+/// char boundary.
+pub fn chunks(s: &str, n: usize) -> Vec<&str> {
+    let n = n.max(1);
+    let target = s.len().div_ceil(n).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + target).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        start = end;
+    }
+    out
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
+}
+
+/// Every corpus recording, by name.
+pub fn corpus() -> Vec<(&'static str, Recording)> {
+    vec![
+        ("hello", hello()),
+        ("thinking", thinking()),
+        ("tools", tools()),
+        ("resume", resume()),
+        ("unicode", unicode()),
+        ("quota-error", quota_error()),
+        ("long-answer", long_answer()),
+        ("subagent", subagent()),
+        ("unknown-steps", unknown_steps()),
+        ("placeholder", placeholder()),
+        ("equal-rewrite", equal_rewrite()),
+        ("permission", permission()),
+        ("web-tools", web_tools()),
+        ("orchestration", orchestration()),
+        ("models-v1", models_v1()),
+        ("models-v2", models_v2()),
+    ]
+}
+
+const HELLO: &str = "Hello! I'm agy, running in print mode. I can read and edit files in this workspace, run commands, and search the web. What would you like to work on?";
+
+fn hello() -> Recording {
+    let mut b = Builder::new(
+        "hello",
+        "One answer that grows in place over six commits.",
+        "Say hello",
+        HELLO,
+    );
+    b.open_turn(0, "Say hello", "Greeting the user", true);
+    b.planner(2, &[], &chunks(HELLO, 6), vec![], 180);
+    b.finish()
+}
+
+const THINK_TEXT: &str = "The capital of Australia is **Canberra**, not Sydney. It was purpose-built as a compromise between Sydney and Melbourne and became the seat of government in 1927.";
+const THINK_THOUGHT: &str = "The user wants the capital of Australia. Common misconception: Sydney. The correct answer is Canberra, chosen in 1908 as a compromise; parliament moved there in 1927.";
+
+fn thinking() -> Recording {
+    let mut b = Builder::new(
+        "thinking",
+        "Thinking (20.3) grows first, then the answer (20.1), in one type-15 step.",
+        "What is the capital of Australia?",
+        THINK_TEXT,
+    );
+    b.open_turn(
+        0,
+        "What is the capital of Australia?",
+        "Answering a geography question",
+        true,
+    );
+    b.planner(
+        2,
+        &chunks(THINK_THOUGHT, 3),
+        &chunks(THINK_TEXT, 4),
+        vec![],
+        160,
+    );
+    b.finish()
+}
+
+const TOOLS_FINAL: &str = "I fixed the off-by-one in `src/lib.rs`: `sum_to` now includes `n`. `cargo test` failed before the fix (1 failing test); the `deploy` step could not run because `deploy.sh` does not exist.";
+
+fn tools() -> Recording {
+    let ws = WORKSPACE;
+    let mut b = Builder::new(
+        "tools",
+        "One turn with view_file, grep_search, list_directory, run_command (exit 1), a file edit and a failing tool.",
+        "Fix the failing test",
+        TOOLS_FINAL,
+    );
+    b.open_turn(0, "Fix the failing test", "Fixing a failing test", true);
+    let view = call(
+        "call-view-1",
+        "view_file",
+        serde_json::json!({"AbsolutePath": format!("{ws}/src/lib.rs"), "StartLine": 1, "EndLine": 20, "toolAction": "Viewing", "toolSummary": "src/lib.rs"}),
+    );
+    let grep = call(
+        "call-grep-1",
+        "grep_search",
+        serde_json::json!({"Query": "sum_to", "SearchPath": ws, "Includes": ["*.rs"], "toolAction": "Searching", "toolSummary": "sum_to"}),
+    );
+    let list = call(
+        "call-list-1",
+        "list_dir",
+        serde_json::json!({"DirectoryPath": ws, "toolAction": "Listing", "toolSummary": "project"}),
+    );
+    b.planner(
+        2,
+        &["Let me look at the code and the tests first."],
+        &["I'll inspect the project."],
+        vec![view.clone(), grep.clone(), list.clone()],
+        150,
+    );
+    b.tool(
+        3,
+        StepType::ViewFile,
+        view,
+        Some(Body::ViewFile(ViewFileResult {
+            uri: format!("file://{ws}/src/lib.rs"),
+            start: Some(1),
+            end: Some(5),
+            content: "pub fn sum_to(n: u32) -> u32 {\n    (0..n).sum()\n}\n".into(),
+            next_line: None,
+            total: Some(5),
+        })),
+        StepStatus::Done,
+        120,
+    );
+    b.tool(
+        4,
+        StepType::GrepSearch,
+        grep,
+        Some(Body::Grep(GrepResult {
+            query: "sum_to".into(),
+            include: Some("*.rs".into()),
+            output: "src/lib.rs:1:pub fn sum_to(n: u32) -> u32 {\ntests/sum.rs:4:    assert_eq!(sum_to(3), 6);\n".into(),
+            hits: vec![
+                GrepHit {
+                    path: "src/lib.rs".into(),
+                    line: 1,
+                    text: "pub fn sum_to(n: u32) -> u32 {".into(),
+                    abs_path: Some(format!("{ws}/src/lib.rs")),
+                },
+                GrepHit {
+                    path: "tests/sum.rs".into(),
+                    line: 4,
+                    text: "    assert_eq!(sum_to(3), 6);".into(),
+                    abs_path: Some(format!("{ws}/tests/sum.rs")),
+                },
+            ],
+            command: Some("rg --line-number sum_to".into()),
+            cwd: Some(format!("file://{ws}")),
+        })),
+        StepStatus::Done,
+        140,
+    );
+    b.tool(
+        5,
+        StepType::ListDirectory,
+        list,
+        Some(Body::ListDirectory(ListDirResult {
+            dir: format!("file://{ws}"),
+            entries: vec![
+                DirEntry {
+                    name: "Cargo.toml".into(),
+                    is_dir: false,
+                    size: Some(212),
+                },
+                DirEntry {
+                    name: "src".into(),
+                    is_dir: true,
+                    size: None,
+                },
+                DirEntry {
+                    name: "tests".into(),
+                    is_dir: true,
+                    size: None,
+                },
+            ],
+        })),
+        StepStatus::Done,
+        90,
+    );
+    let test = call(
+        "call-run-1",
+        "run_command",
+        serde_json::json!({"CommandLine": "cargo test", "Cwd": ws, "toolAction": "Running", "toolSummary": "cargo test"}),
+    );
+    b.planner(
+        6,
+        &[],
+        &["Running the tests to see the failure."],
+        vec![test.clone()],
+        150,
+    );
+    b.tool(
+        7,
+        StepType::RunCommand,
+        test,
+        Some(Body::RunCommand(RunCommandResult {
+            cwd: Some(ws.into()),
+            exit_code: Some(101),
+            output: "\u{1b}[0m\u{1b}[1mrunning 1 test\ntest sum_three ... FAILED\n\nassertion `left == right` failed\n  left: 3\n right: 6\n\ntest result: FAILED. 0 passed; 1 failed\n".into(),
+            command: Some("cargo test".into()),
+        })),
+        StepStatus::Done,
+        400,
+    );
+    let edit = call(
+        "call-edit-1",
+        "replace_file_content",
+        serde_json::json!({"TargetFile": format!("{ws}/src/lib.rs"), "ReplacementContent": "    (0..=n).sum()", "TargetContent": "    (0..n).sum()", "toolAction": "Editing", "toolSummary": "include n in the range"}),
+    );
+    b.planner(
+        8,
+        &[],
+        &["The range excludes `n`; fixing it."],
+        vec![edit.clone()],
+        150,
+    );
+    b.tool(
+        9,
+        StepType::FileEdit,
+        edit,
+        Some(Body::Write {
+            summary: "Edited src/lib.rs: (0..n) -> (0..=n)".into(),
+        }),
+        StepStatus::Done,
+        110,
+    );
+    let deploy = call(
+        "call-run-2",
+        "run_command",
+        serde_json::json!({"CommandLine": "./deploy.sh", "Cwd": ws, "toolAction": "Running", "toolSummary": "deploy"}),
+    );
+    b.planner(10, &[], &["Now deploying."], vec![deploy.clone()], 150);
+    let mut failed =
+        Step::new(11, StepType::RunCommand, StepStatus::Running).with_tool_call(deploy);
+    b.step(60, failed.clone());
+    failed.status = StepStatus::Error;
+    failed.errors.push(ErrorDetails {
+        message: "run_command failed: ./deploy.sh: No such file or directory".into(),
+        detail: Some("exec: \"./deploy.sh\": stat ./deploy.sh: no such file or directory".into()),
+        stack: None,
+    });
+    b.step(80, failed);
+    b.planner(12, &[], &chunks(TOOLS_FINAL, 3), vec![], 170);
+    b.finish()
+}
+
+const RESUME_FIRST: &str = "Your project is a small Rust library with one function, `sum_to`.";
+const RESUME_SECOND: &str = "Yes: add a doc comment and a property test for `sum_to`. I'd start with `proptest` comparing it against `n * (n + 1) / 2`.";
+
+fn resume() -> Recording {
+    let mut b = Builder::new(
+        "resume",
+        "A second turn on an existing conversation: `pre` commits hold turn one; the run writes turn two (idx continues).",
+        "Any suggestions?",
+        RESUME_SECOND,
+    );
+    b.pre(true);
+    b.open_turn(0, "What is this project?", "Describing the project", true);
+    b.planner(2, &[], &[RESUME_FIRST], vec![], 100);
+    b.pre(false);
+    b.open_turn(3, "Any suggestions?", "Suggesting improvements", false);
+    b.planner(
+        5,
+        &["They want next steps."],
+        &chunks(RESUME_SECOND, 4),
+        vec![],
+        170,
+    );
+    b.finish()
+}
+
+/// Split points chosen inside user-perceived characters: between a base
+/// letter and its combining mark, inside a ZWJ emoji sequence, between the two
+/// regional indicators of a flag, and inside CJK runs.
+const UNICODE_PIECES: &[&str] = &[
+    "Café au lait: cafe\u{0301}",
+    "\u{0301} (combining accent split from its e). Family: \u{1F469}\u{200D}",
+    "\u{1F469}\u{200D}\u{1F467}\u{200D}\u{1F466}. Flag: \u{1F1EF}",
+    "\u{1F1F5} Japan. 日本語の",
+    "テキスト、中文字符，한국어. Done \u{2705}",
+];
+
+fn unicode() -> Recording {
+    let text: String = UNICODE_PIECES.concat();
+    let mut b = Builder::new(
+        "unicode",
+        "Emoji (ZWJ sequences, flags), CJK and combining marks, with growth commits split inside grapheme clusters.",
+        "Show me some Unicode",
+        &text,
+    );
+    b.open_turn(0, "Show me some Unicode", "Showing Unicode text", true);
+    b.planner(2, &["Mixing scripts 🙂"], UNICODE_PIECES, vec![], 150);
+    b.finish()
+}
+
+const QUOTA_MESSAGE: &str =
+    "You have exhausted your capacity on this model. Your quota will reset after 2h13m.";
+
+fn quota_error() -> Recording {
+    let mut b = Builder::new(
+        "quota-error",
+        "A 429 quota error: a type-17 step carrying field 24, exit code 1 and agy's stderr.",
+        "Refactor the parser",
+        "",
+    );
+    {
+        let h = b.header();
+        h.exit_code = 1;
+        h.stderr = format!("Error: {QUOTA_MESSAGE} (429 RESOURCE_EXHAUSTED)\n");
+    }
+    b.open_turn(0, "Refactor the parser", "Refactoring the parser", true);
+    let mut placeholder = Step::new(2, StepType::PlannerResponse, StepStatus::Generating)
+        .with_body(Body::Planner(PlannerResponse::default()));
+    placeholder.metadata = Some(Metadata {
+        source: Some(2),
+        ..Metadata::default()
+    });
+    b.step(200, placeholder.clone());
+    placeholder.status = StepStatus::Error;
+    b.step(600, placeholder);
+    let err = Step::new(3, StepType::ErrorMessage, StepStatus::Done).with_body(Body::ModelError(
+        ModelError {
+            summary: Some("RESOURCE_EXHAUSTED (code 429): quota exceeded".into()),
+            diagnostic: Some("model=gemini-3.7-flash-medium tier=free".into()),
+            response_json: Some(
+                r#"{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}"#
+                    .into(),
+            ),
+            id: Some("err-429-7f3a".into()),
+            user_message: Some(QUOTA_MESSAGE.into()),
+        },
+    ));
+    b.step(30, err);
+    b.finish()
+}
+
+fn long_text() -> String {
+    let mut s = String::from("# A long report\n\n");
+    let mut n = 0;
+    while s.len() < 210_000 {
+        n += 1;
+        s.push_str(&format!(
+            "Section {n}. The quick brown fox jumps over the lazy dog while the build cache warms; line {n} keeps the answer growing steadily past two hundred kilobytes.\n"
+        ));
+    }
+    s.push_str("End of report.");
+    s
+}
+
+fn long_answer() -> Recording {
+    let text = long_text();
+    let mut b = Builder::new(
+        "long-answer",
+        "An answer over 200 KB, growing in four commits.",
+        "Write a long report",
+        &text,
+    );
+    b.open_turn(0, "Write a long report", "Writing a long report", true);
+    b.planner(2, &[], &chunks(&text, 4), vec![], 250);
+    b.finish()
+}
+
+const SUB_PARENT: &str = "The researcher subagent found two callers of `parse_config`; both pass a path, so the signature change is safe.";
+const SUB_CHILD: &str =
+    "`parse_config` is called from src/main.rs:12 and src/cli.rs:40, both with a &Path.";
+
+fn subagent() -> Recording {
+    let mut b = Builder::new(
+        "subagent",
+        "A type-127 invoke_subagent step; the child conversation's database is written at the same time by a child process.",
+        "Is changing parse_config safe?",
+        SUB_PARENT,
+    );
+    let root = b.root();
+    let child = stable_uuid("subagent:child");
+    b.open_turn(
+        0,
+        "Is changing parse_config safe?",
+        "Checking parse_config callers",
+        true,
+    );
+    let invoke = call(
+        "call-sub-1",
+        "invoke_subagent",
+        serde_json::json!({"Role": "researcher", "Task": "find callers of parse_config", "toolAction": "Delegating", "toolSummary": "researcher"}),
+    );
+    b.planner(
+        2,
+        &["I'll delegate the search."],
+        &["Asking a researcher subagent."],
+        vec![invoke.clone()],
+        150,
+    );
+    let mut sub = Step::new(3, StepType::InvokeSubagent, StepStatus::Running)
+        .with_tool_call(invoke)
+        .with_body(Body::Subagent(Subagent {
+            child_conversation_id: child.clone(),
+            log_uri: Some(format!(
+                "file:///home/dev/.gemini/antigravity-cli/brain/{child}/transcript.jsonl"
+            )),
+            role: Some("researcher".into()),
+            kind: Some("research".into()),
+        }));
+    b.step(80, sub.clone());
+    // The child conversation: its own database, written by a child process.
+    b.into_db(&child);
+    let mut rows = b.conversation_rows(&child, Some(&root));
+    let user =
+        Step::new(0, StepType::UserInput, StepStatus::Done).with_body(Body::UserInput(UserInput {
+            text: "find callers of parse_config".into(),
+            workspace_uri: None,
+        }));
+    rows.push(step_write(&user));
+    b.commit(100, rows);
+    b.planner(1, &[], &chunks(SUB_CHILD, 3), vec![], 140);
+    b.into_db(&root);
+    sub.status = StepStatus::Done;
+    b.step(120, sub);
+    b.planner(4, &[], &chunks(SUB_PARENT, 4), vec![], 160);
+    b.finish()
+}
+
+const UNKNOWN_TEXT: &str =
+    "Done. (This run mixed in step types and fields this decoder has never seen.)";
+
+fn unknown_steps() -> Recording {
+    let mut b = Builder::new(
+        "unknown-steps",
+        "Unknown step types (250, 77) and unknown fields of every wire type, mixed in with known steps.",
+        "Do the thing",
+        UNKNOWN_TEXT,
+    );
+    b.open_turn(0, "Do the thing", "Doing the thing", true);
+    // An ephemeral message (known type 90, no body we decode).
+    let mut eph = Encoder::new();
+    eph.varint(1, 90).varint(4, 3).message(88, |m| {
+        m.string(1, "ephemeral: workspace indexed");
+    });
+    b.commit(100, vec![raw_step(2, 90, 3, eph.finish())]);
+    // A brand-new step type with a body in a brand-new field.
+    let mut novel = Encoder::new();
+    novel
+        .varint(1, 250)
+        .varint(4, 3)
+        .message(250, |m| {
+            m.string(1, "future feature")
+                .varint(2, 42)
+                .fixed32(3, 7)
+                .fixed64(4, 9);
+        })
+        .fixed64(251, 0xdead_beef);
+    b.commit(120, vec![raw_step(3, 250, 3, novel.finish())]);
+    // A known planner step with unknown fields at several depths.
+    let mut mixed = Encoder::new();
+    mixed
+        .varint(1, 15)
+        .fixed32(2, 0x0102_0304)
+        .varint(4, 3)
+        .message(5, |m| {
+            m.varint(3, 2).string(77, "new metadata field");
+        })
+        .message(20, |p| {
+            p.fixed64(2, 99)
+                .string(1, UNKNOWN_TEXT)
+                .varint(40, 1)
+                .message(41, |x| {
+                    x.string(1, "nested unknown");
+                })
+                .fixed32(42, 5);
+        })
+        .varint(9999, 1);
+    b.commit(150, vec![raw_step(4, 15, 3, mixed.finish())]);
+    // Another unknown type with an empty payload.
+    b.commit(80, vec![raw_step(5, 77, 3, Vec::new())]);
+    b.finish()
+}
+
+fn raw_step(idx: i64, step_type: i64, status: i64, payload: Vec<u8>) -> Write {
+    row_write(
+        "steps",
+        ("idx", SqlValue::Integer(idx)),
+        vec![
+            ("step_type", SqlValue::Integer(step_type)),
+            ("status", SqlValue::Integer(status)),
+            ("has_subtrajectory", SqlValue::Integer(0)),
+            ("step_payload", blob(payload)),
+            ("step_format", SqlValue::Integer(1)),
+        ],
+    )
+}
+
+const PLACEHOLDER_TEXT: &str = "Here is the summary you asked for: three modules, no cycles.";
+
+fn placeholder() -> Recording {
+    let mut b = Builder::new(
+        "placeholder",
+        "An empty type-15 placeholder (GENERATING, no text) committed well before generation starts.",
+        "Summarise the modules",
+        PLACEHOLDER_TEXT,
+    );
+    b.open_turn(0, "Summarise the modules", "Summarising modules", true);
+    let mut empty = Step::new(2, StepType::PlannerResponse, StepStatus::Generating)
+        .with_body(Body::Planner(PlannerResponse::default()));
+    empty.metadata = Some(Metadata {
+        source: Some(2),
+        ..Metadata::default()
+    });
+    b.step(100, empty);
+    b.planner(2, &[], &chunks(PLACEHOLDER_TEXT, 3), vec![], 600);
+    b.finish()
+}
+
+fn equal_rewrite() -> Recording {
+    let final_text = "The answer is 42. Checked twice.";
+    let mut b = Builder::new(
+        "equal-rewrite",
+        "An in-place rewrite to text of the same length (41 -> 42) while generating; a length-keyed cache would miss it.",
+        "What is six times seven?",
+        final_text,
+    );
+    b.open_turn(0, "What is six times seven?", "Multiplying", true);
+    let mk = |b: &Builder, text: &str, status| {
+        b.planner_step(
+            2,
+            status,
+            PlannerResponse {
+                text: text.into(),
+                ..PlannerResponse::default()
+            },
+        )
+    };
+    let s = mk(&b, "The answer is", StepStatus::Generating);
+    b.step(150, s);
+    let s = mk(&b, "The answer is 41.", StepStatus::Generating);
+    b.step(150, s);
+    let s = mk(&b, "The answer is 42.", StepStatus::Generating);
+    b.step(150, s);
+    let s = mk(&b, final_text, StepStatus::Done);
+    b.step(150, s);
+    b.finish()
+}
+
+const PERMISSION_TEXT: &str = "All 12 tests pass.";
+
+fn permission() -> Recording {
+    let mut b = Builder::new(
+        "permission",
+        "A run_command that needs permission: without --dangerously-skip-permissions agy writes a WAITING step and stalls, as print mode does.",
+        "Run the tests",
+        PERMISSION_TEXT,
+    );
+    b.open_turn(0, "Run the tests", "Running tests", true);
+    let run = call(
+        "call-run-perm",
+        "run_command",
+        serde_json::json!({"CommandLine": "npm test", "Cwd": WORKSPACE, "toolAction": "Running", "toolSummary": "npm test"}),
+    );
+    b.planner(2, &[], &["Running the test suite."], vec![run.clone()], 150);
+    let mut waiting =
+        Step::new(3, StepType::RunCommand, StepStatus::Waiting).with_tool_call(run.clone());
+    waiting
+        .metadata
+        .get_or_insert_with(Metadata::default)
+        .source = Some(2);
+    let mut write = step_write(&waiting);
+    let mut perm = Encoder::new();
+    perm.message(2, |r| {
+        r.message(1, |i| {
+            i.string(1, "command").string(2, "npm test");
+        });
+    });
+    write
+        .values
+        .insert("permissions".into(), blob(perm.finish()));
+    b.commit_gated(80, vec![write], Some(Gate::Permission));
+    b.tool(
+        3,
+        StepType::RunCommand,
+        run,
+        Some(Body::RunCommand(RunCommandResult {
+            cwd: Some(WORKSPACE.into()),
+            exit_code: Some(0),
+            output: "> test\n> jest\n\nTests: 12 passed, 12 total\n".into(),
+            command: Some("npm test".into()),
+        })),
+        StepStatus::Done,
+        300,
+    );
+    b.planner(4, &[], &[PERMISSION_TEXT], vec![], 150);
+    b.finish()
+}
+
+const WEB_TEXT: &str =
+    "Rust 1.95 stabilised `if let` chains in match guards; see the release notes.";
+
+fn web_tools() -> Recording {
+    let mut b = Builder::new(
+        "web-tools",
+        "search_web (33/42) and read_url_content (31/40).",
+        "What's new in Rust 1.95?",
+        WEB_TEXT,
+    );
+    b.open_turn(0, "What's new in Rust 1.95?", "Looking up Rust news", true);
+    let search = call(
+        "call-web-1",
+        "search_web",
+        serde_json::json!({"query": "Rust 1.95 release notes"}),
+    );
+    b.planner(2, &[], &["Searching."], vec![search.clone()], 120);
+    b.tool(
+        3,
+        StepType::SearchWeb,
+        search,
+        Some(Body::SearchWeb(SearchWebResult {
+            query: "Rust 1.95 release notes".into(),
+            refined: Some("https://blog.rust-lang.org/releases/1.95.0".into()),
+        })),
+        StepStatus::Done,
+        300,
+    );
+    let read = call(
+        "call-web-2",
+        "read_url_content",
+        serde_json::json!({"Url": "https://blog.rust-lang.org/releases/1.95.0"}),
+    );
+    b.planner(
+        4,
+        &[],
+        &["Reading the announcement."],
+        vec![read.clone()],
+        120,
+    );
+    b.tool(
+        5,
+        StepType::ReadUrl,
+        read,
+        Some(Body::ReadUrl(ReadUrlResult {
+            url: "https://blog.rust-lang.org/releases/1.95.0".into(),
+            title: Some("Announcing Rust 1.95.0".into()),
+            description: Some(
+                "The Rust team is happy to announce a new version of Rust, 1.95.0.".into(),
+            ),
+            content_path: Some("/home/dev/.gemini/antigravity-cli/brain/web/1.md".into()),
+        })),
+        StepStatus::Done,
+        250,
+    );
+    b.planner(6, &[], &chunks(WEB_TEXT, 2), vec![], 150);
+    b.finish()
+}
+
+const ORCH_TEXT: &str = "Task created and the team notified.";
+
+fn orchestration() -> Recording {
+    let mut b = Builder::new(
+        "orchestration",
+        "Generic orchestration tools (type 132, field 140), a task notification (114) and a conversation-history step (98).",
+        "Create a task for the release",
+        ORCH_TEXT,
+    );
+    b.open_turn(
+        0,
+        "Create a task for the release",
+        "Creating a release task",
+        true,
+    );
+    let mut history = Encoder::new();
+    history.varint(1, 98).varint(4, 3).message(98, |h| {
+        h.string(1, "earlier context elided");
+    });
+    b.commit(60, vec![raw_step(2, 98, 3, history.finish())]);
+    let manage = call(
+        "call-task-1",
+        "manage_task",
+        serde_json::json!({"action": "create", "title": "Release 2.0"}),
+    );
+    b.planner(3, &[], &["Creating the task."], vec![manage.clone()], 120);
+    b.tool(
+        4,
+        StepType::GenericTool,
+        manage,
+        Some(Body::Generic(GenericTool {
+            args: vec![
+                ("action".into(), "create".into()),
+                ("title".into(), "Release 2.0".into()),
+            ],
+            result: Some("task t-17 created".into()),
+        })),
+        StepStatus::Done,
+        150,
+    );
+    let note = Step::new(5, StepType::Unknown(114), StepStatus::Done).with_body(
+        Body::TaskNotification(TaskNotification {
+            message: "Task t-17 created".into(),
+            details: Some("Release 2.0".into()),
+            kind: Some(1),
+        }),
+    );
+    b.step(50, note);
+    b.planner(6, &[], &[ORCH_TEXT], vec![], 140);
+    b.finish()
+}
+
+fn simple_answer(
+    name: &str,
+    description: &str,
+    version: &str,
+    models: &str,
+    text: &str,
+) -> Recording {
+    let mut b = Builder::new(name, description, "Say hi briefly", text);
+    {
+        let h = b.header();
+        h.agy_version = version.into();
+        h.version_output = format!("{version}\n");
+        h.models_output = models.into();
+    }
+    b.open_turn(0, "Say hi briefly", "Greeting", true);
+    b.planner(2, &[], &chunks(text, 2), vec![], 200);
+    b.finish()
+}
+
+fn models_v1() -> Recording {
+    simple_answer(
+        "models-v1",
+        "An older agy (1.1.4): `agy models` prints display names (format 1), no stream-json.",
+        "1.1.4",
+        MODELS_FORMAT_1,
+        "Hi there!",
+    )
+}
+
+fn models_v2() -> Recording {
+    simple_answer(
+        "models-v2",
+        "agy 1.1.14: `agy models` prints one slug per line (format 2).",
+        "1.1.14",
+        MODELS_FORMAT_2,
+        "Hello, friend.",
+    )
+}

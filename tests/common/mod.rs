@@ -1,0 +1,160 @@
+//! Shared harness for end-to-end tests: fake-agy as the agy binary, a
+//! temporary HOME, and helpers to compare a live stream with a recording.
+#![allow(dead_code)]
+
+use agy_bridge::events::{self, Event, Transcript};
+use agy_bridge::recording::{self, Recording};
+use agy_bridge::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
+use agy_bridge::{poller, steps};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The fake-agy binary built next to this test binary. `cargo test
+/// --workspace` builds it; a lone `cargo test --test X` may not.
+pub fn fake_agy() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("fake-agy");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the tests with `cargo test --workspace` (or `cargo build -p fake-agy` first)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn load(name: &str) -> Recording {
+    let path = recording::resolve(name, &recording::bundled_dir()).expect("recording");
+    Recording::load(&path).expect("load")
+}
+
+/// A temporary HOME with agy's conversations directory.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    pub fn conversations(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join(".gemini/antigravity-cli/conversations")
+    }
+
+    /// A runner config that runs fake-agy replaying `recording` at `speed`.
+    pub fn config(&self, recording: &str, speed: f64) -> RunConfig {
+        RunConfig {
+            agy_bin: fake_agy(),
+            conversations_dir: self.conversations(),
+            env: vec![
+                ("HOME".into(), self.dir.path().display().to_string()),
+                ("FAKE_AGY_RECORDING".into(), recording.into()),
+                ("FAKE_AGY_SPEED".into(), speed.to_string()),
+            ],
+            timeout: Duration::from_secs(120),
+            bind: runner::BindMode::Discovery,
+            ..RunConfig::default()
+        }
+    }
+}
+
+/// Everything a test wants from one run.
+pub struct Outcome {
+    pub result: RunResult,
+    pub events: Vec<(Instant, RunEvent)>,
+    pub started: Instant,
+}
+
+impl Outcome {
+    pub fn agy_events(&self) -> Vec<Event> {
+        self.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                RunEvent::Agy(ev) => Some(ev.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The stream's transcript, with subagent ids normalised (a replay
+    /// gives every conversation a fresh id, as agy does).
+    pub fn transcript(&self) -> Transcript {
+        normalise(Transcript::from_events(self.agy_events()))
+    }
+}
+
+pub async fn run_with(cfg: RunConfig, req: TurnRequest, cancel: CancellationToken) -> Outcome {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let started = Instant::now();
+    let collector = tokio::spawn(async move {
+        let mut out = Vec::new();
+        while let Some(e) = rx.recv().await {
+            out.push((Instant::now(), e));
+        }
+        out
+    });
+    let result = runner::run(&cfg, &req, cancel, tx).await;
+    let events = collector.await.expect("collector");
+    Outcome {
+        result,
+        events,
+        started,
+    }
+}
+
+pub async fn run(cfg: RunConfig, prompt: &str) -> Outcome {
+    let req = TurnRequest {
+        prompt: prompt.into(),
+        ..TurnRequest::default()
+    };
+    run_with(cfg, req, CancellationToken::new()).await
+}
+
+/// What a full replay of `rec` amounts to: its root database decoded once.
+pub fn expected(rec: &Recording) -> Transcript {
+    let conn = rec
+        .final_database(&rec.header.root_conversation)
+        .expect("final db");
+    let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+    let decoded: Vec<_> = rows.iter().map(steps::decode).collect();
+    normalise(Transcript::from_events(events::decode_all(&decoded)))
+}
+
+pub fn normalise(mut t: Transcript) -> Transcript {
+    for items in t.steps.values_mut() {
+        for e in items.iter_mut() {
+            if let Event::Subagent {
+                conversation_id, ..
+            } = e
+            {
+                *conversation_id = "<child conversation>".into();
+            }
+        }
+    }
+    t
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}

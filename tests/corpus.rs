@@ -1,0 +1,202 @@
+//! The recording corpus: the files in `recordings/` are exactly what
+//! `agy_bridge::synth` builds, and each one's decoded, merged event stream is
+//! pinned by an insta snapshot.
+//!
+//! Regenerate the files after changing the synthesiser with
+//! `AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus`, then review the diff
+//! and the snapshot changes (`cargo insta review`).
+
+use agy_bridge::events::{self, Event};
+use agy_bridge::recording::{self, Recording};
+use agy_bridge::{poller, steps, synth};
+use std::path::Path;
+
+fn decoded(rec: &Recording) -> Vec<Event> {
+    let conn = rec
+        .final_database(&rec.header.root_conversation)
+        .expect("recording applies");
+    let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+    let steps: Vec<_> = rows.iter().map(steps::decode).collect();
+    events::merge(events::decode_all(&steps))
+}
+
+#[test]
+fn corpus_files_match_the_synthesiser() {
+    let dir = recording::bundled_dir();
+    let update = std::env::var_os("AGY_BRIDGE_UPDATE_CORPUS").is_some();
+    let mut stale = Vec::new();
+    for (name, rec) in synth::corpus() {
+        let path = dir.join(format!("{name}.jsonl"));
+        let want = rec.to_jsonl();
+        if update {
+            std::fs::write(&path, &want).expect("write corpus file");
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(have) if have == want => {}
+            _ => stale.push(name),
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "recordings out of date with src/synth.rs: {stale:?}; run AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus"
+    );
+}
+
+#[test]
+fn corpus_has_every_required_recording() {
+    let names = recording::list(&recording::bundled_dir()).expect("recordings dir");
+    for required in [
+        "hello",
+        "thinking",
+        "tools",
+        "resume",
+        "unicode",
+        "quota-error",
+        "long-answer",
+        "subagent",
+        "unknown-steps",
+        "placeholder",
+        "equal-rewrite",
+        "permission",
+    ] {
+        assert!(names.iter().any(|n| n == required), "missing {required}");
+    }
+    assert!(names.len() >= 12);
+}
+
+#[test]
+fn corpus_files_parse_and_round_trip() {
+    for (name, rec) in synth::corpus() {
+        let parsed = Recording::parse(&rec.to_jsonl()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(parsed, rec, "{name}");
+    }
+}
+
+/// Apply the root conversation's commits one at a time to a WAL database on
+/// disk and poll after each: the stream a poller with perfect resolution
+/// sees, deterministically (no timing involved).
+fn replayed(rec: &Recording) -> Vec<Event> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conv.db");
+    let writer = rusqlite::Connection::open(&path).expect("open");
+    writer
+        .pragma_update(None, "journal_mode", "wal")
+        .expect("wal");
+    agy_bridge::schema::create(&writer).expect("schema");
+    let mut poller = poller::Poller::new(&path, None);
+    let opts = recording::ApplyOptions {
+        skip_permissions: true,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    for (i, commit) in rec.effective_commits(&opts) {
+        if commit.db != rec.header.root_conversation {
+            continue;
+        }
+        recording::apply_commit(&writer, i, commit, &opts).expect("apply");
+        match poller.poll() {
+            poller::Poll::Ready(events) => out.extend(events),
+            poller::Poll::NotReady(e) => panic!("poll: {e}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn replayed_streams_match_snapshots() {
+    for (name, rec) in synth::corpus() {
+        let events = events::merge(replayed(&rec));
+        insta::assert_json_snapshot!(name, events);
+    }
+}
+
+#[test]
+fn replayed_streams_amount_to_the_final_decode() {
+    for (name, rec) in synth::corpus() {
+        let live = events::Transcript::from_events(replayed(&rec));
+        let once = events::Transcript::from_events(decoded(&rec));
+        assert_eq!(live, once, "{name}");
+    }
+}
+
+#[test]
+fn equal_length_rewrite_is_reported() {
+    let rec = synth::corpus()
+        .into_iter()
+        .find(|(n, _)| *n == "equal-rewrite")
+        .map(|(_, r)| r)
+        .expect("equal-rewrite");
+    let events = replayed(&rec);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Rewrite { text, .. } if text == "The answer is 42.")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn answers_equal_the_recorded_stdout() {
+    for (name, rec) in synth::corpus() {
+        if rec.header.exit_code != 0 || rec.header.stdout.is_empty() {
+            continue;
+        }
+        let transcript = events::Transcript::from_events(decoded(&rec));
+        // The printed answer is the last planner response's text.
+        let last_text = transcript
+            .steps
+            .values()
+            .flatten()
+            .filter_map(|e| match e {
+                Event::Text { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .last()
+            .unwrap_or_default();
+        assert_eq!(last_text, rec.stdout_text(), "{name}");
+    }
+}
+
+#[test]
+fn hello_grows_over_at_least_five_commits() {
+    let rec = synth::corpus()
+        .into_iter()
+        .find(|(n, _)| *n == "hello")
+        .map(|(_, r)| r)
+        .expect("hello");
+    let growth = rec
+        .commits
+        .iter()
+        .filter(|c| {
+            c.writes
+                .iter()
+                .any(|w| w.table == "steps" && w.key.get("idx").and_then(|v| v.as_i64()) == Some(2))
+        })
+        .count();
+    assert!(growth >= 5, "{growth}");
+}
+
+#[test]
+fn long_answer_is_over_200_kb() {
+    let rec = synth::corpus()
+        .into_iter()
+        .find(|(n, _)| *n == "long-answer")
+        .map(|(_, r)| r)
+        .expect("long-answer");
+    assert!(rec.stdout_text().len() >= 200_000);
+}
+
+#[test]
+fn user_input_is_never_thinking() {
+    for (name, rec) in synth::corpus() {
+        for event in decoded(&rec) {
+            if let Event::Thinking { text, .. } = &event {
+                assert_ne!(
+                    text, &rec.header.prompt,
+                    "{name}: prompt echoed as thinking"
+                );
+            }
+        }
+    }
+}

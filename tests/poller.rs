@@ -1,0 +1,226 @@
+//! The poller's contract, against a real WAL database and a real writer.
+
+use agy_bridge::events::{Channel, Event};
+use agy_bridge::poller::{Poll, Poller, ReadError};
+use agy_bridge::steps::{
+    Body, PlannerResponse, RunCommandResult, Step, StepStatus, StepType, ToolCall,
+};
+use rusqlite::Connection;
+use std::path::Path;
+
+fn writer(path: &Path) -> Connection {
+    let w = Connection::open(path).expect("open");
+    w.pragma_update(None, "journal_mode", "wal").expect("wal");
+    agy_bridge::schema::create(&w).expect("schema");
+    w
+}
+
+fn put(w: &Connection, step: &Step) {
+    let row = step.to_row();
+    w.execute(
+        "INSERT OR REPLACE INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
+        rusqlite::params![row.idx, row.step_type, row.status, row.payload],
+    )
+    .expect("write");
+}
+
+fn text(idx: i64, status: StepStatus, t: &str) -> Step {
+    Step::new(idx, StepType::PlannerResponse, status).with_body(Body::Planner(PlannerResponse {
+        text: t.into(),
+        ..PlannerResponse::default()
+    }))
+}
+
+fn ready(p: &mut Poller) -> Vec<Event> {
+    match p.poll() {
+        Poll::Ready(e) => e,
+        Poll::NotReady(e) => panic!("not ready: {e}"),
+    }
+}
+
+#[test]
+fn missing_file_then_missing_table_mean_not_ready() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let mut p = Poller::new(&path, None);
+    assert!(matches!(
+        p.poll(),
+        Poll::NotReady(ReadError::Missing { .. })
+    ));
+    assert!(!path.exists(), "the poller must never create the database");
+    let w = Connection::open(&path).expect("open");
+    w.pragma_update(None, "journal_mode", "wal").expect("wal");
+    assert!(matches!(
+        p.poll(),
+        Poll::NotReady(ReadError::NoStepsTable { .. })
+    ));
+    agy_bridge::schema::create(&w).expect("schema");
+    put(&w, &text(0, StepStatus::Done, "hi"));
+    let events = ready(&mut p);
+    assert_eq!(
+        events,
+        vec![Event::Text {
+            idx: 0,
+            text: "hi".into()
+        }]
+    );
+}
+
+#[test]
+fn idle_polls_run_no_row_select() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, "thinking about it"));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    let before = p.stats();
+    for _ in 0..50 {
+        assert!(ready(&mut p).is_empty());
+    }
+    let after = p.stats();
+    assert_eq!(
+        after.row_selects, before.row_selects,
+        "idle polls selected rows"
+    );
+    assert_eq!(after.version_checks, before.version_checks + 50);
+    // One commit: exactly one pass (new rows + the unfinished re-read).
+    put(
+        &w,
+        &text(0, StepStatus::Generating, "thinking about it more"),
+    );
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 0,
+            text: " more".into()
+        }]
+    );
+    assert_eq!(p.stats().row_selects, after.row_selects + 2);
+}
+
+#[test]
+fn cursor_skips_history() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    for i in 0..10 {
+        put(&w, &text(i, StepStatus::Done, &format!("old {i}")));
+    }
+    let mut p = Poller::new(&path, Some(9));
+    assert!(ready(&mut p).is_empty());
+    put(&w, &text(10, StepStatus::Done, "new"));
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 10,
+            text: "new".into()
+        }]
+    );
+    assert_eq!(p.last_idx(), Some(10));
+}
+
+#[test]
+fn unfinished_tool_steps_are_reread_until_their_result_lands() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "run_command".into(),
+        arguments: "{\"CommandLine\":\"ls\"}".into(),
+    };
+    let running = Step::new(0, StepType::RunCommand, StepStatus::Running).with_tool_call(call);
+    put(&w, &running);
+    put(&w, &text(1, StepStatus::Done, "meanwhile"));
+    let mut p = Poller::new(&path, None);
+    let first = ready(&mut p);
+    assert!(matches!(&first[0], Event::ToolCall { name, .. } if name == "run_command"));
+    assert!(!first.iter().any(|e| matches!(e, Event::ToolResult { .. })));
+    let mut done = running.clone();
+    done.status = StepStatus::Done;
+    done.body = Some(Body::RunCommand(RunCommandResult {
+        exit_code: Some(0),
+        output: "a\nb\n".into(),
+        command: Some("ls".into()),
+        cwd: None,
+    }));
+    put(&w, &done);
+    let second = ready(&mut p);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(matches!(
+        &second[0],
+        Event::ToolResult {
+            ok: true,
+            exit_code: Some(0),
+            ..
+        }
+    ));
+    assert_eq!(p.unfinished().count(), 0);
+}
+
+#[test]
+fn equal_length_rewrite_is_an_event() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, "value: 41"));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    put(&w, &text(0, StepStatus::Generating, "value: 42"));
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Rewrite {
+            idx: 0,
+            channel: Channel::Text,
+            text: "value: 42".into()
+        }]
+    );
+}
+
+#[test]
+fn no_read_transaction_is_held_between_polls() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, "a"));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    put(&w, &text(0, StepStatus::Generating, "ab"));
+    // A reader holding a snapshot would make TRUNCATE report busy (1).
+    let busy: i64 = w
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+        .expect("checkpoint");
+    assert_eq!(busy, 0);
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 0,
+            text: "b".into()
+        }]
+    );
+    // And our reader never checkpointed: the writer's WAL is still there.
+    put(&w, &text(0, StepStatus::Done, "abc"));
+    ready(&mut p);
+    drop(p);
+    let wal = path.with_extension("db-wal");
+    assert!(wal.exists() && std::fs::metadata(&wal).expect("wal").len() > 0);
+}
+
+#[test]
+fn legacy_four_column_table_is_read() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = Connection::open(&path).expect("open");
+    w.execute(agy_bridge::schema::LEGACY_STEPS_DDL, [])
+        .expect("legacy");
+    put(&w, &text(0, StepStatus::Done, "old format"));
+    let mut p = Poller::new(&path, None);
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 0,
+            text: "old format".into()
+        }]
+    );
+}
