@@ -433,6 +433,12 @@ fn result_event(step: &Step) -> Event {
         ),
         _ => (String::new(), None, None),
     };
+    // A result with no body still says how the step ended.
+    let summary = if summary.is_empty() {
+        step.status.label().to_string()
+    } else {
+        summary
+    };
     Event::ToolResult {
         idx: step.idx,
         id: call.map(|c| c.id.clone()).unwrap_or_default(),

@@ -1,1 +1,650 @@
-fn main(){}
+//! The `agy-bridge` command line: one subcommand per job, each a thin shell
+//! over the library. To add a subcommand, add a variant to [`Commands`], an
+//! args struct, one match arm in [`run`] and a `cmd_*` function.
+
+mod cmd_turn;
+
+use agy_bridge::decode;
+use clap::{Args, Parser, Subcommand};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Stream Google's Antigravity CLI (agy) as a model provider, and inspect
+/// what agy writes.
+#[derive(Debug, Parser)]
+#[command(name = "agy-bridge", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Debug, Subcommand)]
+enum Commands {
+    /// Decode a conversation database or a recording into readable steps
+    /// (or JSON lines with --json).
+    Decode(DecodeArgs),
+    /// Show or change the settings (config.json; environment variables win
+    /// over the file).
+    Config(ConfigArgs),
+    /// List or clear the pi session → agy conversation bindings.
+    Sessions(SessionsArgs),
+    /// Run one agy turn and stream what it does, live.
+    Run(cmd_turn::RunArgs),
+    /// Run the whole pipeline on a bundled recording with the workspace's
+    /// fake agy: no real agy, no network.
+    Demo(cmd_turn::DemoArgs),
+    /// The pi provider boundary: one JSON request on stdin, pi's streaming
+    /// events as JSON lines on stdout (see ARCHITECTURE.md).
+    Stream(cmd_turn::StreamArgs),
+    /// AskAntigravity: delegate one task to agy and print its final answer
+    /// with a footer naming the conversation.
+    Ask(cmd_turn::AskArgs),
+    /// List agy's models (`agy models`, cached 5 minutes) as a table, or as
+    /// pi model objects with --json.
+    Models(ModelsArgs),
+    /// Record an agy run (or an existing database) as a recording in the
+    /// corpus format, optionally redacted for publishing.
+    Record(RecordArgs),
+    /// Fingerprint recordings or databases and compare them with the
+    /// schema baseline: breaking changes exit 1.
+    Drift(DriftArgs),
+}
+
+#[derive(Debug, Args)]
+struct DecodeArgs {
+    /// A conversation database (`<id>.db`, may be in use by agy) or a
+    /// recording (`.jsonl`).
+    path: PathBuf,
+    /// Print one JSON object per step instead of the readable view.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a subcommand returns: its exit code, or an error to report.
+type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            // One line, whatever the error's own text holds.
+            let message = e.to_string().replace(['\n', '\r'], " ");
+            eprintln!("agy-bridge: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Commands) -> CmdResult {
+    match command {
+        Commands::Decode(args) => cmd_decode(args),
+        Commands::Config(args) => cmd_config(args),
+        Commands::Sessions(args) => cmd_sessions(args),
+        Commands::Run(args) => cmd_turn::cmd_run(args),
+        Commands::Demo(args) => cmd_turn::cmd_demo(args),
+        Commands::Stream(args) => cmd_turn::cmd_stream(args),
+        Commands::Ask(args) => cmd_turn::cmd_ask(args),
+        Commands::Models(args) => cmd_models(args),
+        Commands::Record(args) => cmd_record(args),
+        Commands::Drift(args) => cmd_drift(args),
+    }
+}
+
+fn cmd_decode(args: DecodeArgs) -> CmdResult {
+    let decoded = decode::decode_path(&args.path)?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let written = if args.json {
+        decoded.write_json_lines(&mut out)
+    } else {
+        decoded.write_text(&mut out)
+    }
+    .and_then(|_| out.flush());
+    match written {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // `agy-bridge decode x | head` is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(format!("cannot write output: {e}").into()),
+    }
+}
+// ---------------------------------------------------------------------------
+// `agy-bridge config` and `agy-bridge sessions`: the `/agy` command's state.
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Environment variables win over config.json: AGY_MODE, AGY_SKIP_PERMISSIONS, \
+AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. Saving never writes them into the file. \
+The state directory is ~/.pi/agent/antigravity-bridge (AGY_BRIDGE_STATE_DIR overrides it)."
+)]
+struct ConfigArgs {
+    #[command(subcommand)]
+    change: Option<ConfigCommand>,
+    /// Print the status as one JSON object.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// agy's --mode: accept-edits (the default) or plan.
+    Mode {
+        #[arg(value_parser = ["plan", "accept-edits"])]
+        mode: String,
+    },
+    /// on (the default) or off: pass --dangerously-skip-permissions.
+    ///
+    /// on: agy runs tools without asking (print mode cannot answer a
+    /// permission prompt, so a prompt would stall the turn). off: agy asks.
+    Permissions {
+        #[arg(value_parser = ["on", "off"])]
+        value: String,
+    },
+    /// The default model alias for AskAntigravity (flash, pro, ...).
+    Model { alias: String },
+    /// The default thinking tier: low, medium or high.
+    Thinking {
+        #[arg(value_parser = ["low", "medium", "high"])]
+        tier: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct SessionsArgs {
+    #[command(subcommand)]
+    action: Option<SessionsCommand>,
+    /// Print JSON instead of the readable view.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// List the bindings: key, agy conversation, last streamed idx, pi
+    /// message count (the default).
+    List,
+    /// Forget every binding: each pi session starts a fresh agy conversation
+    /// on its next turn.
+    Clear,
+    /// Set one binding (tests and repairs).
+    #[command(hide = true)]
+    Set {
+        key: String,
+        conversation_id: String,
+        #[arg(allow_negative_numbers = true)]
+        last_idx: i64,
+        message_count: Option<u64>,
+    },
+}
+
+/// Print state warnings on stderr, one line each.
+fn report_state_warnings(warnings: &[agy_bridge::config::StateWarning]) {
+    for w in warnings {
+        let line = w.to_string().replace(['\n', '\r'], " ");
+        eprintln!("agy-bridge: warning: {line}");
+    }
+}
+
+/// Write a command's whole output; a closed pipe is not an error.
+fn write_state_output(text: &str) -> CmdResult {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(format!("cannot write output: {e}").into()),
+    }
+}
+
+fn cmd_config(args: ConfigArgs) -> CmdResult {
+    use agy_bridge::config::{ConfigChange, ConfigStore};
+    let store = ConfigStore::open_default()?;
+    let change = match args.change {
+        None => None,
+        Some(ConfigCommand::Mode { mode }) => Some(ConfigChange::Mode(mode.parse()?)),
+        Some(ConfigCommand::Permissions { value }) => {
+            Some(ConfigChange::SkipPermissions(value == "on"))
+        }
+        Some(ConfigCommand::Model { alias }) => Some(ConfigChange::DefaultModel(alias)),
+        Some(ConfigCommand::Thinking { tier }) => {
+            Some(ConfigChange::DefaultThinking(tier.parse()?))
+        }
+    };
+    let Some(change) = change else {
+        let status = store.load()?;
+        report_state_warnings(&status.warnings);
+        let text = if args.json {
+            format!("{}\n", status.to_json())
+        } else {
+            format!("{status}\n")
+        };
+        return write_state_output(&text);
+    };
+    let setting = change.setting();
+    let status = store.save_change(change)?;
+    report_state_warnings(&status.warnings);
+    let Some(now) = status.setting(setting) else {
+        return Err("internal error: setting missing from the status".into());
+    };
+    let saved = now.file_value.clone().unwrap_or_default();
+    let saved_shown = now.display_file_value().unwrap_or_default();
+    // The environment variable's current value, if it still wins.
+    let env_wins = (now.source == agy_bridge::config::Source::Env)
+        .then(|| std::env::var(now.env_var).unwrap_or_default());
+    let text = if args.json {
+        let mut json = status.to_json();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert(
+                "saved".into(),
+                serde_json::json!({
+                    "setting": setting.name(),
+                    "key": setting.file_key(),
+                    "value": saved,
+                    "overriddenByEnv": env_wins.as_ref().map(|_| now.env_var),
+                }),
+            );
+        }
+        format!("{json}\n")
+    } else {
+        let mut text = format!(
+            "saved {} = {} in {}\n",
+            setting.name(),
+            saved_shown,
+            status.config_path.display()
+        );
+        if let Some(v) = &env_wins {
+            text.push_str(&format!(
+                "note: {}={v:?} is set in the environment and still wins over the file\n",
+                now.env_var
+            ));
+        }
+        text.push_str(&format!("\n{status}\n"));
+        text
+    };
+    write_state_output(&text)
+}
+
+fn cmd_sessions(args: SessionsArgs) -> CmdResult {
+    use agy_bridge::sessions::{SessionEntry, SessionStore};
+    let store = SessionStore::open_default()?;
+    let result = match args.action.unwrap_or(SessionsCommand::List) {
+        SessionsCommand::List => store.list().map(|list| {
+            if args.json {
+                let sessions: Vec<serde_json::Value> = list
+                    .iter()
+                    .map(|(key, e)| {
+                        serde_json::json!({
+                            "key": key,
+                            "conversationId": e.conversation_id.as_str(),
+                            "lastStepIdx": e.last_step_idx,
+                            "lastMessageCount": e.message_count,
+                        })
+                    })
+                    .collect();
+                format!(
+                    "{}\n",
+                    serde_json::json!({ "path": store.path(), "sessions": sessions })
+                )
+            } else if list.is_empty() {
+                format!("no sessions ({})\n", store.path().display())
+            } else {
+                let shown: Vec<String> = list
+                    .iter()
+                    .map(|(k, _)| k.escape_debug().to_string())
+                    .collect();
+                let width = shown.iter().map(|k| k.chars().count()).max().unwrap_or(0);
+                let mut text = format!(
+                    "{:<width$}  {:<36}  {:>8}  {:>8}\n",
+                    "KEY", "CONVERSATION", "LAST IDX", "MESSAGES"
+                );
+                for (key, (_, e)) in shown.iter().zip(&list) {
+                    text.push_str(&format!(
+                        "{key:<width$}  {:<36}  {:>8}  {:>8}\n",
+                        e.conversation_id.as_str(),
+                        e.last_step_idx,
+                        e.message_count
+                    ));
+                }
+                text.push_str(&format!(
+                    "{} session(s) in {}\n",
+                    list.len(),
+                    store.path().display()
+                ));
+                text
+            }
+        }),
+        SessionsCommand::Clear => store.clear().map(|n| {
+            if args.json {
+                format!(
+                    "{}\n",
+                    serde_json::json!({ "path": store.path(), "cleared": n })
+                )
+            } else {
+                format!("cleared {n} session(s) in {}\n", store.path().display())
+            }
+        }),
+        SessionsCommand::Set {
+            key,
+            conversation_id,
+            last_idx,
+            message_count,
+        } => {
+            if key.is_empty() {
+                return Err("the session key is empty".into());
+            }
+            if last_idx < -1 {
+                return Err(format!("LAST_IDX must be -1 or more, not {last_idx}").into());
+            }
+            let entry = SessionEntry {
+                conversation_id: agy_bridge::discovery::ConversationId::parse(&conversation_id)?,
+                last_step_idx: last_idx,
+                message_count: message_count.unwrap_or(0),
+            };
+            store.update(&key, &entry).map(|()| {
+                if args.json {
+                    format!(
+                        "{}\n",
+                        serde_json::json!({ "path": store.path(), "set": key })
+                    )
+                } else {
+                    format!("set {}\n", key.escape_debug())
+                }
+            })
+        }
+    };
+    report_state_warnings(&store.take_warnings());
+    write_state_output(&result?)
+}
+
+// ---------------------------------------------------------------------------
+// `agy-bridge models`: agy's catalog for pi's model picker.
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs `$AGY_BIN models` (default `agy`), killed after 8 s. The result is \
+cached for 5 minutes in models-cache.json in the state directory (~/.pi/agent/antigravity-bridge, \
+AGY_BRIDGE_STATE_DIR overrides it); a stale entry is shown at once and refreshed in the \
+background. When agy is missing, signed out, hangs or fails, a built-in catalog is shown and a \
+note says so on stderr."
+)]
+struct ModelsArgs {
+    /// Print a JSON array of pi model objects (provider "antigravity").
+    #[arg(long)]
+    json: bool,
+    /// Run `agy models` now instead of using the cache.
+    #[arg(long)]
+    refresh: bool,
+    /// Print nothing (the background refresh uses `--refresh --quiet`).
+    #[arg(long, hide = true)]
+    quiet: bool,
+}
+
+fn cmd_models(args: ModelsArgs) -> CmdResult {
+    use agy_bridge::models::{Loader, Policy};
+    let loader = Loader::from_env();
+    if args.quiet && args.refresh {
+        let _ = loader.refresh_quietly();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let policy = if args.refresh {
+        Policy::Refresh
+    } else {
+        Policy::CacheFirst
+    };
+    let loaded = loader.load(policy);
+    if loaded.stale {
+        if let Ok(exe) = std::env::current_exe() {
+            loader.spawn_refresh(&exe);
+        }
+    }
+    if args.quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(note) = loaded.note() {
+        eprintln!("agy-bridge: note: {}", note.replace(['\n', '\r'], " "));
+    }
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string(&loaded.catalog.to_pi())?)
+    } else {
+        let mut buf = Vec::new();
+        agy_bridge::models::write_table(&loaded.catalog, &mut buf)?;
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(format!("cannot write output: {e}").into()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// `agy-bridge record` and `agy-bridge drift`: capturing a new agy version and
+// reporting what changed (docs/recording-new-agy.md).
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs $AGY_BIN (default `agy`) as `agy-bridge run` does, captures every committed \
+change of its conversation database(s) with its time offset, and writes a recording. Without \
+--redact the file holds private data (paths, user name, ids, the prompt)."
+)]
+struct RecordArgs {
+    /// Where to write the recording (JSON Lines).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Convert this existing conversation database (one commit, no timing)
+    /// instead of running agy.
+    #[arg(long, value_name = "PATH", conflicts_with = "from")]
+    db: Option<PathBuf>,
+    /// Rewrite this existing recording instead of running agy (use with
+    /// --redact to redact it).
+    #[arg(long, value_name = "RECORDING")]
+    from: Option<PathBuf>,
+    /// agy's --model.
+    #[arg(long)]
+    model: Option<String>,
+    /// agy's --effort: low, medium or high.
+    #[arg(long)]
+    effort: Option<agy_bridge::runner::Effort>,
+    /// agy's --mode: accept-edits or plan.
+    #[arg(long)]
+    mode: Option<agy_bridge::runner::Mode>,
+    /// Resume this conversation (its earlier state is recorded as `pre`).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// Run agy in this directory (the workspace).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// agy's --add-dir (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dirs: Vec<PathBuf>,
+    /// Replace home and workspace paths, user name, e-mail addresses and ids
+    /// with placeholders, in payloads too.
+    #[arg(long)]
+    redact: bool,
+    /// Stop agy after this many seconds (what was captured is kept).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// The prompt (required unless --db or --from).
+    prompt: Option<String>,
+}
+
+fn cmd_record(args: RecordArgs) -> CmdResult {
+    use agy_bridge::{record, recording::Recording, redact, runner};
+    let mut workspaces: Vec<String> = Vec::new();
+    let recording = if let Some(db) = &args.db {
+        record::from_database(db)?
+    } else if let Some(from) = &args.from {
+        Recording::load(from)?
+    } else {
+        let Some(prompt) = args.prompt.clone() else {
+            return Err("a PROMPT is required (or --db PATH / --from RECORDING)".into());
+        };
+        let mut cfg = runner::RunConfig::from_env();
+        if let Some(secs) = args.timeout {
+            cfg.timeout = std::time::Duration::from_secs(secs);
+        }
+        let conversation = match &args.conversation {
+            Some(id) => Some(agy_bridge::discovery::ConversationId::parse(id)?),
+            None => None,
+        };
+        let cwd = match &args.cwd {
+            Some(dir) => Some(
+                std::fs::canonicalize(dir).map_err(|e| format!("--cwd {}: {e}", dir.display()))?,
+            ),
+            None => None,
+        };
+        for d in cwd.iter().chain(args.add_dirs.iter()) {
+            workspaces.push(d.display().to_string());
+        }
+        let req = record::RecordRequest {
+            turn: runner::TurnRequest {
+                prompt,
+                cwd,
+                model: args.model.clone(),
+                effort: args.effort,
+                mode: args.mode,
+                conversation,
+                add_dirs: args.add_dirs.clone(),
+                ..runner::TurnRequest::default()
+            },
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let recorded = rt.block_on(async {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    on_signal.cancel();
+                }
+            });
+            record::record(&cfg, &req, cancel).await
+        })?;
+        for w in &recorded.warnings {
+            eprintln!("agy-bridge: warning: {}", w.replace(['\n', '\r'], " "));
+        }
+        let dbs = recorded.recording.conversations().len();
+        eprintln!(
+            "agy-bridge: captured {} commits from {dbs} database(s) in {} ms ({} wake-ups), agy exit {}",
+            recorded.recording.commits.len(),
+            recorded.result.duration_ms,
+            recorded.stats.wakes,
+            recorded.recording.header.exit_code
+        );
+        recorded.recording
+    };
+    let recording = if args.redact {
+        if let Ok(dir) = std::env::current_dir() {
+            workspaces.push(dir.display().to_string());
+        }
+        redact::redact_recording(&recording, &redact::RedactOptions::from_env(workspaces))
+    } else {
+        eprintln!("agy-bridge: {}", record::PRIVACY_WARNING);
+        recording
+    };
+    recording.save(&args.out)?;
+    eprintln!(
+        "agy-bridge: wrote {} ({} commits)",
+        args.out.display(),
+        recording.commits.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "PATHS are recordings (.jsonl), conversation databases, or directories \
+(every .jsonl in them). Exit status: 0 no breaking finding (additive ones are printed as \
+warnings), 1 a breaking finding, 2 an input or the baseline could not be read."
+)]
+struct DriftArgs {
+    /// Recordings, databases or directories of recordings.
+    #[arg(required = true, value_name = "PATHS")]
+    paths: Vec<PathBuf>,
+    /// The baseline to compare with (default: recordings/schema-baseline.json
+    /// of this source tree).
+    #[arg(long, value_name = "FILE", conflicts_with = "update_baseline")]
+    baseline: Option<PathBuf>,
+    /// Write the fingerprint of PATHS to FILE as the new baseline instead.
+    #[arg(long, value_name = "FILE")]
+    update_baseline: Option<PathBuf>,
+    /// Print the findings as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn cmd_drift(args: DriftArgs) -> CmdResult {
+    use agy_bridge::drift;
+    let fail = |message: String| {
+        eprintln!("agy-bridge: error: {}", message.replace(['\n', '\r'], " "));
+        Ok(ExitCode::from(2))
+    };
+    let mut paths = Vec::new();
+    for p in &args.paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = match std::fs::read_dir(p) {
+                Ok(entries) => entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
+                    .collect(),
+                Err(e) => return fail(format!("{}: {e}", p.display())),
+            };
+            found.sort();
+            paths.extend(found);
+        } else {
+            paths.push(p.clone());
+        }
+    }
+    let current = match drift::fingerprint_paths(&paths) {
+        Ok(fp) => fp,
+        Err(e) => return fail(e.to_string()),
+    };
+    if let Some(out) = &args.update_baseline {
+        if let Err(e) = std::fs::write(out, current.to_json()) {
+            return fail(format!("cannot write {}: {e}", out.display()));
+        }
+        println!(
+            "wrote {}: {} sources, {} step types, {} steps",
+            out.display(),
+            current.sources.len(),
+            current.step_types.len(),
+            current.total_steps()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let baseline_path = args.baseline.unwrap_or_else(drift::bundled_baseline);
+    let baseline = match drift::Fingerprint::load(&baseline_path) {
+        Ok(b) => b,
+        Err(e) => return fail(e.to_string()),
+    };
+    let report = drift::compare(&baseline, &current);
+    let text = if args.json {
+        format!(
+            "{}\n",
+            serde_json::json!({
+                "baseline": baseline_path,
+                "sources": current.sources,
+                "breaking": report.breaking,
+                "additive": report.additive,
+                "findings": report.findings,
+                "not_exercised": report.not_exercised,
+            })
+        )
+    } else {
+        report.to_text(&current, &baseline_path)
+    };
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(format!("cannot write output: {e}").into()),
+    }
+    Ok(if report.is_breaking() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -90,6 +90,11 @@ pub struct Header {
     pub models_output: String,
     /// Exactly what `agy --version` printed.
     pub version_output: String,
+    /// The `sqlite_master` SQL of the root database, in creation order, when
+    /// the recording was captured from a real agy (`agy-bridge record` fills
+    /// it). Empty means [`schema::DDL`], the schema fake-agy creates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<String>,
 }
 
 /// What fake-agy does at a gated commit.

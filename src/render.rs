@@ -24,6 +24,7 @@ pub struct LiveView<W: Write> {
     color: bool,
     tools: u32,
     errors: u32,
+    last_text_idx: Option<i64>,
 }
 
 const DIM: &str = "\x1b[2m";
@@ -39,6 +40,7 @@ impl<W: Write> LiveView<W> {
             color,
             tools: 0,
             errors: 0,
+            last_text_idx: None,
         }
     }
 
@@ -96,7 +98,12 @@ impl<W: Write> LiveView<W> {
             self.paint(RESET),
         );
         match e {
-            Event::Text { text, .. } => {
+            Event::Text { idx, text } => {
+                // Answers from different steps are separate paragraphs.
+                if self.block == Block::Text && self.last_text_idx.is_some_and(|i| i != *idx) {
+                    write!(self.out, "\n\n")?;
+                }
+                self.last_text_idx = Some(*idx);
                 self.enter(Block::Text)?;
                 write!(self.out, "{text}")?;
             }

@@ -494,6 +494,15 @@ impl Tails {
     }
 }
 
+/// Something that wants to look at the bound database on every wake-up, as
+/// the poller does (the recorder captures whole tables this way). Called on
+/// the runner's task right after each poll, including the trailing polls.
+pub trait Observer: Send {
+    /// `db` is the bound conversation database; `dir` the conversations
+    /// directory (subagent databases live there too).
+    fn wake(&mut self, dir: &Path, db: &Path);
+}
+
 /// Run one turn. Events go to `events` as they happen; the result comes back
 /// when agy's tree is gone. Cancel `cancel` to abort.
 pub async fn run(
@@ -501,6 +510,17 @@ pub async fn run(
     req: &TurnRequest,
     cancel: CancellationToken,
     events: mpsc::UnboundedSender<RunEvent>,
+) -> RunResult {
+    run_observed(cfg, req, cancel, events, None).await
+}
+
+/// [`run`], with an [`Observer`] woken alongside the poller.
+pub async fn run_observed(
+    cfg: &RunConfig,
+    req: &TurnRequest,
+    cancel: CancellationToken,
+    events: mpsc::UnboundedSender<RunEvent>,
+    mut observer: Option<&mut dyn Observer>,
 ) -> RunResult {
     let started = Instant::now();
     let mut result = RunResult {
@@ -652,6 +672,9 @@ pub async fn run(
                     }
                 }
                 result.last_idx = p.last_idx();
+                if let Some(o) = observer.as_mut() {
+                    o.wake(&dir, p.path());
+                }
             }
         }};
     }

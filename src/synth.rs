@@ -155,6 +155,7 @@ impl Builder {
                 exit_code: 0,
                 models_output: MODELS_FORMAT_3.into(),
                 version_output: "1.2.8\n".into(),
+                schema: Vec::new(),
             },
             commits: Vec::new(),
             t_ms: 0,

@@ -109,7 +109,7 @@ fn message_bytes() -> impl Strategy<Value = Vec<u8>> {
         vec(any::<u8>(), 0..24),
         "\\PC{0,24}".prop_map(String::into_bytes),
     ];
-    let tree = leaf.prop_recursive(4, 96, 8, |inner| {
+    leaf.prop_recursive(4, 96, 8, |inner| {
         vec(
             (
                 interesting_number(),
@@ -129,8 +129,7 @@ fn message_bytes() -> impl Strategy<Value = Vec<u8>> {
             }
             e.finish()
         })
-    });
-    tree
+    })
 }
 
 /// Field numbers that carry a step body (agy-format.md §6).

@@ -1,1 +1,49 @@
-fn main(){}
+//! fake-agy: a stand-in for Google's Antigravity CLI (`agy`) that replays an
+//! agy-bridge recording into a real-schema conversation database, on agy's
+//! command line, with fault knobs for tests. See `fake-agy --help` and
+//! fake-agy/README.md.
+//!
+//! The recording format, the schema and the decoder all come from the
+//! `agy_bridge` library, so the fake cannot drift from what the bridge reads.
+
+mod cli;
+mod models;
+mod replay;
+
+use cli::Invocation;
+use std::time::Instant;
+
+fn main() {
+    // The replay clock starts with the process, as agy's would.
+    let start = Instant::now();
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let result = match cli::parse(&args) {
+        Err(cli::UsageError(message)) => {
+            eprint!("Error: {message}\n\n{}", cli::USAGE);
+            Ok(cli::USAGE_EXIT)
+        }
+        Ok(Invocation::Help) => {
+            print!("{}", cli::help_text());
+            Ok(0)
+        }
+        Ok(Invocation::Version) => replay::version(),
+        Ok(Invocation::Models) => replay::models(),
+        Ok(Invocation::Other(name)) => {
+            println!("fake-agy: `agy {name}` is not emulated; nothing to do");
+            Ok(0)
+        }
+        Ok(Invocation::Print(p)) => replay::run_print(&p, start),
+        Ok(Invocation::SubagentWriter(a)) => replay::run_subagent_writer(&a),
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(fatal) => {
+            eprintln!("fake-agy: {}", fatal.message);
+            fatal.code
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,727 @@
+//! agy as a pi model provider: one pi turn in, pi's streaming events out.
+//!
+//! This is the only library module that knows pi. It turns pi's request (the
+//! model id, reasoning level, session and `messages`) into one agy turn, and
+//! the runner's events into pi's `AssistantMessageEvent` protocol as JSON
+//! lines (deltas only; the extension owns the partial message). Its two
+//! promises to pi: `start` goes out at once, and exactly one terminal event
+//! (`done` or `error`) ends every stream, whatever happens.
+
+use crate::diff::{self, TurnEdits};
+use crate::events::{Channel, Event};
+use crate::runner::{Failure, RunEvent, RunResult};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+/// The provider id pi knows us by; assistant turns from it are agy's own.
+pub const PROVIDER_ID: &str = "antigravity";
+/// Upper bound on the context digest, keeping the newest items.
+pub const DIGEST_MAX_CHARS: usize = 8000;
+
+const COMPACTION_MARKER: &str = "compacted into the following summary";
+const DIGEST_PREAMBLE: &str = "[Context from the wider pi session that this Antigravity turn did not see: compaction summaries, turns by other providers, tool results and earlier user messages. Your own earlier turns are already in your conversation history. Use this for continuity only.]";
+
+/// The one request `agy-bridge stream` reads from stdin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRequest {
+    /// pi's model id (a slug from `agy-bridge models --json`).
+    pub model: String,
+    /// pi's thinking level (`minimal` ... `xhigh`), if any.
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// pi's `context.messages`, as pi serialises them.
+    #[serde(default)]
+    pub messages: Vec<Value>,
+}
+
+/// A pi `AssistantMessageEvent` without `partial` (see ARCHITECTURE.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PiEvent {
+    Start,
+    TextStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    TextDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    TextEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    ThinkingStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    ThinkingDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    Done {
+        reason: &'static str,
+    },
+    Error {
+        reason: &'static str,
+        #[serde(rename = "errorMessage")]
+        error_message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Text,
+    Thinking,
+}
+
+/// Writes pi events, keeping pi's invariants: `start` first, at most one
+/// block open (switching type closes it), exactly one terminal event, nothing
+/// after it.
+pub struct PiStream<W: Write> {
+    out: W,
+    started: bool,
+    finished: bool,
+    open: Option<(BlockKind, usize, String)>,
+    next_index: usize,
+    /// The sink failed (pi went away); the caller should abort agy.
+    pub broken: bool,
+}
+
+impl<W: Write> PiStream<W> {
+    pub fn new(out: W) -> Self {
+        PiStream {
+            out,
+            started: false,
+            finished: false,
+            open: None,
+            next_index: 0,
+            broken: false,
+        }
+    }
+
+    fn emit(&mut self, event: &PiEvent) {
+        if self.finished && !matches!(event, PiEvent::Done { .. } | PiEvent::Error { .. }) {
+            return;
+        }
+        let line = serde_json::to_string(event).unwrap_or_default();
+        if writeln!(self.out, "{line}")
+            .and_then(|_| self.out.flush())
+            .is_err()
+        {
+            self.broken = true;
+        }
+    }
+
+    pub fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.emit(&PiEvent::Start);
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Whether a text block is open right now.
+    pub fn text_open(&self) -> bool {
+        matches!(self.open, Some((BlockKind::Text, _, _)))
+    }
+
+    /// Whether any content block was ever opened.
+    pub fn has_content(&self) -> bool {
+        self.next_index > 0
+    }
+
+    fn close(&mut self) {
+        if let Some((kind, index, content)) = self.open.take() {
+            self.emit(&match kind {
+                BlockKind::Text => PiEvent::TextEnd {
+                    content_index: index,
+                    content,
+                },
+                BlockKind::Thinking => PiEvent::ThinkingEnd {
+                    content_index: index,
+                    content,
+                },
+            });
+        }
+    }
+
+    fn ensure(&mut self, kind: BlockKind) -> usize {
+        self.start();
+        match &self.open {
+            Some((k, i, _)) if *k == kind => return *i,
+            Some(_) => self.close(),
+            None => {}
+        }
+        let index = self.next_index;
+        self.next_index += 1;
+        self.open = Some((kind, index, String::new()));
+        self.emit(&match kind {
+            BlockKind::Text => PiEvent::TextStart {
+                content_index: index,
+            },
+            BlockKind::Thinking => PiEvent::ThinkingStart {
+                content_index: index,
+            },
+        });
+        index
+    }
+
+    fn push(&mut self, kind: BlockKind, delta: &str) {
+        if self.finished || delta.is_empty() {
+            return;
+        }
+        let index = self.ensure(kind);
+        if let Some((_, _, content)) = self.open.as_mut() {
+            content.push_str(delta);
+        }
+        self.emit(&match kind {
+            BlockKind::Text => PiEvent::TextDelta {
+                content_index: index,
+                delta: delta.to_string(),
+            },
+            BlockKind::Thinking => PiEvent::ThinkingDelta {
+                content_index: index,
+                delta: delta.to_string(),
+            },
+        });
+    }
+
+    pub fn text(&mut self, delta: &str) {
+        self.push(BlockKind::Text, delta);
+    }
+
+    pub fn thinking(&mut self, delta: &str) {
+        self.push(BlockKind::Thinking, delta);
+    }
+
+    /// End successfully. A turn with no content gets one empty text block so
+    /// pi has a well-formed assistant message.
+    pub fn done(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.start();
+        if !self.has_content() {
+            self.ensure(BlockKind::Text);
+        }
+        self.close();
+        self.finished = true;
+        self.emit(&PiEvent::Done { reason: "stop" });
+    }
+
+    /// End with an error (`reason` is `error` or `aborted`).
+    pub fn fail(&mut self, aborted: bool, message: &str) {
+        if self.finished {
+            return;
+        }
+        self.start();
+        self.close();
+        self.finished = true;
+        self.emit(&PiEvent::Error {
+            reason: if aborted { "aborted" } else { "error" },
+            error_message: message.to_string(),
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------
+// From pi's messages to agy's prompt.
+// ---------------------------------------------------------------------------
+
+fn role(m: &Value) -> &str {
+    m.get("role").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Text blocks of a message's content (a string or a block array), joined;
+/// images, thinking and tool calls are dropped. Returns (text, images).
+fn content_text(content: Option<&Value>) -> (String, usize) {
+    match content {
+        Some(Value::String(s)) => (s.clone(), 0),
+        Some(Value::Array(blocks)) => {
+            let mut images = 0;
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| match b.get("type").and_then(Value::as_str) {
+                    Some("text") => b.get("text").and_then(Value::as_str),
+                    Some("image") => {
+                        images += 1;
+                        None
+                    }
+                    _ => None,
+                })
+                .collect();
+            (texts.join("\n"), images)
+        }
+        _ => (String::new(), 0),
+    }
+}
+
+/// The prompt for agy: the last message, which must be the user's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    pub text: String,
+    /// Images pi attached that agy's `-p` cannot take.
+    pub dropped_images: usize,
+}
+
+/// Why a request cannot become an agy turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("bad request: no user message to send to agy (the last message must be the user's)")]
+    NoUserMessage,
+    #[error("bad request: the user message has no text (agy -p takes text only)")]
+    EmptyPrompt,
+    #[error("bad request: {0}")]
+    Malformed(String),
+}
+
+pub fn extract_prompt(messages: &[Value]) -> Result<Prompt, RequestError> {
+    let last = messages.last().ok_or(RequestError::NoUserMessage)?;
+    if role(last) != "user" {
+        return Err(RequestError::NoUserMessage);
+    }
+    let (text, images) = content_text(last.get("content"));
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        return Err(RequestError::EmptyPrompt);
+    }
+    Ok(Prompt {
+        text,
+        dropped_images: images,
+    })
+}
+
+fn strip_compaction(t: &str) -> &str {
+    match (t.find("<summary>"), t.rfind("</summary>")) {
+        (Some(open), Some(close)) if close > open => t[open + "<summary>".len()..close].trim(),
+        _ => t.trim(),
+    }
+}
+
+/// A digest of pi-side context agy never saw, since `watermark` (the number
+/// of messages the previous agy turn covered): the newest compaction summary,
+/// turns by other providers, tool results and earlier user messages. agy's own
+/// turns are skipped (they are in its database). Capped at `max_chars`,
+/// keeping the summary and then the newest items.
+pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) -> String {
+    if messages.is_empty() {
+        return String::new();
+    }
+    let mut summary: Option<String> = None;
+    let mut compaction_at: Option<usize> = None;
+    for (i, m) in messages.iter().enumerate().rev() {
+        if role(m) != "user" {
+            continue;
+        }
+        let (t, _) = content_text(m.get("content"));
+        if t.contains(COMPACTION_MARKER) {
+            summary = Some(format!("[pi compaction summary]\n{}", strip_compaction(&t)));
+            compaction_at = Some(i);
+            break;
+        }
+    }
+    let mut start = watermark.min(messages.len());
+    if let Some(c) = compaction_at {
+        start = start.max(c + 1);
+    }
+    let end = messages.len().saturating_sub(1);
+    let mut items: Vec<String> = Vec::new();
+    for m in messages.iter().take(end).skip(start) {
+        let (t, _) = content_text(m.get("content"));
+        let t = t.trim();
+        match role(m) {
+            "assistant" => {
+                let provider = m
+                    .get("provider")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown");
+                if provider == PROVIDER_ID || t.is_empty() {
+                    continue;
+                }
+                items.push(format!("[assistant turn from {provider}]\n{t}"));
+            }
+            "user" => {
+                if t.is_empty() || t.contains(COMPACTION_MARKER) {
+                    continue;
+                }
+                items.push(format!("[earlier user message]\n{t}"));
+            }
+            "toolResult" => {
+                let name = m.get("toolName").and_then(Value::as_str).unwrap_or("tool");
+                let error = m.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                items.push(format!(
+                    "[tool result: {name}{}]\n{}",
+                    if error { " (error)" } else { "" },
+                    if t.is_empty() { "(no text output)" } else { t }
+                ));
+            }
+            _ => {}
+        }
+    }
+    const SEP: &str = "\n\n";
+    const MARK: &str = "[older context truncated]";
+    let summary_len = summary.as_ref().map(|s| s.len() + SEP.len()).unwrap_or(0);
+    let budget = max_chars.saturating_sub(summary_len);
+    let mut delta = items.join(SEP);
+    if delta.len() > budget {
+        let mut kept: Vec<&str> = Vec::new();
+        let mut used = MARK.len() + 1;
+        for item in items.iter().rev() {
+            let cost = item.len() + SEP.len();
+            if used + cost > budget {
+                break;
+            }
+            kept.push(item);
+            used += cost;
+        }
+        kept.reverse();
+        delta = if kept.is_empty() {
+            // Even the newest item is too long: keep its tail.
+            let newest = items.last().map(String::as_str).unwrap_or("");
+            let room = budget.saturating_sub(MARK.len() + 1);
+            let mut cut = newest.len().saturating_sub(room);
+            while !newest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            if room == 0 {
+                String::new()
+            } else {
+                format!("{MARK}\n{}", &newest[cut..])
+            }
+        } else {
+            format!("{MARK}\n{}", kept.join(SEP))
+        };
+    }
+    [summary.unwrap_or_default(), delta]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(SEP)
+}
+
+/// The full prompt agy receives: digest (if any), then the user's text.
+pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
+    let mut text = prompt.text.clone();
+    if prompt.dropped_images > 0 {
+        text.push_str(&format!(
+            "\n\n[{} image(s) were attached in pi but could not be passed to agy, which takes text only.]",
+            prompt.dropped_images
+        ));
+    }
+    if digest.is_empty() {
+        text
+    } else {
+        format!("{DIGEST_PREAMBLE}\n\n{digest}\n\n---\n\n{text}")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// From agy's events to pi's.
+// ---------------------------------------------------------------------------
+
+/// Maps runner events onto a [`PiStream`] for one turn.
+pub struct EventMapper {
+    edits: TurnEdits,
+    /// Edit calls announced but not finished yet, by call id (or name+args).
+    pending_edits: HashMap<String, diff::EditTarget>,
+    /// agy's own error messages this turn (for the final error).
+    pub errors: Vec<String>,
+    last_text_idx: Option<i64>,
+}
+
+fn call_key(id: &str, name: &str, arguments: &str) -> String {
+    if id.is_empty() {
+        format!("{name}\u{0}{arguments}")
+    } else {
+        id.to_string()
+    }
+}
+
+impl EventMapper {
+    pub fn new(cwd: &Path) -> Self {
+        EventMapper {
+            edits: TurnEdits::new(cwd),
+            pending_edits: HashMap::new(),
+            errors: Vec::new(),
+            last_text_idx: None,
+        }
+    }
+
+    pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
+        let RunEvent::Agy(e) = event else { return };
+        match e {
+            Event::Text { idx, text } => {
+                // Text from a later planner step is a new paragraph.
+                if out.text_open() && self.last_text_idx.is_some_and(|i| i != *idx) {
+                    out.text("\n\n");
+                }
+                self.last_text_idx = Some(*idx);
+                out.text(text);
+            }
+            Event::Thinking { text, .. } => out.thinking(text),
+            Event::Rewrite { channel, text, .. } => {
+                // pi cannot retract streamed text; say so, then give the new
+                // version in full so nothing agy wrote is lost.
+                match channel {
+                    Channel::Text => {
+                        out.thinking("\n[agy revised its answer; the revised text follows]\n");
+                        out.text(text);
+                    }
+                    Channel::Thinking => {
+                        out.thinking("\n[agy revised its thinking]\n");
+                        out.thinking(text);
+                    }
+                }
+            }
+            Event::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => {
+                if let Some(target) = diff::edit_target(name, arguments) {
+                    self.edits.before_edit(&target.path);
+                    self.pending_edits
+                        .insert(call_key(id, name, arguments), target);
+                } else {
+                    out.thinking(&format!("\n[agy tool: {name}]\n"));
+                }
+            }
+            Event::ToolResult {
+                id,
+                name,
+                ok,
+                summary,
+                ..
+            } => {
+                let key_by_id = (!id.is_empty()).then(|| id.clone());
+                let target = key_by_id
+                    .and_then(|k| self.pending_edits.remove(&k))
+                    .or_else(|| {
+                        // A result without an id: the oldest pending edit of that tool.
+                        let k = self
+                            .pending_edits
+                            .keys()
+                            .find(|k| k.starts_with(&format!("{name}\u{0}")))
+                            .cloned()?;
+                        self.pending_edits.remove(&k)
+                    });
+                if let Some(target) = target {
+                    let rendered = self.edits.render(&target);
+                    out.thinking(&format!("\n{}\n", rendered.trim_end()));
+                } else if !ok {
+                    out.thinking(&format!("\n[agy tool failed: {name}: {summary}]\n"));
+                }
+            }
+            Event::Error { message, .. } => {
+                self.errors.push(message.clone());
+                out.thinking(&format!("\n[agy error: {message}]\n"));
+            }
+            Event::Subagent {
+                conversation_id,
+                role,
+                ..
+            } => out.thinking(&format!(
+                "\n[agy subagent{}: {conversation_id}]\n",
+                role.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
+            )),
+            Event::Unknown { idx, step_type } => out.thinking(&format!(
+                "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"
+            )),
+            Event::DecodeError { idx, message } => {
+                out.thinking(&format!("\n[agy step {idx} did not decode: {message}]\n"))
+            }
+            // The prompt is ours; titles are conversation metadata.
+            Event::UserInput { .. } | Event::Title { .. } => {}
+        }
+    }
+}
+
+/// The error message pi sees for a failed turn, worded for pi's automatic
+/// retry: pi retries messages matching "overloaded", "rate limit", "429",
+/// "timeout", 5xx and the like, and never those matching "quota exceeded" or
+/// "billing". Each failure is worded so that pi retries exactly the ones a
+/// retry can fix.
+pub fn error_message(result: &RunResult, timeout_min: u64) -> (bool, String) {
+    let Some(failure) = &result.failure else {
+        return (false, String::new());
+    };
+    let msg = match failure {
+        Failure::Aborted => return (true, "Operation aborted".into()),
+        // Hours-long quota resets are not transient: never retried.
+        Failure::Quota { message } if is_quota_exhaustion(message) => {
+            format!("agy quota exceeded: {message}")
+        }
+        // A plain 429 throttle is transient: "rate limit" lets pi retry.
+        Failure::Quota { message } => format!("agy hit a rate limit (429): {message}"),
+        // Retrying would run agy for another full watchdog period and may
+        // re-apply edits: worded without "timeout".
+        Failure::TimedOut { .. } => format!(
+            "agy did not finish within {timeout_min} minutes and was stopped; its partial work is in the agy conversation"
+        ),
+        Failure::NotInstalled { bin } => format!(
+            "agy is not installed ({bin} not found). Install the Antigravity CLI or set AGY_BIN."
+        ),
+        Failure::SpawnFailed { bin, message } => format!("could not start agy ({bin}): {message}"),
+        Failure::NotSignedIn => {
+            "agy is not signed in. Run `agy` once in a terminal to sign in, then try again.".into()
+        }
+        Failure::CouldNotBind { reason } => format!(
+            "agy ran, but its conversation database could not be identified ({reason}); nothing was streamed and edits may have been applied"
+        ),
+        Failure::PermissionStall { tool } => format!(
+            "agy stopped to ask permission for {tool}, which print mode cannot answer. Enable permissions with `/agy permissions on` (or unset AGY_SKIP_PERMISSIONS=0)."
+        ),
+        Failure::PrintTimeout => {
+            "agy gave up at its own print limit and returned partial output".into()
+        }
+        // agy's own words: a transient upstream error (503, overloaded) keeps
+        // the wording that lets pi retry it.
+        Failure::AgyFailed { code, message } => format!("agy exited with status {code}: {message}"),
+        Failure::Killed { signal } => format!("agy was killed by signal {signal}"),
+    };
+    (false, msg)
+}
+
+fn is_quota_exhaustion(message: &str) -> bool {
+    let l = message.to_ascii_lowercase();
+    l.contains("exhausted your capacity")
+        || l.contains("quota will reset")
+        || l.contains("quota exceeded")
+        || l.contains("check quota")
+        || l.contains("insufficient_quota")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lines(buf: &[u8]) -> Vec<Value> {
+        String::from_utf8_lossy(buf)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    }
+
+    #[test]
+    fn stream_closes_blocks_on_switch_and_ends_once() {
+        let mut buf = Vec::new();
+        {
+            let mut s = PiStream::new(&mut buf);
+            s.start();
+            s.thinking("a");
+            s.thinking("b");
+            s.text("c");
+            s.done();
+            s.fail(false, "late");
+            s.text("ignored");
+        }
+        let types: Vec<String> = lines(&buf)
+            .iter()
+            .map(|v| v["type"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "start",
+                "thinking_start",
+                "thinking_delta",
+                "thinking_delta",
+                "thinking_end",
+                "text_start",
+                "text_delta",
+                "text_end",
+                "done"
+            ]
+        );
+        let all = lines(&buf);
+        assert_eq!(all[4]["content"], "ab");
+        assert_eq!(all[5]["contentIndex"], 1);
+    }
+
+    #[test]
+    fn empty_success_has_one_empty_text_block() {
+        let mut buf = Vec::new();
+        PiStream::new(&mut buf).done();
+        let types: Vec<Value> = lines(&buf).iter().map(|v| v["type"].clone()).collect();
+        assert_eq!(types, ["start", "text_start", "text_end", "done"]);
+    }
+
+    #[test]
+    fn prompt_joins_text_and_counts_images() {
+        let msgs = vec![
+            json!({"role":"user","content":[{"type":"text","text":"a"},{"type":"image","data":"x","mimeType":"image/png"},{"type":"text","text":"b"}]}),
+        ];
+        assert_eq!(
+            extract_prompt(&msgs),
+            Ok(Prompt {
+                text: "a\nb".into(),
+                dropped_images: 1
+            })
+        );
+        assert_eq!(extract_prompt(&[]), Err(RequestError::NoUserMessage));
+        let assistant_last = vec![json!({"role":"assistant","content":[]})];
+        assert_eq!(
+            extract_prompt(&assistant_last),
+            Err(RequestError::NoUserMessage)
+        );
+    }
+
+    #[test]
+    fn digest_skips_own_turns_and_keeps_newest() {
+        let msgs = vec![
+            json!({"role":"user","content":"first question"}),
+            json!({"role":"assistant","provider":"antigravity","content":[{"type":"text","text":"agy answer"}]}),
+            json!({"role":"assistant","provider":"anthropic","content":[{"type":"text","text":"claude answer"}]}),
+            json!({"role":"toolResult","toolName":"bash","isError":true,"content":[{"type":"text","text":"boom"}]}),
+            json!({"role":"user","content":"now this"}),
+        ];
+        let d = context_digest(&msgs, 0, 8000);
+        assert!(!d.contains("agy answer"));
+        assert!(d.contains("[assistant turn from anthropic]\nclaude answer"));
+        assert!(d.contains("[tool result: bash (error)]\nboom"));
+        assert!(d.contains("[earlier user message]\nfirst question"));
+        assert!(!d.contains("now this"), "the prompt itself is not digest");
+        // Watermark: only what came after the last agy turn.
+        let d = context_digest(&msgs, 2, 8000);
+        assert!(!d.contains("first question"));
+        // Cap keeps the newest items.
+        let d = context_digest(&msgs, 0, 60);
+        assert!(d.len() <= 60, "{}", d.len());
+        assert!(d.contains("boom") && !d.contains("first question"), "{d}");
+    }
+
+    #[test]
+    fn digest_starts_at_the_newest_compaction() {
+        let msgs = vec![
+            json!({"role":"user","content":"ancient"}),
+            json!({"role":"user","content":"The conversation history before this point was compacted into the following summary:\n<summary>\nwe fixed the parser\n</summary>"}),
+            json!({"role":"user","content":"after"}),
+            json!({"role":"user","content":"prompt"}),
+        ];
+        let d = context_digest(&msgs, 0, 8000);
+        assert!(d.starts_with("[pi compaction summary]\nwe fixed the parser"));
+        assert!(d.contains("after") && !d.contains("ancient"));
+    }
+}
