@@ -53,9 +53,13 @@ pub const NEEDED_STEP_COLUMNS: &[&str] = &[
     "task_details",
 ];
 
-/// Below this share of a step type's baseline steps, a path is "optional":
-/// not seeing it in a sample is not evidence that it moved.
-pub const USUAL_SHARE: f64 = 0.5;
+/// A baseline path absent from all N current steps of its type is evidence
+/// of a change only when that would be unlikely by chance: when
+/// `(1 - b/B)^N` is below this, where the baseline saw it in b of B steps.
+/// (20.1 is in 26 of the corpus's 27 planner responses: missing from a
+/// single step is a 4% chance, so even one step is evidence; thinking, 20.3,
+/// is in 5 of 27: fifteen steps without it are needed.)
+pub const SIGNIFICANCE: f64 = 0.05;
 
 /// A field path, ordered numerically by segment (`20.3` < `20.12`), with
 /// side-column names after all numbers.
@@ -594,6 +598,10 @@ pub struct Report {
     /// Baseline step types these inputs do not exercise (not findings: a
     /// sample that lacks a tool call says nothing about tool calls).
     pub not_exercised: Vec<String>,
+    /// Baseline paths absent here where that could well be chance (see
+    /// [`SIGNIFICANCE`]); findings only when the inputs cover every baseline
+    /// source.
+    pub not_seen: Vec<String>,
 }
 
 impl Report {
@@ -641,6 +649,7 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
     let covered = baseline.sources.iter().all(|s| current.sources.contains(s));
     let mut findings = Vec::new();
     let mut not_exercised = Vec::new();
+    let mut not_seen = Vec::new();
     let mut push = |class,
                     kind,
                     step_type: Option<i64>,
@@ -752,14 +761,25 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
                 );
             }
         }
+        let mut optional_unseen: Vec<String> = Vec::new();
         for (path, bp) in &base.paths {
             if cur.paths.contains_key(path) {
                 continue;
             }
             let lb = load_bearing.contains(path.0.as_str());
             let is_known = known.contains_key(&path.0);
-            let usual = base.steps > 0 && (bp.steps as f64) / (base.steps as f64) >= USUAL_SHARE;
-            let (class, kind, note) = match (lb, is_known, usual) {
+            let share = if base.steps > 0 {
+                bp.steps as f64 / base.steps as f64
+            } else {
+                0.0
+            };
+            let chance = (1.0 - share).powi(cur.steps.min(i32::MAX as u64) as i32);
+            let significant = chance < SIGNIFICANCE;
+            if !significant && !covered {
+                optional_unseen.push(path.0.clone());
+                continue;
+            }
+            let (class, kind, note) = match (lb, is_known, significant) {
                 (true, _, true) => (
                     Class::Breaking,
                     FindingKind::MissingLoadBearing,
@@ -773,12 +793,12 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
                 (true, _, false) => (
                     Class::Additive,
                     FindingKind::MissingLoadBearing,
-                    " [load-bearing, but optional in the baseline]",
+                    " [load-bearing, but this could be chance]",
                 ),
                 (false, true, false) => (
                     Class::Additive,
                     FindingKind::VanishedPath,
-                    " [read by the decoder, but optional in the baseline]",
+                    " [read by the decoder, but this could be chance]",
                 ),
                 (false, false, _) => (Class::Additive, FindingKind::VanishedPath, ""),
             };
@@ -788,16 +808,20 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
                 Some(*t),
                 Some(&path.0),
                 format!(
-                    "{name}: {path} {} -> missing in {}/{} steps (baseline: {}/{} steps; e.g. {}){note}",
+                    "{name}: {path} {} -> missing in {}/{} steps (baseline: {}/{} steps, chance {:.1}%; e.g. {}){note}",
                     wire_list(&bp.wire),
                     cur.steps,
                     cur.steps,
                     bp.steps,
                     base.steps,
+                    chance * 100.0,
                     cur.example
                 ),
                 Some(&cur.example),
             );
+        }
+        if !optional_unseen.is_empty() {
+            not_seen.push(format!("{name}: {}", optional_unseen.join(", ")));
         }
     }
     for (t, base) in &baseline.step_types {
@@ -1061,6 +1085,7 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
             .count(),
         findings,
         not_exercised,
+        not_seen,
     }
 }
 
@@ -1081,6 +1106,12 @@ impl Report {
             out.push_str(&format!(
                 "note: not exercised by these inputs (not checked): {}\n",
                 self.not_exercised.join(", ")
+            ));
+        }
+        if !self.not_seen.is_empty() {
+            out.push_str(&format!(
+                "note: baseline paths not seen, which could be chance (not checked): {}\n",
+                self.not_seen.join("; ")
             ));
         }
         if self.findings.is_empty() {

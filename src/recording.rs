@@ -267,7 +267,7 @@ impl<'de> Deserialize<'de> for SqlValue {
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Line {
-    Header(Header),
+    Header(Box<Header>),
     Commit(Commit),
 }
 
@@ -306,6 +306,7 @@ impl Recording {
                 })?;
             match parsed {
                 Line::Header(h) => {
+                    let h = *h;
                     if header.is_some() {
                         return Err(RecordingError::SecondHeader { line: i + 1 });
                     }
@@ -342,7 +343,7 @@ impl Recording {
             out.push_str(&serde_json::to_string(line).unwrap_or_default());
             out.push('\n');
         };
-        push(&Line::Header(self.header.clone()));
+        push(&Line::Header(Box::new(self.header.clone())));
         for c in &self.commits {
             push(&Line::Commit(c.clone()));
         }
@@ -373,7 +374,7 @@ impl Recording {
         opts: &'a ApplyOptions,
     ) -> impl Iterator<Item = (usize, &'a Commit)> + 'a {
         self.commits.iter().enumerate().filter(move |(_, c)| {
-            !(opts.skip_pre && c.pre) && !(opts.skip_permissions && c.gate.is_some())
+            (!opts.skip_pre || !c.pre) && (!opts.skip_permissions || c.gate.is_none())
         })
     }
 

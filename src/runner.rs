@@ -831,12 +831,8 @@ pub async fn run_observed(
 
     // Grandchildren can hold the pipes open; do not wait on them for long.
     for r in readers {
-        if tokio::time::timeout(Duration::from_millis(500), &mut Box::pin(async { r.await }))
-            .await
-            .is_err()
-        {
-            // The reader is abandoned; its task ends when the pipe closes.
-        }
+        // On timeout the reader is abandoned; its task ends when the pipe closes.
+        let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
     }
     if let Some(p) = &poller {
         result.poll_stats = p.stats();

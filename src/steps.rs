@@ -674,7 +674,10 @@ impl<'a> Message<'a> {
     }
 
     fn len(&self, n: u32) -> Option<&'a [u8]> {
-        self.lens(n).last()
+        self.fields.iter().rev().find_map(|f| match f.value {
+            Value::Len(b) if f.number == n => Some(b),
+            _ => None,
+        })
     }
 
     fn string(&self, n: u32) -> Option<String> {
@@ -686,13 +689,10 @@ impl<'a> Message<'a> {
     }
 
     fn varint(&self, n: u32) -> Option<u64> {
-        self.fields
-            .iter()
-            .filter_map(|f| match f.value {
-                Value::Varint(v) if f.number == n => Some(v),
-                _ => None,
-            })
-            .last()
+        self.fields.iter().rev().find_map(|f| match f.value {
+            Value::Varint(v) if f.number == n => Some(v),
+            _ => None,
+        })
     }
 
     fn msg(&self, n: u32) -> Option<Message<'a>> {
@@ -946,7 +946,8 @@ pub fn decode(row: &StepRow) -> Step {
             step.metadata = Some(decode_metadata(meta));
         }
     }
-    let side: [(&str, &Option<Vec<u8>>, &[Known]); 4] = [
+    type SideColumn<'r> = (&'static str, &'r Option<Vec<u8>>, &'static [Known]);
+    let side: [SideColumn<'_>; 4] = [
         ("metadata", &row.metadata, METADATA),
         ("error_details", &row.error_details, ERROR_DETAILS),
         ("permissions", &row.permissions, PERMISSIONS),

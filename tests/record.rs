@@ -861,12 +861,12 @@ fn wake_latency() {
     let mut cfg = home.config("hello", 1.0);
     cfg.env
         .push(("FAKE_AGY_COMMIT_LOG".into(), log.display().to_string()));
-    cfg.poll_interval = std::time::Duration::from_millis(
-        std::env::var("LAT_TICK")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(20),
-    );
+    // LAT_TICK=ms overrides the fallback tick, to compare.
+    cfg.poll_interval = std::env::var("LAT_TICK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(record::CAPTURE_INTERVAL);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut cap = record::Capturer::new(&cfg.conversations_dir);
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();

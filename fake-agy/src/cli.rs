@@ -470,6 +470,7 @@ Fault knobs:
   FAKE_AGY_GRANDCHILD_PIDFILE=P Write that grandchild's pid to P
   FAKE_AGY_COMMIT_LOG=PATH      Append one line per commit, right after it commits:
                                 `<n> <unix-time-ns> <db-uuid> <idx,idx,...|->`
+  FAKE_AGY_ARGV_LOG=PATH        Append each invocation's arguments to PATH as a JSON array per line
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
 
 Subagent conversations in a recording are written by a child fake-agy process

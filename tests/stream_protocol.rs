@@ -1,0 +1,413 @@
+//! `agy-bridge stream`, the pi boundary, as transcripts: one JSON request in,
+//! pi's events out. Every path ends in exactly one terminal event.
+
+mod common;
+
+use common::fake_agy;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            home: tempfile::tempdir().expect("tmp"),
+        }
+    }
+
+    fn command(&self, recording: &str) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
+        c.arg("stream")
+            .env("HOME", self.home.path())
+            .env("AGY_BIN", fake_agy())
+            .env("FAKE_AGY_RECORDING", recording)
+            .env("FAKE_AGY_SPEED", "8")
+            .env_remove("AGY_BRIDGE_STATE_DIR")
+            .env_remove("AGY_CONVERSATIONS_DIR")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn sessions(&self) -> Value {
+        let path = self
+            .home
+            .path()
+            .join(".pi/agent/antigravity-bridge/sessions.json");
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    }
+}
+
+fn request(prompt: &str, session: &str, messages_before: Vec<Value>) -> String {
+    let mut messages = messages_before;
+    messages.push(json!({"role": "user", "content": [{"type": "text", "text": prompt}]}));
+    json!({
+        "model": "gemini-3.7-flash",
+        "reasoning": "medium",
+        "sessionId": session,
+        "cwd": "/tmp",
+        "messages": messages,
+    })
+    .to_string()
+}
+
+/// Run one turn to the end; return the event lines.
+fn transcript(env: &Env, recording: &str, input: &str) -> Vec<Value> {
+    let mut child = env.command(recording).spawn().expect("spawn");
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, "{input}").expect("write request");
+    }
+    let out = child.wait_with_output().expect("wait");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The event types with consecutive deltas folded: the shape of a stream.
+fn shape(events: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let t = e["type"].as_str().unwrap_or("?").to_string();
+        if t.ends_with("_delta") && out.last() == Some(&t) {
+            continue;
+        }
+        out.push(t);
+    }
+    out
+}
+
+fn terminal_count(events: &[Value]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e["type"].as_str(), Some("done") | Some("error")))
+        .count()
+}
+
+#[test]
+fn a_turn_streams_thinking_then_text_then_done() {
+    let env = Env::new();
+    let events = transcript(
+        &env,
+        "thinking",
+        &request("What is the capital of Australia?", "s1", vec![]),
+    );
+    assert_eq!(
+        shape(&events),
+        [
+            "start",
+            "thinking_start",
+            "thinking_delta",
+            "thinking_end",
+            "text_start",
+            "text_delta",
+            "text_end",
+            "done"
+        ]
+    );
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(text.starts_with("The capital of Australia is **Canberra**"));
+    let text_end = events
+        .iter()
+        .find(|e| e["type"] == "text_end")
+        .expect("text_end");
+    assert_eq!(text_end["content"].as_str(), Some(text.as_str()));
+    assert_eq!(events.last().expect("last")["reason"], "stop");
+    // No partial message on the wire, no tool calls ever.
+    assert!(events.iter().all(|e| e.get("partial").is_none()));
+    assert!(!events
+        .iter()
+        .any(|e| e["type"].as_str().unwrap_or("").starts_with("toolcall")));
+}
+
+#[test]
+fn tools_become_thinking_lines_and_never_pi_tool_calls() {
+    let env = Env::new();
+    let events = transcript(
+        &env,
+        "tools",
+        &request("Fix the failing test", "s1", vec![]),
+    );
+    let thinking: String = events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(thinking.contains("[agy tool: view_file]"), "{thinking}");
+    assert!(thinking.contains("[agy tool: run_command]"));
+    // The edit is announced as an edit (the file is outside any repo here).
+    assert!(thinking.contains("[agy edit: "), "{thinking}");
+    assert!(thinking.contains("[agy error: run_command failed"));
+    assert_eq!(terminal_count(&events), 1);
+    assert_eq!(events.last().expect("last")["type"], "done");
+}
+
+#[test]
+fn bad_requests_end_in_one_error() {
+    let env = Env::new();
+    for (input, needle) in [
+        ("this is not json".to_string(), "bad request"),
+        (
+            json!({"model": "gemini-3.7-flash", "messages": []}).to_string(),
+            "no user message",
+        ),
+        (
+            json!({"model": "gemini-3.7-flash", "messages": [{"role": "assistant", "content": []}]})
+                .to_string(),
+            "no user message",
+        ),
+        (
+            json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+            "unknown model",
+        ),
+    ] {
+        let events = transcript(&env, "hello", &input);
+        assert_eq!(shape(&events), ["start", "error"], "{input}");
+        let msg = events[1]["errorMessage"].as_str().unwrap_or("");
+        assert!(msg.contains(needle), "{input}: {msg}");
+        assert_eq!(events[1]["reason"], "error");
+    }
+}
+
+#[test]
+fn quota_error_is_not_retryable_wording() {
+    let env = Env::new();
+    let events = transcript(
+        &env,
+        "quota-error",
+        &request("Refactor the parser", "s1", vec![]),
+    );
+    let last = events.last().expect("last");
+    assert_eq!(last["type"], "error");
+    let msg = last["errorMessage"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("quota exceeded") && msg.contains("exhausted your capacity"),
+        "{msg}"
+    );
+    assert_eq!(terminal_count(&events), 1);
+}
+
+#[test]
+fn abort_line_on_stdin_stops_agy_promptly() {
+    let env = Env::new();
+    let mut cmd = env.command("long-answer");
+    cmd.env("FAKE_AGY_SPEED", "0.5");
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", request("Write a long report", "s1", vec![])).expect("request");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    // Wait for the first answer text, then abort.
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        let is_text = v["type"] == "text_delta";
+        seen.push(v);
+        if is_text {
+            break;
+        }
+    }
+    let asked = Instant::now();
+    writeln!(stdin, "{{\"type\":\"abort\"}}").expect("abort line");
+    let mut aborted_after = None;
+    for line in lines {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        if v["type"] == "error" {
+            aborted_after = Some(asked.elapsed());
+        }
+        seen.push(v);
+    }
+    let status = child.wait().expect("wait");
+    let last = seen.last().expect("events");
+    assert_eq!(last["type"], "error");
+    assert_eq!(last["reason"], "aborted");
+    assert_eq!(terminal_count(&seen), 1);
+    assert!(aborted_after.expect("error event") < Duration::from_secs(2));
+    assert!(!status.success());
+    // The conversation stays bound for the next turn (agy saw the prompt).
+    let sessions = env.sessions();
+    assert!(
+        sessions["sid:s1"]["conversationId"].is_string(),
+        "{sessions}"
+    );
+}
+
+#[test]
+fn sigterm_aborts_too() {
+    let env = Env::new();
+    let mut cmd = env.command("long-answer");
+    cmd.env("FAKE_AGY_SPEED", "0.5");
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", request("Write a long report", "s1", vec![])).expect("request");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in lines.by_ref() {
+        if line.expect("line").contains("text_delta") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("kill");
+    let rest: Vec<Value> = lines
+        .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
+        .collect();
+    child.wait().expect("wait");
+    let last = rest.last().expect("terminal event");
+    assert_eq!(
+        (last["type"].as_str(), last["reason"].as_str()),
+        (Some("error"), Some("aborted"))
+    );
+    assert_eq!(terminal_count(&rest), 1);
+}
+
+#[test]
+fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
+    let env = Env::new();
+    let first = transcript(&env, "hello", &request("Say hello", "s1", vec![]));
+    assert_eq!(first.last().expect("last")["type"], "done");
+    let bound = env.sessions()["sid:s1"].clone();
+    let conversation = bound["conversationId"].as_str().expect("bound").to_string();
+    assert_eq!(bound["lastStepIdx"], 2);
+    assert_eq!(bound["lastMessageCount"], 1);
+
+    // Turn two: pi's history has our own answer (skipped by the digest) and
+    // a turn by another provider (digested).
+    let history = vec![
+        json!({"role": "user", "content": "Say hello"}),
+        json!({"role": "assistant", "provider": "antigravity", "content": [{"type": "text", "text": "Hello!"}]}),
+        json!({"role": "user", "content": "and you, claude?"}),
+        json!({"role": "assistant", "provider": "anthropic", "content": [{"type": "text", "text": "Hi from Claude"}]}),
+    ];
+    let argv_log = env.home.path().join("argv.jsonl");
+    let second = {
+        let mut cmd = env.command("resume");
+        cmd.env("FAKE_AGY_ARGV_LOG", &argv_log);
+        let mut child = cmd.spawn().expect("spawn");
+        writeln!(
+            child.stdin.take().expect("stdin"),
+            "{}",
+            request("Any suggestions?", "s1", history)
+        )
+        .expect("request");
+        let out = child.wait_with_output().expect("wait");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(second.last().expect("last")["type"], "done");
+    let text: String = second
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(text.contains("proptest"), "{text}");
+    assert!(
+        !text.contains("Hello! I'm agy"),
+        "old steps re-streamed: {text}"
+    );
+    let after = env.sessions()["sid:s1"].clone();
+    assert_eq!(
+        after["conversationId"].as_str(),
+        Some(conversation.as_str())
+    );
+    assert_eq!(after["lastStepIdx"], 5);
+    assert_eq!(after["lastMessageCount"], 5);
+
+    // agy was resumed on the same conversation, with the digest of what it
+    // did not see (Claude's turn) and without its own earlier answer.
+    let argv: Vec<String> = std::fs::read_to_string(&argv_log)
+        .expect("argv log")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Vec<String>>(l).ok())
+        .find(|a| a.iter().any(|x| x == "-p"))
+        .expect("a print invocation");
+    let flag = |name: &str| {
+        argv.iter()
+            .position(|a| a == name)
+            .and_then(|i| argv.get(i + 1))
+            .cloned()
+    };
+    assert_eq!(
+        flag("--conversation").as_deref(),
+        Some(conversation.as_str())
+    );
+    assert_eq!(flag("--model").as_deref(), Some("gemini-3.7-flash"));
+    assert_eq!(flag("--effort").as_deref(), Some("medium"));
+    let prompt = flag("-p").expect("prompt");
+    assert!(
+        prompt.contains("[assistant turn from anthropic]\nHi from Claude"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("[earlier user message]\nand you, claude?"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("Hello!"),
+        "agy's own turn was digested: {prompt}"
+    );
+    assert!(prompt.ends_with("Any suggestions?"), "{prompt}");
+    // Both turns are in the one conversation database.
+    let db = env.home.path().join(format!(
+        ".gemini/antigravity-cli/conversations/{conversation}.db"
+    ));
+    let decoded = agy_bridge::decode::transcript(&db).expect("decode");
+    let prompts: Vec<String> = decoded
+        .steps
+        .values()
+        .flatten()
+        .filter_map(|e| match e {
+            agy_bridge::events::Event::UserInput { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+
+    // A run that never binds writes no binding and leaves others alone
+    // (`SessionStore::update_if_bound`; overwrite protection itself is in
+    // tests/sessions_config.rs).
+    let mut cmd = env.command("hello");
+    cmd.env("FAKE_AGY_NO_DB", "1");
+    let mut child = cmd.spawn().expect("spawn");
+    writeln!(
+        child.stdin.take().expect("stdin"),
+        "{}",
+        request("again", "s3", vec![])
+    )
+    .expect("w");
+    let out = child.wait_with_output().expect("wait");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let last = events.last().expect("last");
+    assert_eq!(last["type"], "error");
+    assert!(
+        last["errorMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("could not be identified"),
+        "{last}"
+    );
+    let sessions = env.sessions();
+    assert!(sessions.get("sid:s3").is_none(), "{sessions}");
+    assert_eq!(sessions["sid:s1"], after);
+}
