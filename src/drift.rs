@@ -163,7 +163,7 @@ pub enum DriftError {
 /// One input, already read.
 #[derive(Debug, Clone)]
 pub enum Source {
-    Recording(Recording),
+    Recording(Box<Recording>),
     Database {
         tables: Vec<TableRows>,
         ddl: Vec<String>,
@@ -178,7 +178,7 @@ pub fn load(path: &Path) -> Result<Source, DriftError> {
     };
     match decode::detect(path)? {
         SourceKind::Recording => Recording::load(path)
-            .map(Source::Recording)
+            .map(|r| Source::Recording(Box::new(r)))
             .map_err(|e| input(e.to_string())),
         SourceKind::Database => {
             let conn = crate::poller::open_read_only(path).map_err(|e| input(e.to_string()))?;
@@ -1152,7 +1152,7 @@ mod tests {
 
     #[test]
     fn path_keys_sort_numerically() {
-        let mut v = vec![
+        let mut v = [
             PathKey("20.12".into()),
             PathKey("metadata.4".into()),
             PathKey("20.3".into()),

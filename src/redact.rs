@@ -247,7 +247,7 @@ impl Redactor {
             }
         }
         // Longest first, so a workspace inside the home directory wins.
-        paths.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        paths.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
         let mut users: Vec<String> = Vec::new();
         let home_user = opts
             .home

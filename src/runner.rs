@@ -299,6 +299,20 @@ impl RunResult {
     }
 }
 
+/// Settle re-checks after a file notification: 1, 2, 4, … 64 ms later. A
+/// WAL write notifies before the commit is visible to readers (SQLite syncs
+/// the WAL, then publishes the commit in shared memory, which notifies
+/// nobody); each re-check is one `PRAGMA data_version`.
+const SETTLE_FIRST: Duration = Duration::from_millis(1);
+const SETTLE_LAST: Duration = Duration::from_millis(64);
+
+async fn settle_sleep(settle: Option<(tokio::time::Instant, Duration)>) {
+    match settle {
+        Some((since, delay)) => tokio::time::sleep_until(since + delay).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How long to wait for the stream-json `init` line before falling back to
 /// discovery.
 const STREAM_JSON_GRACE: Duration = Duration::from_secs(3);
@@ -575,6 +589,8 @@ pub async fn run_observed(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Real agy ignores this; fake-agy writes where we look.
+        .env("AGY_CONVERSATIONS_DIR", &cfg.conversations_dir)
         .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .process_group(0)
         .kill_on_drop(false);
@@ -653,6 +669,8 @@ pub async fn run_observed(
     let mut ambiguous_since: Option<Instant> = None;
     let mut last_ambiguity: Vec<String> = Vec::new();
     let mut waiting_since: Option<(i64, Instant)> = None;
+    // After a file notification: (since, delay) of the next settle re-check.
+    let mut settle: Option<(tokio::time::Instant, Duration)> = None;
     let mut stall: Option<Failure> = None;
     let mut bind_failure: Option<Failure> = None;
     let mut error_messages: Vec<String> = Vec::new();
@@ -779,8 +797,19 @@ pub async fn run_observed(
                         }
                     }
                     if wake {
+                        // The write we were told about becomes visible only
+                        // once agy's commit (and its fsync) completes, which
+                        // sends no notification: re-check a few times soon.
+                        settle = Some((tokio::time::Instant::now(), SETTLE_FIRST));
                         break false;
                     }
+                }
+                _ = settle_sleep(settle), if settle.is_some() => {
+                    settle = settle.and_then(|(_, step)| {
+                        let next = step * 2;
+                        (next <= SETTLE_LAST).then(|| (tokio::time::Instant::now(), next))
+                    });
+                    break false;
                 }
                 _ = tick.tick() => break false,
             }

@@ -133,7 +133,11 @@ fn parse_entry(value: Value) -> Result<Stored, String> {
         None | Some(Value::Null) => 0,
         Some(v) => match as_integer(&v).and_then(|i| u64::try_from(i).ok()) {
             Some(n) => n,
-            None => return Err(format!("lastMessageCount: expected an integer >= 0, found {v}")),
+            None => {
+                return Err(format!(
+                    "lastMessageCount: expected an integer >= 0, found {v}"
+                ))
+            }
         },
     };
     Ok(Stored {

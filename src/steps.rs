@@ -895,17 +895,46 @@ fn strip_control_prefix(s: &str) -> &str {
 }
 
 /// Collect unknown paths of one blob into `out`, returning a walk error.
+/// Same walk as [`walk_paths`], but a path string is built only for unknown
+/// fields and for messages it descends into: this runs on every decode.
 fn collect_unknown(
     buf: &[u8],
     schema: &[Known],
     prefix: &str,
     out: &mut Vec<FieldPath>,
 ) -> Result<(), PathError> {
-    walk_paths(buf, schema, prefix, &mut |p| {
-        if !p.known && !out.contains(&p) {
-            out.push(p);
+    let join = |n: u32| {
+        if prefix.is_empty() {
+            n.to_string()
+        } else {
+            format!("{prefix}.{n}")
         }
-    })
+    };
+    for field in wire::fields(buf) {
+        let field = field.map_err(|source| PathError {
+            path: prefix.to_string(),
+            source,
+        })?;
+        let wt = field.value.wire_type();
+        match schema.iter().find(|kf| kf.number == field.number) {
+            Some(kf) if kf.kind.wire_type() == wt => {
+                if let (Kind::Msg(sub), Value::Len(bytes)) = (kf.kind, field.value) {
+                    collect_unknown(bytes, sub, &join(field.number), out)?;
+                }
+            }
+            _ => {
+                let p = FieldPath {
+                    path: join(field.number),
+                    wire_type: wt,
+                    known: false,
+                };
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Decode one row. Total: malformed payloads give `decode_error`, never a panic.

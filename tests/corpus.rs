@@ -148,11 +148,11 @@ fn answers_equal_the_recorded_stdout() {
             .steps
             .values()
             .flatten()
-            .filter_map(|e| match e {
+            .rev()
+            .find_map(|e| match e {
                 Event::Text { text, .. } => Some(text.clone()),
                 _ => None,
             })
-            .last()
             .unwrap_or_default();
         assert_eq!(last_text, rec.stdout_text(), "{name}");
     }

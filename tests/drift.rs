@@ -119,7 +119,6 @@ fn corpus_shows_no_drift_against_its_baseline() {
         .arg(corpus())
         .assert()
         .success()
-        .stdout(predicate::str::contains("drift: 16 input(s)"))
         .stdout(predicate::str::ends_with("no drift\n"));
     // The same by file, and as JSON.
     let files: Vec<PathBuf> = recording::list(&corpus())
@@ -145,7 +144,7 @@ fn baseline_is_up_to_date() {
         .arg(corpus())
         .assert()
         .success()
-        .stdout(predicate::str::contains("16 sources"));
+        .stdout(predicate::str::contains(" sources, "));
     let want = std::fs::read_to_string(&fresh).unwrap();
     let have = std::fs::read_to_string(baseline()).unwrap();
     assert!(

@@ -345,9 +345,15 @@ fn invalid_entries_are_dropped_with_a_warning() {
     for (key, why) in [
         ("sid:bad-id", "not a conversation id"),
         ("sid:bad-idx", "lastStepIdx: expected an integer >= -1"),
-        ("sid:frac-count", "lastMessageCount: expected an integer >= 0"),
+        (
+            "sid:frac-count",
+            "lastMessageCount: expected an integer >= 0",
+        ),
         ("sid:low-idx", "lastStepIdx: expected an integer >= -1"),
-        ("sid:neg-count", "lastMessageCount: expected an integer >= 0"),
+        (
+            "sid:neg-count",
+            "lastMessageCount: expected an integer >= 0",
+        ),
         ("sid:no-id", "no conversationId"),
         ("sid:not-object", "expected an object, found a string"),
         (

@@ -411,3 +411,78 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
     assert!(sessions.get("sid:s3").is_none(), "{sessions}");
     assert_eq!(sessions["sid:s1"], after);
 }
+
+#[test]
+fn file_edits_show_as_numbered_diffs_against_git_head() {
+    use agy_bridge::steps::{Body, StepStatus, StepType, ToolCall};
+    use agy_bridge::synth::Builder;
+    let env = Env::new();
+    // A repo whose HEAD has the old line; the working tree has agy's edit.
+    let repo = env.home.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).expect("mkdir");
+    let file = repo.join("src/lib.rs");
+    std::fs::write(
+        &file,
+        "pub fn sum_to(n: u32) -> u32 {\n    (0..n).sum()\n}\n",
+    )
+    .expect("write");
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git")
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "init"]);
+    std::fs::write(
+        &file,
+        "pub fn sum_to(n: u32) -> u32 {\n    (0..=n).sum()\n}\n",
+    )
+    .expect("edit");
+
+    // A recording whose edit targets that file.
+    let mut b = Builder::new("edit-e2e", "edit", "fix it", "Fixed.");
+    b.open_turn(0, "fix it", "Fixing", true);
+    let call = ToolCall {
+        id: "e1".into(),
+        name: "replace_file_content".into(),
+        arguments: json!({"TargetFile": file.display().to_string(), "ReplacementContent": "    (0..=n).sum()", "toolSummary": "include n"}).to_string(),
+    };
+    b.planner(2, &[], &["Fixing the range."], vec![call.clone()], 50);
+    b.tool(
+        3,
+        StepType::FileEdit,
+        call,
+        Some(Body::Write {
+            summary: "edited".into(),
+        }),
+        StepStatus::Done,
+        50,
+    );
+    b.planner(4, &[], &["Fixed."], vec![], 50);
+    let rec_path = env.home.path().join("edit.jsonl");
+    b.finish().save(&rec_path).expect("save");
+
+    let mut req: Value = serde_json::from_str(&request("fix it", "s1", vec![])).expect("req");
+    req["cwd"] = Value::from(repo.display().to_string());
+    let events = transcript(&env, &rec_path.display().to_string(), &req.to_string());
+    let thinking: String = events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(
+        thinking.contains("[agy edit: src/lib.rs (include n)]"),
+        "{thinking}"
+    );
+    assert!(thinking.contains("\n-2     (0..n).sum()\n"), "{thinking}");
+    assert!(thinking.contains("\n+2     (0..=n).sum()\n"), "{thinking}");
+    assert!(!thinking.contains("[agy tool: replace_file_content]"));
+    assert_eq!(events.last().expect("last")["type"], "done");
+}
