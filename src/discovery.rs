@@ -391,6 +391,39 @@ pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
     children
 }
 
+/// The text of a conversation's first user input (type 14, field 19).
+pub fn first_user_input(db_path: &Path) -> Option<String> {
+    let conn = crate::poller::open_read_only(db_path).ok()?;
+    let rows = read_step_rows(&conn).ok()?;
+    rows.iter().find_map(|row| match steps::decode(row).body {
+        Some(Body::UserInput(u)) => Some(u.text),
+        _ => None,
+    })
+}
+
+/// Last resort once agy has exited and its open files can no longer be read:
+/// the one candidate whose first user input is exactly `prompt`. None when
+/// no candidate or several do (identical prompts in concurrent runs): the
+/// caller then refuses to bind rather than guess. Used only to break a tie
+/// the other evidence left, never on its own.
+pub fn match_prompt(
+    dir: &Path,
+    candidates: &[ConversationId],
+    prompt: &str,
+) -> Option<ConversationId> {
+    let want = prompt.trim();
+    if want.is_empty() {
+        return None;
+    }
+    let mut hits = candidates.iter().filter(|id| {
+        first_user_input(&db_path(dir, id))
+            .map(|text| text.trim() == want)
+            .unwrap_or(false)
+    });
+    let first = hits.next()?.clone();
+    hits.next().is_none().then_some(first)
+}
+
 /// The four columns every `steps` table has (agy's and the legacy one).
 fn read_step_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<StepRow>> {
     let mut stmt =
@@ -424,6 +457,9 @@ pub enum BindMethod {
     /// Several remained; all but one are subagents (type-127 children) of
     /// another.
     SubagentFilter,
+    /// agy had already exited, the other evidence left several candidates,
+    /// and exactly one of them opens with our prompt as its user input.
+    PromptMatch,
     /// agy named it on its `--output-format stream-json` `init` line.
     StreamJson,
     /// The caller gave it (`--conversation`).
@@ -437,6 +473,7 @@ impl BindMethod {
             BindMethod::SnapshotDiff => "snapshot_diff",
             BindMethod::ProcessTree => "process_tree",
             BindMethod::SubagentFilter => "subagent_filter",
+            BindMethod::PromptMatch => "prompt_match",
             BindMethod::StreamJson => "stream_json",
             BindMethod::Given => "given",
         }
@@ -640,6 +677,38 @@ mod tests {
             .unwrap();
         }
         path
+    }
+
+    fn make_prompt_db(dir: &Path, conv: &str, prompt: &str) {
+        let conn = Connection::open(dir.join(format!("{conv}.db"))).unwrap();
+        crate::schema::create(&conn).unwrap();
+        let row = Step::new(0, StepType::UserInput, StepStatus::Done)
+            .with_body(Body::UserInput(crate::steps::UserInput {
+                text: prompt.into(),
+                workspace_uri: None,
+            }))
+            .to_row();
+        conn.execute(
+            "INSERT INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![row.idx, row.step_type, row.status, row.payload],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn prompt_match_breaks_a_tie_only_when_unique() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        make_prompt_db(dir, A, "fix the parser");
+        make_prompt_db(dir, B, "write docs");
+        make_prompt_db(dir, C, "write docs");
+        let all = [id(A), id(B), id(C)];
+        assert_eq!(match_prompt(dir, &all, " fix the parser\n"), Some(id(A)));
+        // Two runs with the same prompt: no guess.
+        assert_eq!(match_prompt(dir, &all, "write docs"), None);
+        assert_eq!(match_prompt(dir, &all, "something else"), None);
+        assert_eq!(match_prompt(dir, &all, "  "), None);
+        assert_eq!(first_user_input(&dir.join("missing.db")), None);
     }
 
     /// Kills and reaps a spawned process (and its group) even when a test

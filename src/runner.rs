@@ -23,6 +23,47 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// An enum spelled as fixed words on agy's command line and in ours:
+/// `as_arg`, `FromStr` (with an error listing the words) and serde as the
+/// word.
+macro_rules! word_enum {
+    ($(#[$m:meta])* $name:ident $what:literal { $($(#[$vm:meta])* $variant:ident = $word:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $variant,)+
+        }
+
+        impl $name {
+            pub fn as_arg(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    other => Err(format!(
+                        concat!("unknown ", $what, " {:?} (expected one of: {})"),
+                        other,
+                        [$($word),+].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_arg())
+            }
+        }
+    };
+}
+
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,30 +74,16 @@ pub enum WakeMode {
     PollOnly,
 }
 
-/// How the conversation id is bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BindMode {
-    /// stream-json when `agy --version` says it is supported (>= 1.1.8),
-    /// otherwise discovery. Falls back to discovery if no `init` line comes.
-    Auto,
-    /// Snapshot/diff, process tree and subagent filter only.
-    Discovery,
-    /// Pass `--output-format stream-json` and take the id from the `init` line.
-    StreamJson,
-}
-
-impl std::str::FromStr for BindMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(BindMode::Auto),
-            "discovery" => Ok(BindMode::Discovery),
-            "stream-json" => Ok(BindMode::StreamJson),
-            other => Err(format!(
-                "unknown bind mode {other:?} (expected auto, discovery or stream-json)"
-            )),
-        }
+word_enum! {
+    /// How the conversation id is bound.
+    BindMode "bind mode" {
+        /// stream-json when `agy --version` says it is supported (>= 1.1.8),
+        /// otherwise discovery. Falls back to discovery if no `init` line comes.
+        Auto = "auto",
+        /// Snapshot/diff, process tree and subagent filter only.
+        Discovery = "discovery",
+        /// Pass `--output-format stream-json` and take the id from the `init` line.
+        StreamJson = "stream-json",
     }
 }
 
@@ -144,66 +171,20 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    AcceptEdits,
-    Plan,
-}
-
-impl Mode {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            Mode::AcceptEdits => "accept-edits",
-            Mode::Plan => "plan",
-        }
+word_enum! {
+    /// `--mode`.
+    Mode "mode" {
+        AcceptEdits = "accept-edits",
+        Plan = "plan",
     }
 }
 
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "accept-edits" => Ok(Mode::AcceptEdits),
-            "plan" => Ok(Mode::Plan),
-            other => Err(format!(
-                "unknown mode {other:?} (expected plan or accept-edits)"
-            )),
-        }
-    }
-}
-
-/// `--effort`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Effort {
-    Low,
-    Medium,
-    High,
-}
-
-impl Effort {
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            Effort::Low => "low",
-            Effort::Medium => "medium",
-            Effort::High => "high",
-        }
-    }
-}
-
-impl std::str::FromStr for Effort {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "low" => Ok(Effort::Low),
-            "medium" => Ok(Effort::Medium),
-            "high" => Ok(Effort::High),
-            other => Err(format!(
-                "unknown effort {other:?} (expected low, medium or high)"
-            )),
-        }
+word_enum! {
+    /// `--effort`, ordered low to high.
+    Effort "effort" {
+        Low = "low",
+        Medium = "medium",
+        High = "high",
     }
 }
 
@@ -442,15 +423,17 @@ fn watch(dir: &Path) -> Option<Watcher> {
     Some(Watcher { _inner: inner, rx })
 }
 
-/// Whether a change to `path` can matter: before binding, any conversation
-/// database; after, only ours (`<id>.db`, `-wal`, `-shm`).
+/// Whether a change to `path` can matter: before binding, a conversation
+/// database appearing (`*.db`; the WAL writes of concurrent runs would only
+/// make every waiting runner re-run discovery); after, only ours (`<id>.db`,
+/// `-wal`, `-shm`).
 fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
     match bound {
         Some(id) => name.starts_with(id.as_str()),
-        None => name.contains(".db"),
+        None => name.ends_with(".db"),
     }
 }
 
@@ -828,8 +811,26 @@ pub async fn run_observed(
         // could not (a fast run may exit before the first wake-up).
         for i in 0..=cfg.trailing_polls {
             if bound.is_none() {
-                if let Ok(Binding::Bound { id, how }) = discovery::decide(&dir, &before, None) {
+                let decided = discovery::decide(&dir, &before, None);
+                if let Ok(Binding::Bound { id, how }) = decided {
                     bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, how);
+                } else if let Ok(Binding::Ambiguous { candidates }) = &decided {
+                    // agy is gone, so its open files cannot settle it; its
+                    // own record of our prompt can, if it is unique.
+                    if let Some(id) = discovery::match_prompt(&dir, candidates, &req.prompt) {
+                        bind_to(
+                            &mut bound,
+                            &mut poller,
+                            &mut result,
+                            &events,
+                            &dir,
+                            id,
+                            BindMethod::PromptMatch,
+                        );
+                    } else {
+                        last_ambiguity =
+                            candidates.iter().map(|c| c.as_str().to_string()).collect();
+                    }
                 } else if let Ok(id) = init_rx.try_recv() {
                     if let Ok(id) = ConversationId::parse(&id) {
                         bind_to(

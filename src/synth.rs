@@ -1113,14 +1113,15 @@ fn simple_answer(
     models: &str,
     text: &str,
 ) -> Recording {
-    let mut b = Builder::new(name, description, "Say hi briefly", text);
+    let prompt = format!("Say hi briefly, agy {version}");
+    let mut b = Builder::new(name, description, &prompt, text);
     {
         let h = b.header();
         h.agy_version = version.into();
         h.version_output = format!("{version}\n");
         h.models_output = models.into();
     }
-    b.open_turn(0, "Say hi briefly", "Greeting", true);
+    b.open_turn(0, &prompt, "Greeting", true);
     b.planner(2, &[], &chunks(text, 2), vec![], 200);
     b.finish()
 }

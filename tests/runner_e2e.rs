@@ -104,7 +104,7 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
         names.len()
     );
     let names: Vec<String> = names.into_iter().take(16).collect();
-    for round in 0..3 {
+    for round in 0..5 {
         // One HOME, one conversations directory, all sixteen at once.
         let home = Home::new();
         let mut handles = Vec::new();
