@@ -139,8 +139,26 @@ async fn drive(
     Ok((code, result))
 }
 
+/// The saved settings merged with the environment, warnings on stderr.
+fn settings() -> agy_bridge::config::Config {
+    match agy_bridge::config::Config::load() {
+        Ok(status) => {
+            for w in &status.warnings {
+                eprintln!("agy-bridge: warning: {w}");
+            }
+            status.config
+        }
+        Err(e) => {
+            eprintln!("agy-bridge: warning: using default settings: {e}");
+            agy_bridge::config::Config::default()
+        }
+    }
+}
+
 pub fn cmd_run(args: RunArgs) -> CmdResult {
+    let settings = settings();
     let mut cfg = RunConfig::from_env();
+    cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
     cfg.bind = args.bind;
     cfg.poll_interval = Duration::from_millis(args.poll_ms.max(10));
@@ -157,7 +175,7 @@ pub fn cmd_run(args: RunArgs) -> CmdResult {
         cwd: args.cwd,
         model: args.model,
         effort: args.effort,
-        mode: args.mode,
+        mode: Some(args.mode.unwrap_or(settings.mode)),
         conversation,
         ..TurnRequest::default()
     };
@@ -370,7 +388,6 @@ fn prepare_turn(
     req: &agy_bridge::provider::StreamRequest,
     timeout_min: u64,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::config::Config;
     use agy_bridge::models::{self, ThinkingLevel};
     use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
     use agy_bridge::sessions::{SessionKey, SessionStore};
@@ -382,18 +399,7 @@ fn prepare_turn(
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
-    let settings = match Config::load() {
-        Ok(status) => {
-            for w in &status.warnings {
-                eprintln!("agy-bridge: warning: {w}");
-            }
-            status.config
-        }
-        Err(e) => {
-            eprintln!("agy-bridge: warning: using default settings: {e}");
-            Config::default()
-        }
-    };
+    let settings = settings();
     let thinking = req
         .reasoning
         .as_deref()
@@ -541,9 +547,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
             None,
         ));
     }
-    let settings = agy_bridge::config::Config::load()
-        .map(|s| s.config)
-        .unwrap_or_default();
+    let settings = settings();
     let alias = args
         .model
         .clone()

@@ -145,7 +145,8 @@ impl Default for RunConfig {
 
 impl RunConfig {
     /// Defaults with `AGY_BIN`, `AGY_EXTRA_ARGS`, `AGY_CONVERSATIONS_DIR`,
-    /// `AGY_SKIP_PERMISSIONS`, `AGY_BIND` and `AGY_WAKE` applied.
+    /// `AGY_BIND` and `AGY_WAKE` applied. Permissions and mode are settings
+    /// (`config::Config`, which reads `AGY_SKIP_PERMISSIONS` and `AGY_MODE`).
     pub fn from_env() -> RunConfig {
         let mut cfg = RunConfig::default();
         if let Some(bin) = env_nonempty("AGY_BIN") {
@@ -153,9 +154,6 @@ impl RunConfig {
         }
         if let Some(extra) = env_nonempty("AGY_EXTRA_ARGS") {
             cfg.extra_args = extra.split_whitespace().map(str::to_string).collect();
-        }
-        if let Some(v) = env_nonempty("AGY_SKIP_PERMISSIONS") {
-            cfg.skip_permissions = !matches!(v.as_str(), "0" | "false" | "off" | "no");
         }
         if let Some(Ok(mode)) = env_nonempty("AGY_BIND").map(|v| v.parse()) {
             cfg.bind = mode;

@@ -669,12 +669,12 @@ fn invalid_config_values_and_env_values_are_reported() {
     assert_eq!(
         shown,
         [
-            format!("{p}: ignoring \"mode\": unknown mode \"yolo\" (expected plan or accept-edits); using the default"),
-            "AGY_MODE=\"plna\": unknown mode \"plna\" (expected plan or accept-edits); ignored".to_string(),
+            format!("{p}: ignoring \"mode\": unknown mode \"yolo\" (expected one of: accept-edits, plan); using the default"),
+            "AGY_MODE=\"plna\": unknown mode \"plna\" (expected one of: accept-edits, plan); ignored".to_string(),
             format!("{p}: ignoring \"skipPermissions\": expected true or false, found a string; using the default"),
             "AGY_SKIP_PERMISSIONS=\"maybe\": unknown switch value \"maybe\" (expected on or off); treated as off".to_string(),
             format!("{p}: ignoring \"defaultModel\": expected a string, found a number; using the default"),
-            format!("{p}: ignoring \"defaultThinking\": unknown effort \"max\" (expected low, medium or high); using the default"),
+            format!("{p}: ignoring \"defaultThinking\": unknown effort \"max\" (expected one of: low, medium, high); using the default"),
         ]
     );
     // Saving one key leaves the others (even invalid ones) as they were.
