@@ -26,6 +26,10 @@ install() {
     (cd "$PI_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
       npm install --no-audit --no-fund --loglevel=error "@earendil-works/pi-coding-agent@$PI_VERSION") || return 1
   fi
+  if [ ! -x "$PI_DIR/node_modules/.bin/tsc" ]; then
+    echo "installing typescript into $PI_DIR (to type-check the extension)"
+    (cd "$PI_DIR" && npm install --no-audit --no-fund --loglevel=error typescript@5) || return 1
+  fi
 }
 install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
 PI="$PI_DIR/node_modules/.bin/pi"
@@ -42,6 +46,15 @@ check() { # check NAME CONDITION-RESULT DETAIL
 }
 
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+
+# 0. The extension type-checks (strict) against pi 0.84.0's own types.
+mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$WORK/tsc/" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
+cat > "$WORK/tsc/tsconfig.json" <<'JSON'
+{ "compilerOptions": { "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
+    "strict": true, "noEmit": true, "skipLibCheck": true, "types": ["node"] }, "files": ["index.ts"] }
+JSON
+out="$(cd "$WORK/tsc" && "$PI_DIR/node_modules/.bin/tsc" -p tsconfig.json 2>&1)"; code=$?
+[ $code = 0 ]; check "pi-extension/index.ts type-checks against pi's types" $? "$out"
 export HOME="$WORK/home" PI_CODING_AGENT_DIR="$WORK/home/.pi/agent"
 mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/project"
 export AGY_BRIDGE_BIN="$BRIDGE" AGY_BIN="$FAKE" FAKE_AGY_SPEED=8 PI_OFFLINE=1

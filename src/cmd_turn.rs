@@ -170,9 +170,11 @@ pub fn cmd_run(args: RunArgs) -> CmdResult {
         .as_deref()
         .map(ConversationId::parse)
         .transpose()?;
+    let workspace = args.cwd.clone().or_else(|| std::env::current_dir().ok());
     let req = TurnRequest {
         prompt: args.prompt,
         cwd: args.cwd,
+        add_dirs: workspace.into_iter().collect(),
         model: args.model,
         effort: args.effort,
         mode: Some(args.mode.unwrap_or(settings.mode)),
@@ -459,7 +461,8 @@ fn prepare_turn(
         mode: Some(settings.mode),
         conversation: existing.as_ref().map(|e| e.conversation_id.clone()),
         after_idx: existing.as_ref().map(|e| e.last_step_idx),
-        add_dirs: Vec::new(),
+        // agy's workspace: the directory pi works in.
+        add_dirs: vec![cwd.clone()],
     };
     for w in store
         .as_ref()
@@ -570,12 +573,14 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
     let mut cfg = RunConfig::from_env();
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
-    // A delegated run gets no extra directories: nothing of the bridge's
-    // own reaches it, so it cannot call back into pi.
+    // A delegated run gets the workspace and nothing else: no directory of
+    // the bridge's own reaches it, so it cannot call back into pi.
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
+    let workspace = args.cwd.clone().or_else(|| std::env::current_dir().ok());
     let turn = TurnRequest {
         prompt: args.prompt.clone(),
         cwd: args.cwd.clone(),
+        add_dirs: workspace.into_iter().collect(),
         model: Some(resolved.model.clone()),
         effort: resolved.effort,
         mode: Some(args.mode.unwrap_or(settings.mode)),
@@ -627,7 +632,19 @@ fn final_answer(events: &[agy_bridge::events::Event], stdout: &str) -> String {
             _ => None,
         })
     });
-    last.unwrap_or_else(|| stdout.trim().to_string())
+    last.unwrap_or_else(|| printed_answer(stdout))
+}
+
+/// agy's printed answer: the text itself, or with `--output-format
+/// stream-json` the `result` of its final `{"type":"result"}` line.
+fn printed_answer(stdout: &str) -> String {
+    let from_json = stdout.lines().rev().find_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        (v.get("type")?.as_str()? == "result")
+            .then(|| v.get("result")?.as_str().map(str::to_string))
+            .flatten()
+    });
+    from_json.unwrap_or_else(|| stdout.trim().to_string())
 }
 
 fn strip_add_dirs(args: &[String]) -> Vec<String> {

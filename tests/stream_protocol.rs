@@ -351,6 +351,11 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
     );
     assert_eq!(flag("--model").as_deref(), Some("gemini-3.7-flash"));
     assert_eq!(flag("--effort").as_deref(), Some("medium"));
+    assert_eq!(
+        flag("--add-dir").as_deref(),
+        Some("/tmp"),
+        "the workspace is pi's cwd"
+    );
     let prompt = flag("-p").expect("prompt");
     assert!(
         prompt.contains("[assistant turn from anthropic]\nHi from Claude"),
