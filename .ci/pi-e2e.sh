@@ -33,7 +33,7 @@ install() {
 }
 install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
 PI="$PI_DIR/node_modules/.bin/pi"
-echo "node $(node --version), pi $(cd "$PI_DIR" && node -p "require('@earendil-works/pi-coding-agent/package.json').version")"
+echo "node $(node --version), pi $(node -p "require(process.argv[1]).version" "$PI_DIR/node_modules/@earendil-works/pi-coding-agent/package.json")"
 
 BRIDGE="$ROOT/target/debug/agy-bridge"
 FAKE="$ROOT/target/debug/fake-agy"
