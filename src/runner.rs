@@ -809,6 +809,24 @@ pub async fn run_observed(
         // could not (a fast run may exit before the first wake-up).
         for i in 0..=cfg.trailing_polls {
             if bound.is_none() {
+                // agy's own word first: its init line may still be in the pipe.
+                if let Some(id) = init_rx
+                    .try_recv()
+                    .ok()
+                    .and_then(|id| ConversationId::parse(&id).ok())
+                {
+                    bind_to(
+                        &mut bound,
+                        &mut poller,
+                        &mut result,
+                        &events,
+                        &dir,
+                        id,
+                        BindMethod::StreamJson,
+                    );
+                }
+            }
+            if bound.is_none() {
                 let decided = discovery::decide(&dir, &before, None);
                 if let Ok(Binding::Bound { id, how }) = decided {
                     bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, how);
@@ -828,18 +846,6 @@ pub async fn run_observed(
                     } else {
                         last_ambiguity =
                             candidates.iter().map(|c| c.as_str().to_string()).collect();
-                    }
-                } else if let Ok(id) = init_rx.try_recv() {
-                    if let Ok(id) = ConversationId::parse(&id) {
-                        bind_to(
-                            &mut bound,
-                            &mut poller,
-                            &mut result,
-                            &events,
-                            &dir,
-                            id,
-                            BindMethod::StreamJson,
-                        );
                     }
                 }
             }
