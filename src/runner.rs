@@ -681,24 +681,22 @@ pub async fn run_observed(
     loop {
         // Bind if we have not yet.
         if bound.is_none() {
-            match init_rx.try_recv() {
-                Ok(id) => {
-                    if let Ok(id) = ConversationId::parse(&id) {
-                        bind_to(
-                            &mut bound,
-                            &mut poller,
-                            &mut result,
-                            &events,
-                            &dir,
-                            id,
-                            BindMethod::StreamJson,
-                        );
-                    }
+            match init_id(&mut init_rx) {
+                Some(id) => {
+                    bind_to(
+                        &mut bound,
+                        &mut poller,
+                        &mut result,
+                        &events,
+                        &dir,
+                        id,
+                        BindMethod::StreamJson,
+                    );
                 }
                 // With stream-json the init line is authoritative; discovery
                 // is only the fallback when it does not come.
-                Err(_) if stream_json && started.elapsed() < STREAM_JSON_GRACE => {}
-                Err(_) => match discovery::decide(&dir, &before, Some(pid)) {
+                None if stream_json && started.elapsed() < STREAM_JSON_GRACE => {}
+                None => match discovery::decide(&dir, &before, Some(pid)) {
                     Ok(Binding::Bound { id, how }) => {
                         bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, how);
                     }
@@ -810,11 +808,7 @@ pub async fn run_observed(
         for i in 0..=cfg.trailing_polls {
             if bound.is_none() {
                 // agy's own word first: its init line may still be in the pipe.
-                if let Some(id) = init_rx
-                    .try_recv()
-                    .ok()
-                    .and_then(|id| ConversationId::parse(&id).ok())
-                {
+                if let Some(id) = init_id(&mut init_rx) {
                     bind_to(
                         &mut bound,
                         &mut poller,
@@ -885,6 +879,13 @@ pub async fn run_observed(
         &last_ambiguity,
     );
     result
+}
+
+/// A valid conversation id from the stream-json `init` line, if it came.
+fn init_id(rx: &mut mpsc::UnboundedReceiver<String>) -> Option<ConversationId> {
+    rx.try_recv()
+        .ok()
+        .and_then(|id| ConversationId::parse(&id).ok())
 }
 
 fn init_conversation_id(line: &str) -> Option<String> {
