@@ -1,9 +1,13 @@
 //! agy-bridge: Google's Antigravity CLI (`agy`) as a streaming model provider.
 //!
 //! Data flows one way through these modules:
-//! [`wire`] → [`steps`] → [`events`] → [`poller`] → runner → provider.
-//! [`recording`] and [`schema`] describe agy's database for fake-agy, the
-//! recorder and the drift tool; see ARCHITECTURE.md for the whole map.
+//! [`wire`] → [`steps`] → [`events`] → [`poller`] → [`runner`] (with
+//! [`discovery`]) → [`provider`]. Only the provider knows pi; its state lives
+//! in [`config`], [`sessions`] and [`models`], and agy's edits become diffs in
+//! [`diff`]. [`recording`] and [`schema`] describe agy's database for
+//! fake-agy ([`synth`] builds the corpus), the recorder ([`record`],
+//! [`redact`]) and [`drift`]; [`decode`] and [`render`] are the readable
+//! views. ARCHITECTURE.md has the whole map.
 
 pub mod config;
 pub mod decode;

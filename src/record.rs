@@ -378,7 +378,7 @@ pub struct CaptureStats {
 
 /// The [`Observer`] that captures a run. Create it before spawning agy
 /// (it snapshots the conversations directory), call [`Capturer::start`] right
-/// before the run, and [`Capturer::finish`] after.
+/// before the run, and take [`Capturer::commits`] after.
 pub struct Capturer {
     t0: Instant,
     before: Snapshot,
