@@ -100,6 +100,19 @@ check "second -p turn resumes the same conversation" $? "exit $c1/$c2, conversat
 $(cat "$store" 2>/dev/null)
 $out2"
 
+# 6. RPC mode: `/agy mode plan` saves the setting; an abort mid-turn ends it
+#    as aborted and takes agy's whole process tree down.
+export HOME="$WORK/home3" PI_CODING_AGENT_DIR="$WORK/home3/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR"
+rpc_out="$(FAKE_AGY_RECORDING=long-answer FAKE_AGY_SPEED=0.3 FAKE_AGY_GRANDCHILD=1 \
+  FAKE_AGY_GRANDCHILD_PIDFILE="$WORK/grandchild.pid" \
+  timeout 120 node "$ROOT/.ci/pi-rpc.mjs" "$PI" "$ROOT/pi-extension" "$WORK/grandchild.pid" \
+  "$HOME/.pi/agent/antigravity-bridge/config.json" 2>&1)"
+echo "$rpc_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$rpc_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$rpc_out")))
+grep -q '^ok ' <<<"$rpc_out" || { failed=$((failed+1)); echo "FAIL - pi RPC session did not run"; }
+
 echo "pi e2e: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
