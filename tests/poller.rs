@@ -224,3 +224,35 @@ fn legacy_four_column_table_is_read() {
         }]
     );
 }
+
+#[test]
+fn a_locked_database_is_not_ready_then_reads() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    // A rollback-journal database held under an exclusive lock: readers get
+    // SQLITE_BUSY, which must mean "try again", not an error.
+    let w = Connection::open(&path).expect("open");
+    agy_bridge::schema::create(&w).expect("schema");
+    put(&w, &text(0, StepStatus::Done, "behind the lock"));
+    w.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;")
+        .expect("lock");
+    let mut p = Poller::new(&path, None);
+    match p.poll() {
+        Poll::NotReady(ReadError::Locked { .. }) => {}
+        Poll::NotReady(other) => panic!("expected locked, got {other}"),
+        Poll::Ready(events) => panic!("read through an exclusive lock: {events:?}"),
+    }
+    w.execute_batch("COMMIT; PRAGMA locking_mode=NORMAL;")
+        .expect("unlock");
+    // NORMAL takes effect at the next access that releases the lock.
+    let _: i64 = w
+        .query_row("SELECT count(*) FROM steps", [], |r| r.get(0))
+        .expect("touch");
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 0,
+            text: "behind the lock".into()
+        }]
+    );
+}
