@@ -544,21 +544,20 @@ pub async fn run_observed(
     };
 
     // Bind up front when resuming; otherwise snapshot before spawning.
-    let mut bound: Option<ConversationId> = None;
-    let mut poller: Option<Poller> = None;
     let before: Snapshot = discovery::snapshot(&dir).unwrap_or_default();
-    if let Some(id) = &req.conversation {
-        let path = discovery::db_path(&dir, id);
-        let after = req.after_idx.or_else(|| current_last_idx(&path));
-        poller = Some(Poller::new(path, after));
-        bound = Some(id.clone());
-        result.bind_method = Some(BindMethod::Given);
-        result.conversation_id = Some(id.as_str().to_string());
-        let _ = events.send(RunEvent::Bound {
-            conversation_id: id.as_str().to_string(),
-            method: BindMethod::Given,
-        });
-    }
+    let mut followed: Option<Followed> = req.conversation.as_ref().map(|id| {
+        let after = req
+            .after_idx
+            .or_else(|| current_last_idx(&discovery::db_path(&dir, id)));
+        Followed::bind(
+            &dir,
+            id.clone(),
+            after,
+            BindMethod::Given,
+            &mut result,
+            &events,
+        )
+    });
 
     let mut watcher = match cfg.wake {
         WakeMode::Events => watch(&dir),
@@ -659,7 +658,7 @@ pub async fn run_observed(
     // Poll once, forwarding events; returns false when the turn must stop.
     macro_rules! poll_once {
         () => {{
-            if let Some(p) = poller.as_mut() {
+            if let Some(p) = followed.as_mut().map(|f| &mut f.poller) {
                 if let Poll::Ready(evs) = p.poll() {
                     for ev in evs {
                         match &ev {
@@ -680,25 +679,24 @@ pub async fn run_observed(
 
     loop {
         // Bind if we have not yet.
-        if bound.is_none() {
+        if followed.is_none() {
             match init_id(&mut init_rx) {
                 Some(id) => {
-                    bind_to(
-                        &mut bound,
-                        &mut poller,
-                        &mut result,
-                        &events,
+                    followed = Some(Followed::bind(
                         &dir,
                         id,
+                        None,
                         BindMethod::StreamJson,
-                    );
+                        &mut result,
+                        &events,
+                    ));
                 }
                 // With stream-json the init line is authoritative; discovery
                 // is only the fallback when it does not come.
                 None if stream_json && started.elapsed() < STREAM_JSON_GRACE => {}
                 None => match discovery::decide(&dir, &before, Some(pid)) {
                     Ok(Binding::Bound { id, how }) => {
-                        bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, how);
+                        followed = Some(Followed::bind(&dir, id, None, how, &mut result, &events));
                     }
                     Ok(Binding::Ambiguous { candidates }) => {
                         last_ambiguity =
@@ -722,14 +720,14 @@ pub async fn run_observed(
         poll_once!();
 
         // A step stuck in WAITING: print mode can never answer it.
-        if let Some(idx) = poller.as_ref().and_then(|p| p.waiting_step()) {
+        if let Some(idx) = followed.as_ref().and_then(|f| f.poller.waiting_step()) {
             match waiting_since {
                 Some((w, since)) if w == idx => {
                     if since.elapsed() >= cfg.permission_stall {
                         stall = Some(Failure::PermissionStall {
-                            tool: poller
+                            tool: followed
                                 .as_ref()
-                                .and_then(|p| p.tool_name(idx))
+                                .and_then(|f| f.poller.tool_name(idx))
                                 .map(str::to_string)
                                 .unwrap_or_else(|| format!("step {idx}")),
                         });
@@ -761,18 +759,18 @@ pub async fn run_observed(
                     exit_status = status.ok();
                     break true;
                 }
-                Some(id) = init_rx.recv(), if bound.is_none() => {
+                Some(id) = init_rx.recv(), if followed.is_none() => {
                     if let Ok(id) = ConversationId::parse(&id) {
-                        bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, BindMethod::StreamJson);
+                        followed = Some(Followed::bind(&dir, id, None, BindMethod::StreamJson, &mut result, &events));
                     }
                     break false;
                 }
                 Some(path) = recv_path(&mut watcher) => {
-                    let mut wake = relevant(&path, bound.as_ref());
+                    let mut wake = relevant(&path, followed.as_ref().map(|f| &f.id));
                     // Coalesce a burst of notifications into one poll.
                     if let Some(w) = watcher.as_mut() {
                         while let Ok(p) = w.rx.try_recv() {
-                            wake |= relevant(&p, bound.as_ref());
+                            wake |= relevant(&p, followed.as_ref().map(|f| &f.id));
                         }
                     }
                     if wake {
@@ -806,37 +804,35 @@ pub async fn run_observed(
         // agy exited on its own: catch the last flush, then bind if we still
         // could not (a fast run may exit before the first wake-up).
         for i in 0..=cfg.trailing_polls {
-            if bound.is_none() {
+            if followed.is_none() {
                 // agy's own word first: its init line may still be in the pipe.
                 if let Some(id) = init_id(&mut init_rx) {
-                    bind_to(
-                        &mut bound,
-                        &mut poller,
-                        &mut result,
-                        &events,
+                    followed = Some(Followed::bind(
                         &dir,
                         id,
+                        None,
                         BindMethod::StreamJson,
-                    );
+                        &mut result,
+                        &events,
+                    ));
                 }
             }
-            if bound.is_none() {
+            if followed.is_none() {
                 let decided = discovery::decide(&dir, &before, None);
                 if let Ok(Binding::Bound { id, how }) = decided {
-                    bind_to(&mut bound, &mut poller, &mut result, &events, &dir, id, how);
+                    followed = Some(Followed::bind(&dir, id, None, how, &mut result, &events));
                 } else if let Ok(Binding::Ambiguous { candidates }) = &decided {
                     // agy is gone, so its open files cannot settle it; its
                     // own record of our prompt can, if it is unique.
                     if let Some(id) = discovery::match_prompt(&dir, candidates, &req.prompt) {
-                        bind_to(
-                            &mut bound,
-                            &mut poller,
-                            &mut result,
-                            &events,
+                        followed = Some(Followed::bind(
                             &dir,
                             id,
+                            None,
                             BindMethod::PromptMatch,
-                        );
+                            &mut result,
+                            &events,
+                        ));
                     } else {
                         last_ambiguity =
                             candidates.iter().map(|c| c.as_str().to_string()).collect();
@@ -862,8 +858,8 @@ pub async fn run_observed(
         // On timeout the reader is abandoned; its task ends when the pipe closes.
         let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
     }
-    if let Some(p) = &poller {
-        result.poll_stats = p.stats();
+    if let Some(f) = &followed {
+        result.poll_stats = f.poller.stats();
     }
     result.stderr_tail = tails.stderr();
     result.stdout = tails.stdout();
@@ -874,7 +870,7 @@ pub async fn run_observed(
         cfg,
         stall,
         bind_failure,
-        bound.is_some(),
+        followed.is_some(),
         &error_messages,
         &last_ambiguity,
     );
@@ -903,23 +899,34 @@ async fn recv_path(w: &mut Option<Watcher>) -> Option<PathBuf> {
     }
 }
 
-fn bind_to(
-    bound: &mut Option<ConversationId>,
-    poller: &mut Option<Poller>,
-    result: &mut RunResult,
-    events: &mpsc::UnboundedSender<RunEvent>,
-    dir: &Path,
+/// The conversation this turn follows, once bound.
+struct Followed {
     id: ConversationId,
-    how: BindMethod,
-) {
-    *poller = Some(Poller::new(discovery::db_path(dir, &id), None));
-    result.conversation_id = Some(id.as_str().to_string());
-    result.bind_method = Some(how);
-    let _ = events.send(RunEvent::Bound {
-        conversation_id: id.as_str().to_string(),
-        method: how,
-    });
-    *bound = Some(id);
+    poller: Poller,
+}
+
+impl Followed {
+    /// Follow `id` from after `after_idx`, recording how it was bound in the
+    /// result and telling the caller.
+    fn bind(
+        dir: &Path,
+        id: ConversationId,
+        after_idx: Option<i64>,
+        how: BindMethod,
+        result: &mut RunResult,
+        events: &mpsc::UnboundedSender<RunEvent>,
+    ) -> Followed {
+        result.conversation_id = Some(id.as_str().to_string());
+        result.bind_method = Some(how);
+        let _ = events.send(RunEvent::Bound {
+            conversation_id: id.as_str().to_string(),
+            method: how,
+        });
+        Followed {
+            poller: Poller::new(discovery::db_path(dir, &id), after_idx),
+            id,
+        }
+    }
 }
 
 /// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap.
