@@ -3,7 +3,7 @@
 mod common;
 
 use assert_cmd::Command;
-use common::fake_agy;
+use common::bridge;
 use serde_json::Value;
 
 struct Env {
@@ -18,19 +18,9 @@ impl Env {
     }
 
     fn ask(&self, recording: &str) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-        c.arg("ask")
-            .env("HOME", self.home.path())
-            .env("AGY_BIN", fake_agy())
-            .env("FAKE_AGY_RECORDING", recording)
-            .env("FAKE_AGY_SPEED", "10")
-            .env("FAKE_AGY_ARGV_LOG", self.argv_log())
-            .env_remove("AGY_BRIDGE_STATE_DIR")
-            .env_remove("AGY_CONVERSATIONS_DIR")
-            .env_remove("AGY_DEFAULT_MODEL")
-            .env_remove("AGY_DEFAULT_THINKING")
-            .env_remove("AGY_EXTRA_ARGS");
-        c
+        let mut c = bridge("ask", self.home.path(), recording, "10");
+        c.env("FAKE_AGY_ARGV_LOG", self.argv_log());
+        Command::from_std(c)
     }
 
     fn argv_log(&self) -> std::path::PathBuf {

@@ -4,23 +4,13 @@
 mod common;
 
 use assert_cmd::Command;
-use common::{alive, fake_agy, load};
+use common::{alive, bridge, load};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 fn run_cmd(home: &tempfile::TempDir, recording: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-    c.arg("run")
-        .env("HOME", home.path())
-        .env("AGY_BIN", fake_agy())
-        .env("FAKE_AGY_RECORDING", recording)
-        .env("FAKE_AGY_SPEED", "10")
-        .env_remove("AGY_CONVERSATIONS_DIR")
-        .env_remove("AGY_BRIDGE_STATE_DIR")
-        .env_remove("AGY_SKIP_PERMISSIONS")
-        .env_remove("AGY_MODE");
-    c
+    Command::from_std(bridge("run", home.path(), recording, "10"))
 }
 
 #[test]
@@ -112,12 +102,8 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
 fn ctrl_c_stops_agy_and_its_process_group() {
     let home = tempfile::tempdir().expect("tmp");
     let pidfile = home.path().join("grandchild.pid");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agy-bridge"))
-        .args(["run", "--json", "Write a long report"])
-        .env("HOME", home.path())
-        .env("AGY_BIN", fake_agy())
-        .env("FAKE_AGY_RECORDING", "long-answer")
-        .env("FAKE_AGY_SPEED", "0.3")
+    let mut child = bridge("run", home.path(), "long-answer", "0.3")
+        .args(["--json", "Write a long report"])
         .env("FAKE_AGY_GRANDCHILD", "1")
         .env("FAKE_AGY_GRANDCHILD_PIDFILE", &pidfile)
         .stdout(std::process::Stdio::piped())

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::fake_agy;
+use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -21,15 +21,8 @@ impl Env {
     }
 
     fn command(&self, recording: &str) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-        c.arg("stream")
-            .env("HOME", self.home.path())
-            .env("AGY_BIN", fake_agy())
-            .env("FAKE_AGY_RECORDING", recording)
-            .env("FAKE_AGY_SPEED", "8")
-            .env_remove("AGY_BRIDGE_STATE_DIR")
-            .env_remove("AGY_CONVERSATIONS_DIR")
-            .stdin(Stdio::piped())
+        let mut c = bridge("stream", self.home.path(), recording, "8");
+        c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c

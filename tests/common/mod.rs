@@ -158,3 +158,34 @@ pub fn alive(pid: u32) -> bool {
 pub fn exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// `agy-bridge SUBCOMMAND` with fake-agy as agy, replaying `recording` at
+/// `speed`, in the temporary `home`, and none of the caller's own agy-bridge
+/// settings leaking in from the environment.
+pub fn bridge(
+    subcommand: &str,
+    home: &Path,
+    recording: &str,
+    speed: &str,
+) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
+    c.arg(subcommand)
+        .env("HOME", home)
+        .env("AGY_BIN", fake_agy())
+        .env("FAKE_AGY_RECORDING", recording)
+        .env("FAKE_AGY_SPEED", speed);
+    for var in [
+        "AGY_BRIDGE_STATE_DIR",
+        "AGY_CONVERSATIONS_DIR",
+        "AGY_MODE",
+        "AGY_SKIP_PERMISSIONS",
+        "AGY_DEFAULT_MODEL",
+        "AGY_DEFAULT_THINKING",
+        "AGY_EXTRA_ARGS",
+        "AGY_BIND",
+        "AGY_WAKE",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
