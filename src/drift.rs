@@ -639,7 +639,16 @@ fn type_name(t: i64) -> String {
 }
 
 fn wire_list(w: &BTreeMap<String, u64>) -> String {
-    w.keys().cloned().collect::<Vec<_>>().join("/")
+    join_wires(w.keys())
+}
+
+/// Wire-type names as `len/varint`.
+fn join_wires<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
+    names
+        .into_iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Compare `current` with `baseline`.
@@ -749,11 +758,7 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
                     format!(
                         "{name}: {path} {} -> {} in {n}/{} steps (e.g. {}){note}",
                         wire_list(&bp.wire),
-                        changed
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join("/"),
+                        join_wires(changed.iter().copied()),
                         cur.steps,
                         p.example
                     ),
@@ -1020,11 +1025,7 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
                             format!(
                                 "{column}: {path} {} -> {} (e.g. {})",
                                 wire_list(&bp.wire),
-                                changed
-                                    .iter()
-                                    .map(|s| s.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join("/"),
+                                join_wires(changed.iter().copied()),
                                 p.example
                             ),
                             Some(&p.example),
