@@ -26,5 +26,6 @@ pub mod runner;
 pub mod schema;
 pub mod sessions;
 pub mod steps;
+pub mod stream_json;
 pub mod synth;
 pub mod wire;

@@ -1,0 +1,373 @@
+//! agy's `--output-format stream-json` lines: one typed reader and one writer.
+//!
+//! agy (1.1.8 and later) prints one JSON object per line, keyed by `event`:
+//! `init` (the conversation id, at top level), `step_update` per step state
+//! change (tool names and parameters, `text_delta`s, per-call usage) and a
+//! final `result` (status, response, error, denied actions, turn usage). See
+//! docs/agy-format.md, "stream-json". The runner reads these lines for the
+//! binding, usage, the final status and as the fallback text source;
+//! fake-agy writes them with the same types, so the two can never disagree on
+//! the shape. Every unknown event and field is kept (`extra`) and counted,
+//! never fatal: a newer agy must degrade to "an unknown field", not to a
+//! silent failure.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Token counts as agy prints them. proto3-style: a zero may be absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub thinking_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+/// The `init` object (the conversation id is beside it, at top level).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Init {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A tool step's failure as agy reports it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `tool_info` of a tool step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One `step_update`: a step changed state. Field order is agy's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepUpdate {
+    #[serde(default)]
+    pub conversation_id: String,
+    #[serde(default)]
+    pub step_index: i64,
+    /// `ACTIVE`, `DONE` or `ERROR`.
+    #[serde(default)]
+    pub state: String,
+    /// `user_input`, `agent_response`, `tool`, `checkpoint`,
+    /// `system_message`, `error_message` or `unknown`.
+    #[serde(default)]
+    pub step_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_delta: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_info: Option<ToolInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An action agy auto-denied because print mode cannot ask.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedAction {
+    /// The permission kind (`command`, `file`, ...).
+    #[serde(default)]
+    pub action: String,
+    /// agy's name for the tool (`RunCommand`).
+    #[serde(default)]
+    pub display_name: String,
+}
+
+/// The final `result`. Field order is agy's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnResult {
+    /// `""` when agy failed before creating a conversation.
+    #[serde(default)]
+    pub conversation_id: String,
+    /// `SUCCESS`, `ERROR` or `CANCELED`.
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub response: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub duration_seconds: f64,
+    #[serde(default)]
+    pub num_turns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_actions: Vec<DeniedAction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl TurnResult {
+    pub fn is_success(&self) -> bool {
+        self.status == "SUCCESS"
+    }
+}
+
+/// One line of agy's stream-json output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    Init {
+        conversation_id: String,
+        init: Init,
+    },
+    StepUpdate(StepUpdate),
+    Result(TurnResult),
+    /// Valid JSON with an event this build does not know (kept whole).
+    UnknownEvent {
+        event: String,
+        value: Value,
+    },
+    /// Not a JSON object (a log line, a partial line): kept as text.
+    NotJson(String),
+}
+
+impl Line {
+    /// Read one line. Never fails: what does not fit is `UnknownEvent` or
+    /// `NotJson`, for the caller to count.
+    pub fn parse(line: &str) -> Line {
+        let value: Value = match serde_json::from_str(line) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Line::NotJson(line.to_string()),
+        };
+        let event = value
+            .get("event")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let parsed = match event.as_deref() {
+            Some("init") => parse_init(&value),
+            Some("step_update") => body(&value, "step_update").map(Line::StepUpdate),
+            Some("result") => body(&value, "result").map(Line::Result),
+            // `--output-format json` prints the bare result object.
+            None if value.get("status").is_some() => {
+                serde_json::from_value(value.clone()).ok().map(Line::Result)
+            }
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| Line::UnknownEvent {
+            event: event.unwrap_or_default(),
+            value,
+        })
+    }
+
+    /// The line as agy prints it (no trailing newline), keys in agy's
+    /// order: `event` first, then the body as its struct declares it.
+    pub fn to_json(&self) -> String {
+        let ser = |v: &dyn erased::Ser| v.json();
+        match self {
+            Line::Init {
+                conversation_id,
+                init,
+            } => format!(
+                "{{\"event\":\"init\",\"conversation_id\":{},\"init\":{}}}",
+                Value::String(conversation_id.clone()),
+                ser(init)
+            ),
+            Line::StepUpdate(u) => {
+                format!("{{\"event\":\"step_update\",\"step_update\":{}}}", ser(u))
+            }
+            Line::Result(r) => format!("{{\"event\":\"result\",\"result\":{}}}", ser(r)),
+            Line::UnknownEvent { value, .. } => value.to_string(),
+            Line::NotJson(text) => text.clone(),
+        }
+    }
+
+    /// Names of the fields this build does not know, for the unknown-field
+    /// counter.
+    pub fn unknown_fields(&self) -> Vec<String> {
+        let keys = |m: &Map<String, Value>, prefix: &str| -> Vec<String> {
+            m.keys().map(|k| format!("{prefix}.{k}")).collect()
+        };
+        match self {
+            Line::Init { init, .. } => keys(&init.extra, "init"),
+            Line::StepUpdate(u) => {
+                let mut v = keys(&u.extra, "step_update");
+                if let Some(t) = &u.tool_info {
+                    v.extend(keys(&t.extra, "step_update.tool_info"));
+                }
+                v
+            }
+            Line::Result(r) => keys(&r.extra, "result"),
+            Line::UnknownEvent { .. } | Line::NotJson(_) => Vec::new(),
+        }
+    }
+}
+
+fn parse_init(value: &Value) -> Option<Line> {
+    let conversation_id = value.get("conversation_id")?.as_str()?.to_string();
+    let init = match value.get("init") {
+        Some(v) => serde_json::from_value(v.clone()).ok()?,
+        None => Init::default(),
+    };
+    Some(Line::Init {
+        conversation_id,
+        init,
+    })
+}
+
+fn body<T: serde::de::DeserializeOwned>(value: &Value, key: &str) -> Option<T> {
+    serde_json::from_value(value.get(key)?.clone()).ok()
+}
+
+mod erased {
+    /// Serialise a body in its declared field order (a `Value` would sort
+    /// the keys).
+    pub trait Ser {
+        fn json(&self) -> String;
+    }
+
+    impl<T: serde::Serialize> Ser for T {
+        fn json(&self) -> String {
+            serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+        }
+    }
+}
+
+/// Counters for what the reader did not understand.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ParseStats {
+    pub lines: u64,
+    pub unknown_events: u64,
+    pub unknown_fields: u64,
+    pub not_json: u64,
+}
+
+impl ParseStats {
+    /// Count one parsed line.
+    pub fn count(&mut self, line: &Line) {
+        self.lines += 1;
+        match line {
+            Line::UnknownEvent { .. } => self.unknown_events += 1,
+            Line::NotJson(_) => self.not_json += 1,
+            _ => self.unknown_fields += line.unknown_fields().len() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Lines in the shape agy 1.2.17 prints (docs/agy-format.md, "stream-json"),
+    // with our own values and a shortened tool list.
+    const INIT: &str = r#"{"event":"init","conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","init":{"model":"gemini-3.8-flash-high","cwd":"/work","tools":["run_command","view_file"],"permission_mode":"request-review"}}"#;
+    const TOOL_DONE: &str = r#"{"event":"step_update","step_update":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","step_index":2,"state":"DONE","step_type":"tool","tool_name":"run_command","duration_seconds":0.5,"tool_info":{"name":"run_command","parameters":{"CommandLine":"ls"},"output":"a\r\n"}}}"#;
+    const TEXT: &str = r#"{"event":"step_update","step_update":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","step_index":3,"state":"DONE","step_type":"agent_response","text_delta":"done\n","duration_seconds":1.25,"usage":{"input_tokens":10,"output_tokens":4,"thinking_tokens":3,"cache_read_tokens":0,"total_tokens":14}}}"#;
+    const RESULT: &str = r#"{"event":"result","result":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","status":"SUCCESS","response":"","duration_seconds":2.5,"num_turns":1,"usage":{"input_tokens":10,"output_tokens":4,"thinking_tokens":3,"cache_read_tokens":0,"total_tokens":14},"denied_actions":[{"action":"command","display_name":"RunCommand"}]}}"#;
+
+    #[test]
+    fn lines_round_trip_byte_for_byte() {
+        for line in [INIT, TOOL_DONE, TEXT, RESULT] {
+            let parsed = Line::parse(line);
+            assert!(
+                !matches!(parsed, Line::UnknownEvent { .. } | Line::NotJson(_)),
+                "{line}"
+            );
+            assert_eq!(parsed.to_json(), line);
+            assert!(parsed.unknown_fields().is_empty());
+        }
+    }
+
+    #[test]
+    fn init_id_is_top_level() {
+        let Line::Init {
+            conversation_id,
+            init,
+        } = Line::parse(INIT)
+        else {
+            panic!("not init");
+        };
+        assert_eq!(conversation_id, "0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11");
+        assert_eq!(init.permission_mode.as_deref(), Some("request-review"));
+    }
+
+    #[test]
+    fn result_carries_denials_and_usage() {
+        let Line::Result(r) = Line::parse(RESULT) else {
+            panic!("not a result");
+        };
+        assert!(r.is_success());
+        assert_eq!(r.denied_actions[0].display_name, "RunCommand");
+        assert_eq!(r.usage.map(|u| u.total_tokens), Some(14));
+    }
+
+    #[test]
+    fn unknown_events_and_fields_are_counted_not_fatal() {
+        let mut stats = ParseStats::default();
+        for line in [
+            r#"{"event":"heartbeat","heartbeat":{}}"#,
+            "I0701 12:00:00 log line",
+            r#"{"event":"step_update","step_update":{"step_index":1,"state":"ACTIVE","step_type":"agent_response","sparkle":true}}"#,
+            // `--output-format json`: the bare result object.
+            r#"{"conversation_id":"","status":"ERROR","response":"","error":"authentication failed or timed out"}"#,
+        ] {
+            let parsed = Line::parse(line);
+            stats.count(&parsed);
+        }
+        assert_eq!(
+            stats,
+            ParseStats {
+                lines: 4,
+                unknown_events: 1,
+                unknown_fields: 1,
+                not_json: 1
+            }
+        );
+        let Line::Result(r) = Line::parse(
+            r#"{"conversation_id":"","status":"ERROR","response":"","error":"authentication failed or timed out"}"#,
+        ) else {
+            panic!("bare result not read");
+        };
+        assert_eq!(
+            r.error.as_deref(),
+            Some("authentication failed or timed out")
+        );
+    }
+
+    #[test]
+    fn a_missing_event_field_is_unknown_not_a_panic() {
+        assert!(matches!(
+            Line::parse(r#"{"step_update":{}}"#),
+            Line::UnknownEvent { .. }
+        ));
+        assert!(matches!(Line::parse("[1,2]"), Line::NotJson(_)));
+    }
+}
