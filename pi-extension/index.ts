@@ -45,12 +45,15 @@ function zeroUsage(): AssistantMessage["usage"] {
 	};
 }
 
+/** Token counts of agy's last model call (agy-bridge's `done` event). */
+type BridgeUsage = { input: number; output: number; cacheRead: number; cacheWrite: number; totalTokens: number };
+
 type BridgeEvent =
 	| { type: "start" }
 	| { type: "text_start" | "thinking_start"; contentIndex: number }
 	| { type: "text_delta" | "thinking_delta"; contentIndex: number; delta: string }
 	| { type: "text_end" | "thinking_end"; contentIndex: number; content: string }
-	| { type: "done"; reason: "stop" }
+	| { type: "done"; reason: "stop"; usage?: BridgeUsage }
 	| { type: "error"; reason: "error" | "aborted"; errorMessage: string };
 
 /** pi's streamSimple: one `agy-bridge stream` child per turn. We own the
@@ -131,6 +134,8 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				ensureStarted();
 				finished = true;
 				partial.stopReason = "stop";
+				// agy runs on the user's own subscription: tokens, no cost.
+				if (ev.usage) partial.usage = { ...zeroUsage(), ...ev.usage, cost: zeroUsage().cost };
 				stream.push({ type: "done", reason: "stop", message: partial });
 				stream.end();
 				return;

@@ -364,11 +364,14 @@ async fn stream_turn(args: StreamArgs) -> bool {
             eprintln!("agy-bridge: warning: could not save the session binding: {e}");
         }
     }
+    for notice in &result.notices {
+        pi.thinking(&format!("\n[{notice}]\n"));
+    }
     if result.failure.is_none() {
-        pi.done();
+        pi.done(result.usage.as_ref().map(provider::PiUsage::from_turn));
         true
     } else {
-        let (aborted, message) = provider::error_message(&result, args.timeout_min);
+        let (aborted, message) = provider::error_message(&result);
         pi.fail(aborted, &message);
         false
     }
@@ -515,7 +518,11 @@ pub struct AskArgs {
 
 pub fn cmd_ask(args: AskArgs) -> CmdResult {
     let json = args.json;
-    let report = |answer: &str, id: Option<&str>, error: Option<String>, model: Option<&str>| {
+    let report_with = |answer: &str,
+                       id: Option<&str>,
+                       error: Option<String>,
+                       model: Option<&str>,
+                       notices: &[String]| {
         if json {
             let v = serde_json::json!({
                 "answer": answer,
@@ -523,6 +530,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
                 "model": model,
                 "ok": error.is_none(),
                 "error": error,
+                "notices": notices,
             });
             println!("{v}");
         } else {
@@ -531,6 +539,9 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
             }
             if let Some(id) = id {
                 println!("\n[agy conversation: {id}; continue with --conversation {id}]");
+            }
+            for notice in notices {
+                eprintln!("agy-bridge: note: {notice}");
             }
             if let Some(e) = &error {
                 eprintln!("agy-bridge: error: {e}");
@@ -541,6 +552,9 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         } else {
             ExitCode::SUCCESS
         }
+    };
+    let report = |answer: &str, id: Option<&str>, error: Option<String>, model: Option<&str>| {
+        report_with(answer, id, error, model, &[])
     };
     if args.caller_provider.as_deref() == Some(agy_bridge::provider::PROVIDER_ID) {
         return Ok(report(
@@ -608,21 +622,34 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         let result = runner::run(&cfg, &turn, cancel, tx).await;
         (result, collect.await.unwrap_or_default())
     });
-    let answer = final_answer(&events, &result.stdout);
+    let answer = final_answer(&result, &events);
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
         None => resolved.model.clone(),
     };
-    Ok(report(
+    let mut notices = result.notices.clone();
+    if let Some(reason) = &result.degraded {
+        notices.push(runner::degraded_notice(reason));
+    }
+    Ok(report_with(
         &answer,
         result.conversation_id.as_deref(),
         result.failure.as_ref().map(|f| f.to_string()),
         Some(&label),
+        &notices,
     ))
 }
 
-/// The last planner step's text, else agy's stdout.
-fn final_answer(events: &[agy_bridge::events::Event], stdout: &str) -> String {
+/// agy's answer: its stream-json `result.response` when it printed one,
+/// else the last planner step's text, else its plain stdout.
+fn final_answer(result: &runner::RunResult, events: &[agy_bridge::events::Event]) -> String {
+    if let Some(r) = result
+        .agy_result
+        .as_ref()
+        .filter(|r| !r.response.is_empty())
+    {
+        return r.response.trim_end().to_string();
+    }
     let t = agy_bridge::events::Transcript::from_events(events.iter().cloned());
     let last = t.steps.values().rev().find_map(|items| {
         items.iter().find_map(|e| match e {
@@ -632,19 +659,7 @@ fn final_answer(events: &[agy_bridge::events::Event], stdout: &str) -> String {
             _ => None,
         })
     });
-    last.unwrap_or_else(|| printed_answer(stdout))
-}
-
-/// agy's printed answer: the text itself, or with `--output-format
-/// stream-json` the `result` of its final `{"type":"result"}` line.
-fn printed_answer(stdout: &str) -> String {
-    let from_json = stdout.lines().rev().find_map(|line| {
-        let v: serde_json::Value = serde_json::from_str(line).ok()?;
-        (v.get("type")?.as_str()? == "result")
-            .then(|| v.get("result")?.as_str().map(str::to_string))
-            .flatten()
-    });
-    from_json.unwrap_or_else(|| stdout.trim().to_string())
+    last.unwrap_or_else(|| result.stdout.trim().to_string())
 }
 
 fn strip_add_dirs(args: &[String]) -> Vec<String> {

@@ -15,6 +15,7 @@ pub mod diff;
 pub mod discovery;
 pub mod drift;
 pub mod events;
+pub mod failure;
 pub mod models;
 pub mod poller;
 pub mod provider;

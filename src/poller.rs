@@ -167,6 +167,8 @@ pub struct Poller {
     unfinished: BTreeSet<i64>,
     tracker: Tracker,
     stats: PollStats,
+    /// Usage stats (metadata 9) of the model calls seen, by step.
+    usage: std::collections::BTreeMap<i64, steps::Usage>,
 }
 
 impl Poller {
@@ -182,6 +184,7 @@ impl Poller {
             unfinished: BTreeSet::new(),
             tracker: Tracker::new(),
             stats: PollStats::default(),
+            usage: std::collections::BTreeMap::new(),
         }
     }
 
@@ -212,6 +215,21 @@ impl Poller {
     /// The tool step `idx` runs, if it is a tool step.
     pub fn tool_name(&self, idx: i64) -> Option<&str> {
         self.tracker.tool_name(idx)
+    }
+
+    /// The newest model call's usage and the sum over every call seen.
+    pub fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
+        let last = self.usage.values().next_back()?.clone();
+        let mut sum = steps::Usage::default();
+        for u in self.usage.values() {
+            sum.input_tokens += u.input_tokens;
+            sum.output_tokens += u.output_tokens;
+            sum.cache_write_tokens += u.cache_write_tokens;
+            sum.cache_read_tokens += u.cache_read_tokens;
+            sum.thinking_tokens += u.thinking_tokens;
+            sum.response_tokens += u.response_tokens;
+        }
+        Some((last, sum))
     }
 
     pub fn poll(&mut self) -> Poll {
@@ -289,6 +307,9 @@ impl Poller {
         for row in &rows {
             let step = steps::decode(row);
             events.extend(self.tracker.observe(&step));
+            if let Some(u) = step.metadata.as_ref().and_then(|m| m.usage.as_ref()) {
+                self.usage.insert(row.idx, u.clone());
+            }
             if step.is_finished() {
                 self.unfinished.remove(&row.idx);
             } else {

@@ -9,7 +9,7 @@
 
 use crate::diff::{self, TurnEdits};
 use crate::events::{Channel, Event};
-use crate::runner::{Failure, RunEvent, RunResult};
+use crate::runner::{degraded_notice, RunEvent, RunResult, TurnUsage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -77,12 +77,40 @@ pub enum PiEvent {
     },
     Done {
         reason: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<PiUsage>,
     },
     Error {
         reason: &'static str,
         #[serde(rename = "errorMessage")]
         error_message: String,
     },
+}
+
+/// pi's `Usage` (without cost, which pi computes from the model's prices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PiUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    /// pi's sum of the four (agy's own total leaves out cache reads).
+    pub total_tokens: u64,
+}
+
+impl PiUsage {
+    /// agy's last model call of the turn: what pi's context meter shows.
+    pub fn from_turn(usage: &TurnUsage) -> PiUsage {
+        let u = &usage.last_call;
+        PiUsage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+            cache_read: u.cache_read_tokens,
+            cache_write: 0,
+            total_tokens: u.input_tokens + u.output_tokens + u.cache_read_tokens,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +244,7 @@ impl<W: Write> PiStream<W> {
 
     /// End successfully. A turn with no content gets one empty text block so
     /// pi has a well-formed assistant message.
-    pub fn done(&mut self) {
+    pub fn done(&mut self, usage: Option<PiUsage>) {
         if self.finished {
             return;
         }
@@ -226,7 +254,10 @@ impl<W: Write> PiStream<W> {
         }
         self.close();
         self.finished = true;
-        self.emit(&PiEvent::Done { reason: "stop" });
+        self.emit(&PiEvent::Done {
+            reason: "stop",
+            usage,
+        });
     }
 
     /// End with an error (`reason` is `error` or `aborted`).
@@ -468,7 +499,13 @@ impl EventMapper {
     }
 
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
-        let RunEvent::Agy(e) = event else { return };
+        let e = match event {
+            RunEvent::Agy(e) => e,
+            RunEvent::Degraded { reason } => {
+                return out.thinking(&format!("\n[{}]\n", degraded_notice(reason)));
+            }
+            _ => return,
+        };
         match e {
             Event::Text { idx, text } => {
                 // Text from a later planner step is a new paragraph.
@@ -557,59 +594,14 @@ impl EventMapper {
     }
 }
 
-/// The error message pi sees for a failed turn, worded for pi's automatic
-/// retry: pi retries messages matching "overloaded", "rate limit", "429",
-/// "timeout", 5xx and the like, and never those matching "quota exceeded" or
-/// "billing". Each failure is worded so that pi retries exactly the ones a
-/// retry can fix.
-pub fn error_message(result: &RunResult, timeout_min: u64) -> (bool, String) {
-    let Some(failure) = &result.failure else {
-        return (false, String::new());
-    };
-    let msg = match failure {
-        Failure::Aborted => return (true, "Operation aborted".into()),
-        // Hours-long quota resets are not transient: never retried.
-        Failure::Quota { message } if is_quota_exhaustion(message) => {
-            format!("agy quota exceeded: {message}")
-        }
-        // A plain 429 throttle is transient: "rate limit" lets pi retry.
-        Failure::Quota { message } => format!("agy hit a rate limit (429): {message}"),
-        // Retrying would run agy for another full watchdog period and may
-        // re-apply edits: worded without "timeout".
-        Failure::TimedOut { .. } => format!(
-            "agy did not finish within {timeout_min} minutes and was stopped; its partial work is in the agy conversation"
-        ),
-        Failure::NotInstalled { bin } => format!(
-            "agy is not installed ({bin} not found). Install the Antigravity CLI or set AGY_BIN."
-        ),
-        Failure::SpawnFailed { bin, message } => format!("could not start agy ({bin}): {message}"),
-        Failure::NotSignedIn => {
-            "agy is not signed in. Run `agy` once in a terminal to sign in, then try again.".into()
-        }
-        Failure::CouldNotBind { reason } => format!(
-            "agy ran, but its conversation database could not be identified ({reason}); nothing was streamed and edits may have been applied"
-        ),
-        Failure::PermissionStall { tool } => format!(
-            "agy stopped to ask permission for {tool}, which print mode cannot answer. Enable permissions with `/agy permissions on` (or unset AGY_SKIP_PERMISSIONS=0)."
-        ),
-        Failure::PrintTimeout => {
-            "agy gave up at its own print limit and returned partial output".into()
-        }
-        // agy's own words: a transient upstream error (503, overloaded) keeps
-        // the wording that lets pi retry it.
-        Failure::AgyFailed { code, message } => format!("agy exited with status {code}: {message}"),
-        Failure::Killed { signal } => format!("agy was killed by signal {signal}"),
-    };
-    (false, msg)
-}
-
-fn is_quota_exhaustion(message: &str) -> bool {
-    let l = message.to_ascii_lowercase();
-    l.contains("exhausted your capacity")
-        || l.contains("quota will reset")
-        || l.contains("quota exceeded")
-        || l.contains("check quota")
-        || l.contains("insufficient_quota")
+/// The error pi sees for a failed turn: whether it was the user's abort,
+/// and the failure's one sentence (worded for pi's retry; see
+/// [`crate::failure`]).
+pub fn error_message(result: &RunResult) -> (bool, String) {
+    match &result.failure {
+        Some(f) => (f.is_abort(), f.to_string()),
+        None => (false, String::new()),
+    }
 }
 
 #[cfg(test)]
@@ -633,7 +625,7 @@ mod tests {
             s.thinking("a");
             s.thinking("b");
             s.text("c");
-            s.done();
+            s.done(None);
             s.fail(false, "late");
             s.text("ignored");
         }
@@ -663,7 +655,7 @@ mod tests {
     #[test]
     fn empty_success_has_one_empty_text_block() {
         let mut buf = Vec::new();
-        PiStream::new(&mut buf).done();
+        PiStream::new(&mut buf).done(None);
         let types: Vec<Value> = lines(&buf).iter().map(|v| v["type"].clone()).collect();
         assert_eq!(types, ["start", "text_start", "text_end", "done"]);
     }

@@ -6,7 +6,7 @@
 //! it consumes [`RunEvent`]s and never looks at the database.
 
 use crate::events::{Channel, Event};
-use crate::runner::{RunEvent, RunResult};
+use crate::runner::{degraded_notice, RunEvent, RunResult};
 use std::io::{self, Write};
 
 /// Which block the cursor is in, so switching blocks starts a new line.
@@ -85,6 +85,10 @@ impl<W: Write> LiveView<W> {
             }
             RunEvent::Aborted => self.line("[aborting]")?,
             RunEvent::TimedOut => self.line("[timed out]")?,
+            RunEvent::Degraded { reason } => {
+                let (d, r) = (self.paint(DIM), self.paint(RESET));
+                self.line(&format!("{d}[{}]{r}", degraded_notice(reason)))?
+            }
             RunEvent::Agy(e) => self.agy(e)?,
         }
         self.out.flush()
@@ -174,6 +178,9 @@ impl<W: Write> LiveView<W> {
         self.enter(Block::None)?;
         let (d, red, r) = (self.paint(DIM), self.paint(RED), self.paint(RESET));
         writeln!(self.out)?;
+        for notice in &result.notices {
+            writeln!(self.out, "{d}[{notice}]{r}")?;
+        }
         let status = match &result.failure {
             None => "ok".to_string(),
             Some(f) => format!("{red}failed: {f}{r}"),

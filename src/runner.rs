@@ -11,9 +11,11 @@
 
 use crate::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::events::Event;
-use crate::poller::{Poll, PollStats, Poller};
+use crate::failure::AgyReport;
+use crate::poller::{Poll, PollStats, Poller, ReadError};
+use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -217,39 +219,21 @@ pub enum RunEvent {
     Aborted,
     /// Sent the moment the watchdog fires.
     TimedOut,
+    /// The database cannot be followed; from here on the answer text comes
+    /// from agy's stream-json alone (no thinking, tool results or edits).
+    Degraded {
+        reason: String,
+    },
     /// A decoded agy event (serialised as the event itself).
     #[serde(untagged)]
     Agy(Event),
 }
 
-/// Why a turn failed, in words a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Failure {
-    #[error(
-        "agy is not installed: {bin} was not found (install the Antigravity CLI or set AGY_BIN)"
-    )]
-    NotInstalled { bin: String },
-    #[error("could not start agy ({bin}): {message}")]
-    SpawnFailed { bin: String, message: String },
-    #[error("agy is not signed in: run `agy` once interactively to sign in, then retry")]
-    NotSignedIn,
-    #[error("agy hit its model quota (429): {message}")]
-    Quota { message: String },
-    #[error("could not bind agy's conversation database: {reason}")]
-    CouldNotBind { reason: String },
-    #[error("agy stalled on a permission prompt for {tool}; print mode cannot answer it (enable --dangerously-skip-permissions, e.g. unset AGY_SKIP_PERMISSIONS=0 or run `agy-bridge config permissions on`)")]
-    PermissionStall { tool: String },
-    #[error("agy did not finish within the {minutes}-minute timeout and was stopped")]
-    TimedOut { minutes: u64 },
-    #[error("aborted")]
-    Aborted,
-    #[error("agy gave up at its print timeout and returned partial output")]
-    PrintTimeout,
-    #[error("agy failed (exit {code}): {message}")]
-    AgyFailed { code: i32, message: String },
-    #[error("agy was killed by signal {signal}")]
-    Killed { signal: i32 },
+pub use crate::failure::Failure;
+
+/// The one sentence for a turn that runs degraded.
+pub fn degraded_notice(reason: &str) -> String {
+    format!("agy-bridge: cannot follow agy's conversation database ({reason}); the answer comes from agy's stream-json output alone, without thinking, tool results or edits")
 }
 
 /// Everything known about a finished turn.
@@ -269,10 +253,51 @@ pub struct RunResult {
     pub events: u64,
     /// The poller's counters (row SELECTs, version checks) for this turn.
     pub poll_stats: PollStats,
+    /// Token usage: agy's last model call (what a context meter needs) and
+    /// the turn's totals, from stream-json or else the database.
+    pub usage: Option<TurnUsage>,
+    /// agy's stream-json `result`, when it printed one.
+    pub agy_result: Option<TurnResult>,
+    /// Lines of agy's stream-json this build did not fully understand.
+    pub stream_stats: ParseStats,
+    /// Why the turn streamed from stream-json alone, if it did.
+    pub degraded: Option<String>,
+    /// Things the user should know about a turn that still succeeded.
+    pub notices: Vec<String>,
     pub failure: Option<Failure>,
 }
 
+/// Token usage of a turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TurnUsage {
+    pub last_call: Usage,
+    pub turn: Usage,
+}
+
 impl RunResult {
+    fn empty() -> RunResult {
+        RunResult {
+            exit_code: None,
+            signal: None,
+            conversation_id: None,
+            bind_method: None,
+            last_idx: None,
+            aborted: false,
+            timed_out: false,
+            stderr_tail: String::new(),
+            stdout: String::new(),
+            duration_ms: 0,
+            events: 0,
+            poll_stats: PollStats::default(),
+            usage: None,
+            agy_result: None,
+            stream_stats: ParseStats::default(),
+            degraded: None,
+            notices: Vec::new(),
+            failure: None,
+        }
+    }
+
     pub fn ok(&self) -> bool {
         self.failure.is_none()
     }
@@ -510,386 +535,772 @@ pub async fn run(
 }
 
 /// [`run`], with an [`Observer`] woken alongside the poller.
-pub async fn run_observed(
-    cfg: &RunConfig,
-    req: &TurnRequest,
+pub async fn run_observed<'a>(
+    cfg: &'a RunConfig,
+    req: &'a TurnRequest,
     cancel: CancellationToken,
     events: mpsc::UnboundedSender<RunEvent>,
-    mut observer: Option<&mut dyn Observer>,
+    observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
-    let started = Instant::now();
-    let mut result = RunResult {
-        exit_code: None,
-        signal: None,
-        conversation_id: None,
-        bind_method: None,
-        last_idx: None,
-        aborted: false,
-        timed_out: false,
-        stderr_tail: String::new(),
-        stdout: String::new(),
-        duration_ms: 0,
-        events: 0,
-        poll_stats: PollStats::default(),
-        failure: None,
-    };
-    let dir = cfg.conversations_dir.clone();
-    // agy creates this directory itself; creating it first lets us watch it.
-    let _ = std::fs::create_dir_all(&dir);
-
     let stream_json = match cfg.bind {
         BindMode::Discovery => false,
         BindMode::StreamJson => true,
         BindMode::Auto => supports_stream_json(&cfg.agy_bin).await,
     };
-
-    // Bind up front when resuming; otherwise snapshot before spawning.
-    let before: Snapshot = discovery::snapshot(&dir).unwrap_or_default();
-    let mut followed: Option<Followed> = req.conversation.as_ref().map(|id| {
-        let after = req
-            .after_idx
-            .or_else(|| current_last_idx(&discovery::db_path(&dir, id)));
-        Followed::bind(
-            &dir,
-            id.clone(),
-            after,
-            BindMethod::Given,
-            &mut result,
-            &events,
-        )
-    });
-
-    let mut watcher = match cfg.wake {
-        WakeMode::Events => watch(&dir),
-        WakeMode::PollOnly => None,
-    };
-
-    let mut cmd = Command::new(&cfg.agy_bin);
-    cmd.args(agy_args(cfg, req, stream_json))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Real agy ignores this; fake-agy writes where we look.
-        .env("AGY_CONVERSATIONS_DIR", &cfg.conversations_dir)
-        .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(cwd) = &req.cwd {
-        cmd.current_dir(cwd);
+    let mut turn = Turn::new(cfg, req, events, observer, stream_json);
+    if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
+        return turn.fail_early(Failure::NoWorkingDir {
+            dir: cwd.display().to_string(),
+        });
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
+    let mut agy = match Agy::spawn(cfg, req, stream_json) {
+        Ok(agy) => agy,
+        Err(failure) => return turn.fail_early(failure),
+    };
+    let _ = turn.events.send(RunEvent::Started { pid: agy.pid });
+    let exit_status = turn.follow(&mut agy, &cancel).await;
+    turn.finish(agy, exit_status).await
+}
+
+/// agy's process and the readers of its output.
+struct Agy {
+    child: tokio::process::Child,
+    pid: u32,
+    tails: Tails,
+    /// agy's stdout lines, parsed, when it prints stream-json.
+    lines: mpsc::UnboundedReceiver<Line>,
+    lines_open: bool,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Agy {
+    fn spawn(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Result<Agy, Failure> {
+        let mut cmd = Command::new(&cfg.agy_bin);
+        cmd.args(agy_args(cfg, req, stream_json))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Real agy ignores this; fake-agy writes where we look.
+            .env("AGY_CONVERSATIONS_DIR", &cfg.conversations_dir)
+            .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .process_group(0)
+            .kill_on_drop(false);
+        if let Some(cwd) = &req.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
             let bin = cfg.agy_bin.display().to_string();
-            result.failure = Some(if e.kind() == std::io::ErrorKind::NotFound {
+            if e.kind() == std::io::ErrorKind::NotFound {
                 Failure::NotInstalled { bin }
             } else {
                 Failure::SpawnFailed {
                     bin,
                     message: e.to_string(),
                 }
-            });
-            result.duration_ms = started.elapsed().as_millis() as u64;
-            return result;
+            }
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let tails = Tails {
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
+            stdout: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (tx, lines) = mpsc::unbounded_channel();
+        let mut readers = Vec::new();
+        if let Some(err) = child.stderr.take() {
+            readers.push(tokio::spawn(read_stderr(err, tails.stderr.clone())));
         }
-    };
-    let pid = child.id().unwrap_or(0);
-    let _ = events.send(RunEvent::Started { pid });
-
-    // Readers: a bounded stderr tail, stdout (and the stream-json init line).
-    let tails = Tails {
-        stderr: Arc::new(Mutex::new(VecDeque::new())),
-        stdout: Arc::new(Mutex::new(Vec::new())),
-    };
-    let (init_tx, mut init_rx) = mpsc::unbounded_channel::<String>();
-    let mut readers = Vec::new();
-    if let Some(mut err) = child.stderr.take() {
-        let tail = tails.stderr.clone();
-        readers.push(tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut t) = tail.lock() {
-                    t.extend(&buf[..n]);
-                    while t.len() > STDERR_TAIL {
-                        t.pop_front();
-                    }
-                }
-            }
-        }));
+        if let Some(out) = child.stdout.take() {
+            let sink = tails.stdout.clone();
+            readers.push(tokio::spawn(read_stdout(
+                out,
+                sink,
+                stream_json.then_some(tx),
+            )));
+        }
+        Ok(Agy {
+            child,
+            pid,
+            tails,
+            lines,
+            lines_open: stream_json,
+            readers,
+        })
     }
-    if let Some(out) = child.stdout.take() {
-        let sink = tails.stdout.clone();
-        readers.push(tokio::spawn(async move {
-            let mut lines = BufReader::new(out).lines();
-            let mut first = true;
-            while let Ok(Some(line)) = lines.next_line().await {
-                if first && stream_json {
-                    if let Some(id) = init_conversation_id(&line) {
-                        let _ = init_tx.send(id);
-                    }
-                }
-                first = false;
-                if let Ok(mut s) = sink.lock() {
-                    if s.len() < STDOUT_CAP {
-                        s.extend_from_slice(line.as_bytes());
-                        s.push(b'\n');
-                    }
-                }
+}
+
+async fn read_stderr(mut err: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<u8>>>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = err.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.extend(&buf[..n]);
+            while t.len() > STDERR_TAIL {
+                t.pop_front();
             }
-        }));
+        }
     }
+}
 
-    let deadline = tokio::time::Instant::now() + cfg.timeout;
-    let mut tick = tokio::time::interval(cfg.poll_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut exit_status: Option<std::process::ExitStatus> = None;
-    let mut ambiguous_since: Option<Instant> = None;
-    let mut last_ambiguity: Vec<String> = Vec::new();
-    let mut waiting_since: Option<(i64, Instant)> = None;
-    // After a file notification: (since, delay) of the next settle re-check.
-    let mut settle: Option<(tokio::time::Instant, Duration)> = None;
-    let mut stall: Option<Failure> = None;
-    let mut bind_failure: Option<Failure> = None;
-    let mut error_messages: Vec<String> = Vec::new();
-
-    // Poll once, forwarding events; returns false when the turn must stop.
-    macro_rules! poll_once {
-        () => {{
-            if let Some(p) = followed.as_mut().map(|f| &mut f.poller) {
-                if let Poll::Ready(evs) = p.poll() {
-                    for ev in evs {
-                        match &ev {
-                            Event::Error { message, .. } => error_messages.push(message.clone()),
-                            _ => {}
-                        }
-                        result.events += 1;
-                        let _ = events.send(RunEvent::Agy(ev));
-                    }
-                }
-                result.last_idx = p.last_idx();
-                if let Some(o) = observer.as_mut() {
-                    o.wake(&dir, p.path());
-                }
-            }
-        }};
-    }
-
+/// agy's stdout: with stream-json, each line parsed and sent on (only lines
+/// that are not JSON are kept as text); otherwise the text, capped.
+async fn read_stdout(
+    out: tokio::process::ChildStdout,
+    sink: Arc<Mutex<Vec<u8>>>,
+    lines: Option<mpsc::UnboundedSender<Line>>,
+) {
+    let mut reader = BufReader::new(out);
+    let mut buf = Vec::new();
     loop {
-        // Bind if we have not yet.
-        if followed.is_none() {
-            match init_id(&mut init_rx) {
-                Some(id) => {
-                    followed = Some(Followed::bind(
-                        &dir,
-                        id,
-                        None,
-                        BindMethod::StreamJson,
-                        &mut result,
-                        &events,
-                    ));
-                }
-                // With stream-json the init line is authoritative; discovery
-                // is only the fallback when it does not come.
-                None if stream_json && started.elapsed() < STREAM_JSON_GRACE => {}
-                None => match discovery::decide(&dir, &before, Some(pid)) {
-                    Ok(Binding::Bound { id, how }) => {
-                        followed = Some(Followed::bind(&dir, id, None, how, &mut result, &events));
-                    }
-                    Ok(Binding::Ambiguous { candidates }) => {
-                        last_ambiguity =
-                            candidates.iter().map(|c| c.as_str().to_string()).collect();
-                        let since = *ambiguous_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() > cfg.ambiguity_budget {
-                            bind_failure = Some(Failure::CouldNotBind {
-                                reason: format!(
-                                    "{} new conversation databases could belong to this run ({}); refusing to guess",
-                                    last_ambiguity.len(),
-                                    last_ambiguity.join(", ")
-                                ),
-                            });
-                            break;
-                        }
-                    }
-                    Ok(Binding::Waiting) | Err(_) => {}
-                },
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if let Some(tx) = &lines {
+            let line = Line::parse(text);
+            let keep = matches!(line, Line::NotJson(_));
+            let _ = tx.send(line);
+            if !keep {
+                continue;
             }
         }
-        poll_once!();
+        if let Ok(mut s) = sink.lock() {
+            if s.len() < STDOUT_CAP {
+                s.extend_from_slice(text.as_bytes());
+                s.push(b'\n');
+            }
+        }
+    }
+}
 
-        // A step stuck in WAITING: print mode can never answer it.
-        if let Some(idx) = followed.as_ref().and_then(|f| f.poller.waiting_step()) {
-            match waiting_since {
-                Some((w, since)) if w == idx => {
-                    if since.elapsed() >= cfg.permission_stall {
-                        stall = Some(Failure::PermissionStall {
-                            tool: followed
-                                .as_ref()
-                                .and_then(|f| f.poller.tool_name(idx))
-                                .map(str::to_string)
-                                .unwrap_or_else(|| format!("step {idx}")),
-                        });
-                        break;
+/// What agy's stream-json said so far (docs/agy-format.md, "stream-json").
+#[derive(Debug, Default)]
+struct AgyStream {
+    /// `text_delta`s per step index, kept only while the database has not
+    /// given any text (then it is the text source and this is dropped).
+    texts: BTreeMap<i64, String>,
+    /// Bytes of each step's text already streamed in degraded mode.
+    streamed: BTreeMap<i64, usize>,
+    had_text: bool,
+    last_call: Option<Usage>,
+    sum: Usage,
+    result: Option<TurnResult>,
+    ran_tools: bool,
+    first_step: Option<Instant>,
+    stats: ParseStats,
+}
+
+impl AgyStream {
+    /// Take in one line; returns the conversation id of an `init` line.
+    fn observe(&mut self, line: Line, keep_text: bool) -> Option<String> {
+        self.stats.count(&line);
+        match line {
+            Line::Init {
+                conversation_id, ..
+            } => return Some(conversation_id),
+            Line::StepUpdate(u) => {
+                self.first_step.get_or_insert_with(Instant::now);
+                self.ran_tools |= u.step_type == "tool";
+                if let Some(usage) = u.usage {
+                    self.last_call = Some(usage);
+                    add_usage(&mut self.sum, &usage);
+                }
+                if let Some(delta) = u.text_delta.filter(|d| !d.is_empty()) {
+                    self.had_text = true;
+                    if keep_text {
+                        self.texts.entry(u.step_index).or_default().push_str(&delta);
                     }
                 }
-                _ => waiting_since = Some((idx, Instant::now())),
             }
-        } else {
-            waiting_since = None;
+            Line::Result(r) => self.result = Some(r),
+            Line::UnknownEvent { .. } | Line::NotJson(_) => {}
         }
+        None
+    }
 
-        // Wait for a reason to poll: a relevant file change, the fallback
-        // tick, agy's exit, an abort or the watchdog.
-        let stop = loop {
+    /// Text not streamed yet, as events (degraded mode).
+    fn unstreamed(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for (idx, text) in &self.texts {
+            let done = self.streamed.entry(*idx).or_default();
+            if let Some(rest) = text.get(*done..).filter(|r| !r.is_empty()) {
+                out.push(Event::Text {
+                    idx: *idx,
+                    text: rest.to_string(),
+                });
+                *done = text.len();
+            }
+        }
+        out
+    }
+}
+
+fn add_usage(sum: &mut Usage, u: &Usage) {
+    sum.input_tokens += u.input_tokens;
+    sum.output_tokens += u.output_tokens;
+    sum.thinking_tokens += u.thinking_tokens;
+    sum.cache_read_tokens += u.cache_read_tokens;
+    sum.total_tokens += u.total_tokens;
+}
+
+/// What the database gave this turn, for classification and the fallback.
+#[derive(Debug, Default)]
+struct DbSeen {
+    text: bool,
+    tools: bool,
+    errors: Vec<String>,
+    /// The database answered a poll at least once.
+    ready: bool,
+    last_problem: Option<String>,
+}
+
+/// How long the database may stay unreadable after agy's stream-json has
+/// reported steps before the turn streams from stream-json alone.
+const DEGRADE_AFTER: Duration = Duration::from_secs(2);
+
+/// The state of one turn between spawn and result.
+struct Turn<'a> {
+    cfg: &'a RunConfig,
+    req: &'a TurnRequest,
+    dir: PathBuf,
+    events: mpsc::UnboundedSender<RunEvent>,
+    observer: Option<&'a mut dyn Observer>,
+    started: Instant,
+    stream_json: bool,
+    result: RunResult,
+    before: Snapshot,
+    followed: Option<Followed>,
+    agy: AgyStream,
+    db: DbSeen,
+    ambiguous_since: Option<Instant>,
+    last_ambiguity: Vec<String>,
+    waiting_since: Option<(i64, Instant)>,
+    /// Our own reason to stop agy (a stall or a binding we cannot make).
+    stop_reason: Option<Failure>,
+}
+
+impl<'a> Turn<'a> {
+    fn new(
+        cfg: &'a RunConfig,
+        req: &'a TurnRequest,
+        events: mpsc::UnboundedSender<RunEvent>,
+        observer: Option<&'a mut dyn Observer>,
+        stream_json: bool,
+    ) -> Turn<'a> {
+        let dir = cfg.conversations_dir.clone();
+        // agy creates this directory itself; creating it first lets us watch it.
+        let _ = std::fs::create_dir_all(&dir);
+        let mut turn = Turn {
+            cfg,
+            req,
+            before: discovery::snapshot(&dir).unwrap_or_default(),
+            dir,
+            events,
+            observer,
+            started: Instant::now(),
+            stream_json,
+            result: RunResult::empty(),
+            followed: None,
+            agy: AgyStream::default(),
+            db: DbSeen::default(),
+            ambiguous_since: None,
+            last_ambiguity: Vec::new(),
+            waiting_since: None,
+            stop_reason: None,
+        };
+        // Resuming binds up front; a fresh run binds once agy shows its id.
+        if let Some(id) = &req.conversation {
+            let after = req
+                .after_idx
+                .or_else(|| current_last_idx(&discovery::db_path(&turn.dir, id)));
+            turn.bind(id.clone(), after, BindMethod::Given);
+        }
+        turn
+    }
+
+    fn fail_early(mut self, failure: Failure) -> RunResult {
+        self.result.failure = Some(failure);
+        self.result.duration_ms = self.started.elapsed().as_millis() as u64;
+        self.result
+    }
+
+    fn bind(&mut self, id: ConversationId, after_idx: Option<i64>, how: BindMethod) {
+        self.followed = Some(Followed::bind(
+            &self.dir,
+            id,
+            after_idx,
+            how,
+            &mut self.result,
+            &self.events,
+        ));
+    }
+
+    fn send(&mut self, event: Event) {
+        self.result.events += 1;
+        let _ = self.events.send(RunEvent::Agy(event));
+    }
+
+    /// One stream-json line from agy.
+    fn on_line(&mut self, line: Line) {
+        let keep_text = !self.db.text;
+        // agy's own word on the id: its init line, else its result line.
+        let result_id = match &line {
+            Line::Result(r) if !r.conversation_id.is_empty() => Some(r.conversation_id.clone()),
+            _ => None,
+        };
+        if let Some(id) = self.agy.observe(line, keep_text).or(result_id) {
+            if self.followed.is_none() {
+                if let Ok(id) = ConversationId::parse(&id) {
+                    self.bind(id, None, BindMethod::StreamJson);
+                }
+            }
+        }
+        if self.result.degraded.is_some() {
+            for ev in self.agy.unstreamed() {
+                self.send(ev);
+            }
+        }
+    }
+
+    /// Poll the database once, forwarding what is new.
+    fn poll(&mut self) {
+        let Some(f) = self.followed.as_mut() else {
+            return;
+        };
+        let polled = f.poller.poll();
+        self.result.last_idx = f.poller.last_idx();
+        let path = f.poller.path().to_path_buf();
+        match polled {
+            Poll::Ready(evs) => {
+                self.db.ready = true;
+                for ev in evs {
+                    self.on_db_event(ev);
+                }
+            }
+            Poll::NotReady(ReadError::Locked { .. }) => {}
+            Poll::NotReady(e) => self.db.last_problem = Some(e.to_string()),
+        }
+        if let Some(o) = self.observer.as_mut() {
+            o.wake(&self.dir, &path);
+        }
+    }
+
+    fn on_db_event(&mut self, ev: Event) {
+        match &ev {
+            Event::Text { .. } | Event::Rewrite { .. } if self.result.degraded.is_some() => {
+                // stream-json is the text source now; do not say it twice.
+                return;
+            }
+            Event::Text { .. } => {
+                self.db.text = true;
+                self.agy.texts.clear();
+            }
+            Event::ToolCall { .. } => self.db.tools = true,
+            Event::Error { message, .. } => self.db.errors.push(message.clone()),
+            _ => {}
+        }
+        self.send(ev);
+    }
+
+    /// Switch to stream-json as the text source, saying so once.
+    fn degrade(&mut self, reason: String) {
+        if self.result.degraded.is_some() {
+            return;
+        }
+        let _ = self.events.send(RunEvent::Degraded {
+            reason: reason.clone(),
+        });
+        self.result.degraded = Some(reason);
+        for ev in self.agy.unstreamed() {
+            self.send(ev);
+        }
+    }
+
+    /// The database has stayed unreadable while agy reports steps.
+    fn check_degraded(&mut self) {
+        let late = self
+            .agy
+            .first_step
+            .is_some_and(|t| t.elapsed() >= DEGRADE_AFTER);
+        if late && !self.db.ready && self.result.degraded.is_none() {
+            let why = match (&self.followed, &self.db.last_problem) {
+                (None, _) => "agy's conversation database could not be identified".to_string(),
+                (Some(_), Some(p)) => p.clone(),
+                (Some(f), None) => format!("{} was not readable", f.poller.path().display()),
+            };
+            self.degrade(why);
+        }
+    }
+}
+
+impl Turn<'_> {
+    /// Bind by discovery when agy's own word has not come (or cannot).
+    fn try_bind(&mut self, pid: u32) {
+        if self.followed.is_some()
+            || (self.stream_json && self.started.elapsed() < STREAM_JSON_GRACE)
+        {
+            return;
+        }
+        match discovery::decide(&self.dir, &self.before, Some(pid)) {
+            Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
+            Ok(Binding::Ambiguous { candidates }) => {
+                self.last_ambiguity = candidates.iter().map(|c| c.as_str().to_string()).collect();
+                let since = *self.ambiguous_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > self.cfg.ambiguity_budget {
+                    self.stop_reason = Some(Failure::CouldNotBind {
+                        reason: format!(
+                            "{} new conversation databases could belong to this run ({}); refusing to guess",
+                            self.last_ambiguity.len(),
+                            self.last_ambiguity.join(", ")
+                        ),
+                    });
+                }
+            }
+            Ok(Binding::Waiting) | Err(_) => {}
+        }
+    }
+
+    /// A step stuck in WAITING: print mode can never answer it.
+    fn check_stall(&mut self) {
+        let Some(f) = self.followed.as_ref() else {
+            return;
+        };
+        let Some(idx) = f.poller.waiting_step() else {
+            self.waiting_since = None;
+            return;
+        };
+        match self.waiting_since {
+            Some((w, since)) if w == idx => {
+                if since.elapsed() >= self.cfg.permission_stall {
+                    let tool = f
+                        .poller
+                        .tool_name(idx)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("step {idx}"));
+                    self.stop_reason = Some(Failure::PermissionStall { tool });
+                }
+            }
+            _ => self.waiting_since = Some((idx, Instant::now())),
+        }
+    }
+
+    /// Follow agy until it exits or we stop it; returns its exit status if
+    /// it exited on its own.
+    async fn follow(
+        &mut self,
+        agy: &mut Agy,
+        cancel: &CancellationToken,
+    ) -> Option<std::process::ExitStatus> {
+        let mut wake = Wake::new(self.cfg, &self.dir);
+        loop {
+            self.try_bind(agy.pid);
+            self.poll();
+            self.check_stall();
+            self.check_degraded();
+            if self.stop_reason.is_some() {
+                return None;
+            }
+            match self.wait(agy, &mut wake, cancel).await {
+                Waited::Exited(status) => return status,
+                Waited::Stop => return None,
+                Waited::Poll => {}
+            }
+        }
+    }
+
+    /// Wait for a reason to poll: a stream-json line, a relevant file
+    /// change, the fallback tick, agy's exit, an abort or the watchdog.
+    async fn wait(&mut self, agy: &mut Agy, wake: &mut Wake, cancel: &CancellationToken) -> Waited {
+        loop {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
-                    result.aborted = true;
-                    let _ = events.send(RunEvent::Aborted);
-                    break true;
+                    self.result.aborted = true;
+                    let _ = self.events.send(RunEvent::Aborted);
+                    return Waited::Stop;
                 }
-                _ = tokio::time::sleep_until(deadline) => {
-                    result.timed_out = true;
-                    let _ = events.send(RunEvent::TimedOut);
-                    break true;
+                _ = tokio::time::sleep_until(wake.deadline) => {
+                    self.result.timed_out = true;
+                    let _ = self.events.send(RunEvent::TimedOut);
+                    return Waited::Stop;
                 }
-                status = child.wait() => {
-                    exit_status = status.ok();
-                    break true;
-                }
-                Some(id) = init_rx.recv(), if followed.is_none() => {
-                    if let Ok(id) = ConversationId::parse(&id) {
-                        followed = Some(Followed::bind(&dir, id, None, BindMethod::StreamJson, &mut result, &events));
-                    }
-                    break false;
-                }
-                Some(path) = recv_path(&mut watcher) => {
-                    let mut wake = relevant(&path, followed.as_ref().map(|f| &f.id));
-                    // Coalesce a burst of notifications into one poll.
-                    if let Some(w) = watcher.as_mut() {
-                        while let Ok(p) = w.rx.try_recv() {
-                            wake |= relevant(&p, followed.as_ref().map(|f| &f.id));
+                line = agy.lines.recv(), if agy.lines_open => match line {
+                    Some(line) => {
+                        let was_bound = self.followed.is_some();
+                        self.on_line(line);
+                        if !was_bound && self.followed.is_some() {
+                            return Waited::Poll;
                         }
                     }
-                    if wake {
-                        // The write we were told about becomes visible only
-                        // once agy's commit (and its fsync) completes, which
-                        // sends no notification: re-check a few times soon.
-                        settle = Some((tokio::time::Instant::now(), SETTLE_FIRST));
-                        break false;
+                    None => agy.lines_open = false,
+                },
+                status = agy.child.wait() => return Waited::Exited(status.ok()),
+                Some(path) = recv_path(&mut wake.watcher) => {
+                    if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
+                        return Waited::Poll;
                     }
                 }
-                _ = settle_sleep(settle), if settle.is_some() => {
-                    settle = settle.and_then(|(_, step)| {
-                        let next = step * 2;
-                        (next <= SETTLE_LAST).then(|| (tokio::time::Instant::now(), next))
-                    });
-                    break false;
+                _ = settle_sleep(wake.settle), if wake.settle.is_some() => {
+                    wake.next_settle();
+                    return Waited::Poll;
                 }
-                _ = tick.tick() => break false,
+                _ = wake.tick.tick() => return Waited::Poll,
+            }
+        }
+    }
+
+    /// After agy exited on its own: its last stream-json lines, the last
+    /// flush of the database, and a binding if we still have none (a fast
+    /// run may exit before the first wake-up).
+    async fn trailing(&mut self, agy: &mut Agy) {
+        // The pipe closes when agy (and whatever holds its stdout) is gone.
+        let drain = async {
+            while let Some(line) = agy.lines.recv().await {
+                self.on_line(line);
             }
         };
-        if stop {
-            break;
+        let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
+        for i in 0..=self.cfg.trailing_polls {
+            if self.followed.is_none() {
+                self.bind_after_exit();
+            }
+            self.poll();
+            if i < self.cfg.trailing_polls {
+                tokio::time::sleep(self.cfg.trailing_interval).await;
+            }
         }
     }
 
-    let stopping = result.aborted || result.timed_out || stall.is_some() || bind_failure.is_some();
-    if stopping {
-        terminate(&mut child, pid, cfg.kill_grace).await;
-        exit_status = None;
-    } else {
-        // agy exited on its own: catch the last flush, then bind if we still
-        // could not (a fast run may exit before the first wake-up).
-        for i in 0..=cfg.trailing_polls {
-            if followed.is_none() {
-                // agy's own word first: its init line may still be in the pipe.
-                if let Some(id) = init_id(&mut init_rx) {
-                    followed = Some(Followed::bind(
-                        &dir,
-                        id,
-                        None,
-                        BindMethod::StreamJson,
-                        &mut result,
-                        &events,
-                    ));
-                }
-            }
-            if followed.is_none() {
-                let decided = discovery::decide(&dir, &before, None);
-                if let Ok(Binding::Bound { id, how }) = decided {
-                    followed = Some(Followed::bind(&dir, id, None, how, &mut result, &events));
-                } else if let Ok(Binding::Ambiguous { candidates }) = &decided {
-                    // agy is gone, so its open files cannot settle it; its
-                    // own record of our prompt can, if it is unique.
-                    if let Some(id) = discovery::match_prompt(&dir, candidates, &req.prompt) {
-                        followed = Some(Followed::bind(
-                            &dir,
-                            id,
-                            None,
-                            BindMethod::PromptMatch,
-                            &mut result,
-                            &events,
-                        ));
-                    } else {
-                        last_ambiguity =
-                            candidates.iter().map(|c| c.as_str().to_string()).collect();
+    fn bind_after_exit(&mut self) {
+        match discovery::decide(&self.dir, &self.before, None) {
+            Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
+            Ok(Binding::Ambiguous { candidates }) => {
+                // agy is gone, so its open files cannot settle it; its own
+                // record of our prompt can, if it is unique.
+                match discovery::match_prompt(&self.dir, &candidates, &self.req.prompt) {
+                    Some(id) => self.bind(id, None, BindMethod::PromptMatch),
+                    None => {
+                        self.last_ambiguity =
+                            candidates.iter().map(|c| c.as_str().to_string()).collect()
                     }
                 }
             }
-            poll_once!();
-            if i < cfg.trailing_polls {
-                tokio::time::sleep(cfg.trailing_interval).await;
+            Ok(Binding::Waiting) | Err(_) => {}
+        }
+    }
+
+    /// Reap agy, settle the text source, and classify the turn.
+    async fn finish(
+        mut self,
+        mut agy: Agy,
+        exit_status: Option<std::process::ExitStatus>,
+    ) -> RunResult {
+        let stopping = self.result.aborted || self.result.timed_out || self.stop_reason.is_some();
+        if stopping {
+            terminate(&mut agy.child, agy.pid, self.cfg.kill_grace).await;
+        } else {
+            self.trailing(&mut agy).await;
+            // Leftovers in agy's group (background work) die with the turn.
+            signal_tree(agy.pid, nix::sys::signal::Signal::SIGTERM);
+        }
+        if let Some(status) = exit_status.filter(|_| !stopping) {
+            use std::os::unix::process::ExitStatusExt;
+            self.result.exit_code = status.code();
+            self.result.signal = status.signal();
+        }
+        // Grandchildren can hold the pipes open; do not wait on them for long.
+        for r in agy.readers.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
+        }
+        self.result.stderr_tail = agy.tails.stderr();
+        self.result.stdout = agy.tails.stdout();
+        if !stopping {
+            self.fill_missing_text();
+        }
+        self.settle_result();
+        self.result
+    }
+
+    /// The database gave no answer text although agy answered: stream the
+    /// answer from stream-json, saying why.
+    fn fill_missing_text(&mut self) {
+        if self.db.text || self.result.degraded.is_some() {
+            return;
+        }
+        let response = self
+            .agy
+            .result
+            .as_ref()
+            .map(|r| r.response.clone())
+            .unwrap_or_default();
+        if self.agy.texts.is_empty() && !response.is_empty() {
+            let idx = self.result.last_idx.unwrap_or(0);
+            self.agy.texts.insert(idx, response);
+        }
+        if !self.agy.texts.is_empty() {
+            let why = match &self.db.last_problem {
+                Some(p) if !self.db.ready => p.clone(),
+                _ => "agy's database held no answer text for this turn".into(),
+            };
+            self.degrade(why);
+        }
+    }
+
+    fn settle_result(&mut self) {
+        if let Some(f) = &self.followed {
+            self.result.poll_stats = f.poller.stats();
+        }
+        self.result.usage = self.usage();
+        self.result.stream_stats = self.agy.stats.clone();
+        self.result.agy_result = self.agy.result.take();
+        self.result.duration_ms = self.started.elapsed().as_millis() as u64;
+        let report = AgyReport {
+            exit_code: self.result.exit_code,
+            signal: self.result.signal,
+            stderr: &self.result.stderr_tail,
+            result: self.result.agy_result.as_ref(),
+            db_errors: &self.db.errors,
+            ran_tools: self.db.tools || self.agy.ran_tools,
+            answered: self.db.text
+                || self.agy.had_text
+                || self
+                    .result
+                    .agy_result
+                    .as_ref()
+                    .is_some_and(|r| !r.response.is_empty()),
+            model: self.req.model.as_deref(),
+        };
+        let agy_failure = crate::failure::classify(&report);
+        let notice = crate::failure::denial_notice(&report);
+        self.result.notices.extend(notice);
+        self.result.failure = self.our_failure().or(agy_failure).or_else(|| {
+            (self.followed.is_none() && self.result.degraded.is_none())
+                .then(|| self.unbound_failure())
+        });
+    }
+
+    /// Our own reasons, which win over anything agy said.
+    fn our_failure(&mut self) -> Option<Failure> {
+        if self.result.aborted {
+            return Some(Failure::Aborted);
+        }
+        if let Some(f) = self.stop_reason.take() {
+            return Some(f);
+        }
+        self.result.timed_out.then(|| Failure::TimedOut {
+            minutes: self.cfg.timeout.as_secs().div_ceil(60),
+        })
+    }
+
+    fn unbound_failure(&self) -> Failure {
+        Failure::CouldNotBind {
+            reason: if self.last_ambiguity.is_empty() {
+                "agy exited without creating a conversation database".into()
+            } else {
+                format!(
+                    "{} candidate databases ({}); refusing to guess",
+                    self.last_ambiguity.len(),
+                    self.last_ambiguity.join(", ")
+                )
+            },
+        }
+    }
+
+    /// Usage from stream-json, else from the database's metadata.
+    fn usage(&self) -> Option<TurnUsage> {
+        if let Some(last_call) = self.agy.last_call {
+            let turn = self
+                .agy
+                .result
+                .as_ref()
+                .and_then(|r| r.usage)
+                .unwrap_or(self.agy.sum);
+            return Some(TurnUsage { last_call, turn });
+        }
+        let (last, sum) = self.followed.as_ref()?.poller.usage()?;
+        Some(TurnUsage {
+            last_call: usage_of(&last),
+            turn: usage_of(&sum),
+        })
+    }
+}
+
+/// The database's usage stats (metadata 9) in stream-json's terms.
+fn usage_of(u: &crate::steps::Usage) -> Usage {
+    Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        thinking_tokens: u.thinking_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        total_tokens: u.input_tokens + u.output_tokens,
+    }
+}
+
+enum Waited {
+    Poll,
+    Exited(Option<std::process::ExitStatus>),
+    Stop,
+}
+
+/// The wake-up policy: file notifications with settle re-checks, the
+/// fallback tick, and the watchdog's deadline.
+struct Wake {
+    watcher: Option<Watcher>,
+    tick: tokio::time::Interval,
+    /// After a file notification: (since, delay) of the next settle re-check.
+    settle: Option<(tokio::time::Instant, Duration)>,
+    deadline: tokio::time::Instant,
+}
+
+impl Wake {
+    fn new(cfg: &RunConfig, dir: &Path) -> Wake {
+        let mut tick = tokio::time::interval(cfg.poll_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Wake {
+            watcher: match cfg.wake {
+                WakeMode::Events => watch(dir),
+                WakeMode::PollOnly => None,
+            },
+            tick,
+            settle: None,
+            deadline: deadline_after(cfg.timeout),
+        }
+    }
+
+    /// A file changed: whether to poll now (coalescing a burst into one).
+    fn on_change(&mut self, path: &Path, bound: Option<&ConversationId>) -> bool {
+        let mut wake = relevant(path, bound);
+        if let Some(w) = self.watcher.as_mut() {
+            while let Ok(p) = w.rx.try_recv() {
+                wake |= relevant(&p, bound);
             }
         }
-        // Leftovers in agy's group (background work) die with the turn.
-        signal_tree(pid, nix::sys::signal::Signal::SIGTERM);
-    }
-    if let Some(status) = exit_status {
-        use std::os::unix::process::ExitStatusExt;
-        result.exit_code = status.code();
-        result.signal = status.signal();
+        if wake {
+            // The write we were told about becomes visible only once agy's
+            // commit (and its fsync) completes, which sends no notification:
+            // re-check a few times soon.
+            self.settle = Some((tokio::time::Instant::now(), SETTLE_FIRST));
+        }
+        wake
     }
 
-    // Grandchildren can hold the pipes open; do not wait on them for long.
-    for r in readers {
-        // On timeout the reader is abandoned; its task ends when the pipe closes.
-        let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
+    fn next_settle(&mut self) {
+        self.settle = self.settle.and_then(|(_, step)| {
+            let next = step * 2;
+            (next <= SETTLE_LAST).then(|| (tokio::time::Instant::now(), next))
+        });
     }
-    if let Some(f) = &followed {
-        result.poll_stats = f.poller.stats();
-    }
-    result.stderr_tail = tails.stderr();
-    result.stdout = tails.stdout();
-    result.duration_ms = started.elapsed().as_millis() as u64;
-
-    result.failure = classify(
-        &result,
-        cfg,
-        stall,
-        bind_failure,
-        followed.is_some(),
-        &error_messages,
-        &last_ambiguity,
-    );
-    result
 }
 
-/// A valid conversation id from the stream-json `init` line, if it came.
-fn init_id(rx: &mut mpsc::UnboundedReceiver<String>) -> Option<ConversationId> {
-    rx.try_recv()
-        .ok()
-        .and_then(|id| ConversationId::parse(&id).ok())
-}
-
-fn init_conversation_id(line: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    if v.get("type")?.as_str()? != "init" {
-        return None;
-    }
-    Some(v.get("conversation_id")?.as_str()?.to_string())
+/// `now + d`, saturating far in the future instead of overflowing.
+fn deadline_after(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 async fn recv_path(w: &mut Option<Watcher>) -> Option<PathBuf> {
@@ -940,88 +1351,6 @@ async fn terminate(child: &mut tokio::process::Child, pid: u32, grace: Duration)
         // agy is gone; anything left in its groups is not wanted either.
         signal_tree(pid, Signal::SIGKILL);
     }
-}
-
-fn classify(
-    r: &RunResult,
-    cfg: &RunConfig,
-    stall: Option<Failure>,
-    bind_failure: Option<Failure>,
-    bound: bool,
-    errors: &[String],
-    ambiguity: &[String],
-) -> Option<Failure> {
-    if r.aborted {
-        return Some(Failure::Aborted);
-    }
-    if let Some(s) = stall {
-        return Some(s);
-    }
-    if r.timed_out {
-        return Some(Failure::TimedOut {
-            minutes: cfg.timeout.as_secs().div_ceil(60),
-        });
-    }
-    if let Some(b) = bind_failure {
-        return Some(b);
-    }
-    let stderr = &r.stderr_tail;
-    if stderr.contains("Please sign in") || stderr.contains("Waiting for authentication") {
-        return Some(Failure::NotSignedIn);
-    }
-    let is_quota = |m: &str| {
-        let l = m.to_ascii_lowercase();
-        l.contains("429")
-            || l.contains("quota")
-            || l.contains("resource_exhausted")
-            || l.contains("exhausted your capacity")
-            || l.contains("rate limit")
-    };
-    if let Some(m) = errors.iter().find(|m| is_quota(m)) {
-        return Some(Failure::Quota { message: m.clone() });
-    }
-    if let Some(signal) = r.signal {
-        return Some(Failure::Killed { signal });
-    }
-    if let Some(code) = r.exit_code.filter(|c| *c != 0) {
-        if is_quota(stderr) {
-            return Some(Failure::Quota {
-                message: last_line(stderr),
-            });
-        }
-        let message = errors
-            .last()
-            .cloned()
-            .or_else(|| Some(last_line(stderr)).filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| "no error message".into());
-        return Some(Failure::AgyFailed { code, message });
-    }
-    if !bound {
-        return Some(Failure::CouldNotBind {
-            reason: if ambiguity.is_empty() {
-                "agy exited without creating a conversation database".into()
-            } else {
-                format!(
-                    "{} candidate databases ({}); refusing to guess",
-                    ambiguity.len(),
-                    ambiguity.join(", ")
-                )
-            },
-        });
-    }
-    if stderr.contains("print timeout after") {
-        return Some(Failure::PrintTimeout);
-    }
-    None
-}
-
-fn last_line(s: &str) -> String {
-    s.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string()
 }
 
 #[cfg(test)]

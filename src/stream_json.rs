@@ -198,14 +198,14 @@ impl Line {
                 init,
             } => format!(
                 "{{\"event\":\"init\",\"conversation_id\":{},\"init\":{}}}",
-                Value::String(conversation_id.clone()),
+                ser(conversation_id),
                 ser(init)
             ),
             Line::StepUpdate(u) => {
                 format!("{{\"event\":\"step_update\",\"step_update\":{}}}", ser(u))
             }
             Line::Result(r) => format!("{{\"event\":\"result\",\"result\":{}}}", ser(r)),
-            Line::UnknownEvent { value, .. } => value.to_string(),
+            Line::UnknownEvent { value, .. } => ser(value),
             Line::NotJson(text) => text.clone(),
         }
     }
@@ -249,14 +249,79 @@ fn body<T: serde::de::DeserializeOwned>(value: &Value, key: &str) -> Option<T> {
 
 mod erased {
     /// Serialise a body in its declared field order (a `Value` would sort
-    /// the keys).
+    /// the keys), escaping strings as Go's encoding/json does.
     pub trait Ser {
         fn json(&self) -> String;
     }
 
-    impl<T: serde::Serialize> Ser for T {
+    impl<T: serde::Serialize + ?Sized> Ser for T {
         fn json(&self) -> String {
-            serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+            let mut out = Vec::new();
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
+            match self.serialize(&mut ser) {
+                Ok(()) => String::from_utf8(out).unwrap_or_default(),
+                Err(_) => "{}".into(),
+            }
+        }
+    }
+
+    /// agy is written in Go, whose JSON encoder writes `&`, `<`, `>` and the
+    /// two Unicode line separators as `\u` escapes.
+    struct GoFormatter;
+
+    impl serde_json::ser::Formatter for GoFormatter {
+        fn write_string_fragment<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            fragment: &str,
+        ) -> std::io::Result<()> {
+            let mut start = 0;
+            for (i, c) in fragment.char_indices() {
+                let escaped = match c {
+                    '&' => "\\u0026",
+                    '<' => "\\u003c",
+                    '>' => "\\u003e",
+                    '\u{2028}' => "\\u2028",
+                    '\u{2029}' => "\\u2029",
+                    _ => continue,
+                };
+                writer.write_all(&fragment.as_bytes()[start..i])?;
+                writer.write_all(escaped.as_bytes())?;
+                start = i + c.len_utf8();
+            }
+            writer.write_all(&fragment.as_bytes()[start..])
+        }
+
+        /// Go's float format: no `.0` on whole numbers, and a two-digit
+        /// exponent outside [1e-6, 1e21).
+        fn write_f64<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            value: f64,
+        ) -> std::io::Result<()> {
+            writer.write_all(go_float(value).as_bytes())
+        }
+    }
+
+    pub(super) fn go_float(value: f64) -> String {
+        let abs = value.abs();
+        if value == 0.0 || (1e-6..1e21).contains(&abs) {
+            if value.fract() == 0.0 {
+                return format!("{value:.0}");
+            }
+            return value.to_string();
+        }
+        // Rust writes `1e-7`; Go writes `1e-07`.
+        let s = format!("{value:e}");
+        match s.split_once('e') {
+            Some((m, e)) => {
+                let (sign, digits) = match e.strip_prefix('-') {
+                    Some(d) => ('-', d),
+                    None => ('+', e),
+                };
+                format!("{m}e{sign}{digits:0>2}")
+            }
+            None => s,
         }
     }
 }
@@ -303,6 +368,20 @@ mod tests {
             );
             assert_eq!(parsed.to_json(), line);
             assert!(parsed.unknown_fields().is_empty());
+        }
+    }
+
+    #[test]
+    fn floats_print_as_go_prints_them() {
+        for (v, want) in [
+            (0.0, "0"),
+            (2.0, "2"),
+            (2.6566104900000003, "2.6566104900000003"),
+            (0.015946572, "0.015946572"),
+            (1e-7, "1e-07"),
+            (1.5e21, "1.5e+21"),
+        ] {
+            assert_eq!(erased::go_float(v), want);
         }
     }
 

@@ -70,10 +70,7 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
         {
             let mut c = run_cmd(&home, "quota-error");
             c.arg("Refactor the parser");
-            (
-                c,
-                "agy hit its model quota (429): You have exhausted your capacity",
-            )
+            (c, "agy quota exceeded: You have exhausted your capacity")
         },
         {
             let mut c = run_cmd(&home, "hello");
@@ -88,7 +85,7 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
         {
             let mut c = run_cmd(&home, "permission");
             c.env("AGY_SKIP_PERMISSIONS", "0").arg("Run the tests");
-            (c, "stalled on a permission prompt for run_command")
+            (c, "stopped to ask permission for run_command")
         },
     ];
     for (mut cmd, want) in cases {

@@ -310,8 +310,11 @@ async fn watchdog_timeout_stops_agy() {
         "{}",
         out.result.duration_ms
     );
-    let msg = out.result.failure.expect("failure").to_string();
-    assert!(msg.contains("timeout"), "{msg}");
+    let failure = out.result.failure.expect("failure");
+    let msg = failure.to_string();
+    // Not retried: a retry would run agy for another whole period.
+    assert!(msg.contains("did not finish within"), "{msg}");
+    assert!(!failure.retryable());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,7 +423,7 @@ async fn quota_error_carries_agys_message() {
     let out = run(home.config("quota-error", 8.0), "q").await;
     assert_eq!(out.result.exit_code, Some(1));
     match out.result.failure.clone().expect("failure") {
-        Failure::Quota { message } => {
+        Failure::QuotaExceeded { message } => {
             assert!(message.contains("exhausted your capacity"), "{message}")
         }
         other => panic!("{other:?}"),

@@ -1,0 +1,497 @@
+//! Why a turn failed: classified once, worded once.
+//!
+//! agy reports a failed turn in up to four places: its exit code, its
+//! stream-json `result` (status, error, denied actions), its stderr (a human
+//! sentence, an `AGY_ERROR: {json}` line, the print-timeout and auto-deny
+//! notes) and error steps in the database. [`classify`] reads them together
+//! (docs/agy-format.md, "Outcomes") into one typed [`Failure`]. Its `Display`
+//! is the sentence every user sees (CLI and pi alike), and it is written so
+//! that pi's automatic retry, which matches words such as "rate limit",
+//! "timeout" or "429" and never "quota exceeded", retries exactly the
+//! failures for which [`Failure::retryable`] is true. A test holds the two
+//! together.
+
+use crate::stream_json::{DeniedAction, TurnResult};
+use serde::Serialize;
+
+/// Why a turn failed, in words a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Failure {
+    #[error(
+        "agy is not installed: {bin} was not found. Install the Antigravity CLI or set AGY_BIN."
+    )]
+    NotInstalled { bin: String },
+    #[error("could not start agy ({bin}): {message}")]
+    SpawnFailed { bin: String, message: String },
+    #[error("the working directory {dir} does not exist")]
+    NoWorkingDir { dir: String },
+    #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
+    NotSignedIn,
+    /// A quota with a reset time: hours away, so never retried.
+    #[error("agy quota exceeded: {message}")]
+    QuotaExceeded { message: String },
+    /// A throttle agy marks retryable that is not a quota.
+    #[error("agy hit a rate limit: {message}")]
+    Throttled { message: String },
+    /// agy's own model call gave up. Retried only when no tool ran, so a
+    /// retry cannot repeat edits.
+    #[error("{}", model_timeout_text(*.ran_tools))]
+    ModelTimeout { ran_tools: bool },
+    #[error("{}", unknown_model_text(.model, .available))]
+    UnknownModel {
+        model: String,
+        available: Vec<String>,
+    },
+    #[error("agy rejected the model and effort: {message}")]
+    ModelSelection { message: String },
+    /// agy auto-denied tools print mode cannot ask about, and gave no answer.
+    #[error("{}", denied_text(.actions))]
+    Denied { actions: Vec<DeniedAction> },
+    #[error("could not bind agy's conversation database: {reason}")]
+    CouldNotBind { reason: String },
+    #[error("agy stopped to ask permission for {tool}, which print mode cannot answer. Allow agy's tools with `/agy permissions on` in pi (or `agy-bridge config permissions on`, or AGY_SKIP_PERMISSIONS=1).")]
+    PermissionStall { tool: String },
+    /// Our watchdog. Worded without "timeout": a retry would run agy for
+    /// another whole period and may repeat edits.
+    #[error("agy did not finish within {minutes} minutes and was stopped; its partial work is in the agy conversation")]
+    TimedOut { minutes: u64 },
+    #[error("Operation aborted")]
+    Aborted,
+    #[error("agy gave up at its own print limit and returned partial output")]
+    PrintTimeout,
+    #[error("agy canceled the turn without an answer")]
+    Canceled,
+    #[error("agy failed (exit {code}): {message}")]
+    AgyFailed { code: i32, message: String },
+    #[error("agy was killed by signal {signal}")]
+    Killed { signal: i32 },
+}
+
+fn model_timeout_text(ran_tools: bool) -> String {
+    if ran_tools {
+        "agy's model stopped answering after agy had already run tools in this turn; not repeated automatically, so no edit runs twice. Ask again to continue.".into()
+    } else {
+        "agy's model call timed out (timeout waiting for response)".into()
+    }
+}
+
+fn unknown_model_text(model: &str, available: &[String]) -> String {
+    let mut s = format!("agy does not know the model {model:?}");
+    if !available.is_empty() {
+        s.push_str(". agy's models: ");
+        s.push_str(&available.join(", "));
+    }
+    s
+}
+
+/// `RunCommand (command)`, for the denial sentences.
+pub fn denied_list(actions: &[DeniedAction]) -> String {
+    let names: Vec<String> = actions
+        .iter()
+        .map(|a| match (a.display_name.is_empty(), a.action.is_empty()) {
+            (false, false) => format!("{} ({} permission)", a.display_name, a.action),
+            (false, true) => a.display_name.clone(),
+            (true, false) => format!("a tool needing the {} permission", a.action),
+            (true, true) => "a tool".into(),
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// How to stop agy denying: one phrase for failures and notices.
+pub const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions on` in pi (or `agy-bridge config permissions on`, or AGY_SKIP_PERMISSIONS=1)";
+
+fn denied_text(actions: &[DeniedAction]) -> String {
+    format!(
+        "agy gave no answer: it needed {}, and {HOW_TO_ALLOW}.",
+        denied_list(actions)
+    )
+}
+
+impl Failure {
+    /// Whether trying the same turn again can help (and pi may do it).
+    pub fn retryable(&self) -> bool {
+        match self {
+            Failure::Throttled { .. } => true,
+            Failure::ModelTimeout { ran_tools } => !ran_tools,
+            _ => false,
+        }
+    }
+
+    /// The failure is the user's own abort.
+    pub fn is_abort(&self) -> bool {
+        matches!(self, Failure::Aborted)
+    }
+}
+
+/// agy's `AGY_ERROR: {json}` stderr line (docs/agy-format.md, "Outcomes").
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct AgyError {
+    #[serde(default)]
+    pub short_error: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub error_code: i64,
+    #[serde(default)]
+    pub retryable: bool,
+}
+
+impl AgyError {
+    /// The last `AGY_ERROR:` line of stderr, if it parses.
+    pub fn from_stderr(stderr: &str) -> Option<AgyError> {
+        stderr.lines().rev().find_map(|l| {
+            let json = l.trim().strip_prefix("AGY_ERROR:")?;
+            serde_json::from_str(json.trim()).ok()
+        })
+    }
+
+    /// `short_error` without its `STATUS (code N): ` prefix.
+    pub fn sentence(&self) -> &str {
+        match self.short_error.split_once("): ") {
+            Some((head, tail)) if head.contains("(code ") => tail,
+            _ => &self.short_error,
+        }
+    }
+}
+
+/// Everything agy said about a finished turn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgyReport<'a> {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stderr: &'a str,
+    pub result: Option<&'a TurnResult>,
+    /// Error messages from the database's error steps.
+    pub db_errors: &'a [String],
+    /// Whether agy ran a tool this turn (from either source).
+    pub ran_tools: bool,
+    /// Whether the turn produced answer text (from either source).
+    pub answered: bool,
+    /// The model we asked for, for the unknown-model sentence.
+    pub model: Option<&'a str>,
+}
+
+/// What agy's own report says about the turn: a failure, or `None` for
+/// success. Our own reasons (abort, watchdog, stall, binding) are the
+/// runner's and come first; this covers agy's.
+pub fn classify(r: &AgyReport<'_>) -> Option<Failure> {
+    let error = r.result.and_then(|t| t.error.as_deref()).unwrap_or("");
+    let agy_error = AgyError::from_stderr(r.stderr);
+    if let Some(f) = signed_out(r.stderr, error) {
+        return Some(f);
+    }
+    if let Some(f) = model_selection(r, error) {
+        return Some(f);
+    }
+    if let Some(f) = quota(agy_error.as_ref(), r.stderr, error, r.db_errors) {
+        return Some(f);
+    }
+    if error.contains("timeout waiting for response")
+        || r.stderr.contains("timeout waiting for response")
+    {
+        return Some(Failure::ModelTimeout {
+            ran_tools: r.ran_tools,
+        });
+    }
+    if let Some(f) = denial(r) {
+        return Some(f);
+    }
+    if let Some(signal) = r.signal {
+        return Some(Failure::Killed { signal });
+    }
+    if let Some(code) = r.exit_code.filter(|c| *c != 0) {
+        return Some(Failure::AgyFailed {
+            code,
+            message: failure_sentence(error, agy_error.as_ref(), r.stderr, r.db_errors),
+        });
+    }
+    match r.result.map(|t| t.status.as_str()) {
+        Some("ERROR") => Some(Failure::AgyFailed {
+            code: 0,
+            message: failure_sentence(error, agy_error.as_ref(), r.stderr, r.db_errors),
+        }),
+        Some("CANCELED") if !r.answered => Some(Failure::Canceled),
+        _ if r.stderr.contains("print timeout after") => Some(Failure::PrintTimeout),
+        _ => None,
+    }
+}
+
+fn signed_out(stderr: &str, error: &str) -> Option<Failure> {
+    let said = |s: &str| {
+        s.contains("Please sign in")
+            || s.contains("Waiting for authentication")
+            || s.contains("authentication failed")
+            || s.contains("authentication timed out")
+    };
+    (said(stderr) || said(error)).then_some(Failure::NotSignedIn)
+}
+
+/// `invalid model selection (...)`: an unknown model (with agy's list of
+/// display names on stderr) or a model/effort conflict.
+fn model_selection(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
+    let line = [error, r.stderr]
+        .into_iter()
+        .flat_map(str::lines)
+        .map(|l| l.trim().trim_start_matches("error:").trim())
+        .find(|l| l.starts_with("invalid model selection"))?;
+    let detail = line.split_once("): ").map(|(_, d)| d).unwrap_or(line);
+    if detail.contains("conflicts with") {
+        return Some(Failure::ModelSelection {
+            message: detail.to_string(),
+        });
+    }
+    let model = detail
+        .strip_prefix("model ")
+        .and_then(|d| d.split_whitespace().next())
+        .or(r.model)
+        .unwrap_or("")
+        .to_string();
+    Some(Failure::UnknownModel {
+        model,
+        available: available_models(r.stderr),
+    })
+}
+
+/// The indented names under `Available models:`.
+fn available_models(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("Available models:"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' ') || l.starts_with('\t'))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Quota or throttle, from AGY_ERROR's fields together with its words: a
+/// quota that names a reset time is not retried even though agy marks it
+/// `retryable`; a retryable 429 without one is a throttle.
+fn quota(
+    agy_error: Option<&AgyError>,
+    stderr: &str,
+    error: &str,
+    db_errors: &[String],
+) -> Option<Failure> {
+    let human = human_sentence(stderr, error, agy_error);
+    if let Some(e) = agy_error {
+        let exhausted = e.status == "RESOURCE_EXHAUSTED" || e.error_code == 429;
+        if exhausted && is_quota_wording(&human) {
+            return Some(Failure::QuotaExceeded { message: human });
+        }
+        if e.retryable && (exhausted || e.error_code >= 500) {
+            return Some(Failure::Throttled { message: human });
+        }
+        return None;
+    }
+    // Older agy: the quota only as an error step's message.
+    db_errors
+        .iter()
+        .chain(std::iter::once(&error.to_string()))
+        .find(|m| is_quota_wording(m))
+        .map(|m| Failure::QuotaExceeded { message: m.clone() })
+}
+
+fn is_quota_wording(message: &str) -> bool {
+    let l = message.to_ascii_lowercase();
+    [
+        "quota reached",
+        "resets in",
+        "exhausted your capacity",
+        "quota will reset",
+        "quota exceeded",
+        "insufficient_quota",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+/// agy's sentence for a failure: the result's `error`, the `error: ...`
+/// stderr line, or AGY_ERROR's short error; never the JSON itself.
+fn human_sentence(stderr: &str, error: &str, agy_error: Option<&AgyError>) -> String {
+    if !error.trim().is_empty() {
+        return error.trim().to_string();
+    }
+    let from_stderr = stderr.lines().find_map(|l| {
+        let l = l.trim();
+        l.strip_prefix("error:")
+            .or_else(|| l.strip_prefix("Error:"))
+            .map(|s| s.trim().to_string())
+    });
+    from_stderr
+        .or_else(|| agy_error.map(|e| e.sentence().to_string()))
+        .unwrap_or_default()
+}
+
+fn failure_sentence(
+    error: &str,
+    agy_error: Option<&AgyError>,
+    stderr: &str,
+    db_errors: &[String],
+) -> String {
+    let human = human_sentence(stderr, error, agy_error);
+    if !human.is_empty() {
+        return human;
+    }
+    db_errors
+        .last()
+        .cloned()
+        .or_else(|| last_plain_line(stderr))
+        .unwrap_or_else(|| "no error message".into())
+}
+
+/// The last stderr line that is not agy's machine-readable JSON.
+fn last_plain_line(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("AGY_ERROR:"))
+        .map(str::to_string)
+}
+
+/// Denied tools and no answer: 1.2.17+ reports `denied_actions` in a
+/// SUCCESS result; 1.1.x ends CANCELED with an "auto-denied" stderr note.
+fn denial(r: &AgyReport<'_>) -> Option<Failure> {
+    if r.answered {
+        return None;
+    }
+    let mut actions = denied_actions(r);
+    if actions.is_empty() {
+        return None;
+    }
+    actions.dedup();
+    Some(Failure::Denied { actions })
+}
+
+/// Every action agy denied this turn, from the result or from stderr.
+pub fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
+    if let Some(t) = r.result {
+        if !t.denied_actions.is_empty() {
+            return t.denied_actions.clone();
+        }
+    }
+    r.stderr
+        .lines()
+        .filter(|l| l.contains("auto-denied"))
+        .map(|l| DeniedAction {
+            action: quoted_after(l, "required the ").unwrap_or_default(),
+            display_name: String::new(),
+        })
+        .collect()
+}
+
+/// The first `"..."` after `marker` in `line`.
+fn quoted_after(line: &str, marker: &str) -> Option<String> {
+    let rest = line.split_once(marker)?.1;
+    let rest = rest.strip_prefix('"')?;
+    Some(rest.split_once('"')?.0.to_string())
+}
+
+/// A notice for a turn that answered although agy denied something.
+pub fn denial_notice(r: &AgyReport<'_>) -> Option<String> {
+    if !r.answered {
+        return None;
+    }
+    let actions = denied_actions(r);
+    (!actions.is_empty()).then(|| {
+        format!(
+            "agy answered without {}: {HOW_TO_ALLOW}.",
+            denied_list(&actions)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agy_error_sentence_drops_the_code_prefix() {
+        let e = AgyError {
+            short_error: "RESOURCE_EXHAUSTED (code 429): Slow down.".into(),
+            ..AgyError::default()
+        };
+        assert_eq!(e.sentence(), "Slow down.");
+    }
+
+    #[test]
+    fn quota_with_reset_is_not_retryable_even_when_agy_says_so() {
+        let stderr = "error: Individual quota reached. Resets in 1h2m.\nAGY_ERROR: {\"short_error\":\"RESOURCE_EXHAUSTED (code 429): Individual quota reached. Resets in 1h2m.\",\"status\":\"RESOURCE_EXHAUSTED\",\"error_code\":429,\"retryable\":true}\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(3),
+            stderr,
+            ..AgyReport::default()
+        });
+        assert_eq!(
+            f,
+            Some(Failure::QuotaExceeded {
+                message: "Individual quota reached. Resets in 1h2m.".into()
+            })
+        );
+        assert!(!f.as_ref().is_some_and(Failure::retryable));
+    }
+
+    #[test]
+    fn retryable_throttle_without_quota_words_is_retried() {
+        let stderr = "AGY_ERROR: {\"short_error\":\"RESOURCE_EXHAUSTED (code 429): Too many requests, slow down.\",\"status\":\"RESOURCE_EXHAUSTED\",\"error_code\":429,\"retryable\":true}\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(3),
+            stderr,
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f,
+            Failure::Throttled {
+                message: "Too many requests, slow down.".into()
+            }
+        );
+        assert!(f.retryable());
+    }
+
+    #[test]
+    fn model_list_is_read_from_stderr() {
+        let stderr = "error: invalid model selection (--model \"x-1\" --effort \"\"): model x-1 is not recognized as a known model\nAvailable models:\n  Alpha (High)\n  Beta\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(1),
+            stderr,
+            ..AgyReport::default()
+        });
+        assert_eq!(
+            f,
+            Some(Failure::UnknownModel {
+                model: "x-1".into(),
+                available: vec!["Alpha (High)".into(), "Beta".into()]
+            })
+        );
+    }
+
+    #[test]
+    fn denial_with_an_answer_is_a_notice_not_a_failure() {
+        let result = TurnResult {
+            status: "SUCCESS".into(),
+            response: "partial".into(),
+            denied_actions: vec![DeniedAction {
+                action: "command".into(),
+                display_name: "RunCommand".into(),
+            }],
+            ..TurnResult::default()
+        };
+        let report = AgyReport {
+            exit_code: Some(0),
+            result: Some(&result),
+            answered: true,
+            ..AgyReport::default()
+        };
+        assert_eq!(classify(&report), None);
+        let notice = denial_notice(&report).expect("a notice");
+        assert!(
+            notice.contains("RunCommand (command permission)"),
+            "{notice}"
+        );
+        assert!(notice.contains("/agy permissions on"), "{notice}");
+    }
+}
