@@ -73,22 +73,33 @@ fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Cancel `token` on Ctrl-C or SIGTERM.
+/// The environment's runner settings, with this binary as agy's guardian
+/// (so agy's tree dies with us, however we die).
+pub fn run_config() -> RunConfig {
+    let mut cfg = RunConfig::from_env();
+    cfg.guardian = std::env::current_exe().ok();
+    cfg
+}
+
+/// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
+/// parent shell died) or SIGQUIT: each ends the turn the same way, terminal
+/// event first.
 fn cancel_on_signals(token: CancellationToken) {
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        token.cancel();
-    });
+    use tokio::signal::unix::{signal, SignalKind};
+    for kind in [
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+        SignalKind::quit(),
+    ] {
+        let Ok(mut sig) = signal(kind) else { continue };
+        let token = token.clone();
+        tokio::spawn(async move {
+            if sig.recv().await.is_some() {
+                token.cancel();
+            }
+        });
+    }
 }
 
 /// Run one turn, printing events as they come; returns the exit code.
@@ -157,7 +168,7 @@ fn settings() -> agy_bridge::config::Config {
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
     let settings = settings();
-    let mut cfg = RunConfig::from_env();
+    let mut cfg = run_config();
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
     cfg.bind = args.bind;
@@ -413,7 +424,7 @@ fn prepare_turn(
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
 
-    let mut cfg = RunConfig::from_env();
+    let mut cfg = run_config();
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(timeout_min.max(1) * 60);
 
@@ -584,7 +595,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         Ok(c) => c,
         Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
     };
-    let mut cfg = RunConfig::from_env();
+    let mut cfg = run_config();
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
     // A delegated run gets the workspace and nothing else: no directory of

@@ -65,6 +65,7 @@ struct DecodeArgs {
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
+    agy_bridge::guard::main_if_guard();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
@@ -480,7 +481,7 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         let Some(prompt) = args.prompt.clone() else {
             return Err("a PROMPT is required (or --db PATH / --from RECORDING)".into());
         };
-        let mut cfg = runner::RunConfig::from_env();
+        let mut cfg = cmd_turn::run_config();
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }

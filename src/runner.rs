@@ -121,6 +121,10 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
+    /// A binary that runs [`crate::guard`] when given its argument (the
+    /// agy-bridge binary itself). With it, agy's tree dies with the bridge
+    /// however the bridge dies; without, only agy itself does (Linux).
+    pub guardian: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -141,6 +145,7 @@ impl Default for RunConfig {
             permission_stall: Duration::from_secs(5),
             ambiguity_budget: Duration::from_secs(10),
             env: Vec::new(),
+            guardian: None,
         }
     }
 }
@@ -460,33 +465,7 @@ fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     }
 }
 
-/// Signal agy's whole tree: its process group, the groups of descendants that
-/// made their own (agy's run_command children do), and each descendant.
-fn signal_tree(root: u32, sig: nix::sys::signal::Signal) {
-    use nix::sys::signal::{kill, killpg};
-    use nix::unistd::{getpgid, getpgrp, Pid};
-    let own = getpgrp();
-    let mut pids = discovery::process_tree(root);
-    if !pids.contains(&root) {
-        pids.push(root);
-    }
-    let mut groups: Vec<Pid> = vec![Pid::from_raw(root as i32)];
-    for pid in &pids {
-        if let Ok(g) = getpgid(Some(Pid::from_raw(*pid as i32))) {
-            if g != own && !groups.contains(&g) {
-                groups.push(g);
-            }
-        }
-    }
-    for g in groups {
-        if g != own && g.as_raw() > 1 {
-            let _ = killpg(g, sig);
-        }
-    }
-    for pid in pids {
-        let _ = kill(Pid::from_raw(pid as i32), sig);
-    }
-}
+use crate::process::signal_tree;
 
 struct Tails {
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -562,9 +541,14 @@ pub async fn run_observed<'a>(
     turn.finish(agy, exit_status).await
 }
 
-/// agy's process and the readers of its output.
+/// agy's process (or the guardian running it) and the readers of its
+/// output. Dropped before it is reaped (a dropped turn, a panic), it takes
+/// the whole tree down.
 struct Agy {
     child: tokio::process::Child,
+    /// The guardian's stdin: closing it (our death included) kills agy's tree.
+    lifeline: Option<tokio::process::ChildStdin>,
+    reaped: bool,
     pid: u32,
     tails: Tails,
     /// agy's stdout lines, parsed, when it prints stream-json.
@@ -575,26 +559,42 @@ struct Agy {
 
 impl Agy {
     fn spawn(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Result<Agy, Failure> {
-        let mut cmd = Command::new(&cfg.agy_bin);
+        let bin = cfg.agy_bin.display().to_string();
+        if !is_installed(&cfg.agy_bin) {
+            return Err(Failure::NotInstalled { bin });
+        }
+        let mut cmd = match &cfg.guardian {
+            Some(guardian) => {
+                let mut c = Command::new(guardian);
+                c.arg(crate::guard::GUARD_ARG).arg(&cfg.agy_bin);
+                // The guardian's stdin is its lifeline: only we write to it.
+                c.stdin(Stdio::piped());
+                c
+            }
+            None => {
+                let mut c = Command::new(&cfg.agy_bin);
+                c.stdin(Stdio::null());
+                die_with_parent(&mut c);
+                c
+            }
+        };
         cmd.args(agy_args(cfg, req, stream_json))
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Real agy ignores this; fake-agy writes where we look.
             .env("AGY_CONVERSATIONS_DIR", &cfg.conversations_dir)
             .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .process_group(0)
-            .kill_on_drop(false);
+            .kill_on_drop(true);
         if let Some(cwd) = &req.cwd {
             cmd.current_dir(cwd);
         }
         let mut child = cmd.spawn().map_err(|e| {
-            let bin = cfg.agy_bin.display().to_string();
             if e.kind() == std::io::ErrorKind::NotFound {
-                Failure::NotInstalled { bin }
+                Failure::NotInstalled { bin: bin.clone() }
             } else {
                 Failure::SpawnFailed {
-                    bin,
+                    bin: bin.clone(),
                     message: e.to_string(),
                 }
             }
@@ -618,6 +618,8 @@ impl Agy {
             )));
         }
         Ok(Agy {
+            lifeline: child.stdin.take(),
+            reaped: false,
             child,
             pid,
             tails,
@@ -626,6 +628,41 @@ impl Agy {
             readers,
         })
     }
+}
+
+impl Drop for Agy {
+    fn drop(&mut self) {
+        if !self.reaped {
+            signal_tree(self.pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        self.lifeline.take();
+    }
+}
+
+/// Whether `bin` can be run: a path that exists, or a name found on PATH.
+fn is_installed(bin: &Path) -> bool {
+    if bin.components().count() > 1 {
+        return bin.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(bin).is_file()))
+}
+
+/// Without a guardian, agy at least dies with the thread that spawned it
+/// (Linux); its own children are then the drop guard's and the tree kill's.
+fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
 }
 
 async fn read_stderr(mut err: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<u8>>>) {
@@ -1107,6 +1144,7 @@ impl Turn<'_> {
             // Leftovers in agy's group (background work) die with the turn.
             signal_tree(agy.pid, nix::sys::signal::Signal::SIGTERM);
         }
+        agy.reaped = true;
         if let Some(status) = exit_status.filter(|_| !stopping) {
             use std::os::unix::process::ExitStatusExt;
             self.result.exit_code = status.code();

@@ -1,0 +1,189 @@
+//! The guardian: a tiny process between the bridge and agy that takes agy's
+//! whole tree down when the bridge dies, however it dies.
+//!
+//! A SIGKILLed bridge runs no code, and agy's `run_command` children live in
+//! process groups of their own, so neither a drop guard nor
+//! `PR_SET_PDEATHSIG` on agy alone can reach them. The guardian can: it is
+//! agy's parent and a child subreaper (Linux), so every orphan of agy's tree
+//! is reparented to it and stays findable; and its stdin is a pipe whose only
+//! writer is the bridge, so end-of-file on it means the bridge is gone. It
+//! then SIGKILLs the tree and exits. When agy exits on its own, the guardian
+//! ends what agy left running and exits with agy's status (the same code, or
+//! the same signal), so the runner sees agy's exit as if agy were its child.
+//!
+//! It is the bridge's own binary run with [`GUARD_ARG`] first, so it needs
+//! no second executable; a binary that embeds the library calls
+//! [`main_if_guard`] first thing in `main`.
+
+use std::process::Command;
+
+/// argv\[1\] that turns the binary into the guardian:
+/// `BIN __agy-bridge-guard AGY ARGS...`.
+pub const GUARD_ARG: &str = "__agy-bridge-guard";
+
+/// Run as the guardian if argv asks for it (never returns then).
+pub fn main_if_guard() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == GUARD_ARG) {
+        let code = guard(args.collect());
+        std::process::exit(code);
+    }
+}
+
+/// Spawn agy as our child and watch both it and our stdin.
+fn guard(args: Vec<std::ffi::OsString>) -> i32 {
+    let Some((bin, rest)) = args.split_first() else {
+        eprintln!("agy-bridge guardian: no program to run");
+        return 2;
+    };
+    os::become_subreaper();
+    os::hold_terminal_signals();
+    let mut cmd = Command::new(bin);
+    cmd.args(rest).stdin(std::process::Stdio::null());
+    os::reset_signals_in_child(&mut cmd);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            // The runner words this from the exit code and stderr.
+            eprintln!(
+                "agy-bridge guardian: cannot start {}: {e}",
+                bin.to_string_lossy()
+            );
+            return if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+        }
+    };
+    let agy = child.id();
+    // Do not wait on `child`: the reaper below collects every child.
+    std::mem::forget(child);
+    std::thread::spawn(|| {
+        os::wait_for_eof_on_stdin();
+        // The bridge is gone: nothing of agy's may outlive it.
+        os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+        std::process::exit(137);
+    });
+    let status = os::reap_until(agy);
+    // Whatever agy left behind (background work) ends with the turn.
+    os::kill_descendants(nix::sys::signal::Signal::SIGTERM);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+    os::exit_like(status)
+}
+
+mod os {
+    use nix::sys::signal::{self, SigHandler, Signal};
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::Pid;
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+
+    /// Orphans of agy's tree come to us instead of init.
+    pub fn become_subreaper() {
+        #[cfg(target_os = "linux")]
+        {
+            let _ = nix::sys::prctl::set_child_subreaper(true);
+        }
+    }
+
+    extern "C" fn ignore(_: nix::libc::c_int) {}
+
+    /// Terminal and termination signals reach the whole process group; the
+    /// guardian outlives them so it can clean up after agy. A handler (not
+    /// SIG_IGN) is reset by exec, so agy still gets them normally.
+    pub fn hold_terminal_signals() {
+        let action = signal::SigAction::new(
+            SigHandler::Handler(ignore),
+            signal::SaFlags::SA_RESTART,
+            signal::SigSet::empty(),
+        );
+        for sig in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            // SAFETY: installs a handler that does nothing.
+            let _ = unsafe { signal::sigaction(sig, &action) };
+        }
+    }
+
+    /// agy starts with default dispositions and an empty signal mask, and
+    /// dies if the guardian does.
+    pub fn reset_signals_in_child(cmd: &mut std::process::Command) {
+        // SAFETY: only async-signal-safe calls (sigprocmask, prctl).
+        unsafe {
+            cmd.pre_exec(|| {
+                let _ = signal::sigprocmask(
+                    signal::SigmaskHow::SIG_SETMASK,
+                    Some(&signal::SigSet::empty()),
+                    None,
+                );
+                #[cfg(target_os = "linux")]
+                {
+                    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+                }
+                Ok(())
+            });
+        }
+    }
+
+    pub fn wait_for_eof_on_stdin() {
+        let mut buf = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Reap children (agy, and orphans reparented to us) until agy exits.
+    pub fn reap_until(agy: u32) -> WaitStatus {
+        loop {
+            match waitpid(Pid::from_raw(-1), None) {
+                Ok(s @ WaitStatus::Exited(pid, _)) | Ok(s @ WaitStatus::Signaled(pid, _, _))
+                    if pid.as_raw() as u32 == agy =>
+                {
+                    return s
+                }
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return WaitStatus::Exited(Pid::from_raw(agy as i32), 1),
+            }
+        }
+    }
+
+    /// Signal every descendant (and their process groups), then reap them.
+    pub fn kill_descendants(sig: Signal) {
+        let me = std::process::id();
+        crate::process::signal_tree_below(me, sig);
+        while let Ok(status) = waitpid(
+            Pid::from_raw(-1),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        ) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+    }
+
+    /// Exit as agy did: its code, or its signal.
+    pub fn exit_like(status: WaitStatus) -> i32 {
+        match status {
+            WaitStatus::Signaled(_, sig, _) => {
+                // SAFETY: restores the default action before re-raising.
+                let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
+                let _ = signal::raise(sig);
+                128 + sig as i32
+            }
+            WaitStatus::Exited(_, code) => code,
+            _ => 1,
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Nothing outlives the bridge: kill it with any signal, or drop a turn in
+//! the library, and agy's whole tree (agy, and the `sleep` it leaves in the
+//! background the way `run_command` children do) is gone soon after.
+//!
+//! Processes are found by a marker unique to each test in agy's argv (the
+//! prompt) and by the pidfile fake-agy writes for its grandchild.
+
+mod common;
+
+use common::{bridge, fake_agy, Home};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Pids whose command line contains `marker` (never this test process).
+fn pids_with(marker: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .filter(|pid| !is_zombie(*pid))
+        .collect()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, t)| t.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}
+
+/// Poll until `gone` holds, up to a generous bound; true if it did.
+fn eventually(mut gone: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if gone() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gone()
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Start `agy-bridge stream` on a long turn that leaves a grandchild, and
+/// wait until agy is streaming.
+fn start_stream(
+    home: &Path,
+    marker: &str,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut child = bridge("stream", home, "long-answer", "0.2")
+        .env("FAKE_AGY_GRANDCHILD", "1")
+        .env("FAKE_AGY_GRANDCHILD_PIDFILE", home.join("grandchild.pid"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let request = json!({
+        "model": "gemini-3.7-flash",
+        "cwd": home,
+        "messages": [{"role": "user", "content": marker}],
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{request}").expect("request");
+    // Keep stdin open (pi does) by leaking it into the child's lifetime.
+    std::mem::forget(stdin);
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        if v["type"] == "text_delta" {
+            break;
+        }
+    }
+    (child, lines)
+}
+
+fn kill_bridge_with(sig: nix::sys::signal::Signal) {
+    let home = tempfile::tempdir().expect("tmp");
+    let marker = format!("lifetime-{sig:?}-{}", std::process::id());
+    let (mut child, lines) = start_stream(home.path(), &marker);
+    let grandchild = read_pid(&home.path().join("grandchild.pid")).expect("grandchild pid");
+    assert!(alive(grandchild));
+    assert!(!pids_with(&marker).is_empty(), "agy is not running");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("kill");
+    let gone = eventually(|| pids_with(&marker).is_empty() && !alive(grandchild));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        gone,
+        "{sig:?}: left behind {:?} (grandchild {grandchild} alive: {})",
+        pids_with(&marker),
+        alive(grandchild)
+    );
+    // Signals the bridge can catch end the stream with one terminal event.
+    use nix::sys::signal::Signal::*;
+    if matches!(sig, SIGTERM | SIGINT | SIGHUP | SIGQUIT) {
+        let rest: Vec<Value> = lines
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .collect();
+        let terminal: Vec<&Value> = rest
+            .iter()
+            .filter(|v| v["type"] == "done" || v["type"] == "error")
+            .collect();
+        assert_eq!(terminal.len(), 1, "{sig:?}: {rest:?}");
+        assert_eq!(terminal[0]["reason"], "aborted", "{sig:?}");
+    }
+}
+
+#[test]
+fn sigkill_takes_agys_tree_down() {
+    kill_bridge_with(nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn sighup_aborts_like_sigterm() {
+    kill_bridge_with(nix::sys::signal::Signal::SIGHUP);
+}
+
+#[test]
+fn sigquit_aborts_like_sigterm() {
+    kill_bridge_with(nix::sys::signal::Signal::SIGQUIT);
+}
+
+#[test]
+fn sigusr1_takes_agys_tree_down() {
+    kill_bridge_with(nix::sys::signal::Signal::SIGUSR1);
+}
+
+#[test]
+fn sigterm_and_sigint_abort() {
+    kill_bridge_with(nix::sys::signal::Signal::SIGTERM);
+    kill_bridge_with(nix::sys::signal::Signal::SIGINT);
+}
+
+/// A library caller that drops the turn's future mid-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_turn_kills_agys_tree() {
+    for guardian in [false, true] {
+        let home = Home::new();
+        let marker = format!("drop-{guardian}-{}", std::process::id());
+        let pidfile = home.dir.path().join("grandchild.pid");
+        let mut cfg = home.config("long-answer", 0.2);
+        cfg.env.push(("FAKE_AGY_GRANDCHILD".into(), "1".into()));
+        cfg.env.push((
+            "FAKE_AGY_GRANDCHILD_PIDFILE".into(),
+            pidfile.display().to_string(),
+        ));
+        if guardian {
+            cfg.guardian = Some(env!("CARGO_BIN_EXE_agy-bridge").into());
+        }
+        let req = agy_bridge::runner::TurnRequest {
+            prompt: marker.clone(),
+            ..Default::default()
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let turn = tokio::spawn(async move {
+            agy_bridge::runner::run(&cfg, &req, Default::default(), tx).await
+        });
+        // Wait for agy's first text, then drop the turn.
+        while let Some(ev) = rx.recv().await {
+            if matches!(
+                ev,
+                agy_bridge::runner::RunEvent::Agy(agy_bridge::events::Event::Text { .. })
+            ) {
+                break;
+            }
+        }
+        let grandchild = read_pid(&pidfile).expect("grandchild pid");
+        turn.abort();
+        let _ = turn.await;
+        let gone = tokio::task::spawn_blocking(move || {
+            eventually(|| pids_with(&marker).is_empty() && !alive(grandchild))
+        })
+        .await
+        .expect("join");
+        assert!(
+            gone,
+            "guardian={guardian}: agy's tree outlived the dropped turn"
+        );
+    }
+}
+
+#[test]
+fn fake_agy_is_the_agy_under_test() {
+    // The markers above find fake-agy by its argv; make sure it is there.
+    assert!(fake_agy().is_file());
+}
