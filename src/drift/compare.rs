@@ -406,10 +406,15 @@ fn vanished_step_types(ctx: &Ctx<'_>, f: &mut Findings) {
             .at(*t)
             .example(&base.example);
         } else {
+            let why = if content_bearing(*t) {
+                "no step type the decoder does not know took its place, so its steps are probably written as types the decoder reads (agy 1.1.18 moved most tools to GENERIC, 132) and nothing is lost"
+            } else {
+                "the decoder shows nothing of this type, so nothing is lost"
+            };
             f.add(
                 Class::Additive,
                 FindingKind::VanishedStepType,
-                format!("{what}; no unknown step type took its place, so nothing is lost"),
+                format!("{what}; {why}"),
             )
             .at(*t)
             .example(&base.example);
