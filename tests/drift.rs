@@ -306,7 +306,7 @@ fn new_step_type_is_additive() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "warning: step type 200 (unknown) is new: 1 steps with 3 field paths (the decoder does not know it and skips such steps); e.g. hello-plus.jsonl\n",
+            "warning: step type 200 (unknown) is new: 1 step with 3 field paths (the decoder does not know it and skips such steps); e.g. hello-plus.jsonl\n",
         ))
         .stdout(predicate::str::contains("0 breaking, 1 additive"));
     let (code, json) = run_json(&[&path]);
@@ -442,10 +442,10 @@ fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: 1 steps, e.g. tools.jsonl), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
+            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: 1 step, e.g. tools.jsonl), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
         ))
         .stdout(predicate::str::contains(
-            "warning: step type 6 (unknown) is new: 1 steps",
+            "warning: step type 6 (unknown) is new: 1 step with ",
         ));
 }
 

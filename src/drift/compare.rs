@@ -271,6 +271,15 @@ fn parent(path: &str) -> Option<&str> {
     head.contains(|c: char| c.is_ascii_digit()).then_some(head)
 }
 
+/// `1 step`, `3 steps`.
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn type_name(t: i64) -> String {
     format!("{t} ({})", StepType::from_raw(t).label())
 }
@@ -359,9 +368,9 @@ fn new_step_types(ctx: &Ctx<'_>, f: &mut Findings) {
             Class::Additive,
             FindingKind::NewStepType,
             format!(
-                "step type {} is new: {} steps with {} field paths ({known}); e.g. {}",
+                "step type {} is new: {} with {} field paths ({known}); e.g. {}",
                 type_name(*t),
-                cur.steps,
+                plural(cur.steps, "step"),
                 cur.paths.len(),
                 cur.example
             ),
@@ -389,9 +398,9 @@ fn vanished_step_types(ctx: &Ctx<'_>, f: &mut Findings) {
             continue;
         }
         let what = format!(
-            "step type {} no longer appears although these inputs include every baseline recording (baseline: {} steps, e.g. {})",
+            "step type {} no longer appears although these inputs include every baseline recording (baseline: {}, e.g. {})",
             type_name(*t),
-            base.steps,
+            plural(base.steps, "step"),
             base.example
         );
         if content_bearing(*t) && !new_unknown.is_empty() {
