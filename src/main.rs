@@ -558,8 +558,18 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
 #[derive(Debug, Args)]
 #[command(
     after_help = "PATHS are recordings (.jsonl), conversation databases, or directories \
-(every .jsonl in them). Exit status: 0 no breaking finding (additive ones are printed as \
-warnings), 1 a breaking finding, 2 an input or the baseline could not be read."
+(every .jsonl in them).
+
+A finding is BREAKING only when data a user sees would be lost or misread: a load-bearing field \
+gone with nothing the decoder reads carrying its content, a field the decoder reads arriving with \
+another wire type, content-bearing steps that fail to decode, a needed table or column gone, an \
+unknown step status or `agy models` format, a recording writing what its own schema lacks. A \
+field that is merely absent is a note: proto3 omits zero and empty values. New things are \
+warnings. Baseline step types the inputs do not have are listed as coverage, not findings.
+
+Exit status: 0 no breaking finding (warnings and notes are printed); 1 a breaking finding; \
+2 an input or the baseline could not be read; 3 nothing to compare (no inputs found, e.g. an \
+empty directory, or inputs without a single step): nothing was checked."
 )]
 struct DriftArgs {
     /// Recordings, databases or directories of recordings.
@@ -577,33 +587,59 @@ struct DriftArgs {
     json: bool,
 }
 
+/// `drift`'s exit status when the inputs hold nothing to compare.
+const DRIFT_NOTHING_TO_COMPARE: u8 = 3;
+
+/// The files drift reads from PATHS (directories give their `.jsonl`
+/// files), and a description of each PATH for the nothing-to-compare case.
+fn drift_inputs(args: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>), String> {
+    let mut paths = Vec::new();
+    let mut looked_at = Vec::new();
+    for p in args {
+        if !p.is_dir() {
+            paths.push(p.clone());
+            looked_at.push(p.display().to_string());
+            continue;
+        }
+        let entries = std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        found.sort();
+        looked_at.push(format!(
+            "{} (a directory with {} .jsonl file(s))",
+            p.display(),
+            found.len()
+        ));
+        paths.extend(found);
+    }
+    Ok((paths, looked_at))
+}
+
 fn cmd_drift(args: DriftArgs) -> CmdResult {
     use agy_bridge::drift;
     let fail = |message: String| {
         eprintln!("agy-bridge: error: {}", message.replace(['\n', '\r'], " "));
         Ok(ExitCode::from(2))
     };
-    let mut paths = Vec::new();
-    for p in &args.paths {
-        if p.is_dir() {
-            let mut found: Vec<PathBuf> = match std::fs::read_dir(p) {
-                Ok(entries) => entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
-                    .collect(),
-                Err(e) => return fail(format!("{}: {e}", p.display())),
-            };
-            found.sort();
-            paths.extend(found);
-        } else {
-            paths.push(p.clone());
-        }
-    }
+    let (paths, looked_at) = match drift_inputs(&args.paths) {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
     let current = match drift::fingerprint_paths(&paths) {
         Ok(fp) => fp,
         Err(e) => return fail(e.to_string()),
     };
     if let Some(out) = &args.update_baseline {
+        if current.total_steps() == 0 {
+            eprintln!(
+                "agy-bridge: error: nothing to write: {} holds no step; {} is unchanged",
+                looked_at.join(", "),
+                out.display()
+            );
+            return Ok(ExitCode::from(DRIFT_NOTHING_TO_COMPARE));
+        }
         if let Err(e) = std::fs::write(out, current.to_json()) {
             return fail(format!("cannot write {}: {e}", out.display()));
         }
@@ -623,19 +659,9 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
     };
     let report = drift::compare(&baseline, &current);
     let text = if args.json {
-        format!(
-            "{}\n",
-            serde_json::json!({
-                "baseline": baseline_path,
-                "sources": current.sources,
-                "breaking": report.breaking,
-                "additive": report.additive,
-                "findings": report.findings,
-                "not_exercised": report.not_exercised,
-            })
-        )
+        report.to_json(&current, &baseline_path, &looked_at)
     } else {
-        report.to_text(&current, &baseline_path)
+        report.to_text(&current, &baseline_path, &looked_at)
     };
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -643,7 +669,9 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
         Err(e) => return Err(format!("cannot write output: {e}").into()),
     }
-    Ok(if report.is_breaking() {
+    Ok(if report.nothing_to_compare {
+        ExitCode::from(DRIFT_NOTHING_TO_COMPARE)
+    } else if report.is_breaking() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -1,7 +1,10 @@
 //! `agy-bridge drift` as a maintainer runs it: the corpus shows no drift
-//! against its committed baseline, and mutated copies of recordings (payloads
-//! rewritten with the library's encoder) are each flagged with the right
-//! class, kind and path.
+//! against its committed baseline, a real agy step gives no breaking finding,
+//! and mutated copies of recordings (payloads rewritten with the library's
+//! encoder) are each judged as a person would: omitted zero values and
+//! content carried by an alternative field are notes, a wire-type change or a
+//! moved field the decoder reads is breaking, a new step type is a warning,
+//! and an empty input is "nothing to compare", not a breaking change.
 
 use agy_bridge::recording::{self, Recording, SqlValue, Write};
 use agy_bridge::schema;
@@ -59,10 +62,7 @@ fn step_type(w: &Write) -> i64 {
 }
 
 fn payload(w: &mut Write) -> Option<&mut Vec<u8>> {
-    match w.values.get_mut("step_payload") {
-        Some(SqlValue::Blob(b)) => Some(b),
-        _ => None,
-    }
+    column(w, "step_payload")
 }
 
 /// Re-encode a message, letting `f` rewrite each field (`None` keeps it).
@@ -77,15 +77,52 @@ fn rewrite(buf: &[u8], f: &mut dyn FnMut(&mut Encoder, u32, Value<'_>) -> bool) 
     e.finish()
 }
 
-/// Rewrite the fields of the planner body (payload field 20).
-fn rewrite_planner(p: &[u8], f: &mut dyn FnMut(&mut Encoder, u32, Value<'_>) -> bool) -> Vec<u8> {
-    rewrite(p, &mut |e, n, v| match (n, v) {
-        (20, Value::Len(body)) => {
-            e.bytes(20, &rewrite(body, f));
+/// Rewrite the fields of the message at `path` (`[20]`: the planner body;
+/// `[5, 9]`: the usage inside the metadata), keeping everything else.
+fn rewrite_at(
+    buf: &[u8],
+    path: &[u32],
+    f: &mut dyn FnMut(&mut Encoder, u32, Value<'_>) -> bool,
+) -> Vec<u8> {
+    let Some((first, rest)) = path.split_first() else {
+        return rewrite(buf, f);
+    };
+    rewrite(buf, &mut |e, n, v| match (n, v) {
+        (n, Value::Len(body)) if n == *first => {
+            e.bytes(n, &rewrite_at(body, rest, f));
             true
         }
         _ => false,
     })
+}
+
+/// Rewrite the fields of the planner body (payload field 20).
+fn rewrite_planner(p: &[u8], f: &mut dyn FnMut(&mut Encoder, u32, Value<'_>) -> bool) -> Vec<u8> {
+    rewrite_at(p, &[20], f)
+}
+
+/// Drop field `number` of the message at `path`.
+fn drop_field(buf: &[u8], path: &[u32], number: u32) -> Vec<u8> {
+    rewrite_at(buf, path, &mut |_, n, _| n == number)
+}
+
+/// Renumber field `from` of the message at `path` to `to`.
+fn renumber(buf: &[u8], path: &[u32], from: u32, to: u32) -> Vec<u8> {
+    rewrite_at(buf, path, &mut |e, n, v| {
+        if n == from {
+            e.value(to, &v);
+            true
+        } else {
+            false
+        }
+    })
+}
+
+fn column<'a>(w: &'a mut Write, name: &str) -> Option<&'a mut Vec<u8>> {
+    match w.values.get_mut(name) {
+        Some(SqlValue::Blob(b)) => Some(b),
+        _ => None,
+    }
 }
 
 fn run_json(paths: &[&Path]) -> (i32, Json) {
@@ -161,9 +198,12 @@ fn a_single_recording_shows_no_drift_and_notes_what_it_does_not_exercise() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "note: not exercised by these inputs (not checked): 5 (file edit)",
+            "coverage: these inputs have no steps of these baseline types, so they were not checked: 5 (file edit)",
         ))
-        .stdout(predicate::str::contains("20.3"))
+        .stdout(predicate::str::contains(
+            "coverage: baseline fields these inputs lack where that could well be chance (not checked): 15 (planner response): ",
+        ))
+        .stdout(predicate::str::contains("20.3 (planner response thinking)"))
         .stdout(predicate::str::ends_with("no drift\n"));
 }
 
@@ -189,10 +229,10 @@ fn renumbered_text_field_is_breaking() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: 15 (planner response): 20.1 len -> missing in 1/1 steps (baseline: 26/27 steps, chance 3.7%; e.g. hello.jsonl) [load-bearing]",
+            "BREAKING: 15 (planner response): 20.1 (planner response text) is absent from the one step that carries 20 (planner response) (baseline: in 26 of 27; chance 3.7%; e.g. hello.jsonl), and new fields the decoder does not read appeared in its place (20.21 (len)): its content has probably moved there and would not be shown\n",
         ))
         .stdout(predicate::str::contains(
-            "warning: 15 (planner response): new path 20.21 len in 1/1 steps (e.g. hello.jsonl)",
+            "warning: 15 (planner response): new field 20.21 (unknown to the decoder, inside planner response) with wire type len in 1 of 1 steps (e.g. hello.jsonl)\n",
         ))
         .stdout(predicate::str::contains("1 breaking, 1 additive"));
     let (code, json) = run_json(&[&path]);
@@ -223,7 +263,7 @@ fn string_turned_into_varint_is_a_breaking_wire_type_change() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: 15 (planner response): 20.1 len -> varint in 1/1 steps (e.g. thinking.jsonl) [load-bearing]",
+            "BREAKING: 15 (planner response): 20.1 (planner response text) changed wire type from len to varint in 1 of 1 steps (e.g. thinking.jsonl): the decoder reads it as len, so it would be misread or dropped\n",
         ));
     let (_, json) = run_json(&[&path]);
     assert!(has(&json, "breaking", "wire_type_change", Some("20.1")));
@@ -266,7 +306,7 @@ fn new_step_type_is_additive() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "warning: 200 (unknown): new step type in 1 steps, 3 field paths (e.g. hello-plus.jsonl)",
+            "warning: step type 200 (unknown) is new: 1 step with 3 field paths (the decoder does not know it and skips such steps); e.g. hello-plus.jsonl\n",
         ))
         .stdout(predicate::str::contains("0 breaking, 1 additive"));
     let (code, json) = run_json(&[&path]);
@@ -303,7 +343,7 @@ fn new_column_in_steps_is_additive_and_a_removed_needed_column_is_breaking() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "warning: new column steps.trace_id",
+            "warning: new column steps.trace_id; the decoder does not read it\n",
         ))
         .stdout(predicate::str::contains(
             "warning: schema statement not in the baseline: CREATE TABLE `steps`",
@@ -322,7 +362,7 @@ fn new_column_in_steps_is_additive_and_a_removed_needed_column_is_breaking() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: column steps.permissions vanished [read by the decoder]",
+            "BREAKING: column steps.permissions vanished: the decoder reads it\n",
         ));
     // A column the decoder does not read is only a warning.
     let mut unread = load("hello");
@@ -402,10 +442,10 @@ fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: 5 (file edit): step type vanished (baseline: 1 steps, e.g. tools.jsonl)",
+            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: 1 step, e.g. tools.jsonl), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
         ))
         .stdout(predicate::str::contains(
-            "warning: 6 (unknown): new step type in 1 steps",
+            "warning: step type 6 (unknown) is new: 1 step with ",
         ));
 }
 
@@ -456,7 +496,7 @@ fn databases_are_fingerprinted_too() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "BREAKING: column steps.metadata vanished [read by the decoder]",
+            "BREAKING: column steps.metadata vanished: the decoder reads it\n",
         ))
         .stdout(predicate::str::contains(
             "warning: table gen_metadata vanished",
@@ -480,4 +520,324 @@ fn unreadable_inputs_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("baseline"));
+}
+
+/// Findings of a `--json` report with this class.
+fn classes(json: &Json, class: &str) -> Vec<String> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == class)
+        .map(|f| f["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn omitted_zero_values_are_notes_not_breaking() {
+    // A usage with cache_read 0 and no stop reason: proto3 leaves both out.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("hello"), |w| {
+        if step_type(w) != 15 {
+            return;
+        }
+        let p = payload(w).unwrap();
+        *p = drop_field(&drop_field(p, &[5, 9], 5), &[20], 12);
+        if let Some(m) = column(w, "metadata") {
+            *m = drop_field(m, &[9], 5);
+        }
+    });
+    let path = save(dir.path(), "hello-zeros.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["breaking"], 0, "{json}");
+    assert!(has(&json, "info", "absent_path", Some("5.9.5")), "{json}");
+    assert!(
+        has(&json, "info", "absent_path", Some("metadata.9.5")),
+        "{json}"
+    );
+    // One step without a stop reason could be chance (24 of 27 had one):
+    // coverage, not a finding.
+    assert!(!has(&json, "info", "absent_path", Some("20.12")), "{json}");
+    assert!(json["not_seen"][0]
+        .as_str()
+        .unwrap()
+        .contains("20.12 (planner response stop reason)"));
+    bin()
+        .arg("drift")
+        .arg(&path)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "note: 15 (planner response): 5.9.5 (metadata usage cache read tokens) is absent from the one step that carries 5.9 (metadata usage) (baseline: in 24 of 24; chance 0.0%; e.g. hello-zeros.jsonl); proto3 omits zero and empty values, so this loses nothing\n",
+        ))
+        .stdout(predicate::str::ends_with("no drift\n"));
+}
+
+#[test]
+fn load_bearing_text_carried_by_the_modified_response_is_not_breaking() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("hello"), |w| {
+        if step_type(w) == 15 {
+            let p = payload(w).unwrap();
+            *p = renumber(p, &[20], 1, 8);
+        }
+    });
+    let path = save(dir.path(), "hello-modified.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        has(&json, "info", "carried_elsewhere", Some("20.1")),
+        "{json}"
+    );
+    assert!(classes(&json, "info").iter().any(|m| m.contains(
+        "but 20.8 (planner response modified response), which the decoder reads instead, carries its content"
+    )));
+}
+
+#[test]
+fn generic_tool_name_carried_by_its_second_field_is_not_breaking() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("orchestration"), |w| {
+        if step_type(w) == 132 {
+            let p = payload(w).unwrap();
+            *p = renumber(p, &[5, 4], 2, 9);
+        }
+    });
+    let path = save(dir.path(), "orchestration-name9.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        has(&json, "info", "carried_elsewhere", Some("5.4.2")),
+        "{json}"
+    );
+}
+
+#[test]
+fn a_command_that_printed_nothing_is_not_breaking() {
+    // run_command output (28.21) is load-bearing, but empty output is
+    // omitted: with nothing unread in its place it is a note.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("tools"), |w| {
+        if step_type(w) == 21 {
+            let p = payload(w).unwrap();
+            *p = drop_field(p, &[28], 21);
+        }
+    });
+    let path = save(dir.path(), "tools-quiet.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert!(has(&json, "info", "absent_path", Some("28.21")), "{json}");
+}
+
+#[test]
+fn a_subagent_without_its_child_id_is_breaking() {
+    // 127.1 is load-bearing and never empty: gone with nothing carrying it.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("subagent"), |w| {
+        if step_type(w) == 127 {
+            let p = payload(w).unwrap();
+            *p = drop_field(p, &[127], 1);
+        }
+    });
+    let path = save(dir.path(), "subagent-noid.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        has(&json, "breaking", "missing_load_bearing", Some("127.1")),
+        "{json}"
+    );
+    assert!(classes(&json, "breaking").iter().any(|m| m.contains(
+        "127.1 (subagent child conversation id) is absent from the one step that carries 127 (subagent)"
+    ) && m.ends_with("nothing the decoder reads carries it: it would be lost")), "{json}");
+}
+
+#[test]
+fn a_bookkeeping_step_that_fails_to_decode_is_only_a_warning() {
+    // Conversation history (98) carries nothing a user sees.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = mutate_steps(&load("orchestration"), |w| {
+        if step_type(w) == 98 {
+            *payload(w).unwrap() = vec![0x08, 0x62, 0x92, 0x06, 0xff];
+        }
+    });
+    let path = save(dir.path(), "orchestration-bad98.jsonl", &rec);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert!(has(&json, "additive", "decode_errors", None), "{json}");
+}
+
+#[test]
+fn real_user_input_step_gives_no_breaking_finding() {
+    let Some(dir) = std::env::var_os("AGY_CAPTURES_DIR").filter(|d| !d.is_empty()) else {
+        println!("skipped: AGY_CAPTURES_DIR is not set (it names the real agy captures)");
+        return;
+    };
+    let file = Path::new(&dir).join("other/real-user-input-step.json");
+    let text = std::fs::read_to_string(&file).expect("real-user-input-step.json");
+    let row: Json = serde_json::from_str(&text).expect("JSON");
+    let hex = |key: &str| -> Vec<u8> {
+        let s = row[key].as_str().expect("hex string");
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("real-user-input.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    schema::create(&conn).unwrap();
+    conn.execute(
+        "INSERT INTO steps (idx, step_type, status, metadata, step_payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        rusqlite::params![
+            row["idx"].as_i64().unwrap(),
+            row["step_type"].as_i64().unwrap(),
+            row["status"].as_i64().unwrap(),
+            hex("metadata"),
+            hex("step_payload"),
+        ],
+    )
+    .unwrap();
+    drop(conn);
+    let (code, json) = run_json(&[&db]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["breaking"], 0, "{json}");
+    // It did compare: the step is there, and what it lacks is coverage.
+    assert_eq!(json["nothing_to_compare"], false);
+    assert!(json["not_exercised"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "15 (planner response)"));
+}
+
+#[test]
+fn an_empty_directory_is_nothing_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    bin()
+        .arg("drift")
+        .arg(dir.path())
+        .assert()
+        .code(3)
+        .stdout(predicate::str::starts_with(
+            "drift: nothing to compare: no recording or database to read.\nlooked at: ",
+        ))
+        .stdout(predicate::str::contains(
+            "(a directory with 0 .jsonl file(s))",
+        ))
+        .stdout(predicate::str::contains("BREAKING").not())
+        .stdout(predicate::str::contains("vanished").not());
+    let (code, json) = run_json(&[dir.path()]);
+    assert_eq!(code, 3);
+    assert_eq!(json["nothing_to_compare"], true);
+    assert_eq!(json["breaking"], 0);
+    assert_eq!(json["findings"], Json::Array(vec![]));
+    // Nor does it overwrite a baseline with an empty one.
+    let out = dir.path().join("baseline.json");
+    bin()
+        .args(["drift", "--update-baseline"])
+        .arg(&out)
+        .arg(dir.path())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("nothing to write"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_database_without_steps_is_nothing_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fresh.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    schema::create(&conn).unwrap();
+    drop(conn);
+    bin()
+        .arg("drift")
+        .arg(&db)
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "drift: nothing to compare: 1 input(s) read (fresh.db), but none holds a step.",
+        ));
+}
+
+/// A recording whose `steps` writes carry a column named `trace_id`.
+fn with_trace_id(rec: &Recording) -> Recording {
+    mutate_steps(rec, |w| {
+        w.values
+            .insert("trace_id".into(), SqlValue::Text("t-1".into()));
+    })
+}
+
+#[test]
+fn writing_an_undeclared_column_is_breaking_and_decode_refuses_it_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = save(
+        dir.path(),
+        "hello-trace.jsonl",
+        &with_trace_id(&load("hello")),
+    );
+    // decode cannot replay it ...
+    bin()
+        .arg("decode")
+        .arg(&path)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("trace_id"));
+    // ... and drift says so instead of "no drift".
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        has(&json, "breaking", "unknown_write", Some("steps.trace_id")),
+        "{json}"
+    );
+    bin()
+        .arg("drift")
+        .arg(&path)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "BREAKING: hello-trace.jsonl writes column steps.trace_id, which its own schema does not declare",
+        ));
+
+    // Declared by the recording's own (captured) schema: a newer agy's
+    // column, a warning that names why decode refuses it.
+    let mut declared = with_trace_id(&load("hello"));
+    declared.header.schema = ddl_with_steps(&schema::DDL[1].replace(
+        ",`step_format` integer NOT NULL DEFAULT 0,",
+        ",`step_format` integer NOT NULL DEFAULT 0,`trace_id` text,",
+    ));
+    let path = save(dir.path(), "hello-trace-declared.jsonl", &declared);
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        has(&json, "additive", "unknown_write", Some("steps.trace_id")),
+        "{json}"
+    );
+    assert!(has(&json, "additive", "new_column", None), "{json}");
+}
+
+#[test]
+fn writing_a_table_agy_does_not_have_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rec = load("hello");
+    let last = rec.commits.last().unwrap().clone();
+    rec.commits.push(recording::Commit {
+        t_ms: last.t_ms + 10,
+        writes: vec![Write {
+            table: "traces".into(),
+            op: Default::default(),
+            key: BTreeMap::from([("idx".to_string(), SqlValue::Integer(0))]),
+            values: BTreeMap::new(),
+        }],
+        ..last
+    });
+    let path = save(dir.path(), "hello-traces.jsonl", &rec);
+    bin().arg("decode").arg(&path).assert().failure();
+    let (code, json) = run_json(&[&path]);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        has(&json, "breaking", "unknown_write", Some("traces")),
+        "{json}"
+    );
 }
