@@ -192,6 +192,51 @@ impl fmt::Display for StateWarning {
     }
 }
 
+/// An exclusive `flock` on `path` (created 0600, its directory 0700 if
+/// missing). `wait`: block until other holders let go; otherwise `None` when
+/// someone holds it. The lock goes with the returned guard, and with the
+/// process: a crashed holder never leaves a stale lock behind, which is why
+/// lock files are never removed (removing one would let two holders lock
+/// two different files).
+pub(crate) fn lock_file(path: &Path, wait: bool) -> Result<Option<StateLock>, StateError> {
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err("create directory", dir))?;
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err("open lock file", path))?;
+    let arg = if wait {
+        FlockArg::LockExclusive
+    } else {
+        FlockArg::LockExclusiveNonblock
+    };
+    loop {
+        match Flock::lock(file, arg) {
+            Ok(flock) => return Ok(Some(StateLock { _flock: flock })),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) if !wait => return Ok(None),
+            Err((_, source)) => {
+                return Err(StateError::Lock {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // State files: locked read-modify-write, atomic writes, corrupt files set aside.
 
@@ -233,36 +278,17 @@ impl StateFile {
         self.dir.join(format!("{}.lock", self.name))
     }
 
-    /// Create the directory if needed (0700) and take the exclusive lock,
-    /// waiting for other holders.
+    /// Take the exclusive lock, waiting for other holders.
     pub(crate) fn lock(&self) -> Result<StateLock, StateError> {
-        if !self.dir.is_dir() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&self.dir)
-                .map_err(io_err("create directory", &self.dir))?;
-        }
-        let lock_path = self.lock_path();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(io_err("open lock file", &lock_path))?;
-        loop {
-            match Flock::lock(file, FlockArg::LockExclusive) {
-                Ok(flock) => return Ok(StateLock { _flock: flock }),
-                Err((f, Errno::EINTR)) => file = f,
-                Err((_, source)) => {
-                    return Err(StateError::Lock {
-                        path: lock_path,
-                        source,
-                    })
-                }
-            }
+        let path = self.lock_path();
+        match lock_file(&path, true)? {
+            Some(lock) => Ok(lock),
+            // A waiting flock does not come back empty; should it ever, it is
+            // the same failure as a refused lock.
+            None => Err(StateError::Lock {
+                path,
+                source: Errno::EWOULDBLOCK,
+            }),
         }
     }
 

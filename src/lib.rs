@@ -9,6 +9,7 @@
 //! [`redact`]) and [`drift`]; [`decode`] and [`render`] are the readable
 //! views. ARCHITECTURE.md has the whole map.
 
+pub mod agy_version;
 pub mod config;
 pub mod decode;
 pub mod diff;

@@ -364,9 +364,11 @@ fn cmd_sessions(args: SessionsArgs) -> CmdResult {
 #[command(
     after_help = "Runs `$AGY_BIN models` (default `agy`), killed after 8 s. The result is \
 cached for 5 minutes in models-cache.json in the state directory (~/.pi/agent/antigravity-bridge, \
-AGY_BRIDGE_STATE_DIR overrides it); a stale entry is shown at once and refreshed in the \
-background. When agy is missing, signed out, hangs or fails, a built-in catalog is shown and a \
-note says so on stderr."
+AGY_BRIDGE_STATE_DIR overrides it); a stale entry, or one from another agy binary, is shown at \
+once and refreshed in the background. When agy is missing, signed out, hangs or fails, a \
+built-in catalog (agy 1.1.24's own listing) is shown and a note says so on stderr. A failure is \
+remembered for a minute, and only for the agy binary that failed; a missing agy is never \
+remembered."
 )]
 struct ModelsArgs {
     /// Print a JSON array of pi model objects (provider "antigravity").

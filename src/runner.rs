@@ -9,6 +9,7 @@
 //! Whatever happens, [`run`] returns a [`RunResult`]; it never panics or
 //! returns early on an agy failure.
 
+pub use crate::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
 use crate::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::events::Event;
 use crate::failure::AgyReport;
@@ -18,7 +19,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
@@ -88,10 +89,6 @@ word_enum! {
         StreamJson = "stream-json",
     }
 }
-
-/// The first agy version known to print `{"type":"init",...}` with
-/// `--output-format stream-json` (agy-format.md §7).
-pub const STREAM_JSON_MIN_VERSION: (u32, u32, u32) = (1, 1, 8);
 
 /// Process-wide settings: where agy is, how to wake, how long to wait.
 #[derive(Debug, Clone)]
@@ -379,45 +376,10 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<St
     args
 }
 
-/// Parse `agy --version` output (`1.2.8`, maybe with a prefix) to a triple.
-pub fn parse_version(s: &str) -> Option<(u32, u32, u32)> {
-    let token = s.split_whitespace().find(|t| {
-        t.trim_start_matches('v')
-            .starts_with(|c: char| c.is_ascii_digit())
-    })?;
-    let mut parts = token.trim_start_matches('v').split(['.', '-', '+']);
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    Some((major, minor, patch))
-}
-
 /// Whether this agy prints its conversation id with stream-json, by
-/// `agy --version` (cached per binary for the life of the process).
+/// `agy --version`, remembered on disk per binary (see [`crate::agy_version`]).
 pub async fn supports_stream_json(bin: &Path) -> bool {
-    static CACHE: OnceLock<Mutex<Vec<(PathBuf, bool)>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
-    if let Ok(c) = cache.lock() {
-        if let Some((_, v)) = c.iter().find(|(b, _)| b == bin) {
-            return *v;
-        }
-    }
-    let probe = Command::new(bin)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let supported = match tokio::time::timeout(Duration::from_secs(5), probe).await {
-        Ok(Ok(out)) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout))
-            .map(|v| v >= STREAM_JSON_MIN_VERSION)
-            .unwrap_or(false),
-        _ => false,
-    };
-    if let Ok(mut c) = cache.lock() {
-        c.push((bin.to_path_buf(), supported));
-    }
-    supported
+    crate::agy_version::stream_json_supported(bin).await
 }
 
 /// The highest idx in a conversation database, if it can be read.

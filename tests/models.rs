@@ -53,7 +53,9 @@ fn parses_format_2_bare_slugs() {
             raw(Some("gemini-3.6-flash-medium"), "Gemini 3.6 Flash (Medium)"),
             raw(Some("gemini-3.6-flash-high"), "Gemini 3.6 Flash (High)"),
             raw(Some("gemini-3.6-pro-high"), "Gemini 3.6 Pro (High)"),
-            raw(Some("claude-sonnet-4-6"), "Claude Sonnet 4.6"),
+            // The label agy's own listing gives this slug, not one spelled
+            // from it.
+            raw(Some("claude-sonnet-4-6"), "Claude Sonnet 4.6 (Thinking)"),
             raw(Some("claude-opus-4-6"), "Claude Opus 4.6"),
             raw(Some("gpt-oss-120b-medium"), "GPT-OSS 120B (Medium)"),
         ]
@@ -431,7 +433,10 @@ fn unknown_aliases_are_typed_errors_listing_the_choices() {
 fn claude_and_gpt_oss_aliases_fall_back_when_agy_does_not_list_them() {
     let only_gemini = Catalog::from_output("gemini-3.7-flash-low\ngemini-3.7-flash-high\n");
     let r = only_gemini.resolve_alias("opus", None).unwrap();
-    assert_eq!((r.model.as_str(), r.effort), ("claude-opus-4-6", None));
+    assert_eq!(
+        (r.model.as_str(), r.effort),
+        ("claude-opus-4-6-thinking", None)
+    );
     let r = only_gemini.resolve_alias("gpt-oss", None).unwrap();
     assert_eq!(r.model, "gpt-oss-120b-medium");
     // Gemini aliases do not: a missing Pro is an error, not a guess.
@@ -516,7 +521,7 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 fn loader(bin: &Path, state: &Path) -> Loader {
     Loader {
         agy_bin: bin.to_path_buf(),
-        cache_path: Some(state.join(models::CACHE_FILE)),
+        state_dir: Some(state.to_path_buf()),
         timeout: Duration::from_millis(500),
         ttl: models::CACHE_TTL,
         failure_ttl: models::FAILURE_TTL,
@@ -595,7 +600,21 @@ fn failures_are_classified() {
     );
     assert_eq!(
         models::fetch(&signed_out, Duration::from_secs(5)).unwrap_err(),
-        Unavailable::SignedOut
+        Unavailable::SignedOut {
+            message: "Please sign in to view available models".into()
+        }
+    );
+    // The progress line is never the reason a run failed.
+    let failed = script(
+        dir.path(),
+        "failed",
+        "echo 'Fetching available models...' >&2\necho 'Error: backend unavailable' >&2\nexit 1",
+    );
+    assert_eq!(
+        models::fetch(&failed, Duration::from_secs(5))
+            .unwrap_err()
+            .to_string(),
+        "`agy models` exited with status 1: Error: backend unavailable"
     );
     let empty = script(dir.path(), "empty", "echo 'Fetching available models...'");
     assert_eq!(
@@ -664,20 +683,36 @@ fn fake_agy() -> PathBuf {
     bin
 }
 
-/// The ids fake-agy's built-in catalog folds to, in every format.
-const FAKE_IDS: [&str; 5] = [
-    "gemini-3.6-flash",
-    "gemini-3.6-pro",
-    "claude-sonnet-4-6",
-    "claude-opus-4-6",
-    "gpt-oss-120b",
-];
-
-const FALLBACK_IDS: [&str; 5] = [
+/// The ids fake-agy's built-in catalog folds to in formats 2 and 3 (agy
+/// 1.1.20's listing).
+const FAKE_IDS: [&str; 7] = [
     "gemini-3.7-flash",
+    "gemini-3.6-flash",
+    "gemini-3.5-flash",
     "gemini-3.1-pro",
     "claude-sonnet-4-6",
-    "claude-opus-4-6",
+    "claude-opus-4-6-thinking",
+    "gpt-oss-120b-medium",
+];
+
+/// fake-agy's format 1 (agy 1.0.10's labels), each label mapped to the slug
+/// a later listing pairs it with.
+const FAKE_IDS_1_0_10: [&str; 5] = [
+    "gemini-3.5-flash",
+    "gemini-3.1-pro",
+    "claude-sonnet-4-6",
+    "claude-opus-4-6-thinking",
+    "gpt-oss-120b-medium",
+];
+
+/// The built-in catalog: agy 1.1.24's listing.
+const FALLBACK_IDS: [&str; 7] = [
+    "gemini-3.8-flash",
+    "gemini-3.7-flash",
+    "gemini-3.6-flash",
+    "gemini-3.1-pro",
+    "claude-sonnet-4-6",
+    "claude-opus-4-6-thinking",
     "gpt-oss-120b-medium",
 ];
 
@@ -738,10 +773,14 @@ impl Env {
 
 #[test]
 fn cli_json_lists_fake_agys_models_in_every_format() {
-    for format in ["1", "2", "3"] {
+    for (format, want) in [
+        ("1", &FAKE_IDS_1_0_10[..]),
+        ("2", &FAKE_IDS[..]),
+        ("3", &FAKE_IDS[..]),
+    ] {
         let env = Env::new();
         let (ids, stderr) = env.json(env.cmd(&fake_agy()).env("FAKE_AGY_MODELS_FORMAT", format));
-        assert_eq!(ids, FAKE_IDS, "format {format}");
+        assert_eq!(ids, want, "format {format}");
         assert_eq!(stderr, "", "format {format}");
         assert!(env.cache().is_file());
     }
@@ -779,8 +818,8 @@ fn cli_json_objects_are_full_pi_models() {
         }
     }
     let flash = &v[0];
-    assert_eq!(flash["id"], "gemini-3.6-flash");
-    assert_eq!(flash["name"], "Gemini 3.6 Flash");
+    assert_eq!(flash["id"], "gemini-3.7-flash");
+    assert_eq!(flash["name"], "Gemini 3.7 Flash");
     assert_eq!(flash["thinkingLevelMap"]["low"], "low");
     assert_eq!(flash["thinkingLevelMap"]["off"], Value::Null);
 }
@@ -796,16 +835,18 @@ fn cli_table() {
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines.len(), 8, "{text}");
     assert!(
         lines[0].starts_with("ID") && lines[0].contains("EFFORTS"),
         "{text}"
     );
-    assert!(lines[1].starts_with("gemini-3.6-flash "), "{text}");
-    assert!(lines[1].contains("Gemini 3.6 Flash") && lines[1].contains("low,medium,high"));
-    assert!(lines[1].ends_with("gemini-3.6-flash --effort"), "{text}");
-    assert!(lines[3].starts_with("claude-sonnet-4-6 ") && lines[3].contains("fixed"));
-    assert!(lines[3].ends_with("claude-sonnet-4-6"));
+    assert!(lines[1].starts_with("gemini-3.7-flash "), "{text}");
+    assert!(lines[1].contains("Gemini 3.7 Flash") && lines[1].contains("low,medium,high"));
+    assert!(lines[1].ends_with("gemini-3.7-flash --effort"), "{text}");
+    assert!(lines[4].starts_with("gemini-3.1-pro ") && lines[4].contains("low,high"));
+    assert!(lines[5].starts_with("claude-sonnet-4-6 ") && lines[5].contains("fixed"));
+    assert!(lines[5].contains("Claude Sonnet 4.6 (Thinking)"), "{text}");
+    assert!(lines[5].ends_with("claude-sonnet-4-6"));
     assert!(out.stderr.is_empty());
 }
 
@@ -814,51 +855,91 @@ fn cli_falls_back_when_signed_out() {
     let env = Env::new();
     let (ids, stderr) = env.json(env.cmd(&fake_agy()).env("FAKE_AGY_MODELS_SIGNED_OUT", "1"));
     assert_eq!(ids, FALLBACK_IDS);
-    assert!(stderr.starts_with("agy-bridge: note:"), "{stderr}");
-    assert!(
-        stderr.contains("not signed in") && stderr.contains("fallback"),
-        "{stderr}"
+    assert_eq!(
+        stderr,
+        "agy-bridge: note: agy models unavailable (agy is not signed in: Please sign in to view \
+         available models. Launch the CLI without arguments to sign in.); using the built-in \
+         fallback catalog\n"
     );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     // Readable mode says so too (stderr), the table stays on stdout.
     let out = env
         .cmd(&fake_agy())
         .env("FAKE_AGY_MODELS_SIGNED_OUT", "1")
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("gemini-3.1-pro"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("gemini-3.8-flash"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fallback"));
 }
 
 #[test]
-fn cli_falls_back_when_agy_is_missing_and_remembers_it_briefly() {
+fn cli_never_remembers_a_missing_agy() {
     let env = Env::new();
     let missing = env.dir.path().join("bin/agy");
     let (ids, stderr) = env.json(&mut env.cmd(&missing));
     assert_eq!(ids, FALLBACK_IDS);
     assert!(stderr.contains("agy is not installed"), "{stderr}");
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
-    // The failure is cached as a failure, never as a catalog: within a
-    // minute the fallback is served without running agy again...
+    assert!(!env.cache().exists(), "a missing agy was cached");
+    // Asked again, it is looked for again (not "checked ... ago").
+    let (_, stderr) = env.json(&mut env.cmd(&missing));
+    assert!(
+        stderr.contains("agy is not installed") && !stderr.contains("checked"),
+        "{stderr}"
+    );
+    // Installed where AGY_BIN points: its catalog at once, no --refresh.
+    std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
+    std::fs::copy(fake_agy(), &missing).unwrap();
+    let (ids, stderr) = env.json(env.cmd(&missing).env("FAKE_AGY_MODELS_FORMAT", "3"));
+    assert_eq!(ids, FAKE_IDS);
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn cli_a_remembered_failure_speaks_only_for_the_agy_that_failed() {
+    let env = Env::new();
+    let broken = script(
+        env.dir.path(),
+        "broken-agy",
+        "echo 'Error: backend unavailable' >&2\nexit 2",
+    );
+    let (ids, stderr) = env.json(&mut env.cmd(&broken));
+    assert_eq!(ids, FALLBACK_IDS);
+    assert!(
+        stderr.contains("exited with status 2: Error: backend unavailable"),
+        "{stderr}"
+    );
     let cache: Value =
         serde_json::from_str(&std::fs::read_to_string(env.cache()).unwrap()).unwrap();
     assert_eq!(cache["raw"], "");
-    assert!(cache["unavailable"]
-        .as_str()
-        .unwrap()
-        .contains("not installed"));
-    let (ids, stderr) = env.json(env.cmd(&fake_agy()).env("FAKE_AGY_MODELS_FORMAT", "3"));
+    assert_eq!(
+        cache["binary"]["path"],
+        std::fs::canonicalize(&broken)
+            .unwrap()
+            .display()
+            .to_string()
+    );
+    // The same agy again within a minute: the failure is remembered.
+    let (ids, stderr) = env.json(&mut env.cmd(&broken));
     assert_eq!(ids, FALLBACK_IDS);
     assert!(
         stderr.contains("checked") && stderr.contains("--refresh"),
         "{stderr}"
     );
-    // ...and --refresh retries at once.
-    let (ids, stderr) = env.json(
-        env.cmd(&fake_agy())
-            .env("FAKE_AGY_MODELS_FORMAT", "3")
-            .arg("--refresh"),
+    // The same file touched (a reinstall): asked again.
+    let later = SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(&broken)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let (_, stderr) = env.json(&mut env.cmd(&broken));
+    assert!(
+        stderr.contains("exited with status 2") && !stderr.contains("checked"),
+        "{stderr}"
     );
+    // AGY_BIN pointing at a working agy: its catalog at once.
+    let (ids, stderr) = env.json(env.cmd(&fake_agy()).env("FAKE_AGY_MODELS_FORMAT", "2"));
     assert_eq!(ids, FAKE_IDS);
     assert_eq!(stderr, "");
 }
@@ -867,17 +948,17 @@ fn cli_falls_back_when_agy_is_missing_and_remembers_it_briefly() {
 fn cli_fresh_cache_is_served_without_running_agy() {
     let env = Env::new();
     let (ids, _) = env.json(env.cmd(&fake_agy()).env("FAKE_AGY_MODELS_FORMAT", "1"));
-    assert_eq!(ids, FAKE_IDS);
+    assert_eq!(ids, FAKE_IDS_1_0_10);
     let saved = env.saved_at().unwrap();
     let missing = env.dir.path().join("gone/agy");
     let (ids, stderr) = env.json(&mut env.cmd(&missing));
-    assert_eq!(ids, FAKE_IDS);
+    assert_eq!(ids, FAKE_IDS_1_0_10);
     assert_eq!(stderr, "");
     assert_eq!(env.saved_at(), Some(saved));
     // --refresh runs agy even when the cache is fresh; when agy fails the
     // good cache is shown and kept.
     let (ids, stderr) = env.json(env.cmd(&missing).arg("--refresh"));
-    assert_eq!(ids, FAKE_IDS);
+    assert_eq!(ids, FAKE_IDS_1_0_10);
     assert!(stderr.contains("showing the catalog cached"), "{stderr}");
     assert_eq!(env.saved_at(), Some(saved));
 }
@@ -909,14 +990,14 @@ fn cli_stale_cache_is_served_and_refreshed_in_the_background() {
     let saved = env.saved_at().expect("cache still readable");
     assert!(saved > old, "the cache was not refreshed within 20 s");
     assert!(saved >= now_ms - 1000.0);
-    let lock = env
-        .state()
-        .join(format!("{}.refreshing", models::CACHE_FILE));
+    // The refresh held its lock while it ran, and let go of it when done.
+    let lock = env.state().join(models::REFRESH_LOCK_FILE);
+    assert!(lock.is_file(), "no refresh lock was taken");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while lock.exists() && Instant::now() < deadline {
+    while !lock_is_free(&lock) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!lock.exists(), "the refresh lock was left behind");
+    assert!(lock_is_free(&lock), "the refresh lock was left held");
     let (ids, stderr) = env.json(&mut env.cmd(&env.dir.path().join("gone/agy")));
     assert_eq!(ids, FAKE_IDS);
     assert_eq!(stderr, "");
@@ -927,4 +1008,209 @@ fn cli_stale_cache_is_served_and_refreshed_in_the_background() {
         .collect();
     assert!(tmp_left.is_empty(), "{tmp_left:?}");
     eprintln!("stale round trip took {:?}", started.elapsed());
+}
+
+/// Whether nobody holds an `flock` on `path`.
+fn lock_is_free(path: &Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(file) = std::fs::File::open(path) else {
+        return true;
+    };
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).is_ok()
+}
+
+#[test]
+fn a_running_refresh_keeps_others_from_starting() {
+    use nix::fcntl::{Flock, FlockArg};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let log = dir.path().join("ran.log");
+    let agy = script(
+        dir.path(),
+        "agy",
+        &format!(
+            "echo ran >> {}\ncat <<'EOF'\n{MODELS_FORMAT_3}EOF",
+            log.display()
+        ),
+    );
+    let l = loader(&agy, &state);
+    std::fs::create_dir_all(&state).unwrap();
+    let file = std::fs::File::create(state.join(models::REFRESH_LOCK_FILE)).unwrap();
+    let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+    // Another refresh holds the lock: none starts, none runs agy.
+    assert_eq!(
+        l.refresh_quietly().unwrap_err(),
+        Unavailable::RefreshRunning
+    );
+    assert!(!l.spawn_refresh(Path::new("/bin/true")));
+    assert!(!log.exists(), "agy ran while another refresh held the lock");
+    drop(held);
+    assert_eq!(
+        l.refresh_quietly().unwrap(),
+        Catalog::from_output(MODELS_FORMAT_3)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
+    assert!(lock_is_free(&state.join(models::REFRESH_LOCK_FILE)));
+}
+
+// --- real agy output ------------------------------------------------------------------
+
+/// `$AGY_CAPTURES_DIR` (real agy output published by other projects), or
+/// `None` with a line saying the test was skipped.
+fn captures_dir(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("AGY_CAPTURES_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => {
+            eprintln!("{test}: skipped: AGY_CAPTURES_DIR is not set");
+            None
+        }
+    }
+}
+
+/// Every file in `$AGY_CAPTURES_DIR/models/` through the parser, the
+/// catalog and (for failures) a real run of a script replaying it: the
+/// models agy listed, in agy's order, and the sentences we say.
+#[test]
+fn real_agy_models_captures() {
+    let Some(dir) = captures_dir("real_agy_models_captures") else {
+        return;
+    };
+    let models_dir = dir.join("models");
+    let mut names: Vec<String> = std::fs::read_dir(&models_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", models_dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no captures in {}", models_dir.display());
+    let tmp = tempfile::tempdir().unwrap();
+    for name in &names {
+        let path = models_dir.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        match name.as_str() {
+            "gobby-1.0.10-display.stdout" => check_1_0_10_labels(&text),
+            "gobby-1.1.18.stdout" => {
+                check_1_1_20_listing(&text);
+                // With its stderr, as agy printed both: a catalog, and the
+                // progress line is no model.
+                let bin = script(
+                    tmp.path(),
+                    "agy-1.1.18",
+                    &format!(
+                        "cat '{}'\ncat '{}' >&2",
+                        path.display(),
+                        models_dir.join("gobby-1.1.18.stderr").display()
+                    ),
+                );
+                assert_eq!(models::fetch(&bin, Duration::from_secs(10)).unwrap(), text);
+            }
+            "gobby-1.1.18.stderr" => {
+                assert_eq!(text, "Fetching available models...\n");
+                assert!(text.lines().all(models::is_progress));
+                assert_eq!(parse_models_output(&text), vec![]);
+            }
+            "v1.1.24-merged.stdout" => check_1_1_24_merged(&text),
+            "signed-out-1.1.20.stderr" => check_signed_out(&path, tmp.path()),
+            other => panic!("no expectation for the capture models/{other}: add one here"),
+        }
+    }
+}
+
+fn check_1_0_10_labels(text: &str) {
+    let raw = parse_models_output(text);
+    assert!(raw.iter().all(|r| r.slug.is_none()), "{raw:?}");
+    let slugs: Vec<String> = raw.iter().map(RawModel::slug).collect();
+    assert_eq!(
+        slugs,
+        [
+            "gemini-3.5-flash-low",
+            "gemini-3.5-flash-medium",
+            "gemini-3.5-flash-high",
+            "gemini-3.1-pro-low",
+            "gemini-3.1-pro-high",
+            // Labels that do not spell their slugs.
+            "claude-sonnet-4-6",
+            "claude-opus-4-6-thinking",
+            "gpt-oss-120b-medium",
+        ]
+    );
+    let c = Catalog::from_output(text);
+    assert_eq!(c.ids(), FAKE_IDS_1_0_10);
+    let names: Vec<&str> = c.models.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Gemini 3.5 Flash",
+            "Gemini 3.1 Pro",
+            "Claude Sonnet 4.6 (Thinking)",
+            "Claude Opus 4.6 (Thinking)",
+            "GPT-OSS 120B (Medium)",
+        ]
+    );
+    assert_eq!(model(&c, "gemini-3.5-flash").efforts, [Low, Medium, High]);
+    assert_eq!(model(&c, "gemini-3.1-pro").efforts, [Low, High]);
+}
+
+fn check_1_1_20_listing(text: &str) {
+    let raw = parse_models_output(text);
+    assert_eq!(raw.len(), 14);
+    for (r, line) in raw.iter().zip(text.lines()) {
+        let (slug, label) = line.split_once('\t').unwrap();
+        assert_eq!(
+            r,
+            &RawModel {
+                slug: Some(slug.into()),
+                display: label.into()
+            }
+        );
+    }
+    let c = Catalog::from_output(text);
+    assert_eq!(c.ids(), FAKE_IDS);
+    assert_eq!(model(&c, "gemini-3.7-flash").efforts, [Low, Medium, High]);
+    assert!(model(&c, "claude-sonnet-4-6").thinking);
+}
+
+fn check_1_1_24_merged(text: &str) {
+    let (first, rest) = text.split_once('\n').unwrap();
+    assert!(models::is_progress(first), "{first}");
+    let raw = parse_models_output(text);
+    let pairs: Vec<(String, String)> = raw
+        .iter()
+        .map(|r| (r.slug.clone().unwrap(), r.display.clone()))
+        .collect();
+    let listing: Vec<(String, String)> = models::LISTING_1_1_24
+        .iter()
+        .map(|(s, l)| (s.to_string(), l.to_string()))
+        .collect();
+    assert_eq!(pairs, listing, "the built-in catalog is this listing");
+    assert_eq!(Catalog::from_output(text), Catalog::fallback());
+    assert_eq!(Catalog::fallback().ids(), FALLBACK_IDS);
+    // Merged the other way round, the progress line comes last: the same.
+    let progress_last = format!("{rest}{first}\n");
+    assert_eq!(parse_models_output(&progress_last), raw);
+}
+
+fn check_signed_out(capture: &Path, tmp: &Path) {
+    let text = std::fs::read_to_string(capture).unwrap();
+    assert_eq!(parse_models_output(&text), vec![]);
+    let bin = script(
+        tmp,
+        "agy-signed-out",
+        &format!("cat '{}' >&2\nexit 1", capture.display()),
+    );
+    let err = models::fetch(&bin, Duration::from_secs(10)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "agy is not signed in: Please sign in to view available models. Launch the CLI \
+         without arguments to sign in."
+    );
+    let loaded = loader(&bin, &tmp.join("state-signed-out")).load(Policy::CacheFirst);
+    assert!(loaded.is_fallback());
+    assert!(
+        loaded
+            .note()
+            .unwrap()
+            .starts_with("agy models unavailable (agy is not signed in: Please sign in"),
+        "{:?}",
+        loaded.note()
+    );
 }

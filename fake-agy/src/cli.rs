@@ -450,10 +450,11 @@ Environment:
   AGY_CONVERSATIONS_DIR=DIR     Write <uuid>.db here instead of
                                 $HOME/.gemini/antigravity-cli/conversations
   FAKE_AGY_MODELS_FORMAT=1|2|3  `models` prints a built-in catalog in agy's format 1
-                                (display names), 2 (slugs) or 3 (preamble, slug<TAB>name)
-                                instead of the recording's models_output
-  FAKE_AGY_MODELS_SIGNED_OUT=1  `models` says \"Please sign in to view available models\"
-                                on stderr and exits 1
+                                (labels, 1.0.x), 2 (slugs) or 3 (slug<TAB>label, the
+                                progress line on stderr) instead of the recording's
+                                models_output (whose progress line goes to stderr too)
+  FAKE_AGY_MODELS_SIGNED_OUT=1  `models` prints agy 1.1.20's \"Error: Please sign in ...\"
+                                on stderr, nothing on stdout, and exits 1
 
 Fault knobs:
   FAKE_AGY_DB_DELAY_MS=N        Wait N ms (not scaled) before creating the database;

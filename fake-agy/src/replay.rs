@@ -743,16 +743,22 @@ pub fn models() -> Result<i32, Fatal> {
         return Ok(1);
     }
     if let Some(format) = env_parse::<u32>("FAKE_AGY_MODELS_FORMAT")? {
-        let text = crate::models::render(format).ok_or_else(|| {
+        let printed = crate::models::render(format).ok_or_else(|| {
             Fatal::new(
                 CONFIG_EXIT,
                 format!("FAKE_AGY_MODELS_FORMAT={format}: expected 1, 2 or 3"),
             )
         })?;
-        out_raw(&text);
+        print_models(&printed);
         return Ok(0);
     }
     let (rec, _) = load_recording()?;
-    out_raw(&rec.header.models_output);
+    print_models(&crate::models::split_recorded(&rec.header.models_output));
     Ok(0)
+}
+
+/// The progress line first, on stderr, as real agy prints it.
+fn print_models(printed: &crate::models::Printed) {
+    err_raw(&printed.stderr);
+    out_raw(&printed.stdout);
 }

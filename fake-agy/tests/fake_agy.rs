@@ -1380,38 +1380,60 @@ fn models_in_each_format_and_signed_out() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0));
-        stdout(&out)
+        (stdout(&out), stderr(&out))
     };
-    let one = models("1");
-    assert!(
-        one.lines().any(|l| l == "Gemini 3.6 Flash (Medium)"),
-        "{one}"
-    );
+    // Format 1, as agy 1.0.10: labels only, nothing on stderr.
+    let (one, err) = models("1");
+    assert_eq!(err, "");
+    assert_eq!(one.lines().count(), 8, "{one}");
+    assert_eq!(one.lines().next(), Some("Gemini 3.5 Flash (Low)"));
+    assert!(one.lines().any(|l| l == "Claude Sonnet 4.6 (Thinking)"));
     assert!(one
         .lines()
         .all(|l| !l.contains('\t') && !l.starts_with("gemini-")));
-    let two = models("2");
+    // Format 2: bare slugs.
+    let (two, err) = models("2");
+    assert_eq!(err, "");
     for slug in [
-        "gemini-3.6-flash-medium",
-        "gemini-3.6-pro-high",
+        "gemini-3.7-flash-medium",
+        "gemini-3.1-pro-high",
         "claude-sonnet-4-6",
-        "claude-opus-4-6",
-        "gpt-oss-120b",
+        "claude-opus-4-6-thinking",
+        "gpt-oss-120b-medium",
     ] {
         assert!(two.lines().any(|l| l == slug), "{slug} in {two}");
     }
     assert!(two.lines().all(|l| !l.contains(' ')));
-    let three = models("3");
-    let mut lines = three.lines();
-    assert_eq!(lines.next(), Some("Fetching available models..."));
-    let rest: Vec<&str> = lines.collect();
+    // Format 3: the progress line on stderr, `slug<TAB>label` on stdout.
+    let (three, err) = models("3");
+    assert_eq!(err, "Fetching available models...\n");
+    let lines: Vec<&str> = three.lines().collect();
+    assert_eq!(lines[0], "gemini-3.7-flash-high\tGemini 3.7 Flash (High)");
     assert!(
-        rest.contains(&"claude-sonnet-4-6\tClaude Sonnet 4.6"),
+        lines.contains(&"claude-sonnet-4-6\tClaude Sonnet 4.6 (Thinking)"),
         "{three}"
     );
-    assert!(rest.iter().all(|l| l.split('\t').count() == 2));
-    assert_eq!(rest.len(), two.lines().count());
+    assert!(lines.iter().all(|l| l.split('\t').count() == 2));
+    assert_eq!(lines.len(), two.lines().count());
+    // The recording's models_output as it is, but a progress line in it
+    // goes to stderr.
+    let out = fx.cmd().arg("models").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "gemini-3.6-flash-medium\nclaude-sonnet-4-6\n");
+    assert_eq!(stderr(&out), "");
+    let mut rec = hello(100);
+    rec.header.models_output =
+        "Fetching available models...\ngemini-3.7-flash-high\tGemini 3.7 Flash (High)\n".into();
+    let with_progress = Fixture::new(rec);
+    let out = with_progress.cmd().arg("models").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr(&out), "Fetching available models...\n");
+    assert_eq!(
+        stdout(&out),
+        "gemini-3.7-flash-high\tGemini 3.7 Flash (High)\n"
+    );
 
+    // Signed out, as agy 1.1.20: exit 1, agy's sentence on stderr, no stdout.
     let out = fx
         .cmd()
         .env("FAKE_AGY_MODELS_SIGNED_OUT", "1")
@@ -1419,7 +1441,11 @@ fn models_in_each_format_and_signed_out() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("Please sign in to view available models"));
+    assert_eq!(
+        stderr(&out),
+        "Error: Please sign in to view available models. Launch the CLI without arguments \
+         to sign in.\n"
+    );
     assert!(stdout(&out).is_empty());
 }
 

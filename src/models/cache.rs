@@ -1,9 +1,16 @@
 //! Running `agy models` (8 s, process group killed) behind the 5-minute
 //! cache in `models-cache.json`, with the built-in fallback when agy cannot
 //! be asked.
+//!
+//! Every entry records which agy binary it came from ([`BinaryKey`]: resolved
+//! path, size, modification time). A remembered failure speaks only for that
+//! binary, so pointing `AGY_BIN` elsewhere, installing or upgrading agy is
+//! seen at once; "not installed" is never remembered at all.
 
 #[allow(unused_imports)]
 use super::*;
+use crate::agy_version::BinaryKey;
+use crate::config::{lock_file, StateError, StateFile};
 
 // --- running `agy models` --------------------------------------------------------
 
@@ -16,12 +23,16 @@ pub enum Unavailable {
     SpawnFailed { bin: String, message: String },
     #[error("`agy models` did not finish within {}s", secs)]
     TimedOut { secs: u64 },
-    #[error("agy is not signed in (run `agy` once to sign in)")]
-    SignedOut,
+    /// `message` is agy's own sentence ("Please sign in to view available
+    /// models. Launch the CLI without arguments to sign in.").
+    #[error("agy is not signed in: {message}")]
+    SignedOut { message: String },
     #[error("`agy models` exited with {code}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") })]
     Exited { code: String, detail: String },
     #[error("`agy models` listed no models")]
     NoModels,
+    #[error("another `agy models` refresh is running")]
+    RefreshRunning,
 }
 
 /// Run `BIN models` with stdin closed, in its own process group, killing the
@@ -71,10 +82,26 @@ pub fn fetch(bin: &Path, timeout: Duration) -> Result<String, Unavailable> {
     kill_group(pid);
     let stdout = collect(out);
     let stderr = collect(err);
-    let signed_out = stdout.lines().chain(stderr.lines()).any(is_sign_in);
+    judge(status, &stdout, &stderr)?;
+    Ok(stdout)
+}
+
+/// What a finished `agy models` run amounts to: `Ok` when it listed models.
+/// Signed out (real agy 1.1.20: exit 1, empty stdout, "Error: Please sign in
+/// ..." on stderr) is told apart from other failures, and agy's progress
+/// line is never taken for the reason (docs/agy-format.md, "agy models").
+fn judge(status: std::process::ExitStatus, stdout: &str, stderr: &str) -> Result<(), Unavailable> {
+    let sign_in = stderr
+        .lines()
+        .chain(stdout.lines())
+        .map(str::trim)
+        .find(|l| is_sign_in(l));
+    let signed_out = || Unavailable::SignedOut {
+        message: sign_in_sentence(sign_in.unwrap_or_default()),
+    };
     if !status.success() {
-        if signed_out {
-            return Err(Unavailable::SignedOut);
+        if sign_in.is_some() {
+            return Err(signed_out());
         }
         let code = match status.code() {
             Some(c) => format!("status {c}"),
@@ -84,21 +111,36 @@ pub fn fetch(bin: &Path, timeout: Duration) -> Result<String, Unavailable> {
             .lines()
             .chain(stdout.lines())
             .map(str::trim)
-            .find(|l| !l.is_empty() && !is_glog(l))
+            .find(|l| !l.is_empty() && !is_glog(l) && !is_progress(l))
             .unwrap_or("")
             .chars()
             .take(200)
             .collect();
         return Err(Unavailable::Exited { code, detail });
     }
-    if parse_models_output(&stdout).is_empty() {
-        return Err(if signed_out {
-            Unavailable::SignedOut
+    if parse_models_output(stdout).is_empty() {
+        return Err(if sign_in.is_some() {
+            signed_out()
         } else {
             Unavailable::NoModels
         });
     }
-    Ok(stdout)
+    Ok(())
+}
+
+/// agy's sign-in line as a sentence for "agy is not signed in: ...": its
+/// `Error:` prefix dropped; a hint of our own when agy said nothing usable.
+fn sign_in_sentence(line: &str) -> String {
+    let line = line.trim();
+    let bare = match line.get(..6) {
+        Some(p) if p.eq_ignore_ascii_case("error:") => line[6..].trim_start(),
+        _ => line,
+    };
+    if bare.is_empty() {
+        "run `agy` once to sign in".to_string()
+    } else {
+        bare.to_string()
+    }
 }
 
 pub(super) fn kill_group(pid: u32) {
@@ -137,8 +179,9 @@ pub fn state_dir() -> Option<PathBuf> {
 
 /// `models-cache.json`: the original's `{raw, savedAt}` (raw `agy models`
 /// stdout, epoch milliseconds), plus `unavailable` when the entry records a
-/// failed run (then `raw` is empty). Entries written by the TypeScript
-/// original read fine, and ours read fine there.
+/// failed run (then `raw` is empty) and `binary`, the agy it came from.
+/// Entries written by the TypeScript original read fine, and ours read fine
+/// there.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheEntry {
@@ -149,6 +192,10 @@ pub struct CacheEntry {
     pub saved_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// The agy binary that gave this answer; `None` in the original's
+    /// entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<BinaryKey>,
 }
 
 pub(super) fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -193,7 +240,7 @@ pub enum Source {
     /// shown instead.
     CacheAfterFailure { reason: String, age: Duration },
     /// The built-in catalog. `age` is set when the failure is a remembered
-    /// one (a failure entry younger than [`FAILURE_TTL`]).
+    /// one (a failure of the same agy binary younger than [`FAILURE_TTL`]).
     Fallback {
         reason: String,
         age: Option<Duration>,
@@ -205,8 +252,8 @@ pub enum Source {
 pub struct Loaded {
     pub catalog: Catalog,
     pub source: Source,
-    /// The cache entry served is past its TTL: refresh it in the background
-    /// ([`Loader::spawn_refresh`]).
+    /// The cache entry served is past its TTL, or came from another agy
+    /// binary: refresh it in the background ([`Loader::spawn_refresh`]).
     pub stale: bool,
 }
 
@@ -252,8 +299,9 @@ pub(super) fn human(d: Duration) -> String {
 /// How [`Loader::load`] may use the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// Fresh entry: served. Stale entry: served, `stale` set. Remembered
-    /// failure younger than [`FAILURE_TTL`]: fallback. Otherwise run agy now.
+    /// Fresh entry: served. Stale entry (or one from another agy binary):
+    /// served, `stale` set. A failure of this same binary younger than
+    /// [`FAILURE_TTL`]: fallback. Otherwise run agy now.
     CacheFirst,
     /// Run agy now; on failure show the last good cache entry, else the
     /// fallback.
@@ -264,8 +312,8 @@ pub enum Policy {
 #[derive(Debug, Clone)]
 pub struct Loader {
     pub agy_bin: PathBuf,
-    /// `None`: no state directory, nothing is cached.
-    pub cache_path: Option<PathBuf>,
+    /// Where `models-cache.json` lives; `None`: nothing is cached.
+    pub state_dir: Option<PathBuf>,
     pub timeout: Duration,
     pub ttl: Duration,
     pub failure_ttl: Duration,
@@ -281,70 +329,70 @@ impl Loader {
             .unwrap_or_else(|| PathBuf::from("agy"));
         Loader {
             agy_bin,
-            cache_path: state_dir().map(|d| d.join(CACHE_FILE)),
+            state_dir: state_dir(),
             timeout: DISCOVERY_TIMEOUT,
             ttl: CACHE_TTL,
             failure_ttl: FAILURE_TTL,
         }
     }
 
+    /// `models-cache.json`'s path.
+    pub fn cache_path(&self) -> Option<PathBuf> {
+        self.state_dir.as_ref().map(|d| d.join(CACHE_FILE))
+    }
+
+    /// The lock a background refresh holds while it runs.
+    pub fn refresh_lock_path(&self) -> Option<PathBuf> {
+        self.state_dir.as_ref().map(|d| d.join(REFRESH_LOCK_FILE))
+    }
+
     /// The cache entry, if there is a readable one.
     pub fn read_cache(&self) -> Option<CacheEntry> {
-        let path = self.cache_path.as_ref()?;
-        let text = std::fs::read_to_string(path).ok()?;
+        let text = std::fs::read_to_string(self.cache_path()?).ok()?;
         serde_json::from_str(&text).ok()
     }
 
-    /// Write the cache atomically (temporary file, mode 0600, rename).
-    pub fn write_cache(&self, entry: &CacheEntry) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let Some(path) = &self.cache_path else {
+    /// Write the cache as every state file is written (locked, temporary
+    /// file, mode 0600, rename).
+    pub fn write_cache(&self, entry: &CacheEntry) -> Result<(), StateError> {
+        let Some(dir) = &self.state_dir else {
             return Ok(());
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_file_name(format!(
-            "{CACHE_FILE}.{}.{}.tmp",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            let mut text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
-            text.push('\n');
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        let file = StateFile::new(dir, CACHE_FILE);
+        let map = match serde_json::to_value(entry) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => return Ok(()),
+        };
+        let lock = file.lock()?;
+        file.write(&lock, &map)
     }
 
     /// Run agy now and cache the outcome: a good catalog replaces the entry;
-    /// a failure is recorded only when there is no good entry to keep.
+    /// a failure is recorded, with the binary that failed, only when there
+    /// is no good entry to keep. "Not installed" is never recorded: the
+    /// next call must see agy the moment it is there.
     pub fn fetch_and_store(&self) -> Result<Catalog, Unavailable> {
-        match fetch(&self.agy_bin, self.timeout) {
+        let outcome = fetch(&self.agy_bin, self.timeout);
+        let binary = BinaryKey::of(&self.agy_bin);
+        match outcome {
             Ok(raw) => {
                 let _ = self.write_cache(&CacheEntry {
                     raw: raw.clone(),
                     saved_at: now_ms(),
                     unavailable: None,
+                    binary,
                 });
                 Ok(Catalog::from_output(&raw))
             }
+            Err(reason @ Unavailable::NotInstalled { .. }) => Err(reason),
             Err(reason) => {
-                if !self.read_cache().is_some_and(|c| c.is_real()) {
+                let keep_good = self.read_cache().is_some_and(|c| c.is_real());
+                if binary.is_some() && !keep_good {
                     let _ = self.write_cache(&CacheEntry {
                         raw: String::new(),
                         saved_at: now_ms(),
                         unavailable: Some(reason.to_string()),
+                        binary,
                     });
                 }
                 Err(reason)
@@ -355,29 +403,12 @@ impl Loader {
     pub fn load(&self, policy: Policy) -> Loaded {
         let cached = self.read_cache();
         if policy == Policy::CacheFirst {
-            if let Some(entry) = &cached {
-                let age = entry.age();
-                if let Some(reason) = &entry.unavailable {
-                    if age < self.failure_ttl {
-                        return Loaded {
-                            catalog: Catalog::fallback(),
-                            source: Source::Fallback {
-                                reason: reason.clone(),
-                                age: Some(age),
-                            },
-                            stale: false,
-                        };
-                    }
-                } else {
-                    let catalog = Catalog::from_output(&entry.raw);
-                    if !catalog.is_empty() {
-                        return Loaded {
-                            catalog,
-                            source: Source::Cache { age },
-                            stale: age >= self.ttl,
-                        };
-                    }
-                }
+            let binary = BinaryKey::of(&self.agy_bin);
+            if let Some(loaded) = cached
+                .as_ref()
+                .and_then(|entry| self.serve_cached(entry, binary.as_ref()))
+            {
+                return loaded;
             }
         }
         match self.fetch_and_store() {
@@ -409,40 +440,50 @@ impl Loader {
         }
     }
 
-    fn lock_path(&self) -> Option<PathBuf> {
-        self.cache_path
-            .as_ref()
-            .map(|p| p.with_file_name(format!("{CACHE_FILE}.refreshing")))
+    /// What the cache entry can serve without running agy, for the binary
+    /// `binary` (`None`: it is not there). A failure speaks only for the
+    /// binary that failed; a catalog from another binary is still shown
+    /// (better than the fallback) but marked for refresh.
+    fn serve_cached(&self, entry: &CacheEntry, binary: Option<&BinaryKey>) -> Option<Loaded> {
+        let age = entry.age();
+        if let Some(reason) = &entry.unavailable {
+            let same_binary = binary.is_some() && entry.binary.as_ref() == binary;
+            return (same_binary && age < self.failure_ttl).then(|| Loaded {
+                catalog: Catalog::fallback(),
+                source: Source::Fallback {
+                    reason: reason.clone(),
+                    age: Some(age),
+                },
+                stale: false,
+            });
+        }
+        let catalog = Catalog::from_output(&entry.raw);
+        if catalog.is_empty() {
+            return None;
+        }
+        let other_binary = binary.is_some() && entry.binary.as_ref() != binary;
+        Some(Loaded {
+            catalog,
+            source: Source::Cache { age },
+            stale: age >= self.ttl || other_binary,
+        })
     }
 
     /// Start `EXE models --refresh --quiet` detached (own process group,
-    /// stdio null) to rewrite the cache after this process has exited. At
-    /// most one runs at a time (a lock file younger than 30 s). Returns
-    /// whether one was started.
+    /// stdio null) to rewrite the cache after this process has exited.
+    /// Nothing is started while another refresh holds the refresh lock; the
+    /// started one takes the lock itself ([`Loader::refresh_quietly`]), so
+    /// of two started at once one runs agy and the other stops at once.
+    /// Returns whether one was started.
     pub fn spawn_refresh(&self, exe: &Path) -> bool {
         use std::os::unix::process::CommandExt;
-        let Some(lock) = self.lock_path() else {
+        let Some(lock) = self.refresh_lock_path() else {
             return false;
         };
-        if let Some(dir) = lock.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let fresh_lock = std::fs::metadata(&lock)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age < REFRESH_LOCK_TTL);
-        if fresh_lock {
-            return false;
-        }
-        let _ = std::fs::remove_file(&lock);
-        if std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-            .is_err()
-        {
-            return false; // another process just took it
+        match lock_file(&lock, false) {
+            // Free: let go of it again for the refresh to take.
+            Ok(Some(_free)) => {}
+            Ok(None) | Err(_) => return false,
         }
         let mut cmd = Command::new(exe);
         cmd.args(["models", "--refresh", "--quiet"])
@@ -451,7 +492,7 @@ impl Loader {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        if let Some(dir) = self.cache_path.as_ref().and_then(|p| p.parent()) {
+        if let Some(dir) = &self.state_dir {
             cmd.env("AGY_BRIDGE_STATE_DIR", dir);
         }
         match cmd.spawn() {
@@ -462,21 +503,22 @@ impl Loader {
                 });
                 true
             }
-            Err(_) => {
-                let _ = std::fs::remove_file(&lock);
-                false
-            }
+            Err(_) => false,
         }
     }
 
-    /// The background refresh itself: run agy, store the outcome, drop the
-    /// lock.
+    /// The background refresh itself: under the refresh lock (an `flock`,
+    /// released when this process ends, however it ends), run agy and store
+    /// the outcome. [`Unavailable::RefreshRunning`] when another refresh
+    /// holds the lock.
     pub fn refresh_quietly(&self) -> Result<Catalog, Unavailable> {
-        let out = self.fetch_and_store();
-        if let Some(lock) = self.lock_path() {
-            let _ = std::fs::remove_file(lock);
-        }
-        out
+        let _lock = match self.refresh_lock_path().map(|p| lock_file(&p, false)) {
+            Some(Ok(None)) => return Err(Unavailable::RefreshRunning),
+            Some(Ok(Some(lock))) => Some(lock),
+            // No state directory, or it cannot be locked: nothing to race.
+            None | Some(Err(_)) => None,
+        };
+        self.fetch_and_store()
     }
 }
 
@@ -485,4 +527,25 @@ impl Loader {
 /// else `agy models` now, else the fallback.
 pub fn catalog() -> Catalog {
     Loader::from_env().load(Policy::CacheFirst).catalog
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_in_sentences() {
+        assert_eq!(
+            sign_in_sentence(
+                "Error: Please sign in to view available models. Launch the CLI without arguments to sign in."
+            ),
+            "Please sign in to view available models. Launch the CLI without arguments to sign in."
+        );
+        assert_eq!(
+            sign_in_sentence("Waiting for authentication..."),
+            "Waiting for authentication..."
+        );
+        assert_eq!(sign_in_sentence("ERROR:"), "run `agy` once to sign in");
+        assert_eq!(sign_in_sentence(""), "run `agy` once to sign in");
+    }
 }

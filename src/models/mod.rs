@@ -1,8 +1,9 @@
-//! agy's model catalog: `agy models` parsed (all three output formats of
-//! agy-format.md §7), folded into pi models, cached, and resolved.
+//! agy's model catalog: `agy models` parsed (all three output formats agy
+//! has printed, docs/agy-format.md, "agy models"), folded into pi models,
+//! cached, and resolved.
 //!
-//! - [`parse_models_output`] reads `agy models` stdout, skipping preamble,
-//!   glog and sign-in lines.
+//! - [`parse_models_output`] reads `agy models` stdout, skipping the
+//!   progress line, glog and sign-in lines.
 //! - [`Catalog::from_raw`] folds Gemini tiers (`gemini-3.7-flash-low/-high`)
 //!   into one model whose id is the base slug (`gemini-3.7-flash`) and whose
 //!   efforts are the tiers agy listed. Everything else is a *fixed* model
@@ -15,8 +16,9 @@
 //! - [`Catalog::resolve_alias`] resolves AskAntigravity's friendly names
 //!   (`flash`, `pro high`, `3.5 flash low`, `sonnet 4.6`, an exact slug...).
 //! - [`Loader`] runs `agy models` (8 s, process group killed) behind a 5
-//!   minute cache in `models-cache.json`, with a built-in fallback catalog
-//!   when agy is missing, signed out, hung or broken.
+//!   minute cache in `models-cache.json`, keyed by the agy binary, with a
+//!   built-in fallback catalog (agy 1.1.24's real listing) when agy is
+//!   missing, signed out, hung or broken.
 
 mod cache;
 mod catalog;
@@ -51,11 +53,11 @@ pub const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a failed `agy models` is remembered, so a hung or signed-out agy
 /// costs at most one slow call per minute instead of one per pi start.
 pub const FAILURE_TTL: Duration = Duration::from_secs(60);
-/// A background refresh younger than this is not started again.
-const REFRESH_LOCK_TTL: Duration = Duration::from_secs(30);
 
 /// The cache file name inside the state directory.
 pub const CACHE_FILE: &str = "models-cache.json";
+/// The lock file a background refresh holds (`flock`) while it runs.
+pub const REFRESH_LOCK_FILE: &str = "models-cache.json.refreshing";
 
 // --- pi thinking levels ------------------------------------------------------
 
@@ -230,6 +232,82 @@ mod tests {
             slug_from_display("Claude Opus 4.6 (Thinking)"),
             "claude-opus-4-6-thinking"
         );
+    }
+
+    #[test]
+    fn labels_map_to_the_slugs_real_listings_pair_them_with() {
+        // Labels that a spelling guess would get wrong.
+        assert_eq!(
+            slug_for_label("Claude Sonnet 4.6 (Thinking)"),
+            Some("claude-sonnet-4-6")
+        );
+        assert_eq!(
+            slug_from_display("Claude Sonnet 4.6 (Thinking)"),
+            "claude-sonnet-4-6-thinking"
+        );
+        assert_eq!(
+            slug_for_label("Claude Opus 4.6 (Thinking)"),
+            Some("claude-opus-4-6-thinking")
+        );
+        assert_eq!(
+            slug_for_label("GPT-OSS 120B (Medium)"),
+            Some("gpt-oss-120b-medium")
+        );
+        // 1.0.10's Gemini 3.5 Flash, which 1.1.24 no longer lists.
+        assert_eq!(
+            slug_for_label("Gemini 3.5 Flash (Low)"),
+            Some("gemini-3.5-flash-low")
+        );
+        assert_eq!(slug_for_label("Claude Sonnet 4.5"), None);
+        let label_only = RawModel {
+            slug: None,
+            display: "Claude Sonnet 4.6 (Thinking)".into(),
+        };
+        assert_eq!(label_only.slug(), "claude-sonnet-4-6");
+        // A label no listing has is spelled out: the last resort.
+        let unknown = RawModel {
+            slug: None,
+            display: "Claude Sonnet 4.5".into(),
+        };
+        assert_eq!(unknown.slug(), "claude-sonnet-4-5");
+        assert_eq!(
+            label_for_slug("claude-sonnet-4-6"),
+            Some("Claude Sonnet 4.6 (Thinking)")
+        );
+    }
+
+    #[test]
+    fn the_progress_line_is_never_a_model() {
+        assert!(is_progress("Fetching available models..."));
+        assert!(is_progress("  fetching available models...  "));
+        assert!(!is_progress(
+            "gemini-3.8-flash-high\tGemini 3.8 Flash (High)"
+        ));
+        assert_eq!(
+            parse_models_output("Fetching available models...\n"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn the_fallback_is_agy_1_1_24s_listing() {
+        let c = Catalog::fallback();
+        assert_eq!(
+            c.ids(),
+            [
+                "gemini-3.8-flash",
+                "gemini-3.7-flash",
+                "gemini-3.6-flash",
+                "gemini-3.1-pro",
+                "claude-sonnet-4-6",
+                "claude-opus-4-6-thinking",
+                "gpt-oss-120b-medium",
+            ]
+        );
+        let flash = &c.models[0];
+        assert_eq!(flash.efforts, [Effort::Low, Effort::Medium, Effort::High]);
+        assert_eq!(flash.tier_slug(Effort::High), Some("gemini-3.8-flash-high"));
+        assert_eq!(c.models[4].name, "Claude Sonnet 4.6 (Thinking)");
     }
 
     #[test]

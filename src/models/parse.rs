@@ -1,6 +1,8 @@
-//! Parsing `agy models` stdout: all three formats of agy-format.md §7, with
-//! preamble, glog and sign-in lines skipped, and slugs derived from display
-//! names where agy printed only those.
+//! Parsing `agy models` stdout: all three formats agy has printed
+//! (docs/agy-format.md, "agy models"), with the progress line, glog and
+//! sign-in lines skipped. Where agy printed only labels (1.0.x), the slug is
+//! the one a later real listing pairs with that label; spelling a label into
+//! a slug is only the last resort.
 
 #[allow(unused_imports)]
 use super::*;
@@ -8,7 +10,8 @@ use super::*;
 // --- parsing `agy models` ----------------------------------------------------
 
 /// One model line of `agy models`. Format 1 gives only `display`; formats 2
-/// and 3 give the slug (format 2's display is derived from the slug).
+/// and 3 give the slug (format 2's display is the label agy pairs with it
+/// elsewhere, else one spelled from the slug).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawModel {
     pub slug: Option<String>,
@@ -16,17 +19,22 @@ pub struct RawModel {
 }
 
 impl RawModel {
-    /// The agy slug, derived from the display name for format 1.
+    /// The agy slug. For format 1 (a label only): the slug a real listing
+    /// pairs with that label ([`slug_for_label`]); only a label no listing
+    /// has is spelled into a slug ([`slug_from_display`], a guess).
     pub fn slug(&self) -> String {
-        self.slug
-            .clone()
-            .unwrap_or_else(|| slug_from_display(&self.display))
+        match (&self.slug, slug_for_label(&self.display)) {
+            (Some(slug), _) => slug.clone(),
+            (None, Some(known)) => known.to_string(),
+            (None, None) => slug_from_display(&self.display),
+        }
     }
 }
 
-/// Parse `agy models` stdout in any of the three formats (agy-format.md §7),
-/// line by line, ignoring blank lines, the "Fetching available models..."
-/// preamble, glog lines (`I0701 12:00:00.000000 12345 file.go:157] ...`),
+/// Parse `agy models` stdout in any of the three formats, line by line,
+/// ignoring blank lines, the "Fetching available models..." progress line
+/// (stderr in real agy, but first or last when the streams are merged), glog
+/// lines (`I0701 12:00:00.000000 12345 file.go:157] ...`),
 /// sign-in messages and any other prose.
 pub fn parse_models_output(stdout: &str) -> Vec<RawModel> {
     stdout.lines().filter_map(parse_line).collect()
@@ -34,7 +42,7 @@ pub fn parse_models_output(stdout: &str) -> Vec<RawModel> {
 
 pub(super) fn parse_line(line: &str) -> Option<RawModel> {
     let line = line.trim();
-    if line.is_empty() || is_glog(line) || is_sign_in(line) {
+    if line.is_empty() || is_progress(line) || is_glog(line) || is_sign_in(line) {
         return None;
     }
     // Format 3: `slug<TAB>Display Name` (or columns padded with spaces).
@@ -56,7 +64,9 @@ pub(super) fn parse_line(line: &str) -> Option<RawModel> {
     if is_slug(line) {
         return Some(RawModel {
             slug: Some(line.to_string()),
-            display: display_from_slug(line),
+            display: label_for_slug(line)
+                .map(str::to_string)
+                .unwrap_or_else(|| display_from_slug(line)),
         });
     }
     // Format 1: a display name.
@@ -67,6 +77,13 @@ pub(super) fn parse_line(line: &str) -> Option<RawModel> {
         });
     }
     None
+}
+
+/// agy's progress line, "Fetching available models...": never a model.
+pub fn is_progress(line: &str) -> bool {
+    line.trim()
+        .to_ascii_lowercase()
+        .starts_with("fetching available models")
 }
 
 /// A glog line: `[IWEF]mmdd hh:mm:ss.uuuuuu threadid file:line] msg`.
@@ -123,8 +140,9 @@ pub(super) fn is_display_name(line: &str) -> bool {
         && is_slug(&slug_from_display(line))
 }
 
-/// The agy slug for a format-1 display name: lowercase, parentheses dropped,
-/// words joined by `-`. Gemini keeps the dot of its version
+/// A guessed agy slug for a format-1 display name no real listing pairs
+/// with a slug (see [`slug_for_label`] first: labels do not always spell
+/// their slug). Lowercase, parentheses dropped, words joined by `-`. Gemini keeps the dot of its version
 /// ("Gemini 3.5 Flash (Medium)" → `gemini-3.5-flash-medium`); other families
 /// spell it with a hyphen ("Claude Sonnet 4.5" → `claude-sonnet-4-5`,
 /// "GPT-OSS 120B (Medium)" → `gpt-oss-120b-medium`).

@@ -1,0 +1,318 @@
+//! agy's version, asked of each agy binary once and remembered on disk.
+//!
+//! Whether a turn may bind by stream-json depends on the installed agy's
+//! version. Asking `agy --version` costs a process start on every turn, and
+//! every `agy-bridge stream` turn is its own process, so an in-process cache
+//! does not help: the answer is kept in `agy-version.json` in the state
+//! directory, keyed by the binary itself ([`BinaryKey`]: its resolved path,
+//! size and modification time). Installing, upgrading or replacing agy
+//! changes the key and the next turn asks again. Only good answers are kept:
+//! a missing agy or a failed probe is asked again next time.
+//!
+//! [`BinaryKey`] is also what keys the `agy models` cache (see
+//! [`crate::models`]), so that an answer about one agy never outlives it.
+
+use crate::config::{self, StateFile, StateWarning};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// A parsed `agy --version`: (major, minor, patch).
+pub type Version = (u32, u32, u32);
+
+/// The first agy version known to print its conversation id with
+/// `--output-format stream-json` (docs/agy-format.md, "stream-json").
+pub const STREAM_JSON_MIN_VERSION: Version = (1, 1, 8);
+
+/// The cache file's name inside the state directory.
+pub const VERSION_CACHE_FILE: &str = "agy-version.json";
+
+/// How long `agy --version` may take before it counts as a failed probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Parse `agy --version` output (`1.2.8`, maybe with a prefix) to a triple.
+pub fn parse_version(s: &str) -> Option<Version> {
+    let token = s.split_whitespace().find(|t| {
+        t.trim_start_matches('v')
+            .starts_with(|c: char| c.is_ascii_digit())
+    })?;
+    let mut parts = token.trim_start_matches('v').split(['.', '-', '+']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// Which agy binary an answer is about: the file `AGY_BIN` (or `agy` on
+/// PATH) resolves to, symlinks followed, with its size and modification
+/// time. Any change to the file gives a different key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BinaryKey {
+    pub path: PathBuf,
+    pub size: u64,
+    pub mtime_s: i64,
+    pub mtime_nsec: i64,
+}
+
+impl BinaryKey {
+    /// The key of the binary `bin` names, found as the OS would run it: a
+    /// name without a slash is looked up on PATH. `None` when there is no
+    /// such executable file (agy is not installed there).
+    pub fn of(bin: &Path) -> Option<BinaryKey> {
+        let found = if bin.components().count() > 1 || bin.is_absolute() {
+            bin.to_path_buf()
+        } else {
+            find_on_path(bin)?
+        };
+        let path = std::fs::canonicalize(found).ok()?;
+        let meta = std::fs::metadata(&path).ok()?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return None;
+        }
+        Some(BinaryKey {
+            path,
+            size: meta.len(),
+            mtime_s: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+        })
+    }
+}
+
+/// The first executable file called `name` in PATH's directories.
+fn find_on_path(name: &Path) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// One remembered answer: the binary as it was when asked, and its version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Entry {
+    binary: BinaryKey,
+    version: Version,
+}
+
+/// The on-disk version cache: `agy-version.json`, one entry per resolved
+/// binary path. `None` inside: no state directory, nothing is remembered.
+#[derive(Debug, Clone)]
+pub struct VersionCache {
+    file: Option<StateFile>,
+}
+
+impl VersionCache {
+    /// The cache in `dir`.
+    pub fn at(dir: &Path) -> VersionCache {
+        VersionCache {
+            file: Some(StateFile::new(dir, VERSION_CACHE_FILE)),
+        }
+    }
+
+    /// The cache in the bridge's state directory ([`config::state_dir`]).
+    pub fn from_env() -> VersionCache {
+        VersionCache {
+            file: config::state_dir()
+                .ok()
+                .map(|dir| StateFile::new(&dir, VERSION_CACHE_FILE)),
+        }
+    }
+
+    /// The remembered version of exactly this binary (blocking file I/O).
+    pub fn lookup(&self, key: &BinaryKey) -> Option<Version> {
+        let file = self.file.as_ref()?;
+        let map = file.read(None, &mut Vec::new()).ok()?;
+        let entry: Entry = serde_json::from_value(map.get(&path_key(key))?.clone()).ok()?;
+        (entry.binary == *key).then_some(entry.version)
+    }
+
+    /// Remember `version` for `key` (blocking file I/O), under the file's
+    /// lock. Entries for binaries that no longer exist are dropped.
+    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), config::StateError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let lock = file.lock()?;
+        let mut warnings: Vec<StateWarning> = Vec::new();
+        let mut map = file.read(Some(&lock), &mut warnings)?;
+        map.retain(|path, _| Path::new(path).exists());
+        let entry = Entry {
+            binary: key.clone(),
+            version,
+        };
+        let Ok(value) = serde_json::to_value(entry) else {
+            return Ok(());
+        };
+        map.insert(path_key(key), value);
+        file.write(&lock, &map)
+    }
+
+    /// The version of the agy `bin` names: remembered, else asked now and
+    /// remembered. `None` when agy is not there or its answer is not a
+    /// version (neither is remembered). File I/O runs on tokio's blocking
+    /// threads.
+    pub async fn version(&self, bin: &Path) -> Option<Version> {
+        let (this, bin) = (self.clone(), bin.to_path_buf());
+        let (key, known) = tokio::task::spawn_blocking(move || {
+            let key = BinaryKey::of(&bin)?;
+            let known = this.lookup(&key);
+            Some((key, known))
+        })
+        .await
+        .ok()??;
+        if known.is_some() {
+            return known;
+        }
+        let version = probe(&key.path).await?;
+        let this = self.clone();
+        // Remember it only if the binary did not change while it was asked.
+        let _ = tokio::task::spawn_blocking(move || {
+            if BinaryKey::of(&key.path).as_ref() == Some(&key) {
+                let _ = this.store(&key, version);
+            }
+        })
+        .await;
+        Some(version)
+    }
+}
+
+/// The cache's key for a binary: its resolved path as text.
+fn path_key(key: &BinaryKey) -> String {
+    key.path.to_string_lossy().into_owned()
+}
+
+/// Run `BIN --version` (stdin closed, killed after [`PROBE_TIMEOUT`]).
+async fn probe(bin: &Path) -> Option<Version> {
+    let run = Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+        Ok(Ok(out)) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout)),
+        _ => None,
+    }
+}
+
+/// The installed agy's version, through the cache in the state directory.
+pub async fn agy_version(bin: &Path) -> Option<Version> {
+    VersionCache::from_env().version(bin).await
+}
+
+/// Whether the agy `bin` names prints its conversation id with
+/// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
+/// version cannot be had is treated as an old one.
+pub async fn stream_json_supported(bin: &Path) -> bool {
+    agy_version(bin)
+        .await
+        .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::io::Write;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("1.2.8\n"), Some((1, 2, 8)));
+        assert_eq!(parse_version("agy version v1.1.14"), Some((1, 1, 14)));
+        assert_eq!(parse_version("1.3"), Some((1, 3, 0)));
+        assert_eq!(parse_version("garbage"), None);
+        assert!(parse_version("1.1.7").is_some_and(|v| v < STREAM_JSON_MIN_VERSION));
+        assert!(parse_version("1.1.8").is_some_and(|v| v >= STREAM_JSON_MIN_VERSION));
+    }
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn a_binary_key_follows_symlinks_and_changes_with_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = script(dir.path(), "agy-1.2.8", "echo 1.2.8");
+        let link = dir.path().join("agy");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let key = BinaryKey::of(&link).expect("key");
+        assert_eq!(key.path, std::fs::canonicalize(&real).expect("canonical"));
+        assert_eq!(BinaryKey::of(&real), Some(key.clone()));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&real)
+            .expect("open");
+        writeln!(f, "# grown").expect("append");
+        drop(f);
+        let grown = BinaryKey::of(&link).expect("key");
+        assert_ne!(grown, key);
+        assert_eq!(grown.size, key.size + "# grown\n".len() as u64);
+        // Missing, a directory, a file that is not executable: no agy.
+        assert_eq!(BinaryKey::of(&dir.path().join("nope")), None);
+        assert_eq!(BinaryKey::of(dir.path()), None);
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "x").expect("write");
+        assert_eq!(BinaryKey::of(&plain), None);
+        // A bare name is looked up on PATH, as exec does.
+        assert!(BinaryKey::of(Path::new("sh")).is_some());
+        assert_eq!(BinaryKey::of(Path::new("no-such-agy-anywhere")), None);
+    }
+
+    #[tokio::test]
+    async fn answers_are_remembered_per_binary_and_failures_are_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let log = dir.path().join("asked.log");
+        let body = |v: &str| format!("echo asked >> {}\necho {v}", log.display());
+        let asked = || {
+            std::fs::read_to_string(&log)
+                .map(|s| s.lines().count())
+                .unwrap_or(0)
+        };
+        let agy = script(dir.path(), "agy", &body("1.2.17"));
+        let cache = VersionCache::at(&state);
+        assert_eq!(cache.version(&agy).await, Some((1, 2, 17)));
+        assert_eq!(asked(), 1);
+        assert_eq!(cache.version(&agy).await, Some((1, 2, 17)));
+        assert_eq!(asked(), 1, "agy was asked again instead of the cache");
+        // Another process's view: a fresh handle on the same directory.
+        assert_eq!(
+            VersionCache::at(&state).version(&agy).await,
+            Some((1, 2, 17))
+        );
+        assert_eq!(asked(), 1);
+        // Replaced by an older agy (different size): asked again.
+        let agy = script(dir.path(), "agy", &body("1.1.7"));
+        assert_eq!(cache.version(&agy).await, Some((1, 1, 7)));
+        assert_eq!(asked(), 2);
+        // A probe that fails is not remembered.
+        let broken = script(
+            dir.path(),
+            "broken",
+            &format!("echo asked >> {}\nexit 1", log.display()),
+        );
+        assert_eq!(cache.version(&broken).await, None);
+        assert_eq!(cache.version(&broken).await, None);
+        assert_eq!(asked(), 4);
+        // Nor is a missing agy; nor does it disturb what is remembered.
+        assert_eq!(cache.version(&dir.path().join("gone")).await, None);
+        assert_eq!(cache.version(&agy).await, Some((1, 1, 7)));
+        assert_eq!(asked(), 4);
+        let text = std::fs::read_to_string(state.join(VERSION_CACHE_FILE)).expect("cache file");
+        let json: Value = serde_json::from_str(&text).expect("json");
+        let entries = json.as_object().expect("object");
+        assert_eq!(entries.len(), 1, "{text}");
+        let entry = &entries[&path_key(&BinaryKey::of(&agy).expect("key"))];
+        assert_eq!(entry["version"], serde_json::json!([1, 1, 7]));
+    }
+}
