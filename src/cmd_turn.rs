@@ -326,7 +326,25 @@ async fn stream_turn(args: StreamArgs) -> bool {
             return false;
         }
     };
-    let prepared = match prepare_turn(&req, args.timeout_min) {
+    // One turn per session at a time: wait for the one before (within our
+    // watchdog) so this one resumes the conversation it left.
+    let (session_key, store) = session_of(&req);
+    let wait = Duration::from_secs(args.timeout_min.max(1).saturating_mul(60));
+    let _turn_lock = match &store {
+        Some(store) => match wait_turn_lock(store, &session_key, &cancel, wait).await {
+            Ok(lock) => Some(lock),
+            Err(TurnWait::Aborted) => {
+                pi.fail(true, "Operation aborted");
+                return false;
+            }
+            Err(TurnWait::Failed(message)) => {
+                pi.fail(false, &message);
+                return false;
+            }
+        },
+        None => None,
+    };
+    let prepared = match prepare_turn(&req, args.timeout_min, session_key, store) {
         Ok(p) => p,
         Err(message) => {
             pi.fail(false, &message);
@@ -388,6 +406,64 @@ async fn stream_turn(args: StreamArgs) -> bool {
     }
 }
 
+/// The request's working directory: pi's, else ours.
+fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf {
+    req.cwd
+        .as_deref()
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The request's session key and the session store (if it can be opened).
+fn session_of(
+    req: &agy_bridge::provider::StreamRequest,
+) -> (String, Option<agy_bridge::sessions::SessionStore>) {
+    use agy_bridge::sessions::{SessionKey, SessionStore};
+    let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
+    let store = match SessionStore::open_default() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("agy-bridge: warning: sessions are not saved: {e}");
+            None
+        }
+    };
+    (key, store)
+}
+
+enum TurnWait {
+    Aborted,
+    Failed(String),
+}
+
+/// Take the session's turn lock, waiting (cancellably, at most `wait`) for
+/// another process's turn of the same session to end.
+async fn wait_turn_lock(
+    store: &agy_bridge::sessions::SessionStore,
+    key: &str,
+    cancel: &CancellationToken,
+    wait: Duration,
+) -> Result<agy_bridge::sessions::TurnLock, TurnWait> {
+    let deadline = std::time::Instant::now().checked_add(wait);
+    loop {
+        match store.try_lock_turn(key) {
+            Ok(Some(lock)) => return Ok(lock),
+            Ok(None) => {}
+            Err(e) => return Err(TurnWait::Failed(format!("agy-bridge: {e}"))),
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(TurnWait::Failed(format!(
+                "agy-bridge: another turn of this pi session was still running after {} minutes; try again when it has finished",
+                wait.as_secs() / 60
+            )));
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(TurnWait::Aborted),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+}
+
 struct PreparedTurn {
     cfg: RunConfig,
     turn: TurnRequest,
@@ -403,18 +479,14 @@ struct PreparedTurn {
 fn prepare_turn(
     req: &agy_bridge::provider::StreamRequest,
     timeout_min: u64,
+    session_key: String,
+    store: Option<agy_bridge::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
     use agy_bridge::models::{self, ThinkingLevel};
     use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
-    use agy_bridge::sessions::{SessionKey, SessionStore};
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
-    let cwd = req
-        .cwd
-        .as_deref()
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("."));
+    let cwd = request_cwd(req);
     let settings = settings();
     let thinking = req
         .reasoning
@@ -428,14 +500,6 @@ fn prepare_turn(
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = Duration::from_secs(timeout_min.max(1) * 60);
 
-    let session_key = SessionKey::for_request(req.session_id.as_deref(), &cwd);
-    let store = match SessionStore::open_default() {
-        Ok(s) => Some(s),
-        Err(e) => {
-            eprintln!("agy-bridge: warning: sessions are not saved: {e}");
-            None
-        }
-    };
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {
         Some(Ok(entry)) => entry,

@@ -36,7 +36,9 @@
 //! [`SessionStore::update_if_bound`], which does nothing without a
 //! conversation id.
 
-use crate::config::{json_kind, state_dir, StateError, StateFile, StateWarning, SESSIONS_FILE};
+use crate::config::{
+    json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
+};
 use crate::discovery::ConversationId;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -60,6 +62,19 @@ impl SessionKey {
             None => format!("cwd:{}", cwd.to_string_lossy()),
         }
     }
+}
+
+/// Held while a session's turn runs; see [`SessionStore::try_lock_turn`].
+pub struct TurnLock {
+    _lock: StateLock,
+}
+
+/// FNV-1a: a lock file name per session key, the same in every process and
+/// every build (std's hasher promises neither).
+fn fnv1a(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// One binding.
@@ -166,6 +181,17 @@ impl SessionStore {
             file: StateFile::new(dir.as_ref(), SESSIONS_FILE),
             warnings: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Take the turn lock of session `key` if nobody holds it: one agy turn
+    /// per session at a time, across processes, so two turns never resume
+    /// the same conversation at once and stream each other's steps. The
+    /// lock is an `flock` (it dies with its holder, crash included) held by
+    /// the returned guard.
+    pub fn try_lock_turn(&self, key: &str) -> Result<Option<TurnLock>, StateError> {
+        let dir = self.file.path().parent().unwrap_or(Path::new("."));
+        let path = dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)));
+        Ok(lock_file(&path, false)?.map(|lock| TurnLock { _lock: lock }))
     }
 
     /// The store in [`state_dir`].

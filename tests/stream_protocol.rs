@@ -484,3 +484,68 @@ fn file_edits_show_as_numbered_diffs_against_git_head() {
     assert!(!thinking.contains("[agy tool: replace_file_content]"));
     assert_eq!(events.last().expect("last")["type"], "done");
 }
+
+/// The text a stream's events carry.
+fn streamed_text(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect()
+}
+
+/// Two turns of one pi session at once (two processes, the same
+/// sessionId): the second waits for the first and then resumes the
+/// conversation it left; each streams only its own text.
+#[test]
+fn same_session_turns_take_turns_and_never_mix() {
+    let env = Env::new();
+    let argv_log = env.home.path().join("argv.log");
+    let first = transcript(&env, "hello", &request("hello there", "same", vec![]));
+    assert_eq!(first.last().expect("last")["type"], "done");
+    let conversation = env.sessions()["sid:same"]["conversationId"]
+        .as_str()
+        .expect("bound")
+        .to_string();
+
+    let start = |recording: &str, prompt: &str| {
+        let mut cmd = env.command(recording);
+        cmd.env("FAKE_AGY_SPEED", "2")
+            .env("FAKE_AGY_ARGV_LOG", &argv_log);
+        let mut child = cmd.spawn().expect("spawn");
+        writeln!(
+            child.stdin.take().expect("stdin"),
+            "{}",
+            request(prompt, "same", vec![])
+        )
+        .expect("request");
+        child
+    };
+    let a = start("long-answer", "first of two");
+    let b = start("unicode", "second of two");
+    let collect = |child: std::process::Child| -> Vec<Value> {
+        let out = child.wait_with_output().expect("wait");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let (a, b) = (collect(a), collect(b));
+    for events in [&a, &b] {
+        assert_eq!(terminal_count(events), 1);
+        assert_eq!(events.last().expect("last")["type"], "done", "{events:?}");
+    }
+    let want = |name: &str| common::expected(&common::load(name)).text();
+    let (text_a, text_b) = (streamed_text(&a), streamed_text(&b));
+    let (want_a, want_b) = (want("long-answer"), want("unicode"));
+    // Whichever ran second streams only its own steps.
+    assert!(
+        (text_a == want_a && text_b == want_b),
+        "mixed streams:\nA: {:?}…\nB: {:?}…",
+        text_a.chars().take(80).collect::<String>(),
+        text_b.chars().take(80).collect::<String>()
+    );
+    // Both resumed the session's one conversation.
+    let log = std::fs::read_to_string(&argv_log).expect("argv log");
+    assert_eq!(log.matches(&conversation).count(), 2, "{log}");
+}
