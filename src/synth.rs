@@ -18,6 +18,9 @@ use crate::steps::{
 use crate::wire::Encoder;
 use std::collections::BTreeMap;
 
+mod outcomes;
+pub use outcomes::MODELS_1_2;
+
 /// `agy models` as agy 1.2.8 prints it (format 3).
 pub const MODELS_FORMAT_3: &str = "Fetching available models...\n\
 gemini-3.7-flash-low\tGemini 3.7 Flash (Low)\n\
@@ -139,7 +142,8 @@ impl Builder {
                 format: FORMAT_VERSION,
                 agy_version: "1.2.8".into(),
                 provenance: Provenance::Synthesized {
-                    from: "agy-format.md (shared/), agy 1.2.x schema and field layout".into(),
+                    from: "docs/agy-format.md, agy 1.2.x schema and field layout".into(),
+                    follows: None,
                 },
                 description: description.into(),
                 prompt: prompt.into(),
@@ -156,6 +160,7 @@ impl Builder {
                 models_output: MODELS_FORMAT_3.into(),
                 version_output: "1.2.8\n".into(),
                 schema: Vec::new(),
+                outcome: None,
             },
             commits: Vec::new(),
             t_ms: 0,
@@ -417,7 +422,8 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     }
 }
 
-/// Every corpus recording, by name.
+/// Every corpus recording, by name (a name may have a directory:
+/// `outcomes/...`).
 pub fn corpus() -> Vec<(&'static str, Recording)> {
     vec![
         ("hello", hello()),
@@ -437,6 +443,9 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("models-v1", models_v1()),
         ("models-v2", models_v2()),
     ]
+    .into_iter()
+    .chain(outcomes::corpus())
+    .collect()
 }
 
 const HELLO: &str = "Hello! I'm agy, running in print mode. I can read and edit files in this workspace, run commands, and search the web. What would you like to work on?";
@@ -950,10 +959,16 @@ const PERMISSION_TEXT: &str = "All 12 tests pass.";
 fn permission() -> Recording {
     let mut b = Builder::new(
         "permission",
-        "A run_command that needs permission: without --dangerously-skip-permissions agy writes a WAITING step and stalls, as print mode does.",
+        "An agy before 1.1.7 (1.1.4): a run_command that needs permission; without --dangerously-skip-permissions agy writes a WAITING step and stalls, as its print mode did (later versions auto-deny: outcomes/denied-*).",
         "Run the tests",
         PERMISSION_TEXT,
     );
+    {
+        let h = b.header();
+        h.agy_version = "1.1.4".into();
+        h.version_output = "1.1.4\n".into();
+        h.models_output = MODELS_FORMAT_1.into();
+    }
     b.open_turn(0, "Run the tests", "Running tests", true);
     let run = call(
         "call-run-perm",
