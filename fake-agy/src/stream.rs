@@ -248,7 +248,6 @@ pub struct Emitter {
     usage: Usage,
     /// Answer text by agent_response idx.
     answers: BTreeMap<i64, String>,
-    last_tool_idx: Option<i64>,
 }
 
 impl Emitter {
@@ -260,7 +259,6 @@ impl Emitter {
             last_ms: 0,
             usage: Usage::default(),
             answers: BTreeMap::new(),
-            last_tool_idx: None,
         }
     }
 
@@ -284,13 +282,14 @@ impl Emitter {
         !self.answers.is_empty()
     }
 
-    /// The final answer: the text of the last agent response, when no tool
-    /// step came after it (a turn that ended on a tool has no answer).
+    /// The final answer (or, mid-turn, the partial one): the text of the
+    /// last agent response.
     pub fn response(&self) -> String {
-        match self.answers.iter().next_back() {
-            Some((idx, text)) if self.last_tool_idx.map_or(true, |t| t < *idx) => text.clone(),
-            _ => String::new(),
-        }
+        self.answers
+            .values()
+            .next_back()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// A new view of one step, written at recorded time `t_ms`: the update
@@ -304,8 +303,6 @@ impl Emitter {
         };
         if kind == "agent_response" {
             self.answers.insert(step.idx, text.clone());
-        } else if kind == "tool" {
-            self.last_tool_idx = Some(self.last_tool_idx.map_or(step.idx, |t| t.max(step.idx)));
         }
         let start_ms = self.last_ms;
         let seen = self.seen.entry(step.idx).or_insert(Seen {
@@ -411,19 +408,38 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_ending_on_a_tool_has_no_answer() {
+    fn tool_steps_carry_name_parameters_and_output() {
         let mut e = Emitter::new("c", TextMode::AtDone);
-        e.observe(&planner(1, StepStatus::Done, "running it"), 5);
-        let tool =
-            Step::new(2, StepType::GenericTool, StepStatus::Running).with_tool_call(ToolCall {
-                id: "x".into(),
-                name: "run_command".into(),
-                arguments: r#"{"CommandLine":"ls"}"#.into(),
-            });
-        let u = e.observe(&tool, 9).expect("tool update");
+        let call = ToolCall {
+            id: "x".into(),
+            name: "run_command".into(),
+            arguments: r#"{"CommandLine":"ls"}"#.into(),
+        };
+        let running =
+            Step::new(2, StepType::GenericTool, StepStatus::Running).with_tool_call(call.clone());
+        let u = e.observe(&running, 9).expect("tool update");
+        assert_eq!((u.state.as_str(), u.step_type.as_str()), ("ACTIVE", "tool"));
         assert_eq!(u.tool_name.as_deref(), Some("run_command"));
-        assert_eq!(u.step_type, "tool");
-        assert_eq!(e.response(), "");
+        let info = u.tool_info.expect("tool_info");
+        assert_eq!(
+            info.parameters,
+            Some(serde_json::json!({"CommandLine": "ls"}))
+        );
+        assert_eq!(info.output, None);
+        assert_eq!(e.observe(&running, 10), None, "no change, no update");
+        let done = running
+            .clone()
+            .with_body(Body::Generic(agy_bridge::steps::GenericTool {
+                args: vec![("CommandLine".into(), "ls".into())],
+                result: Some("a\r\n".into()),
+            }));
+        let done = Step {
+            status: StepStatus::Done,
+            ..done
+        };
+        let u = e.observe(&done, 40).expect("done update");
+        assert_eq!(u.duration_seconds, Some(0.04));
+        assert_eq!(u.tool_info.and_then(|i| i.output).as_deref(), Some("a\r\n"));
     }
 
     #[test]
