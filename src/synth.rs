@@ -491,7 +491,6 @@ fn thinking() -> Recording {
 const TOOLS_FINAL: &str = "I fixed the off-by-one in `src/lib.rs`: `sum_to` now includes `n`. `cargo test` failed before the fix (1 failing test); the `deploy` step could not run because `deploy.sh` does not exist.";
 
 fn tools() -> Recording {
-    let ws = WORKSPACE;
     let mut b = Builder::new(
         "tools",
         "One turn with view_file, grep_search, list_directory, run_command (exit 1), a file edit and a failing tool.",
@@ -499,6 +498,14 @@ fn tools() -> Recording {
         TOOLS_FINAL,
     );
     b.open_turn(0, "Fix the failing test", "Fixing a failing test", true);
+    tools_inspect(&mut b);
+    tools_fix(&mut b);
+    b.finish()
+}
+
+/// `tools`, first half: view_file, grep_search and list_directory.
+fn tools_inspect(b: &mut Builder) {
+    let ws = WORKSPACE;
     let view = call(
         "call-view-1",
         "view_file",
@@ -591,6 +598,12 @@ fn tools() -> Recording {
         StepStatus::Done,
         90,
     );
+}
+
+/// `tools`, second half: a failing test run, the fix, a failing tool and the
+/// answer.
+fn tools_fix(b: &mut Builder) {
+    let ws = WORKSPACE;
     let test = call(
         "call-run-1",
         "run_command",
@@ -655,7 +668,6 @@ fn tools() -> Recording {
     });
     b.step(80, failed);
     b.planner(12, &[], &chunks(TOOLS_FINAL, 3), vec![], 170);
-    b.finish()
 }
 
 const RESUME_FIRST: &str = "Your project is a small Rust library with one function, `sum_to`.";

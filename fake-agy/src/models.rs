@@ -1,6 +1,6 @@
 //! The built-in model catalog `fake-agy models` prints when
 //! `FAKE_AGY_MODELS_FORMAT` asks for one of agy's three output formats
-//! (agy-format.md §7).
+//! (docs/agy-format.md, "agy models").
 
 /// (slug, display name).
 pub const CATALOG: &[(&str, &str)] = &[

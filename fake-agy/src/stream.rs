@@ -108,7 +108,7 @@ pub enum TextMode {
 
 impl TextMode {
     pub fn for_version(v: (u32, u32, u32)) -> TextMode {
-        if (1, 2, 0) <= v && v < (1, 3, 0) {
+        if ((1, 2, 0)..(1, 3, 0)).contains(&v) {
             TextMode::AtDone
         } else {
             TextMode::Streamed
