@@ -232,7 +232,7 @@ struct Seen {
     state: Option<&'static str>,
     /// Answer text already sent as `text_delta`s.
     sent: String,
-    /// Recorded time the step's work began (the commit before it appeared).
+    /// Recorded time the step's work began.
     start_ms: u64,
 }
 
@@ -304,7 +304,9 @@ impl Emitter {
         if kind == "agent_response" {
             self.answers.insert(step.idx, text.clone());
         }
-        let start_ms = self.last_ms;
+        // A model call begins when the step before it ends; a tool when
+        // its step appears.
+        let start_ms = if kind == "tool" { t_ms } else { self.last_ms };
         let seen = self.seen.entry(step.idx).or_insert(Seen {
             state: None,
             sent: String::new(),
@@ -438,7 +440,7 @@ mod tests {
             ..done
         };
         let u = e.observe(&done, 40).expect("done update");
-        assert_eq!(u.duration_seconds, Some(0.04));
+        assert_eq!(u.duration_seconds, Some(0.031), "from ACTIVE to DONE");
         assert_eq!(u.tool_info.and_then(|i| i.output).as_deref(), Some("a\r\n"));
     }
 

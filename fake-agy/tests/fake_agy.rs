@@ -672,6 +672,67 @@ fn json_output_is_one_result_object() {
 }
 
 #[test]
+fn the_recorded_outcome_shapes_the_result() {
+    let mut rec = hello(100);
+    rec.header.exit_code = 3;
+    rec.header.stderr = "error: out of quota\n".into();
+    let usage = agy_bridge::stream_json::Usage {
+        input_tokens: 7,
+        output_tokens: 2,
+        thinking_tokens: 1,
+        cache_read_tokens: 5,
+        total_tokens: 9,
+    };
+    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+        status: "ERROR".into(),
+        error: Some("out of quota".into()),
+        usage: Some(usage),
+        denied_actions: vec![agy_bridge::stream_json::DeniedAction {
+            action: "file".into(),
+            display_name: "WriteToFile".into(),
+        }],
+        ..Default::default()
+    });
+    let fx = Fixture::new(rec);
+    let out = fx.run(&["-p", "x", "--output-format", "stream-json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr(&out), "error: out of quota\n");
+    let last: serde_json::Value =
+        serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    let r = &last["result"];
+    assert_eq!(r["status"], "ERROR");
+    assert_eq!(r["error"], "out of quota");
+    assert_eq!(r["usage"]["cache_read_tokens"], 5);
+    assert_eq!(r["denied_actions"][0]["display_name"], "WriteToFile");
+    assert!(fx.only_db().is_file(), "the turn ran");
+}
+
+#[test]
+fn a_failure_before_the_conversation_creates_nothing() {
+    let mut rec = hello(100);
+    rec.commits.clear();
+    rec.header.exit_code = 1;
+    rec.header.stdout = String::new();
+    rec.header.stderr = "error: invalid model selection\n".into();
+    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+        status: "ERROR".into(),
+        error: Some("invalid model selection".into()),
+        before_conversation: true,
+        ..Default::default()
+    });
+    let fx = Fixture::new(rec);
+    let out = fx.run(&["-p", "x", "--output-format", "stream-json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["event"], "result");
+    assert_eq!(v["result"]["conversation_id"], "");
+    assert_eq!(v["result"]["num_turns"], 0);
+    assert!(fx.dbs().is_empty());
+}
+
+#[test]
 fn never_reads_stdin() {
     let fx = Fixture::new(hello(100));
     let mut child = fx
