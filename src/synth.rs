@@ -19,7 +19,6 @@ use crate::wire::Encoder;
 use std::collections::BTreeMap;
 
 mod outcomes;
-pub use outcomes::MODELS_1_2;
 
 /// `agy models` as agy 1.2.8 prints it (format 3).
 pub const MODELS_FORMAT_3: &str = "Fetching available models...\n\

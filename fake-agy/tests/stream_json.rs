@@ -587,3 +587,55 @@ fn shapes_see_key_order_types_and_names() {
         Shape::Object(vec![("x".into(), Shape::Bool)])
     );
 }
+
+/// Every recording of the corpus, old and new, replays into lines the
+/// bridge's reader takes back unchanged: `init` first (unless agy failed
+/// before any conversation), `result` last, step updates between.
+#[test]
+fn every_corpus_recording_prints_readable_stream_json() {
+    let corpus = agy_bridge::synth::corpus();
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = corpus
+            .iter()
+            .map(|(name, rec)| {
+                s.spawn(move || {
+                    let home = tempfile::tempdir().expect("tempdir");
+                    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fake-agy"))
+                        .env("HOME", home.path())
+                        .env_remove("AGY_CONVERSATIONS_DIR")
+                        .env("FAKE_AGY_RECORDING", name)
+                        .env("FAKE_AGY_SPEED", "50")
+                        .args(["-p", &rec.header.prompt, "--print-timeout", "5s"])
+                        .args(STREAM)
+                        .stdin(std::process::Stdio::null())
+                        .output()
+                        .expect("run fake-agy");
+                    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let before = rec
+                        .header
+                        .outcome
+                        .as_ref()
+                        .is_some_and(|o| o.before_conversation);
+                    let lines: Vec<Line> = stdout.lines().map(Line::parse).collect();
+                    let first_ok = before || matches!(lines.first(), Some(Line::Init { .. }));
+                    let last_ok = matches!(lines.last(), Some(Line::Result(_)));
+                    let middle_ok = lines
+                        .iter()
+                        .skip(1)
+                        .take(lines.len().saturating_sub(2))
+                        .all(|l| matches!(l, Line::StepUpdate(_)));
+                    let round_trip = std::panic::catch_unwind(|| assert_round_trips(&stdout));
+                    let code_ok = out.status.code() == Some(rec.header.exit_code);
+                    (first_ok && last_ok && middle_ok && round_trip.is_ok() && code_ok)
+                        .then_some(())
+                        .ok_or_else(|| format!("{name}: exit {:?}\n{stdout}", out.status.code()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("join").err())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
