@@ -723,6 +723,7 @@ pub async fn record(
         models_output,
         version_output,
         schema: capturer.schema(),
+        outcome: None,
     };
     Ok(Recorded {
         recording: Recording {
@@ -837,6 +838,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         models_output: String::new(),
         version_output: String::new(),
         schema: ddl,
+        outcome: None,
     };
     Ok(Recording { header, commits })
 }

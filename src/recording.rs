@@ -15,7 +15,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2 added the `denied` gate (a reader of version 1 would refuse it as an
+/// unknown variant) and the optional `outcome` and `follows`; version 1
+/// files read unchanged.
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
@@ -56,8 +59,13 @@ pub enum RecordingError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Provenance {
-    /// Built by code from agy-format.md; `from` says from what.
-    Synthesized { from: String },
+    /// Built by code; `from` says from what, `follows` names the real agy
+    /// capture whose output it reproduces (public source and file name).
+    Synthesized {
+        from: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        follows: Option<String>,
+    },
     /// Captured from a real agy run by `agy-bridge record`.
     Captured {
         agy_version: String,
@@ -95,16 +103,53 @@ pub struct Header {
     /// it). Empty means [`schema::DDL`], the schema fake-agy creates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schema: Vec<String>,
+    /// How the run ended, beyond `stdout`/`stderr`/`exit_code`: what agy's
+    /// stream-json `result` said. Absent: derived (exit code 0 is SUCCESS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
 }
 
-/// What fake-agy does at a gated commit.
+/// The `result` facts of a run that did not simply succeed (agy's outcome
+/// table: docs/agy-format.md, "Outcomes"). `stderr` and `exit_code` stay in
+/// the header, verbatim; this says what the stream-json `result` carried, so
+/// a replay prints the stream, stderr and exit code of one and the same run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// `result.status`: `SUCCESS`, `ERROR` or `CANCELED`.
+    pub status: String,
+    /// `result.error`: agy's human sentence (never the AGY_ERROR JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// agy failed before it created a conversation (sign-in, model
+    /// validation): no database, no `init` line, `conversation_id` `""` and
+    /// `num_turns` 0 in the result.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub before_conversation: bool,
+    /// The turn's usage when it is not the sum of the recorded model calls
+    /// (a capture that kept only part of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::stream_json::Usage>,
+    /// Actions agy auto-denied on the recorded path itself (a captured run
+    /// without `--dangerously-skip-permissions`; synthesized recordings mark
+    /// denials with the `denied` gate instead).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_actions: Vec<crate::stream_json::DeniedAction>,
+}
+
+/// What fake-agy does at a gated commit. Both kinds are skipped with
+/// `--dangerously-skip-permissions` (agy never asks then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Gate {
-    /// The commit is agy asking for permission. Without
-    /// `--dangerously-skip-permissions` it is applied and the run then stalls
-    /// as agy does in print mode; with the flag it is skipped.
+    /// The commit is agy asking for permission. Without the flag it is
+    /// applied; then an agy before 1.1.7 stalls (print mode cannot ask),
+    /// a later one auto-denies (the `denied` commits that follow).
     Permission,
+    /// What agy writes after auto-denying the permission asked for just
+    /// before (the tool step ending without output, maybe an answer after
+    /// it). Applied only on the denied path, which ends with the last of
+    /// them; the ungated commits after them are the permitted path.
+    Denied,
 }
 
 /// Whether a write inserts/replaces a whole row or deletes it.

@@ -483,6 +483,7 @@ impl Redactor {
             models_output: self.text(&h.models_output),
             version_output: self.text(&h.version_output),
             schema: h.schema.clone(),
+            outcome: h.outcome.clone(),
         };
         let commits = rec
             .commits

@@ -18,6 +18,8 @@ use crate::steps::{
 use crate::wire::Encoder;
 use std::collections::BTreeMap;
 
+mod outcomes;
+
 /// `agy models` as agy 1.2.8 prints it (format 3).
 pub const MODELS_FORMAT_3: &str = "Fetching available models...\n\
 gemini-3.7-flash-low\tGemini 3.7 Flash (Low)\n\
@@ -139,7 +141,8 @@ impl Builder {
                 format: FORMAT_VERSION,
                 agy_version: "1.2.8".into(),
                 provenance: Provenance::Synthesized {
-                    from: "agy-format.md (shared/), agy 1.2.x schema and field layout".into(),
+                    from: "docs/agy-format.md, agy 1.2.x schema and field layout".into(),
+                    follows: None,
                 },
                 description: description.into(),
                 prompt: prompt.into(),
@@ -156,6 +159,7 @@ impl Builder {
                 models_output: MODELS_FORMAT_3.into(),
                 version_output: "1.2.8\n".into(),
                 schema: Vec::new(),
+                outcome: None,
             },
             commits: Vec::new(),
             t_ms: 0,
@@ -417,7 +421,8 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     }
 }
 
-/// Every corpus recording, by name.
+/// Every corpus recording, by name (a name may have a directory:
+/// `outcomes/...`).
 pub fn corpus() -> Vec<(&'static str, Recording)> {
     vec![
         ("hello", hello()),
@@ -437,6 +442,9 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("models-v1", models_v1()),
         ("models-v2", models_v2()),
     ]
+    .into_iter()
+    .chain(outcomes::corpus())
+    .collect()
 }
 
 const HELLO: &str = "Hello! I'm agy, running in print mode. I can read and edit files in this workspace, run commands, and search the web. What would you like to work on?";
@@ -482,7 +490,6 @@ fn thinking() -> Recording {
 const TOOLS_FINAL: &str = "I fixed the off-by-one in `src/lib.rs`: `sum_to` now includes `n`. `cargo test` failed before the fix (1 failing test); the `deploy` step could not run because `deploy.sh` does not exist.";
 
 fn tools() -> Recording {
-    let ws = WORKSPACE;
     let mut b = Builder::new(
         "tools",
         "One turn with view_file, grep_search, list_directory, run_command (exit 1), a file edit and a failing tool.",
@@ -490,6 +497,14 @@ fn tools() -> Recording {
         TOOLS_FINAL,
     );
     b.open_turn(0, "Fix the failing test", "Fixing a failing test", true);
+    tools_inspect(&mut b);
+    tools_fix(&mut b);
+    b.finish()
+}
+
+/// `tools`, first half: view_file, grep_search and list_directory.
+fn tools_inspect(b: &mut Builder) {
+    let ws = WORKSPACE;
     let view = call(
         "call-view-1",
         "view_file",
@@ -582,6 +597,12 @@ fn tools() -> Recording {
         StepStatus::Done,
         90,
     );
+}
+
+/// `tools`, second half: a failing test run, the fix, a failing tool and the
+/// answer.
+fn tools_fix(b: &mut Builder) {
+    let ws = WORKSPACE;
     let test = call(
         "call-run-1",
         "run_command",
@@ -646,7 +667,6 @@ fn tools() -> Recording {
     });
     b.step(80, failed);
     b.planner(12, &[], &chunks(TOOLS_FINAL, 3), vec![], 170);
-    b.finish()
 }
 
 const RESUME_FIRST: &str = "Your project is a small Rust library with one function, `sum_to`.";
@@ -950,10 +970,16 @@ const PERMISSION_TEXT: &str = "All 12 tests pass.";
 fn permission() -> Recording {
     let mut b = Builder::new(
         "permission",
-        "A run_command that needs permission: without --dangerously-skip-permissions agy writes a WAITING step and stalls, as print mode does.",
+        "An agy before 1.1.7 (1.1.4): a run_command that needs permission; without --dangerously-skip-permissions agy writes a WAITING step and stalls, as its print mode did (later versions auto-deny: outcomes/denied-*).",
         "Run the tests",
         PERMISSION_TEXT,
     );
+    {
+        let h = b.header();
+        h.agy_version = "1.1.4".into();
+        h.version_output = "1.1.4\n".into();
+        h.models_output = MODELS_FORMAT_1.into();
+    }
     b.open_turn(0, "Run the tests", "Running tests", true);
     let run = call(
         "call-run-perm",

@@ -29,6 +29,9 @@ fn corpus_files_match_the_synthesiser() {
         let path = dir.join(format!("{name}.jsonl"));
         let want = rec.to_jsonl();
         if update {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("create corpus dir");
+            }
             std::fs::write(&path, &want).expect("write corpus file");
             continue;
         }
@@ -107,7 +110,7 @@ fn replayed(rec: &Recording) -> Vec<Event> {
 fn replayed_streams_match_snapshots() {
     for (name, rec) in synth::corpus() {
         let events = events::merge(replayed(&rec));
-        insta::assert_json_snapshot!(name, events);
+        insta::assert_json_snapshot!(name.replace('/', "__"), events);
     }
 }
 
@@ -154,7 +157,13 @@ fn answers_equal_the_recorded_stdout() {
                 _ => None,
             })
             .unwrap_or_default();
-        assert_eq!(last_text, rec.stdout_text(), "{name}");
+        // Real agy answers keep their final newline; the text printed
+        // ends with exactly one.
+        assert_eq!(
+            last_text.trim_end_matches('\n'),
+            rec.stdout_text(),
+            "{name}"
+        );
     }
 }
 
@@ -198,5 +207,97 @@ fn user_input_is_never_thinking() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn prompts_are_distinct_across_the_corpus() {
+    let mut seen = std::collections::BTreeMap::new();
+    for (name, rec) in synth::corpus() {
+        if let Some(other) = seen.insert(rec.header.prompt.clone(), name) {
+            panic!(
+                "{name} and {other} share the prompt {:?}",
+                rec.header.prompt
+            );
+        }
+    }
+}
+
+#[test]
+fn outcome_recordings_name_the_capture_they_follow() {
+    for (name, rec) in synth::corpus() {
+        if !name.starts_with("outcomes/") {
+            continue;
+        }
+        let recording::Provenance::Synthesized {
+            follows: Some(follows),
+            ..
+        } = &rec.header.provenance
+        else {
+            panic!("{name}: no provenance.follows");
+        };
+        assert!(!follows.contains("shared"), "{name}: {follows}");
+        assert_eq!(
+            rec.header.version_output,
+            format!("{}\n", rec.header.agy_version),
+            "{name}"
+        );
+        // A recorded failure says so in its outcome, and its error is what
+        // stderr (or, when stderr is silent, the result alone) carries.
+        if rec.header.exit_code != 0 {
+            let outcome = rec.header.outcome.as_ref().expect("outcome");
+            assert_eq!(outcome.status, "ERROR", "{name}");
+            let error = outcome.error.as_deref().expect("error");
+            let first = error.lines().next().unwrap_or_default();
+            assert!(
+                rec.header.stderr.is_empty()
+                    || rec.header.stderr.contains(first)
+                    || name.contains("signed-out"),
+                "{name}: stderr does not name {first:?}"
+            );
+        }
+        if rec
+            .header
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.before_conversation)
+        {
+            assert!(rec.commits.is_empty(), "{name}");
+        }
+    }
+}
+
+/// The per-call usage in metadata 9 is what the stream reports: every
+/// finished planner response of an outcome recording carries it.
+#[test]
+fn outcome_recordings_carry_usage_on_every_model_call() {
+    for (name, rec) in synth::corpus() {
+        if !name.starts_with("outcomes/") || rec.commits.is_empty() {
+            continue;
+        }
+        let conn = rec
+            .final_database(&rec.header.root_conversation)
+            .expect("applies");
+        let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+        let planners: Vec<_> = rows
+            .iter()
+            .map(steps::decode)
+            .filter(|s| s.step_type == steps::StepType::PlannerResponse)
+            .filter(|s| s.status == steps::StepStatus::Done)
+            .collect();
+        for p in &planners {
+            let usage = p.metadata.as_ref().and_then(|m| m.usage.as_ref());
+            assert!(
+                usage.is_some_and(|u| u.input_tokens > 0 && u.output_tokens > 0),
+                "{name}: step {} has no usage",
+                p.idx
+            );
+        }
+        // The prompt is step 0, as agy numbers it.
+        assert_eq!(
+            rows.first().map(|r| (r.idx, r.step_type)),
+            Some((0, 14)),
+            "{name}"
+        );
     }
 }

@@ -611,6 +611,7 @@ fn planted() -> Recording {
             models_output: String::new(),
             version_output: "1.2.8\n".into(),
             schema: Vec::new(),
+            outcome: None,
         },
         commits: vec![
             Commit {

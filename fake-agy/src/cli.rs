@@ -1,4 +1,4 @@
-//! agy's command-line surface (agy-format.md §7), parsed by hand so that
+//! agy's command-line surface (docs/agy-format.md, "The CLI surface"), parsed by hand so that
 //! usage errors behave as agy's do: a message on stderr and exit code 2.
 //!
 //! agy is a Go program with pflag-style flags: `--name value`, `--name=value`,
@@ -139,55 +139,31 @@ fn one_of(flag: &str, v: &str, allowed: &[&str]) -> Result<String, UsageError> {
     }
 }
 
-/// Parse `args` (without the program name).
-pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
-    if args.first().map(String::as_str) == Some(SUBAGENT_WRITER) {
-        return Ok(Invocation::SubagentWriter(args[1..].to_vec()));
+/// `models`, `help` and the other subcommands, when `args` starts with one.
+fn subcommand(args: &[String]) -> Option<Invocation> {
+    let first = args.first()?;
+    if first == SUBAGENT_WRITER {
+        return Some(Invocation::SubagentWriter(args[1..].to_vec()));
     }
-    if let Some(first) = args.first() {
-        if SUBCOMMANDS.contains(&first.as_str()) {
-            if args[1..].iter().any(|a| a == "--help" || a == "-h") || first == "help" {
-                return Ok(Invocation::Help);
-            }
-            return Ok(match first.as_str() {
-                "models" => Invocation::Models,
-                other => Invocation::Other(other.to_string()),
-            });
-        }
+    if !SUBCOMMANDS.contains(&first.as_str()) {
+        return None;
     }
+    if args[1..].iter().any(|a| a == "--help" || a == "-h") || first == "help" {
+        return Some(Invocation::Help);
+    }
+    Some(match first.as_str() {
+        "models" => Invocation::Models,
+        other => Invocation::Other(other.to_string()),
+    })
+}
 
-    let mut p = PrintArgs {
-        prompt: String::new(),
-        conversation: None,
-        continue_latest: false,
-        model: None,
-        effort: None,
-        mode: None,
-        add_dirs: Vec::new(),
-        print_timeout: Duration::from_secs(300),
-        skip_permissions: false,
-        sandbox: false,
-        output_format: OutputFormat::Text,
-        input_format: None,
-        agent: None,
-        log_file: None,
-        project: None,
-        new_project: false,
-        json_schema: None,
-        disable_slash_commands: false,
-    };
-    let mut prompt: Option<String> = None;
-    let mut interactive = false;
-    let mut version = false;
-    let mut help = false;
-
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        let (name, takes, inline): (&str, Takes, Option<String>) = if let Some(rest) =
-            arg.strip_prefix("--")
-        {
+/// Read the flag at `args[*i]` and its value (the next argument for a flag
+/// that takes one, `"true"`/`"false"` for a boolean), advancing `i`.
+fn next_flag(args: &[String], i: &mut usize) -> Result<(&'static str, String), UsageError> {
+    let arg = &args[*i];
+    *i += 1;
+    let (name, takes, inline): (&str, Takes, Option<String>) =
+        if let Some(rest) = arg.strip_prefix("--") {
             if rest.is_empty() {
                 return Err(UsageError(
                     "unexpected \"--\": fake-agy takes no positional arguments".into(),
@@ -224,28 +200,68 @@ pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
                 "unexpected argument {arg:?}: fake-agy takes no positional arguments"
             )));
         };
+    let value = match (takes, inline) {
+        (Takes::Value, Some(v)) => v,
+        (Takes::Value, None) => {
+            let v = args
+                .get(*i)
+                .cloned()
+                .ok_or_else(|| UsageError(format!("flag needs an argument: --{name}")))?;
+            *i += 1;
+            v
+        }
+        (Takes::Bool, Some(v)) => parse_bool(name, &v)?.to_string(),
+        (Takes::Bool, None) => "true".to_string(),
+    };
+    Ok((name, value))
+}
 
-        let value = match takes {
-            Takes::Value => match inline {
-                Some(v) => v,
-                None => {
-                    let v = args
-                        .get(i)
-                        .cloned()
-                        .ok_or_else(|| UsageError(format!("flag needs an argument: --{name}")))?;
-                    i += 1;
-                    v
-                }
+/// The flags seen so far.
+struct Flags {
+    p: PrintArgs,
+    prompt: Option<String>,
+    interactive: bool,
+    version: bool,
+    help: bool,
+}
+
+impl Flags {
+    fn new() -> Flags {
+        Flags {
+            p: PrintArgs {
+                prompt: String::new(),
+                conversation: None,
+                continue_latest: false,
+                model: None,
+                effort: None,
+                mode: None,
+                add_dirs: Vec::new(),
+                print_timeout: Duration::from_secs(300),
+                skip_permissions: false,
+                sandbox: false,
+                output_format: OutputFormat::Text,
+                input_format: None,
+                agent: None,
+                log_file: None,
+                project: None,
+                new_project: false,
+                json_schema: None,
+                disable_slash_commands: false,
             },
-            Takes::Bool => match inline {
-                Some(v) => parse_bool(name, &v)?.to_string(),
-                None => "true".to_string(),
-            },
-        };
+            prompt: None,
+            interactive: false,
+            version: false,
+            help: false,
+        }
+    }
+
+    /// Set flag `name` (its canonical long name) to `value`.
+    fn set(&mut self, name: &str, value: String) -> Result<(), UsageError> {
+        let p = &mut self.p;
         let on = value == "true";
         match name {
-            "print" => prompt = Some(value),
-            "prompt-interactive" => interactive = true,
+            "print" => self.prompt = Some(value),
+            "prompt-interactive" => self.interactive = true,
             "conversation" => p.conversation = Some(value),
             "continue" => p.continue_latest = on,
             "model" => p.model = Some(value),
@@ -276,33 +292,48 @@ pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
             "new-project" => p.new_project = on,
             "json-schema" => p.json_schema = Some(value),
             "disable-slash-commands" => p.disable_slash_commands = on,
-            "version" => version = on,
-            "help" => help = on,
+            "version" => self.version = on,
+            "help" => self.help = on,
             _ => return Err(UsageError(format!("unknown flag: --{name}"))),
         }
+        Ok(())
     }
 
-    if help {
-        return Ok(Invocation::Help);
-    }
-    if version {
-        return Ok(Invocation::Version);
-    }
-    if interactive {
-        return Err(UsageError(
-            "-i/--prompt-interactive starts agy's interactive UI, which fake-agy does not emulate; use -p"
-                .into(),
-        ));
-    }
-    match prompt {
-        Some(v) => p.prompt = v,
-        None => {
-            return Err(UsageError(
-                "fake-agy only emulates print mode: -p/--print/--prompt VALUE is required".into(),
-            ))
+    /// What the whole command line asks for.
+    fn invocation(mut self) -> Result<Invocation, UsageError> {
+        if self.help {
+            return Ok(Invocation::Help);
         }
+        if self.version {
+            return Ok(Invocation::Version);
+        }
+        if self.interactive {
+            return Err(UsageError(
+                "-i/--prompt-interactive starts agy's interactive UI, which fake-agy does not emulate; use -p"
+                    .into(),
+            ));
+        }
+        self.p.prompt = self.prompt.ok_or_else(|| {
+            UsageError(
+                "fake-agy only emulates print mode: -p/--print/--prompt VALUE is required".into(),
+            )
+        })?;
+        Ok(Invocation::Print(Box::new(self.p)))
     }
-    Ok(Invocation::Print(Box::new(p)))
+}
+
+/// Parse `args` (without the program name).
+pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
+    if let Some(sub) = subcommand(args) {
+        return Ok(sub);
+    }
+    let mut flags = Flags::new();
+    let mut i = 0;
+    while i < args.len() {
+        let (name, value) = next_flag(args, &mut i)?;
+        flags.set(name, value)?;
+    }
+    flags.invocation()
 }
 
 /// Parse a Go `time.ParseDuration` string: `300ms`, `1.5h`, `2h45m`, `5m0s`.
@@ -414,12 +445,12 @@ Flags:
   -p, --print, --prompt string        Run one turn non-interactively with this prompt (required)
       --conversation string           Continue the conversation with this id (appends to <id>.db)
   -c, --continue                      Continue the most recent conversation
-      --model string                  Model slug or display name (accepted, ignored)
+      --model string                  Model slug or display name (the stream-json init model)
       --effort string                 low|medium|high (accepted, ignored)
       --mode string                   accept-edits|plan (accepted, ignored)
       --add-dir string                Extra workspace directory, repeatable (accepted, ignored)
       --print-timeout duration        Give up waiting for the turn after this long (default 5m0s)
-      --dangerously-skip-permissions  Do not stall at tool calls that need permission
+      --dangerously-skip-permissions  Run tools that need permission (else agy stalls or auto-denies)
       --sandbox                       (accepted, ignored)
       --output-format string          text|json|stream-json (default \"text\")
       --input-format string           (accepted, ignored)
@@ -439,7 +470,8 @@ pub fn help_text() -> String {
     format!(
         "fake-agy: a stand-in for Google's Antigravity CLI (agy) that replays an
 agy-bridge recording into a real-schema SQLite conversation database.
-It never reads stdin and prints only the recorded answer on stdout.
+It never reads stdin. In text mode it prints only the answer on stdout; with
+--output-format stream-json or json it prints agy's JSON (see fake-agy/README.md).
 
 {USAGE}
 Environment:

@@ -7,8 +7,10 @@
 //! `agy_bridge` library, so the fake cannot drift from what the bridge reads.
 
 mod cli;
+mod ending;
 mod models;
 mod replay;
+mod stream;
 
 use cli::Invocation;
 use std::time::Instant;

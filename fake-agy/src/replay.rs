@@ -11,10 +11,16 @@
 //! same way whichever process wrote them.
 
 use crate::cli::{self, OutputFormat, PrintArgs};
-use agy_bridge::recording::{self, apply_commit, ApplyOptions, Commit, Op, Recording};
-use agy_bridge::{events, poller, schema, steps};
+use crate::ending::{self, Context, Ending, PermissionPolicy};
+use crate::stream::{self, Emitter, TextMode};
+use agy_bridge::recording::{
+    self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, SqlValue, Write as RowWrite,
+};
+use agy_bridge::steps::{self, StepRow};
+use agy_bridge::stream_json::{DeniedAction, Line};
+use agy_bridge::{runner, schema, wire};
 use rusqlite::Connection;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -200,10 +206,6 @@ fn err_raw(text: &str) {
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(text.as_bytes());
     let _ = e.flush();
-}
-
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
 }
 
 /// Create a conversation database as agy does: WAL, then the full schema.
@@ -437,84 +439,365 @@ fn latest_conversation(dir: &Path) -> Option<String> {
         .map(|(_, id)| id)
 }
 
-/// Text of the planner responses among `idxs`, as the bridge would decode it.
-fn partial_text(conn: &Connection, path: &Path, idxs: &BTreeSet<i64>) -> String {
-    let rows = poller::read_all(conn, path).unwrap_or_default();
-    let decoded: Vec<steps::Step> = rows
-        .iter()
-        .filter(|r| idxs.contains(&r.idx))
-        .map(steps::decode)
-        .collect();
-    events::Transcript::from_events(events::decode_all(&decoded)).text()
+/// The `steps` row a write upserts, as a reader would see it.
+fn step_row(w: &RowWrite, idx_offset: i64) -> Option<StepRow> {
+    if w.table != "steps" || w.op != Op::Upsert {
+        return None;
+    }
+    let int = |c: &str| w.values.get(c).and_then(SqlValue::as_i64).unwrap_or(0);
+    let blob = |c: &str| {
+        w.values
+            .get(c)
+            .and_then(SqlValue::as_blob)
+            .map(<[u8]>::to_vec)
+    };
+    Some(StepRow {
+        idx: w.key.get("idx")?.as_i64()? + idx_offset,
+        step_type: int("step_type"),
+        status: int("status"),
+        payload: blob("step_payload"),
+        metadata: blob("metadata"),
+        error_details: blob("error_details"),
+        permissions: blob("permissions"),
+        task_details: blob("task_details"),
+    })
 }
 
-fn result_line(result: &str, conversation_id: &str, is_error: bool) -> String {
-    format!(
-        "{{\"type\":\"result\",\"result\":{},\"conversation_id\":{},\"is_error\":{is_error}}}",
-        json_str(result),
-        json_str(conversation_id)
-    )
+/// The permission kind a `permissions` column asks for
+/// (`{2: {1: {1 kind, 2 value}}}`), e.g. `command`.
+fn permission_kind(blob: &[u8]) -> Option<String> {
+    let len_field = |buf: &[u8], n: u32| -> Option<Vec<u8>> {
+        wire::fields(buf)
+            .map_while(Result::ok)
+            .find_map(|f| match f.value {
+                wire::Value::Len(b) if f.number == n => Some(b.to_vec()),
+                _ => None,
+            })
+    };
+    let request = len_field(blob, 2)?;
+    let item = len_field(&request, 1)?;
+    let kind = len_field(&item, 1)?;
+    Some(String::from_utf8_lossy(&kind).into_owned())
+}
+
+/// agy's display name of a tool: `run_command` -> `RunCommand`.
+fn display_name(tool: &str) -> String {
+    tool.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The actions a permission-gated commit asks for, as agy lists them
+/// when it denies them.
+fn denied_actions(commit: &Commit) -> Vec<DeniedAction> {
+    commit
+        .writes
+        .iter()
+        .filter_map(|w| step_row(w, 0))
+        .filter_map(|row| {
+            let kind = row.permissions.as_deref().and_then(permission_kind);
+            let step = steps::decode(&row);
+            let tool = stream::tool_name(&step);
+            (kind.is_some() || step.tool_call().is_some()).then(|| DeniedAction {
+                action: kind.unwrap_or_else(|| "command".into()),
+                display_name: display_name(&tool),
+            })
+        })
+        .collect()
 }
 
 /// State of a run in progress.
 struct Run<'a> {
     args: &'a PrintArgs,
     rec: &'a Recording,
+    rec_path: &'a Path,
+    knobs: &'a Knobs,
+    conv_dir: PathBuf,
     root_id: String,
     root_path: PathBuf,
+    resumed: bool,
+    opts: ApplyOptions,
     conn: Option<Connection>,
     writers: HashMap<String, Writer>,
-    /// Root step idx written by this run (not `pre`), for partial output.
-    run_idx: BTreeSet<i64>,
+    emitter: Emitter,
+    policy: PermissionPolicy,
+    commit_log: Option<File>,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// Decide the conversation ids (a resumed one or fresh UUIDs).
+    fn new(
+        args: &'a PrintArgs,
+        rec: &'a Recording,
+        rec_path: &'a Path,
+        knobs: &'a Knobs,
+    ) -> Result<Run<'a>, Fatal> {
+        let conv_dir = conversations_dir()?;
+        let resume = match &args.conversation {
+            Some(id) => Some(id.clone()),
+            None if args.continue_latest => latest_conversation(&conv_dir),
+            None => None,
+        };
+        if let Some(id) = &resume {
+            let path = conv_dir.join(format!("{id}.db"));
+            if !path.is_file() {
+                return Err(Fatal::new(
+                    1,
+                    format!("conversation {id} not found (no {})", path.display()),
+                ));
+            }
+        }
+        let fresh = || uuid::Uuid::new_v4().to_string();
+        let root_rec = rec.header.root_conversation.clone();
+        let root_id = resume.clone().unwrap_or_else(fresh);
+        let mut id_map = vec![(root_rec.clone(), root_id.clone())];
+        for c in rec.conversations().into_iter().filter(|c| *c != root_rec) {
+            id_map.push((c, fresh()));
+        }
+        let version = runner::parse_version(&rec.header.agy_version).unwrap_or(NEWEST_KNOWN);
+        let commit_log = match &knobs.commit_log {
+            Some(p) => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| {
+                        Fatal::internal(format!("FAKE_AGY_COMMIT_LOG {}: {e}", p.display()))
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(Run {
+            args,
+            rec,
+            rec_path,
+            knobs,
+            root_path: conv_dir.join(format!("{root_id}.db")),
+            conv_dir,
+            emitter: Emitter::new(&root_id, TextMode::for_version(version)),
+            root_id,
+            resumed: resume.is_some(),
+            opts: ApplyOptions {
+                skip_permissions: args.skip_permissions,
+                skip_pre: resume.is_some(),
+                idx_offset: 0,
+                id_map,
+            },
+            conn: None,
+            writers: HashMap::new(),
+            policy: PermissionPolicy::for_version(version),
+            commit_log,
+        })
+    }
+
     fn close_writers(&mut self) {
         for w in self.writers.values_mut() {
             w.wait();
         }
     }
 
-    /// agy's print timeout: exit 0 with the partial answer.
-    fn print_timeout(mut self) -> i32 {
-        self.close_writers();
-        let partial = match &self.conn {
-            Some(conn) => partial_text(conn, &self.root_path, &self.run_idx),
-            None => String::new(),
-        };
-        err_raw(&format!(
-            "print timeout after {} with turn in progress; returning partial output\n",
-            cli::go_duration_string(self.args.print_timeout)
-        ));
-        match self.args.output_format {
-            OutputFormat::Text => {
-                if !partial.is_empty() {
-                    out_line(&partial);
-                }
-            }
-            OutputFormat::Json | OutputFormat::StreamJson => {
-                out_line(&result_line(&partial, &self.root_id, false))
-            }
-        }
-        0
+    fn fresh_id(&self, recorded: &str) -> String {
+        self.opts
+            .id_map
+            .iter()
+            .find(|(from, _)| from == recorded)
+            .map(|(_, to)| to.clone())
+            .unwrap_or_else(|| recorded.to_string())
     }
 
-    /// The run finished: print what the recording says.
-    fn finish(mut self) -> i32 {
-        self.close_writers();
-        let h = &self.rec.header;
-        match self.args.output_format {
-            OutputFormat::Text => out_raw(&h.stdout),
-            OutputFormat::Json | OutputFormat::StreamJson => out_line(&result_line(
-                self.rec.stdout_text(),
-                &self.root_id,
-                h.exit_code != 0,
-            )),
+    /// Create the root database, or open the resumed one and continue its idx.
+    fn open_root_db(&mut self) -> Result<(), Fatal> {
+        let dir = &self.conv_dir;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Fatal::internal(format!("cannot create {}: {e}", dir.display())))?;
+        let path = &self.root_path;
+        if !self.resumed {
+            self.conn = Some(create_db(path)?);
+            return Ok(());
         }
-        err_raw(&h.stderr);
-        h.exit_code
+        let conn = Connection::open(path)
+            .map_err(|e| Fatal::internal(format!("cannot open {}: {e}", path.display())))?;
+        set_wal(&conn, path)?;
+        let max: Option<i64> = conn
+            .query_row("SELECT MAX(idx) FROM steps", [], |r| r.get(0))
+            .map_err(|e| Fatal::internal(format!("{}: {e}", path.display())))?;
+        let root_rec = &self.rec.header.root_conversation;
+        let first_recorded = self
+            .rec
+            .commits
+            .iter()
+            .filter(|c| !c.pre && &c.db == root_rec)
+            .flat_map(|c| step_writes(c, 0))
+            .map(|w| w.0)
+            .min();
+        if let Some(first) = first_recorded {
+            self.opts.idx_offset = max.map_or(0, |m| m + 1) - first;
+        }
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    /// The `init` line, once the conversation exists.
+    fn print_init(&self) {
+        if self.args.output_format != OutputFormat::StreamJson {
+            return;
+        }
+        let model = self
+            .args
+            .model
+            .clone()
+            .or_else(|| self.rec.header.model.clone());
+        out_line(
+            &Line::Init {
+                conversation_id: self.root_id.clone(),
+                init: stream::init(model, self.args.skip_permissions),
+            }
+            .to_json(),
+        );
+    }
+
+    /// `FAKE_AGY_NO_DB`: no database; wait as long as the run would take.
+    fn wait_without_db(&self, deadline: Instant) -> Ending {
+        let t0 = Instant::now();
+        let mut end = t0;
+        let mut gated = false;
+        for (_, c) in self.rec.effective_commits(&self.opts) {
+            end = end.max(t0 + self.knobs.scaled(c.t_ms));
+            gated |= c.gate.is_some();
+        }
+        if gated || end > deadline {
+            sleep_until(deadline);
+            return Ending::PrintTimeout;
+        }
+        sleep_until(end);
+        Ending::Finished
+    }
+
+    /// Apply one commit (the root's here, a subagent's in its writer):
+    /// its commit time and the step rows it wrote.
+    fn apply(&mut self, index: usize, commit: &Commit) -> Result<(u128, Vec<i64>), Fatal> {
+        if commit.db == self.rec.header.root_conversation {
+            let conn = self
+                .conn
+                .as_ref()
+                .ok_or_else(|| Fatal::internal("no database"))?;
+            apply_commit(conn, index, commit, &self.opts)
+                .map_err(|e| Fatal::internal(e.to_string()))?;
+            let idx = step_writes(commit, self.opts.idx_offset);
+            return Ok((now_ns(), idx.into_iter().map(|w| w.0).collect()));
+        }
+        if !self.writers.contains_key(&commit.db) {
+            let id = self.fresh_id(&commit.db);
+            let path = self.conv_dir.join(format!("{id}.db"));
+            let w = Writer::spawn(self.rec_path, &path, &id, &self.opts.id_map)?;
+            self.writers.insert(commit.db.clone(), w);
+        }
+        let w = self
+            .writers
+            .get_mut(&commit.db)
+            .ok_or_else(|| Fatal::internal("writer vanished"))?;
+        w.apply(index)
+    }
+
+    /// Report a root commit of this run as agy's `step_update`s.
+    fn emit(&mut self, commit: &Commit) {
+        for w in &commit.writes {
+            let Some(row) = step_row(w, self.opts.idx_offset) else {
+                continue;
+            };
+            let step = steps::decode(&row);
+            if let Some(update) = self.emitter.observe(&step, commit.t_ms) {
+                if self.args.output_format == OutputFormat::StreamJson {
+                    out_line(&Line::StepUpdate(update).to_json());
+                }
+            }
+        }
+        self.emitter.commit_done(commit.t_ms);
+    }
+
+    /// Walk the commits on their schedule until the run ends.
+    fn replay(&mut self, t0: Instant, deadline: Instant) -> Result<Ending, Fatal> {
+        let rec = self.rec;
+        let opts = self.opts.clone();
+        let commits: Vec<(usize, &Commit)> = rec.effective_commits(&opts).collect();
+        let mut last_for_db: HashMap<&str, usize> = HashMap::new();
+        for (pos, (_, c)) in commits.iter().enumerate() {
+            last_for_db.insert(c.db.as_str(), pos);
+        }
+        let mut denied: Option<Vec<DeniedAction>> = None;
+        for (pos, (index, commit)) in commits.iter().enumerate() {
+            match (&denied, commit.gate) {
+                // The denied path ends with its last `denied` commit.
+                (Some(actions), g) if g != Some(Gate::Denied) => {
+                    return Ok(Ending::Denied(actions.clone()))
+                }
+                (None, Some(Gate::Denied)) => continue,
+                _ => {}
+            }
+            let n = pos + 1;
+            let target = if commit.pre {
+                t0
+            } else {
+                t0 + self.knobs.scaled(commit.t_ms)
+            };
+            if target > deadline {
+                sleep_until(deadline);
+                return Ok(Ending::PrintTimeout);
+            }
+            sleep_until(target);
+            let (ns, written) = self.apply(*index, commit)?;
+            let id = self.fresh_id(&commit.db);
+            if let Some(f) = self.commit_log.as_mut() {
+                let _ = writeln!(f, "{n} {ns} {id} {}", idx_list(&written)).and_then(|_| f.flush());
+            }
+            let is_root = commit.db == rec.header.root_conversation;
+            if is_root && !commit.pre {
+                self.emit(commit);
+            }
+            if !is_root && last_for_db.get(commit.db.as_str()) == Some(&pos) {
+                if let Some(w) = self.writers.get_mut(&commit.db) {
+                    w.close();
+                }
+            }
+            if self.knobs.crash_at == Some(n) {
+                crash(self.knobs.crash_mode, n);
+            }
+            if commit.gate == Some(Gate::Permission) {
+                if self.policy == PermissionPolicy::Stall {
+                    // agy waits for a permission nobody can give in print mode.
+                    sleep_until(deadline);
+                    return Ok(Ending::PrintTimeout);
+                }
+                denied = Some(denied_actions(commit));
+            }
+        }
+        Ok(denied.map_or(Ending::Finished, Ending::Denied))
+    }
+
+    /// Print how the run ended and return the exit code.
+    fn end(mut self, ending: Ending) -> i32 {
+        self.close_writers();
+        if self.knobs.hang && matches!(ending, Ending::Finished) {
+            sleep_forever();
+        }
+        let ctx = Context {
+            rec: self.rec,
+            conversation_id: &self.root_id,
+            print_timeout: self.args.print_timeout,
+            policy: self.policy,
+            emitter: &self.emitter,
+        };
+        ending::print(ending::conclude(ending, &ctx), self.args.output_format)
     }
 }
+
+/// The version assumed for a recording whose `agy_version` does not parse.
+const NEWEST_KNOWN: (u32, u32, u32) = (1, 2, 17);
 
 fn crash(mode: CrashMode, n: usize) -> ! {
     match mode {
@@ -531,6 +814,23 @@ fn crash(mode: CrashMode, n: usize) -> ! {
     }
 }
 
+/// agy failed before creating a conversation: only the result, stderr and
+/// the exit code.
+fn before_conversation(args: &PrintArgs, rec: &Recording) -> i32 {
+    let emitter = Emitter::new("", TextMode::AtDone);
+    let ctx = Context {
+        rec,
+        conversation_id: "",
+        print_timeout: args.print_timeout,
+        policy: PermissionPolicy::Deny,
+        emitter: &emitter,
+    };
+    ending::print(
+        ending::conclude(Ending::BeforeConversation, &ctx),
+        args.output_format,
+    )
+}
+
 /// A print-mode run (`fake-agy -p ...`); returns the exit code.
 pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
     let knobs = Knobs::from_env()?;
@@ -538,195 +838,28 @@ pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
     if knobs.grandchild {
         spawn_grandchild(knobs.grandchild_pidfile.as_deref())?;
     }
+    if rec
+        .header
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.before_conversation)
+    {
+        return Ok(before_conversation(args, &rec));
+    }
     let deadline = start + args.print_timeout;
-    let conv_dir = conversations_dir()?;
-
-    let resume = match &args.conversation {
-        Some(id) => Some(id.clone()),
-        None if args.continue_latest => latest_conversation(&conv_dir),
-        None => None,
-    };
-    if let Some(id) = &resume {
-        let path = conv_dir.join(format!("{id}.db"));
-        if !path.is_file() {
-            return Err(Fatal::new(
-                1,
-                format!("conversation {id} not found (no {})", path.display()),
-            ));
-        }
-    }
-    let fresh = || uuid::Uuid::new_v4().to_string();
-    let root_rec = rec.header.root_conversation.clone();
-    let root_id = resume.clone().unwrap_or_else(fresh);
-    let mut id_map = vec![(root_rec.clone(), root_id.clone())];
-    for c in rec.conversations().into_iter().filter(|c| *c != root_rec) {
-        id_map.push((c, fresh()));
-    }
-    let mut opts = ApplyOptions {
-        skip_permissions: args.skip_permissions,
-        skip_pre: resume.is_some(),
-        idx_offset: 0,
-        id_map,
-    };
-    let root_path = conv_dir.join(format!("{root_id}.db"));
-    let mut run = Run {
-        args,
-        rec: &rec,
-        root_id: root_id.clone(),
-        root_path: root_path.clone(),
-        conn: None,
-        writers: HashMap::new(),
-        run_idx: BTreeSet::new(),
-    };
-
+    let mut run = Run::new(args, &rec, &rec_path, &knobs)?;
     if knobs.no_db {
-        let t0 = Instant::now();
-        let mut end = t0;
-        let mut gated = false;
-        for (_, c) in rec.effective_commits(&opts) {
-            end = end.max(t0 + knobs.scaled(c.t_ms));
-            gated |= c.gate.is_some();
-        }
-        if gated || end > deadline {
-            sleep_until(deadline);
-            return Ok(run.print_timeout());
-        }
-        sleep_until(end);
-        return Ok(run.finish());
+        let ending = run.wait_without_db(deadline);
+        return Ok(run.end(ending));
     }
-
     if let Some(delay) = knobs.db_delay {
         std::thread::sleep(delay);
     }
     let t0 = Instant::now();
-    std::fs::create_dir_all(&conv_dir)
-        .map_err(|e| Fatal::internal(format!("cannot create {}: {e}", conv_dir.display())))?;
-    let conn = if resume.is_some() {
-        let conn = Connection::open(&root_path)
-            .map_err(|e| Fatal::internal(format!("cannot open {}: {e}", root_path.display())))?;
-        set_wal(&conn, &root_path)?;
-        let max: Option<i64> = conn
-            .query_row("SELECT MAX(idx) FROM steps", [], |r| r.get(0))
-            .map_err(|e| Fatal::internal(format!("{}: {e}", root_path.display())))?;
-        let first_recorded = rec
-            .commits
-            .iter()
-            .filter(|c| !c.pre && c.db == root_rec)
-            .flat_map(|c| step_writes(c, 0))
-            .map(|w| w.0)
-            .min();
-        if let Some(first) = first_recorded {
-            opts.idx_offset = max.map_or(0, |m| m + 1) - first;
-        }
-        conn
-    } else {
-        create_db(&root_path)?
-    };
-    run.conn = Some(conn);
-    if args.output_format == OutputFormat::StreamJson {
-        out_line(&format!(
-            "{{\"type\":\"init\",\"conversation_id\":{}}}",
-            json_str(&root_id)
-        ));
-    }
-
-    let mut log: Option<File> = match &knobs.commit_log {
-        Some(p) => Some(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| {
-                    Fatal::internal(format!("FAKE_AGY_COMMIT_LOG {}: {e}", p.display()))
-                })?,
-        ),
-        None => None,
-    };
-    let fresh_id = |recorded: &str| -> String {
-        opts.id_map
-            .iter()
-            .find(|(from, _)| from == recorded)
-            .map(|(_, to)| to.clone())
-            .unwrap_or_else(|| recorded.to_string())
-    };
-    let commits: Vec<(usize, &Commit)> = rec.effective_commits(&opts).collect();
-    let mut last_for_db: HashMap<&str, usize> = HashMap::new();
-    for (pos, (_, c)) in commits.iter().enumerate() {
-        last_for_db.insert(c.db.as_str(), pos);
-    }
-
-    for (pos, (index, commit)) in commits.iter().enumerate() {
-        let n = pos + 1;
-        let target = if commit.pre {
-            t0
-        } else {
-            t0 + knobs.scaled(commit.t_ms)
-        };
-        if target > deadline {
-            sleep_until(deadline);
-            return Ok(run.print_timeout());
-        }
-        sleep_until(target);
-
-        let is_root = commit.db == root_rec;
-        let (ns, written): (u128, Vec<(i64, i64, i64)>) = if is_root {
-            let conn = run
-                .conn
-                .as_ref()
-                .ok_or_else(|| Fatal::internal("no database"))?;
-            apply_commit(conn, *index, commit, &opts)
-                .map_err(|e| Fatal::internal(e.to_string()))?;
-            (now_ns(), step_writes(commit, opts.idx_offset))
-        } else {
-            if !run.writers.contains_key(&commit.db) {
-                let id = fresh_id(&commit.db);
-                let path = conv_dir.join(format!("{id}.db"));
-                let w = Writer::spawn(&rec_path, &path, &id, &opts.id_map)?;
-                run.writers.insert(commit.db.clone(), w);
-            }
-            let w = run
-                .writers
-                .get_mut(&commit.db)
-                .ok_or_else(|| Fatal::internal("writer vanished"))?;
-            let (ns, idx) = w.apply(*index)?;
-            (ns, idx.into_iter().map(|i| (i, 0, 0)).collect())
-        };
-
-        if let Some(f) = log.as_mut() {
-            let idx: Vec<i64> = written.iter().map(|w| w.0).collect();
-            let _ = writeln!(f, "{n} {ns} {} {}", fresh_id(&commit.db), idx_list(&idx))
-                .and_then(|_| f.flush());
-        }
-        if is_root && !commit.pre {
-            for (idx, step_type, status) in &written {
-                run.run_idx.insert(*idx);
-                if args.output_format == OutputFormat::StreamJson {
-                    out_line(&format!(
-                        "{{\"type\":\"step_update\",\"idx\":{idx},\"step_type\":{step_type},\"status\":{status}}}"
-                    ));
-                }
-            }
-        }
-        if !is_root && last_for_db.get(commit.db.as_str()) == Some(&pos) {
-            if let Some(w) = run.writers.get_mut(&commit.db) {
-                w.close();
-            }
-        }
-        if knobs.crash_at == Some(n) {
-            crash(knobs.crash_mode, n);
-        }
-        if commit.gate.is_some() {
-            // agy waits for a permission nobody can give in print mode.
-            sleep_until(deadline);
-            return Ok(run.print_timeout());
-        }
-    }
-
-    run.close_writers();
-    if knobs.hang {
-        sleep_forever();
-    }
-    Ok(run.finish())
+    run.open_root_db()?;
+    run.print_init();
+    let ending = run.replay(t0, deadline)?;
+    Ok(run.end(ending))
 }
 
 /// `fake-agy --version`.

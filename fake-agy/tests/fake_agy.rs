@@ -156,6 +156,7 @@ fn header(stdout: &str) -> Header {
         agy_version: "1.2.8".into(),
         provenance: Provenance::Synthesized {
             from: "fake-agy tests".into(),
+            follows: None,
         },
         description: String::new(),
         prompt: "say hello".into(),
@@ -168,6 +169,7 @@ fn header(stdout: &str) -> Header {
         models_output: "gemini-3.6-flash-medium\nclaude-sonnet-4-6\n".into(),
         version_output: "1.2.8\n".into(),
         schema: Vec::new(),
+        outcome: None,
     }
 }
 
@@ -595,39 +597,62 @@ fn stream_json_prints_init_step_updates_and_result() {
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect();
     let init = &lines[0];
-    assert_eq!(init["type"], "init");
+    assert_eq!(init["event"], "init");
     let id = init["conversation_id"].as_str().unwrap();
     assert!(is_uuid_v4(id));
     assert!(fx.conv_dir().join(format!("{id}.db")).is_file());
+    assert_eq!(init["init"]["model"], "gemini-3.6-flash-medium");
+    assert_eq!(init["init"]["permission_mode"], "request-review");
+    assert!(init["init"]["tools"].as_array().unwrap().len() >= 50);
 
-    let updates: Vec<(i64, i64, i64)> = lines[1..lines.len() - 1]
+    // agy 1.2.x: the answer comes whole on its DONE update; the growing
+    // (GENERATING) commits print nothing.
+    let updates: Vec<(i64, &str, &str, Option<&str>)> = lines[1..lines.len() - 1]
         .iter()
         .map(|l| {
-            assert_eq!(l["type"], "step_update");
+            assert_eq!(l["event"], "step_update");
+            let u = &l["step_update"];
+            assert_eq!(u["conversation_id"], id);
             (
-                l["idx"].as_i64().unwrap(),
-                l["step_type"].as_i64().unwrap(),
-                l["status"].as_i64().unwrap(),
+                u["step_index"].as_i64().unwrap(),
+                u["step_type"].as_str().unwrap(),
+                u["state"].as_str().unwrap(),
+                u["text_delta"].as_str(),
             )
         })
         .collect();
     assert_eq!(
         updates,
         vec![
-            (0, 14, 3),
-            (1, 23, 3),
-            (2, 15, 8),
-            (2, 15, 8),
-            (2, 15, 8),
-            (2, 15, 8),
-            (2, 15, 3)
+            (0, "user_input", "DONE", None),
+            (1, "checkpoint", "DONE", None),
+            (2, "agent_response", "DONE", Some("Hello, world!")),
         ]
     );
-    let result = lines.last().unwrap();
-    assert_eq!(result["type"], "result");
-    assert_eq!(result["result"], "Hello, world!");
+    let result = &lines.last().unwrap()["result"];
+    assert_eq!(lines.last().unwrap()["event"], "result");
+    assert_eq!(result["status"], "SUCCESS");
+    assert_eq!(result["response"], "Hello, world!");
     assert_eq!(result["conversation_id"], id);
-    assert_eq!(result["is_error"], false);
+    assert_eq!(result["num_turns"], 1);
+}
+
+#[test]
+fn skip_permissions_is_announced_as_always_proceed() {
+    let fx = Fixture::new(hello(100));
+    let out = fx.run(&[
+        "-p",
+        "x",
+        "--output-format",
+        "stream-json",
+        "--dangerously-skip-permissions",
+        "--model",
+        "claude-sonnet-4-6",
+    ]);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
+    assert_eq!(first["init"]["permission_mode"], "always-proceed");
+    assert_eq!(first["init"]["model"], "claude-sonnet-4-6");
 }
 
 #[test]
@@ -640,10 +665,71 @@ fn json_output_is_one_result_object() {
     let text = stdout(&out);
     assert_eq!(text.lines().count(), 1, "{text}");
     let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-    assert_eq!(v["type"], "result");
-    assert_eq!(v["result"], "Hello, world!");
-    assert_eq!(v["is_error"], true);
+    assert!(v.get("event").is_none(), "json mode prints the bare result");
+    assert_eq!(v["status"], "ERROR");
+    assert_eq!(v["response"], "Hello, world!");
     assert_eq!(v["conversation_id"].as_str().unwrap(), stem(&fx.only_db()));
+}
+
+#[test]
+fn the_recorded_outcome_shapes_the_result() {
+    let mut rec = hello(100);
+    rec.header.exit_code = 3;
+    rec.header.stderr = "error: out of quota\n".into();
+    let usage = agy_bridge::stream_json::Usage {
+        input_tokens: 7,
+        output_tokens: 2,
+        thinking_tokens: 1,
+        cache_read_tokens: 5,
+        total_tokens: 9,
+    };
+    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+        status: "ERROR".into(),
+        error: Some("out of quota".into()),
+        usage: Some(usage),
+        denied_actions: vec![agy_bridge::stream_json::DeniedAction {
+            action: "file".into(),
+            display_name: "WriteToFile".into(),
+        }],
+        ..Default::default()
+    });
+    let fx = Fixture::new(rec);
+    let out = fx.run(&["-p", "x", "--output-format", "stream-json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr(&out), "error: out of quota\n");
+    let last: serde_json::Value =
+        serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    let r = &last["result"];
+    assert_eq!(r["status"], "ERROR");
+    assert_eq!(r["error"], "out of quota");
+    assert_eq!(r["usage"]["cache_read_tokens"], 5);
+    assert_eq!(r["denied_actions"][0]["display_name"], "WriteToFile");
+    assert!(fx.only_db().is_file(), "the turn ran");
+}
+
+#[test]
+fn a_failure_before_the_conversation_creates_nothing() {
+    let mut rec = hello(100);
+    rec.commits.clear();
+    rec.header.exit_code = 1;
+    rec.header.stdout = String::new();
+    rec.header.stderr = "error: invalid model selection\n".into();
+    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+        status: "ERROR".into(),
+        error: Some("invalid model selection".into()),
+        before_conversation: true,
+        ..Default::default()
+    });
+    let fx = Fixture::new(rec);
+    let out = fx.run(&["-p", "x", "--output-format", "stream-json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["event"], "result");
+    assert_eq!(v["result"]["conversation_id"], "");
+    assert_eq!(v["result"]["num_turns"], 0);
+    assert!(fx.dbs().is_empty());
 }
 
 #[test]
@@ -738,7 +824,7 @@ fn print_timeout_returns_partial_output() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         stderr(&out),
-        "print timeout after 1s with turn in progress; returning partial output\n"
+        "[agy] print timeout after 1s with turn in progress; returning partial output\n"
     );
     assert_eq!(stdout(&out), "Hello\n");
     let rows = steps_of(&fx.only_db());
@@ -761,14 +847,25 @@ fn print_timeout_is_formatted_like_go() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(stderr(&out).starts_with("print timeout after 1.5s with turn in progress"));
+    assert!(stderr(&out).starts_with("[agy] print timeout after 1.5s with turn in progress"));
     let last: serde_json::Value =
         serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
-    assert_eq!(last["type"], "result");
-    assert_eq!(last["result"], "Hello");
+    assert_eq!(last["event"], "result");
+    assert_eq!(last["result"]["status"], "SUCCESS");
+    assert_eq!(last["result"]["response"], "Hello");
 }
 
-/// A run_command that needs permission at commit 3 (idx 3 WAITING).
+/// A run_command that needs permission at commit 3 (idx 3 WAITING), in an
+/// agy `version`.
+fn gated_in(version: &str) -> Recording {
+    let mut rec = gated();
+    rec.header.agy_version = version.into();
+    rec.header.version_output = format!("{version}\n");
+    rec
+}
+
+/// A run_command that needs permission at commit 3 (idx 3 WAITING), in an
+/// agy before 1.1.7 (which stalls there in print mode).
 fn gated() -> Recording {
     let call = ToolCall {
         id: "call-1".into(),
@@ -786,8 +883,11 @@ fn gated() -> Recording {
         )],
     );
     gate.gate = Some(Gate::Permission);
+    let mut header = header("Done.\n");
+    header.agy_version = "1.1.4".into();
+    header.version_output = "1.1.4\n".into();
     Recording {
-        header: header("Done.\n"),
+        header,
         commits: vec![
             commit(0, ROOT, first),
             commit(
@@ -828,7 +928,7 @@ fn permission_gate_stalls_until_the_print_timeout() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         stderr(&out),
-        "print timeout after 1s with turn in progress; returning partial output\n"
+        "[agy] print timeout after 1s with turn in progress; returning partial output\n"
     );
     assert_eq!(stdout(&out), "Let me run it\n");
     let rows = steps_of(&fx.only_db());
@@ -852,6 +952,42 @@ fn permission_gate_is_skipped_with_the_flag() {
     let got = dump(&open(&db), &[(stem(&db), ROOT.to_string())]);
     assert_eq!(got, dump(&fx.rec.final_database(ROOT).unwrap(), &[]));
     assert_eq!(steps_of(&db)[3].status, 3);
+}
+
+#[test]
+fn a_later_agy_auto_denies_at_the_gate_instead_of_stalling() {
+    for (version, status, stderr_start) in [
+        (
+            "1.1.7",
+            "CANCELED",
+            "jetski: no output produced — a tool required the \"command\"",
+        ),
+        ("1.2.17", "SUCCESS", ""),
+    ] {
+        let fx = Fixture::new(gated_in(version));
+        let t = Instant::now();
+        let out = fx.run(&["-p", "x", "--output-format", "stream-json"]);
+        // The default print timeout is 5 minutes: ending well before it
+        // means no stall.
+        assert!(t.elapsed() < Duration::from_secs(60), "{version}");
+        assert_eq!(out.status.code(), Some(0), "{version}");
+        assert!(
+            stderr(&out).starts_with(stderr_start),
+            "{version}: {}",
+            stderr(&out)
+        );
+        let last: serde_json::Value =
+            serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+        assert_eq!(last["result"]["status"], status, "{version}");
+        let rows = steps_of(&fx.only_db());
+        assert_eq!(rows.len(), 4, "{version}: the permitted path never ran");
+        if status == "SUCCESS" {
+            assert_eq!(
+                last["result"]["denied_actions"],
+                serde_json::json!([{"action": "command", "display_name": "RunCommand"}])
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
