@@ -8,7 +8,7 @@
 //! (`done` or `error`) ends every stream, whatever happens.
 
 use crate::diff::{self, TurnEdits};
-use crate::events::{Channel, Event};
+use crate::events::{self, Channel, Event};
 use crate::runner::{Failure, RunEvent, RunResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -504,7 +504,11 @@ impl EventMapper {
                     self.pending_edits
                         .insert(call_key(id, name, arguments), target);
                 } else {
-                    out.thinking(&format!("\n[agy tool: {name}]\n"));
+                    // `[agy tool: run_command] cargo test`: what it acted on.
+                    let subject = events::tool_subject(arguments, Some(self.edits.cwd()))
+                        .map(|s| format!(" {s}"))
+                        .unwrap_or_default();
+                    out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
                 }
             }
             Event::ToolResult {
@@ -544,6 +548,17 @@ impl EventMapper {
             } => out.thinking(&format!(
                 "\n[agy subagent{}: {conversation_id}]\n",
                 role.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
+            )),
+            Event::Notice { text, .. } => out.thinking(&format!("\n[agy: {}]\n", text.trim())),
+            Event::Permission {
+                action,
+                target,
+                decision,
+                ..
+            } => out.thinking(&format!(
+                "\n[agy asked permission for {}: {}]\n",
+                events::permission_subject(action, target),
+                decision.label()
             )),
             Event::Unknown { idx, step_type } => out.thinking(&format!(
                 "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"

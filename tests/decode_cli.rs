@@ -216,7 +216,7 @@ fn check_conversation_text(text: &str) {
         "{text}"
     );
     assert!(
-        text.contains("  → run_command {\"CommandLine\":\"ls\""),
+        text.contains("  → run_command ls\n      args: {\"CommandLine\":\"ls\""),
         "{text}"
     );
     assert!(text.contains("  ← run_command: ls exited 0"), "{text}");
