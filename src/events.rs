@@ -752,3 +752,102 @@ impl Transcript {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subject(args: serde_json::Value, cwd: Option<&str>) -> Option<String> {
+        tool_subject(&args.to_string(), cwd.map(Path::new))
+    }
+
+    #[test]
+    fn tool_summary_wins_over_the_main_argument() {
+        let args =
+            serde_json::json!({"CommandLine": "cargo test --all", "toolSummary": "run the tests"});
+        assert_eq!(subject(args, None).as_deref(), Some("run the tests"));
+    }
+
+    #[test]
+    fn main_arguments_name_the_subject() {
+        for (args, want) in [
+            (
+                serde_json::json!({"CommandLine": "cargo test", "Cwd": "/w"}),
+                "cargo test",
+            ),
+            (
+                serde_json::json!({"AbsolutePath": "/elsewhere/a.rs"}),
+                "/elsewhere/a.rs",
+            ),
+            (serde_json::json!({"query": "rust 1.95"}), "rust 1.95"),
+            (
+                serde_json::json!({"Query": "sum_to", "SearchPath": "/w"}),
+                "sum_to",
+            ),
+            (
+                serde_json::json!({"Url": "https://example.com/x"}),
+                "https://example.com/x",
+            ),
+            (serde_json::json!({"DirectoryPath": "/w/src"}), "src"),
+            (
+                serde_json::json!({"TargetFile": "file:///w/src/lib.rs", "CodeContent": "x"}),
+                "src/lib.rs",
+            ),
+            (serde_json::json!({"SearchPath": "/w"}), "."),
+            (
+                serde_json::json!({"ServerName": "github", "ToolName": "create_issue", "Arguments": {"title": "x"}}),
+                "github/create_issue",
+            ),
+        ] {
+            assert_eq!(
+                subject(args.clone(), Some("/w")).as_deref(),
+                Some(want),
+                "{args}"
+            );
+        }
+    }
+
+    #[test]
+    fn relative_arguments_are_not_rewritten() {
+        let args = serde_json::json!({"AbsolutePath": "src/lib.rs"});
+        assert_eq!(subject(args, Some("src")).as_deref(), Some("src/lib.rs"));
+    }
+
+    #[test]
+    fn subject_is_one_line_cut_with_an_ellipsis() {
+        let args = serde_json::json!({"CommandLine": format!("echo a\necho {}", "b".repeat(100))});
+        let got = subject(args, None).expect("a subject");
+        assert!(got.starts_with("echo a echo bbb"), "{got}");
+        assert!(got.ends_with('…'), "{got}");
+        assert_eq!(got.chars().count(), SUBJECT_MAX_CHARS + 1);
+    }
+
+    #[test]
+    fn nothing_to_name_is_none() {
+        assert_eq!(tool_subject("not json", None), None);
+        assert_eq!(tool_subject("[1,2]", None), None);
+        assert_eq!(
+            subject(serde_json::json!({"Other": "x", "CommandLine": "  "}), None),
+            None
+        );
+    }
+
+    #[test]
+    fn permission_subject_and_decision_read_as_words() {
+        assert_eq!(
+            permission_subject("command", " rm -rf build "),
+            "command rm -rf build"
+        );
+        assert_eq!(PermissionDecision::TimedOut.label(), "timed out");
+        let answers = [InteractionAnswer {
+            allow: true,
+            timed_out: true,
+            scope: None,
+        }];
+        assert_eq!(
+            PermissionDecision::from_answers(&answers),
+            Some(PermissionDecision::TimedOut)
+        );
+        assert_eq!(PermissionDecision::from_answers(&[]), None);
+    }
+}

@@ -743,3 +743,73 @@ fn every_load_bearing_path_decodes_from_literal_bytes() {
         assert_eq!(read(&step), want, "{path}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// How these events read in pi (thinking lines).
+// ---------------------------------------------------------------------------
+
+fn pi_thinking(cwd: &std::path::Path, events: Vec<Event>) -> String {
+    use agy_bridge::provider::{EventMapper, PiStream};
+    use agy_bridge::runner::RunEvent;
+    let mut buf = Vec::new();
+    {
+        let mut out = PiStream::new(&mut buf);
+        let mut mapper = EventMapper::new(cwd);
+        for e in events {
+            mapper.map(&RunEvent::Agy(e), &mut out);
+        }
+        out.done();
+    }
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|v| v["type"] == "thinking_delta")
+        .filter_map(|v| v["delta"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn pi_tool_lines_name_what_the_tool_acted_on() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(cwd.path()).expect("cwd");
+    let call = |name: &str, arguments: String| Event::ToolCall {
+        idx: 1,
+        id: String::new(),
+        name: name.into(),
+        arguments,
+    };
+    let thinking = pi_thinking(
+        &root,
+        vec![
+            call(
+                "run_command",
+                r#"{"CommandLine":"cargo test","toolSummary":"cargo test"}"#.into(),
+            ),
+            call(
+                "view_file",
+                serde_json::json!({"AbsolutePath": root.join("src/lib.rs")}).to_string(),
+            ),
+            call("manage_task", "{}".into()),
+            Event::Notice {
+                idx: 2,
+                text: "note: tests pass\n".into(),
+            },
+            Event::Permission {
+                idx: 3,
+                action: "command".into(),
+                target: "rm -rf build".into(),
+                reason: None,
+                decision: PermissionDecision::Denied,
+            },
+        ],
+    );
+    for line in [
+        "\n[agy tool: run_command] cargo test\n",
+        "\n[agy tool: view_file] src/lib.rs\n",
+        "\n[agy tool: manage_task]\n",
+        "\n[agy: note: tests pass]\n",
+        "\n[agy asked permission for command rm -rf build: denied]\n",
+    ] {
+        assert!(thinking.contains(line), "missing {line:?} in {thinking:?}");
+    }
+}
