@@ -478,12 +478,8 @@ fn render_event(out: &mut String, event: &Event) {
                 .as_deref()
                 .map(|r| format!(" (reason: {})", r.trim()))
                 .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  permission: {}{because}: {}",
-                events::permission_subject(action, target),
-                decision.label()
-            );
+            let line = events::permission_line(action, target, *decision);
+            let _ = writeln!(out, "  {line}{because}");
         }
         Event::Unknown { step_type, .. } => {
             let _ = writeln!(

@@ -146,10 +146,12 @@ impl PermissionDecision {
     }
 }
 
-/// What a permission request asked for, in one line: `run_command cargo test`.
-pub fn permission_subject(action: &str, target: &str) -> String {
+/// How every readable view words a permission, in one line:
+/// `agy asked permission for command rm -rf build: denied`.
+pub fn permission_line(action: &str, target: &str, decision: PermissionDecision) -> String {
     let what = format!("{} {}", action.trim(), target.trim());
-    shorten(&one_line(what.trim()), SUBJECT_MAX_CHARS)
+    let what = shorten(&one_line(what.trim()), SUBJECT_MAX_CHARS);
+    format!("agy asked permission for {what}: {}", decision.label())
 }
 
 /// Characters of a tool's subject shown on one line.
@@ -297,11 +299,10 @@ impl Tracker {
     /// Feed one view of a step; returns what is new since the last view.
     pub fn observe(&mut self, step: &Step) -> Vec<Event> {
         let mut out = Vec::new();
-        let idx = step.idx;
-        let state = self.steps.entry(idx).or_default();
+        let own_call = step_call(step);
+        let state = self.steps.entry(step.idx).or_default();
         state.finished = step.is_finished();
         state.waiting = step.status == StepStatus::Waiting;
-        let own_call = step_call(step);
         if let Some(name) = own_call
             .as_ref()
             .map(|c| c.name.as_str())
@@ -309,27 +310,60 @@ impl Tracker {
         {
             state.tool_name = Some(name.to_string());
         }
+        state.problems(step, &mut out);
+        state.content(step, &mut out);
+        // Requested calls in a planner response, then the tool step's own call.
+        if let Some(Body::Planner(p)) = &step.body {
+            for call in &p.tool_calls {
+                if !call.name.is_empty() && remember_call(&mut self.call_ids, step.idx, call) {
+                    out.push(call_event(step.idx, call));
+                }
+            }
+        }
+        if !state.tool_call {
+            if let Some(call) = tool_step_call(step, own_call) {
+                state.tool_call = true;
+                if remember_call(&mut self.call_ids, step.idx, &call) {
+                    out.push(call_event(step.idx, &call));
+                }
+            }
+        }
+        state.permission(step, &mut out);
+        state.result(step, &mut out);
+        state.errors(step, &mut out);
+        out
+    }
+}
 
+impl StepState {
+    /// A payload that did not decode, and a step type this build does not know.
+    fn problems(&mut self, step: &Step, out: &mut Vec<Event>) {
+        let idx = step.idx;
         if let Some(msg) = &step.decode_error {
-            if state.decode_error.as_ref() != Some(msg) {
-                state.decode_error = Some(msg.clone());
+            if self.decode_error.as_ref() != Some(msg) {
+                self.decode_error = Some(msg.clone());
                 out.push(Event::DecodeError {
                     idx,
                     message: msg.clone(),
                 });
             }
         }
-        if !step.step_type.is_known() && !state.unknown {
-            state.unknown = true;
+        if !step.step_type.is_known() && !self.unknown {
+            self.unknown = true;
             out.push(Event::Unknown {
                 idx,
                 step_type: step.step_type.raw(),
             });
         }
+    }
 
+    /// What the body says: the prompt, text and thinking, a title, a
+    /// subagent, a system message.
+    fn content(&mut self, step: &Step, out: &mut Vec<Event>) {
+        let idx = step.idx;
         match &step.body {
-            Some(Body::UserInput(u)) if !state.user_input && !u.text.is_empty() => {
-                state.user_input = true;
+            Some(Body::UserInput(u)) if !self.user_input && !u.text.is_empty() => {
+                self.user_input = true;
                 out.push(Event::UserInput {
                     idx,
                     text: u.text.clone(),
@@ -341,42 +375,34 @@ impl Tracker {
                 } else {
                     &p.thinking
                 };
-                grow(
-                    &mut out,
-                    idx,
-                    Channel::Thinking,
-                    &mut state.thinking,
-                    thinking,
-                );
+                grow(out, idx, Channel::Thinking, &mut self.thinking, thinking);
                 let text = if p.text.is_empty() {
                     p.modified_response.as_deref().unwrap_or("")
                 } else {
                     &p.text
                 };
-                grow(&mut out, idx, Channel::Text, &mut state.text, text);
+                grow(out, idx, Channel::Text, &mut self.text, text);
             }
             Some(Body::Checkpoint { title }) => {
                 let title = title.split("\n\n").next().unwrap_or("").trim();
-                if !title.is_empty() && state.title != title {
-                    state.title = title.to_string();
+                if !title.is_empty() && self.title != title {
+                    self.title = title.to_string();
                     out.push(Event::Title {
                         idx,
                         title: title.to_string(),
                     });
                 }
             }
-            Some(Body::Subagent(s)) if !state.subagent && !s.child_conversation_id.is_empty() => {
-                state.subagent = true;
+            Some(Body::Subagent(s)) if !self.subagent && !s.child_conversation_id.is_empty() => {
+                self.subagent = true;
                 out.push(Event::Subagent {
                     idx,
                     conversation_id: s.child_conversation_id.clone(),
                     role: s.role.clone(),
                 });
             }
-            Some(Body::SystemMessage { message })
-                if !state.notice && !message.trim().is_empty() =>
-            {
-                state.notice = true;
+            Some(Body::SystemMessage { message }) if !self.notice && !message.trim().is_empty() => {
+                self.notice = true;
                 out.push(Event::Notice {
                     idx,
                     text: message.clone(),
@@ -384,63 +410,33 @@ impl Tracker {
             }
             _ => {}
         }
+    }
 
-        // Requested calls in a planner response, then the tool step's own call.
-        let state = self.steps.entry(idx).or_default();
-        if let Some(Body::Planner(p)) = &step.body {
-            for call in &p.tool_calls {
-                if !call.name.is_empty() && remember_call(&mut self.call_ids, idx, call) {
-                    out.push(call_event(idx, call));
-                }
-            }
+    /// A permission request, once its answer is known or the step ended.
+    fn permission(&mut self, step: &Step, out: &mut Vec<Event>) {
+        let Some(request) = step
+            .permission_request
+            .as_ref()
+            .filter(|_| !self.permission)
+        else {
+            return;
+        };
+        let decision = PermissionDecision::from_answers(&step.answers)
+            .or_else(|| step.is_finished().then_some(PermissionDecision::NoAnswer));
+        if let Some(decision) = decision {
+            self.permission = true;
+            out.push(Event::Permission {
+                idx: step.idx,
+                action: request.action.clone(),
+                target: request.target.clone(),
+                reason: request.reason.clone(),
+                decision,
+            });
         }
-        let is_tool_step = step.step_type.tool_name().is_some()
-            || step
-                .body
-                .as_ref()
-                .map(Body::is_tool_result)
-                .unwrap_or(false)
-            || step.tool_call().is_some();
-        if is_tool_step
-            && !matches!(
-                step.step_type,
-                StepType::PlannerResponse | StepType::UserInput
-            )
-            && !state.tool_call
-        {
-            let call = match own_call {
-                Some(c) => Some(c),
-                None if step.is_finished() => step.step_type.tool_name().map(|n| ToolCall {
-                    name: n.to_string(),
-                    arguments: generic_arguments(step).unwrap_or_default(),
-                    ..ToolCall::default()
-                }),
-                None => None,
-            };
-            if let Some(call) = call {
-                state.tool_call = true;
-                if remember_call(&mut self.call_ids, idx, &call) {
-                    out.push(call_event(idx, &call));
-                }
-            }
-        }
+    }
 
-        let state = self.steps.entry(idx).or_default();
-        if let Some(request) = &step.permission_request {
-            let decision = PermissionDecision::from_answers(&step.answers)
-                .or_else(|| step.is_finished().then_some(PermissionDecision::NoAnswer));
-            if let Some(decision) = decision.filter(|_| !state.permission) {
-                state.permission = true;
-                out.push(Event::Permission {
-                    idx,
-                    action: request.action.clone(),
-                    target: request.target.clone(),
-                    reason: request.reason.clone(),
-                    decision,
-                });
-            }
-        }
-
+    /// A tool step's result, once the step is finished.
+    fn result(&mut self, step: &Step, out: &mut Vec<Event>) {
         let has_result_body = step
             .body
             .as_ref()
@@ -448,12 +444,15 @@ impl Tracker {
             .unwrap_or(false);
         if (has_result_body || step.step_type.tool_name().is_some())
             && step.is_finished()
-            && !state.result
+            && !self.result
         {
-            state.result = true;
+            self.result = true;
             out.push(result_event(step));
         }
+    }
 
+    /// agy's error messages (model errors, error details), each once.
+    fn errors(&mut self, step: &Step, out: &mut Vec<Event>) {
         let mut errors: Vec<String> = Vec::new();
         if let Some(Body::ModelError(e)) = &step.body {
             errors.push(e.message());
@@ -465,12 +464,43 @@ impl Tracker {
                 .map(|e| e.message.clone()),
         );
         for message in errors {
-            if !state.errors.contains(&message) {
-                state.errors.push(message.clone());
-                out.push(Event::Error { idx, message });
+            if !self.errors.contains(&message) {
+                self.errors.push(message.clone());
+                out.push(Event::Error {
+                    idx: step.idx,
+                    message,
+                });
             }
         }
-        out
+    }
+}
+
+/// The call a tool step announces itself: its own call, or once finished
+/// the call its type stands for. Planner and user steps announce none.
+fn tool_step_call(step: &Step, own_call: Option<ToolCall>) -> Option<ToolCall> {
+    let is_tool_step = step.step_type.tool_name().is_some()
+        || step
+            .body
+            .as_ref()
+            .map(Body::is_tool_result)
+            .unwrap_or(false)
+        || step.tool_call().is_some();
+    if !is_tool_step
+        || matches!(
+            step.step_type,
+            StepType::PlannerResponse | StepType::UserInput
+        )
+    {
+        return None;
+    }
+    match own_call {
+        Some(c) => Some(c),
+        None if step.is_finished() => step.step_type.tool_name().map(|n| ToolCall {
+            name: n.to_string(),
+            arguments: generic_arguments(step).unwrap_or_default(),
+            ..ToolCall::default()
+        }),
+        None => None,
     }
 }
 
@@ -568,7 +598,37 @@ fn result_event(step: &Step) -> Event {
         .map(|c| c.name.clone())
         .or_else(|| step.step_type.tool_name().map(str::to_string))
         .unwrap_or_else(|| format!("step_type_{}", step.step_type.raw()));
-    let (summary, output, exit_code) = match &step.body {
+    let (summary, output, exit_code) = body_summary(step.body.as_ref());
+    let rejected = matches!(&step.body, Some(Body::McpTool(m)) if m.user_rejected);
+    let ok =
+        step.status == StepStatus::Done && exit_code.map(|c| c == 0).unwrap_or(true) && !rejected;
+    // A failed step's own error says why (e.g. "tool call denied by pre-tool
+    // hook: ..."); a result with nothing else still says how the step ended.
+    let error = step
+        .errors
+        .iter()
+        .map(|e| e.message.as_str())
+        .find(|m| !m.is_empty());
+    let summary = match error {
+        Some(message) if step.status != StepStatus::Done => message.to_string(),
+        _ if summary.is_empty() => step.status.label().to_string(),
+        _ => summary,
+    };
+    Event::ToolResult {
+        idx: step.idx,
+        id: call.map(|c| c.id).unwrap_or_default(),
+        name,
+        status: step.status.label().to_string(),
+        ok,
+        summary,
+        output,
+        exit_code,
+    }
+}
+
+/// A tool result body's summary, output and exit code.
+fn body_summary(body: Option<&Body>) -> (String, Option<String>, Option<i64>) {
+    match body {
         Some(Body::Write { summary }) => (summary.clone(), None, None),
         Some(Body::Grep(g)) => (
             format!("{} hit(s) for {:?}", g.hits.len(), g.query),
@@ -642,31 +702,6 @@ fn result_event(step: &Step) -> Event {
             (summary, g.result.clone(), None)
         }
         _ => (String::new(), None, None),
-    };
-    let rejected = matches!(&step.body, Some(Body::McpTool(m)) if m.user_rejected);
-    let ok =
-        step.status == StepStatus::Done && exit_code.map(|c| c == 0).unwrap_or(true) && !rejected;
-    // A failed step's own error says why (e.g. "tool call denied by pre-tool
-    // hook: ..."); a result with nothing else still says how the step ended.
-    let error = step
-        .errors
-        .iter()
-        .map(|e| e.message.as_str())
-        .find(|m| !m.is_empty());
-    let summary = match error {
-        Some(message) if step.status != StepStatus::Done => message.to_string(),
-        _ if summary.is_empty() => step.status.label().to_string(),
-        _ => summary,
-    };
-    Event::ToolResult {
-        idx: step.idx,
-        id: call.map(|c| c.id).unwrap_or_default(),
-        name,
-        status: step.status.label().to_string(),
-        ok,
-        summary,
-        output,
-        exit_code,
     }
 }
 
@@ -835,8 +870,8 @@ mod tests {
     #[test]
     fn permission_subject_and_decision_read_as_words() {
         assert_eq!(
-            permission_subject("command", " rm -rf build "),
-            "command rm -rf build"
+            permission_line("command", " rm -rf build ", PermissionDecision::Allowed),
+            "agy asked permission for command rm -rf build: allowed"
         );
         assert_eq!(PermissionDecision::TimedOut.label(), "timed out");
         let answers = [InteractionAnswer {

@@ -504,10 +504,8 @@ impl EventMapper {
                     self.pending_edits
                         .insert(call_key(id, name, arguments), target);
                 } else {
-                    // `[agy tool: run_command] cargo test`: what it acted on.
-                    let subject = events::tool_subject(arguments, Some(self.edits.cwd()))
-                        .map(|s| format!(" {s}"))
-                        .unwrap_or_default();
+                    let subject = events::tool_subject(arguments, Some(self.edits.cwd()));
+                    let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
                     out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
                 }
             }
@@ -556,9 +554,8 @@ impl EventMapper {
                 decision,
                 ..
             } => out.thinking(&format!(
-                "\n[agy asked permission for {}: {}]\n",
-                events::permission_subject(action, target),
-                decision.label()
+                "\n[{}]\n",
+                events::permission_line(action, target, *decision)
             )),
             Event::Unknown { idx, step_type } => out.thinking(&format!(
                 "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"

@@ -166,9 +166,8 @@ impl<W: Write> LiveView<W> {
                 decision,
                 ..
             } => self.line(&format!(
-                "{d}[agy asked permission for {}: {}]{r}",
-                events::permission_subject(action, target),
-                decision.label()
+                "{d}[{}]{r}",
+                events::permission_line(action, target, *decision)
             ))?,
             Event::Unknown { idx, step_type } => self.line(&format!(
                 "{d}[step {idx}: unknown step type {step_type}]{r}"

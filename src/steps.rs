@@ -872,6 +872,8 @@ fn decode_error_details(buf: &[u8]) -> ErrorDetails {
     }
 }
 
+/// Decode the body carried by `Step` field `number` (None for a field that
+/// carries no body).
 fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
     let m = Message::parse(buf);
     Some(match number {
@@ -895,6 +897,31 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
                 .unwrap_or_default(),
             workspace_uri: m.msg(12).and_then(|c| c.string(12)),
         }),
+        24 => {
+            let inner = m.msg(3).unwrap_or(Message { fields: Vec::new() });
+            Body::ModelError(ModelError {
+                summary: inner.string(2),
+                diagnostic: inner.string(3),
+                response_json: inner.string(5),
+                id: inner.string(6),
+                user_message: inner.string(9),
+            })
+        }
+        30 => Body::Checkpoint { title: m.text(4) },
+        114 => Body::SystemMessage { message: m.text(1) },
+        127 => Body::Subagent(Subagent {
+            child_conversation_id: m.text(1),
+            log_uri: m.string(2),
+            role: m.string(3),
+            kind: m.string(4),
+        }),
+        _ => return decode_tool_body(number, &m),
+    })
+}
+
+/// The bodies tools write: their results.
+fn decode_tool_body(number: u32, m: &Message<'_>) -> Option<Body> {
+    Some(match number {
         10 => Body::Write {
             summary: m.text(26),
         },
@@ -933,16 +960,6 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
                 })
                 .collect(),
         }),
-        24 => {
-            let inner = m.msg(3).unwrap_or(Message { fields: Vec::new() });
-            Body::ModelError(ModelError {
-                summary: inner.string(2),
-                diagnostic: inner.string(3),
-                response_json: inner.string(5),
-                id: inner.string(6),
-                user_message: inner.string(9),
-            })
-        }
         28 => Body::RunCommand(RunCommandResult {
             cwd: m.string(2),
             exit_code: m.varint(6).map(|v| v as i64),
@@ -957,7 +974,6 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
                 .unwrap_or_default(),
             command: m.string(23).or_else(|| m.string(25)),
         }),
-        30 => Body::Checkpoint { title: m.text(4) },
         40 => {
             let doc = m.msg(2);
             Body::ReadUrl(ReadUrlResult {
@@ -976,13 +992,6 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
             call: m.msg(2).map(|c| decode_tool_call(&c)),
             result: m.string(3),
             user_rejected: m.varint(7).unwrap_or(0) != 0,
-        }),
-        114 => Body::SystemMessage { message: m.text(1) },
-        127 => Body::Subagent(Subagent {
-            child_conversation_id: m.text(1),
-            log_uri: m.string(2),
-            role: m.string(3),
-            kind: m.string(4),
         }),
         140 => Body::Generic(GenericTool {
             args: m.msgs(1).map(|a| (a.text(1), a.text(2))).collect(),
@@ -1200,6 +1209,37 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
+        Body::ModelError(err) => e.message(24, |m| {
+            m.message(3, |i| {
+                opt_str(i, 2, &err.summary);
+                opt_str(i, 3, &err.diagnostic);
+                opt_str(i, 5, &err.response_json);
+                opt_str(i, 6, &err.id);
+                opt_str(i, 9, &err.user_message);
+            });
+        }),
+        Body::Checkpoint { title } => e.message(30, |m| {
+            m.string(4, title);
+        }),
+        Body::SystemMessage { message } => e.message(114, |m| {
+            m.string(1, message);
+        }),
+        Body::Subagent(s) => e.message(127, |m| {
+            m.string(1, &s.child_conversation_id);
+            opt_str(m, 2, &s.log_uri);
+            opt_str(m, 3, &s.role);
+            opt_str(m, 4, &s.kind);
+        }),
+        tool => {
+            encode_tool_body(e, tool);
+            e
+        }
+    };
+}
+
+/// Encode a tool's result body; other bodies are [`encode_body`]'s.
+fn encode_tool_body(e: &mut Encoder, body: &Body) {
+    match body {
         Body::Write { summary } => e.message(10, |m| {
             m.string(26, summary);
         }),
@@ -1233,15 +1273,6 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
-        Body::ModelError(err) => e.message(24, |m| {
-            m.message(3, |i| {
-                opt_str(i, 2, &err.summary);
-                opt_str(i, 3, &err.diagnostic);
-                opt_str(i, 5, &err.response_json);
-                opt_str(i, 6, &err.id);
-                opt_str(i, 9, &err.user_message);
-            });
-        }),
         Body::RunCommand(r) => e.message(28, |m| {
             opt_str(m, 2, &r.cwd);
             if let Some(code) = r.exit_code {
@@ -1251,9 +1282,6 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 o.string(1, &r.output);
             });
             opt_str(m, 23, &r.command);
-        }),
-        Body::Checkpoint { title } => e.message(30, |m| {
-            m.string(4, title);
         }),
         Body::ReadUrl(r) => e.message(40, |m| {
             m.string(1, &r.url);
@@ -1279,15 +1307,6 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 m.varint(7, 1);
             }
         }),
-        Body::SystemMessage { message } => e.message(114, |m| {
-            m.string(1, message);
-        }),
-        Body::Subagent(s) => e.message(127, |m| {
-            m.string(1, &s.child_conversation_id);
-            opt_str(m, 2, &s.log_uri);
-            opt_str(m, 3, &s.role);
-            opt_str(m, 4, &s.kind);
-        }),
         Body::Generic(g) => e.message(140, |m| {
             for (key, value) in &g.args {
                 m.message(1, |a| {
@@ -1300,6 +1319,7 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
+        _ => e,
     };
 }
 
