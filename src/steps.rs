@@ -292,7 +292,10 @@ const MODEL_ERROR_INNER: &[Known] = &[
 ];
 const MODEL_ERROR: &[Known] = &[k(3, "error", Msg(MODEL_ERROR_INNER))];
 /// 28.21: the command's output as a message, not raw bytes (what once looked
-/// like leading control bytes were this message's tag and length).
+/// like leading control bytes were this message's tag and length). Real agy
+/// writes only this form; raw text here (which only this project's old
+/// synthesiser wrote) does not parse as the message and is reported as a
+/// decode error rather than guessed at.
 const RUN_OUTPUT: &[Known] = &[k(1, "full", Str), k(2, "truncated", Str)];
 const RUN_COMMAND: &[Known] = &[
     k(2, "cwd", Str),

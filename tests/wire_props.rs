@@ -132,8 +132,11 @@ fn message_bytes() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
-/// Field numbers that carry a step body (agy-format.md §6).
-const BODY_FIELDS: &[u32] = &[10, 13, 14, 15, 19, 20, 24, 28, 30, 40, 42, 114, 127, 140];
+/// Field numbers that carry a step body, and the interaction fields 56 and
+/// 147 (docs/agy-format.md, "Step bodies").
+const BODY_FIELDS: &[u32] = &[
+    10, 13, 14, 15, 19, 20, 24, 28, 30, 40, 42, 47, 56, 114, 127, 140, 147,
+];
 
 /// Step-shaped payloads: type, status, metadata and one or more bodies whose
 /// contents are random messages, so every body decoder sees odd input.
