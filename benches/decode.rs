@@ -68,8 +68,9 @@ fn metadata(call: Option<ToolCall>) -> Metadata {
             thinking_tokens: 812,
             response_tokens: 565,
         }),
-        generator_model: Some("gemini-3.7-pro-high".into()),
+        generator_model: Some(1026),
         execution_id: Some("exec-7f1c2a9e-3b1d-4f7e-9c55-0b6f2d1e8a44".into()),
+        ..Metadata::default()
     }
 }
 

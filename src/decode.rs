@@ -12,7 +12,7 @@
 //! module never writes, never holds a transaction and never checkpoints, so
 //! decoding a database agy is writing cannot block or disturb agy.
 
-use crate::events::{Event, Tracker, Transcript};
+use crate::events::{self, Event, Tracker, Transcript};
 use crate::poller::{self, ReadError};
 use crate::recording::{Recording, RecordingError};
 use crate::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
@@ -411,7 +411,15 @@ fn render_event(out: &mut String, event: &Event) {
             name, arguments, ..
         } => {
             let args = preview(arguments.trim(), ARGS_PREVIEW_CHARS).replace('\n', " ");
-            let _ = writeln!(out, "  → {name} {args}");
+            match events::tool_subject(arguments, None) {
+                Some(subject) => {
+                    let _ = writeln!(out, "  → {name} {subject}");
+                    let _ = writeln!(out, "      args: {args}");
+                }
+                None => {
+                    let _ = writeln!(out, "  → {name} {args}");
+                }
+            }
         }
         Event::ToolResult {
             name,
@@ -457,6 +465,21 @@ fn render_event(out: &mut String, event: &Event) {
                 .map(|r| format!(" (role {r})"))
                 .unwrap_or_default();
             let _ = writeln!(out, "  subagent: conversation {conversation_id}{role}");
+        }
+        Event::Notice { text, .. } => prefixed(out, "  notice: ", text),
+        Event::Permission {
+            action,
+            target,
+            reason,
+            decision,
+            ..
+        } => {
+            let because = reason
+                .as_deref()
+                .map(|r| format!(" (reason: {})", r.trim()))
+                .unwrap_or_default();
+            let line = events::permission_line(action, target, *decision);
+            let _ = writeln!(out, "  {line}{because}");
         }
         Event::Unknown { step_type, .. } => {
             let _ = writeln!(
@@ -563,7 +586,10 @@ mod tests {
         );
         assert!(text.contains("  user: hi\n  user: there\n"), "{text}");
         assert!(text.contains("#1 planner response [15] done\n"), "{text}");
-        assert!(text.contains("  → view_file {\"AbsolutePath\""), "{text}");
+        assert!(
+            text.contains("  → view_file /w/a.rs\n      args: {\"AbsolutePath\""),
+            "{text}"
+        );
         assert!(text.contains("  ← view_file"), "{text}");
         assert!(text.contains("by step type:\n  8 view_file: 1\n  14 user input: 1\n"));
     }

@@ -149,13 +149,15 @@ fn summary(args: &Map<String, Value>, raw_path: &str, path: &Path) -> Option<Str
     })
 }
 
-fn one_line(s: &str) -> String {
+/// `s` with every control character (newlines included) made a space.
+pub(crate) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
 }
 
-fn shorten(s: &str, max_chars: usize) -> String {
+/// `s` cut to `max_chars` characters, marked with an ellipsis when cut.
+pub(crate) fn shorten(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", s[..cut].trim_end()),
         None => s.to_string(),
@@ -223,6 +225,11 @@ impl TurnEdits {
             files: HashMap::new(),
             toplevels: HashMap::new(),
         }
+    }
+
+    /// The turn's working directory, as labels are shown relative to it.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
     }
 
     /// Snapshots `path` as it is now; call it when the tool call is announced,

@@ -8,7 +8,7 @@
 //! (`done` or `error`) ends every stream, whatever happens.
 
 use crate::diff::{self, TurnEdits};
-use crate::events::{Channel, Event};
+use crate::events::{self, Channel, Event};
 use crate::runner::{degraded_notice, RunEvent, RunResult, TurnUsage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -541,7 +541,9 @@ impl EventMapper {
                     self.pending_edits
                         .insert(call_key(id, name, arguments), target);
                 } else {
-                    out.thinking(&format!("\n[agy tool: {name}]\n"));
+                    let subject = events::tool_subject(arguments, Some(self.edits.cwd()));
+                    let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
+                    out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
                 }
             }
             Event::ToolResult {
@@ -581,6 +583,16 @@ impl EventMapper {
             } => out.thinking(&format!(
                 "\n[agy subagent{}: {conversation_id}]\n",
                 role.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
+            )),
+            Event::Notice { text, .. } => out.thinking(&format!("\n[agy: {}]\n", text.trim())),
+            Event::Permission {
+                action,
+                target,
+                decision,
+                ..
+            } => out.thinking(&format!(
+                "\n[{}]\n",
+                events::permission_line(action, target, *decision)
             )),
             Event::Unknown { idx, step_type } => out.thinking(&format!(
                 "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"

@@ -5,7 +5,8 @@
 //! plain words, and a summary at the end. This module owns only presentation;
 //! it consumes [`RunEvent`]s and never looks at the database.
 
-use crate::events::{Channel, Event};
+use crate::diff::shorten;
+use crate::events::{self, Channel, Event};
 use crate::runner::{degraded_notice, RunEvent, RunResult};
 use std::io::{self, Write};
 
@@ -136,10 +137,9 @@ impl<W: Write> LiveView<W> {
                 name, arguments, ..
             } => {
                 self.tools += 1;
-                self.line(&format!(
-                    "{c}→ {name}{r} {d}{}{r}",
-                    first_line(arguments, 120)
-                ))?;
+                let subject = events::tool_subject(arguments, None)
+                    .unwrap_or_else(|| first_line(arguments, 120));
+                self.line(&format!("{c}→ {name}{r} {d}{subject}{r}"))?;
             }
             Event::ToolResult {
                 name, ok, summary, ..
@@ -162,6 +162,16 @@ impl<W: Write> LiveView<W> {
             } => self.line(&format!(
                 "{d}[subagent {}{conversation_id}]{r}",
                 role.as_deref().map(|r| format!("{r} ")).unwrap_or_default()
+            ))?,
+            Event::Notice { text, .. } => self.line(&format!("{d}[agy: {}]{r}", text.trim()))?,
+            Event::Permission {
+                action,
+                target,
+                decision,
+                ..
+            } => self.line(&format!(
+                "{d}[{}]{r}",
+                events::permission_line(action, target, *decision)
             ))?,
             Event::Unknown { idx, step_type } => self.line(&format!(
                 "{d}[step {idx}: unknown step type {step_type}]{r}"
@@ -207,11 +217,5 @@ impl<W: Write> LiveView<W> {
 }
 
 fn first_line(s: &str, max: usize) -> String {
-    let line = s.lines().next().unwrap_or("");
-    if line.chars().count() > max {
-        let cut: String = line.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
+    shorten(s.lines().next().unwrap_or(""), max)
 }

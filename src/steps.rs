@@ -1,7 +1,8 @@
 //! agy's step model: one `steps` row decoded into typed Rust data, and the
 //! same types encoded back into payloads.
 //!
-//! This module owns the field numbers of agy-format.md §4–§6 and nothing else:
+//! This module owns the field numbers of docs/agy-format.md ("Step status",
+//! "Step types", "Step bodies", "Metadata") and nothing else:
 //! it knows what a step *is*, not how it changes over time (that is
 //! [`crate::events`]) or where it comes from (that is [`crate::poller`]).
 //! Decoding is total: any bytes give a [`Step`], with a `decode_error` when
@@ -65,7 +66,7 @@ macro_rules! numbered_enum {
 }
 
 numbered_enum!(
-    /// `steps.step_type` (also payload field 1). agy-format.md §5.
+    /// `steps.step_type` (also payload field 1). docs/agy-format.md, "Step types".
     StepType {
         FileEdit = 5 => "file edit",
         GrepSearch = 7 => "grep_search",
@@ -78,9 +79,10 @@ numbered_enum!(
         Checkpoint = 23 => "checkpoint",
         ReadUrl = 31 => "read_url_content",
         SearchWeb = 33 => "search_web",
+        McpTool = 38 => "mcp tool",
         Ephemeral = 90 => "ephemeral message",
         ConversationHistory = 98 => "conversation history",
-        StopHook = 101 => "stop hook / tool result",
+        SystemMessage = 101 => "system message",
         InvokeSubagent = 127 => "invoke_subagent",
         GenericTool = 132 => "generic tool",
         AskQuestion = 138 => "ask_question",
@@ -88,7 +90,7 @@ numbered_enum!(
 );
 
 numbered_enum!(
-    /// `CortexStepStatus`, exact from agy's descriptors. agy-format.md §4.
+    /// `CortexStepStatus`, exact from agy's descriptors. docs/agy-format.md, "Step status".
     StepStatus {
         Unspecified = 0 => "unspecified",
         Pending = 1 => "pending",
@@ -117,6 +119,7 @@ impl StepType {
             StepType::RunCommand => "run_command",
             StepType::ReadUrl => "read_url_content",
             StepType::SearchWeb => "search_web",
+            StepType::McpTool => "mcp_tool",
             StepType::InvokeSubagent => "invoke_subagent",
             StepType::GenericTool => "generic_tool",
             StepType::AskQuestion => "ask_question",
@@ -214,15 +217,21 @@ const STEP_REF: &[Known] = &[
     k(2, "step_index", Varint),
     k(4, "cascade_id", Str),
 ];
+const MODEL_INFO: &[Known] = &[k(1, "name", Str), k(2, "display_name", Str)];
+/// `CortexStepMetadata`. 11 and 13 are model enums (varints); 13 has also been
+/// seen described as a message, which decodes but is reported as unknown.
 pub const METADATA: &[Known] = &[
     k(1, "created_at", Msg(TIMESTAMP)),
     k(3, "source", Varint),
     k(4, "tool_call", Msg(TOOL_CALL)),
+    k(8, "completed_at", Msg(TIMESTAMP)),
     k(9, "usage", Msg(USAGE)),
-    k(11, "generator_model", Str),
+    k(11, "generator_model", Varint),
     k(12, "execution_id", Str),
+    k(13, "requested_model", Varint),
     k(20, "step_ref", Msg(STEP_REF)),
     k(21, "generation_version", Varint),
+    k(24, "model_info", Msg(MODEL_INFO)),
 ];
 pub const ERROR_DETAILS: &[Known] = &[
     k(1, "message", Str),
@@ -282,10 +291,16 @@ const MODEL_ERROR_INNER: &[Known] = &[
     k(9, "user_message", Str),
 ];
 const MODEL_ERROR: &[Known] = &[k(3, "error", Msg(MODEL_ERROR_INNER))];
+/// 28.21: the command's output as a message, not raw bytes (what once looked
+/// like leading control bytes were this message's tag and length). Real agy
+/// writes only this form; raw text here (which only this project's old
+/// synthesiser wrote) does not parse as the message and is reported as a
+/// decode error rather than guessed at.
+const RUN_OUTPUT: &[Known] = &[k(1, "full", Str), k(2, "truncated", Str)];
 const RUN_COMMAND: &[Known] = &[
     k(2, "cwd", Str),
     k(6, "exit_code", Varint),
-    k(21, "output", Bytes),
+    k(21, "output", Msg(RUN_OUTPUT)),
     k(23, "command", Str),
     k(25, "command_alt", Str),
 ];
@@ -297,11 +312,34 @@ const READ_URL: &[Known] = &[
     k(3, "url_alt", Str),
     k(6, "content_path", Str),
 ];
-const SEARCH_WEB: &[Known] = &[k(1, "query", Str), k(5, "refined", Str)];
-const TASK_NOTE: &[Known] = &[
-    k(1, "message", Str),
-    k(2, "details", Str),
-    k(3, "type", Varint),
+const SEARCH_WEB: &[Known] = &[k(1, "query", Str), k(5, "summary", Str)];
+/// Body of a type-101 system message (agy's notes, subagent reports).
+const SYSTEM_MESSAGE: &[Known] = &[k(1, "message", Str)];
+const MCP_TOOL: &[Known] = &[
+    k(1, "server_name", Str),
+    k(2, "tool_call", Msg(TOOL_CALL)),
+    k(3, "result", Str),
+    k(7, "user_rejected", Varint),
+];
+const PERMISSION_TARGET: &[Known] = &[k(1, "action", Str), k(2, "target", Str)];
+const PERMISSION_REQUEST: &[Known] = &[
+    k(1, "target", Msg(PERMISSION_TARGET)),
+    k(4, "reason", Str),
+    k(5, "action_description", Str),
+];
+/// Field 56. A question (22) is known to exist; its layout is not, so it is
+/// carried, not decoded.
+const REQUESTED_INTERACTION: &[Known] = &[
+    k(21, "permission", Msg(PERMISSION_REQUEST)),
+    k(22, "question", Bytes),
+];
+/// One entry of field 147. The numbers inside are not confirmed by a
+/// capture (docs/agy-format.md, "Step bodies"): a different layout shows up as
+/// unknown `147.N` paths in `decode` and `drift`.
+const COMPLETED_INTERACTION: &[Known] = &[
+    k(1, "allow", Varint),
+    k(2, "scope", Varint),
+    k(3, "timed_out", Varint),
 ];
 const SUBAGENT: &[Known] = &[
     k(1, "child_conversation_id", Str),
@@ -333,11 +371,12 @@ pub const STEP: &[Known] = &[
     k(31, "error_details", Msg(ERROR_DETAILS)),
     k(40, "read_url_result", Msg(READ_URL)),
     k(42, "search_web_result", Msg(SEARCH_WEB)),
-    k(56, "requested_interaction", Bytes),
-    k(114, "task_notification", Msg(TASK_NOTE)),
+    k(47, "mcp_tool", Msg(MCP_TOOL)),
+    k(56, "requested_interaction", Msg(REQUESTED_INTERACTION)),
+    k(114, "system_message", Msg(SYSTEM_MESSAGE)),
     k(127, "subagent", Msg(SUBAGENT)),
     k(140, "generic_tool", Msg(GENERIC)),
-    k(147, "completed_interactions", Bytes),
+    k(147, "completed_interactions", Msg(COMPLETED_INTERACTION)),
 ];
 
 const PERMISSION_ITEM: &[Known] = &[k(1, "kind", Str), k(2, "value", Str)];
@@ -451,13 +490,25 @@ pub struct Usage {
     pub response_tokens: u64,
 }
 
+/// Metadata 24: the model agy ran, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub display_name: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Metadata {
     pub created_at: Option<(u64, u64)>,
+    pub completed_at: Option<(u64, u64)>,
     pub source: Option<u64>,
     pub tool_call: Option<ToolCall>,
     pub usage: Option<Usage>,
-    pub generator_model: Option<String>,
+    /// agy's model enum value (metadata 11).
+    pub generator_model: Option<u64>,
+    /// The model enum the user asked for (metadata 13).
+    pub requested_model: Option<u64>,
+    pub model_info: Option<ModelInfo>,
     pub execution_id: Option<String>,
 }
 
@@ -558,14 +609,43 @@ pub struct ReadUrlResult {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct SearchWebResult {
     pub query: String,
-    pub refined: Option<String>,
+    /// agy's summary of what the search found (42.5).
+    pub summary: Option<String>,
 }
 
+/// A type-38 step: one call of a tool on an MCP server (field 47).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct TaskNotification {
-    pub message: String,
-    pub details: Option<String>,
-    pub kind: Option<u64>,
+pub struct McpToolResult {
+    pub server: String,
+    pub call: Option<ToolCall>,
+    pub result: Option<String>,
+    pub user_rejected: bool,
+}
+
+impl McpToolResult {
+    /// The name a person reads: `mcp:SERVER/TOOL`.
+    pub fn display_name(&self) -> String {
+        let tool = self.call.as_ref().map(|c| c.name.as_str()).unwrap_or("");
+        format!("mcp:{}/{}", self.server, tool)
+    }
+}
+
+/// What agy asked permission for (56.21).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct PermissionRequest {
+    pub action: String,
+    pub target: String,
+    pub reason: Option<String>,
+    pub action_description: Option<String>,
+}
+
+/// One answer to a requested interaction (an entry of field 147). proto3
+/// omits false flags, so an absent `allow` is a denial.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct InteractionAnswer {
+    pub allow: bool,
+    pub scope: Option<u64>,
+    pub timed_out: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -589,22 +669,30 @@ pub struct ErrorDetails {
     pub stack: Option<String>,
 }
 
-/// The step body: a oneof keyed by field number (agy-format.md §6).
+/// The step body: a oneof keyed by field number (docs/agy-format.md, "Step bodies").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "body", rename_all = "snake_case")]
 pub enum Body {
     Planner(PlannerResponse),
     UserInput(UserInput),
-    Write { summary: String },
+    Write {
+        summary: String,
+    },
     Grep(GrepResult),
     ViewFile(ViewFileResult),
     ListDirectory(ListDirResult),
     ModelError(ModelError),
     RunCommand(RunCommandResult),
-    Checkpoint { title: String },
+    Checkpoint {
+        title: String,
+    },
     ReadUrl(ReadUrlResult),
     SearchWeb(SearchWebResult),
-    TaskNotification(TaskNotification),
+    McpTool(McpToolResult),
+    /// A type-101 system message: agy's own note or a subagent's report.
+    SystemMessage {
+        message: String,
+    },
     Subagent(Subagent),
     Generic(GenericTool),
 }
@@ -621,6 +709,7 @@ impl Body {
                 | Body::RunCommand(_)
                 | Body::ReadUrl(_)
                 | Body::SearchWeb(_)
+                | Body::McpTool(_)
                 | Body::Generic(_)
         )
     }
@@ -636,6 +725,10 @@ pub struct Step {
     pub metadata: Option<Metadata>,
     /// Error details from payload field 31 and the `error_details` column.
     pub errors: Vec<ErrorDetails>,
+    /// A permission agy asked for before running this step's tool (56.21).
+    pub permission_request: Option<PermissionRequest>,
+    /// Answers to this step's requested interactions (147), oldest first.
+    pub answers: Vec<InteractionAnswer>,
     /// Every field path the known-field tree does not list (payload and side
     /// columns, the latter prefixed with the column name).
     pub unknown_fields: Vec<FieldPath>,
@@ -733,15 +826,43 @@ fn decode_usage(m: &Message<'_>) -> Usage {
 /// `steps.metadata` column).
 pub fn decode_metadata(buf: &[u8]) -> Metadata {
     let m = Message::parse(buf);
+    let timestamp = |t: Message<'_>| (t.varint(1).unwrap_or(0), t.varint(2).unwrap_or(0));
     Metadata {
-        created_at: m
-            .msg(1)
-            .map(|t| (t.varint(1).unwrap_or(0), t.varint(2).unwrap_or(0))),
+        created_at: m.msg(1).map(timestamp),
+        completed_at: m.msg(8).map(timestamp),
         source: m.varint(3),
         tool_call: m.msg(4).map(|t| decode_tool_call(&t)),
         usage: m.msg(9).map(|u| decode_usage(&u)),
-        generator_model: m.string(11),
+        generator_model: m.varint(11),
+        // An enum; tolerated as a message whose field 1 is the enum.
+        requested_model: m.varint(13).or_else(|| m.msg(13).and_then(|r| r.varint(1))),
+        model_info: m.msg(24).map(|i| ModelInfo {
+            name: i.text(1),
+            display_name: i.string(2),
+        }),
         execution_id: m.string(12),
+    }
+}
+
+/// The permission request inside a requested interaction (56.21), if that
+/// is what agy asked for.
+fn decode_permission_request(buf: &[u8]) -> Option<PermissionRequest> {
+    let p = Message::parse(buf).msg(21)?;
+    let target = p.msg(1);
+    Some(PermissionRequest {
+        action: target.as_ref().map(|t| t.text(1)).unwrap_or_default(),
+        target: target.as_ref().map(|t| t.text(2)).unwrap_or_default(),
+        reason: p.string(4),
+        action_description: p.string(5),
+    })
+}
+
+fn decode_answer(buf: &[u8]) -> InteractionAnswer {
+    let m = Message::parse(buf);
+    InteractionAnswer {
+        allow: m.varint(1).unwrap_or(0) != 0,
+        scope: m.varint(2),
+        timed_out: m.varint(3).unwrap_or(0) != 0,
     }
 }
 
@@ -754,6 +875,8 @@ fn decode_error_details(buf: &[u8]) -> ErrorDetails {
     }
 }
 
+/// Decode the body carried by `Step` field `number` (None for a field that
+/// carries no body).
 fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
     let m = Message::parse(buf);
     Some(match number {
@@ -777,6 +900,31 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
                 .unwrap_or_default(),
             workspace_uri: m.msg(12).and_then(|c| c.string(12)),
         }),
+        24 => {
+            let inner = m.msg(3).unwrap_or(Message { fields: Vec::new() });
+            Body::ModelError(ModelError {
+                summary: inner.string(2),
+                diagnostic: inner.string(3),
+                response_json: inner.string(5),
+                id: inner.string(6),
+                user_message: inner.string(9),
+            })
+        }
+        30 => Body::Checkpoint { title: m.text(4) },
+        114 => Body::SystemMessage { message: m.text(1) },
+        127 => Body::Subagent(Subagent {
+            child_conversation_id: m.text(1),
+            log_uri: m.string(2),
+            role: m.string(3),
+            kind: m.string(4),
+        }),
+        _ => return decode_tool_body(number, &m),
+    })
+}
+
+/// The bodies tools write: their results.
+fn decode_tool_body(number: u32, m: &Message<'_>) -> Option<Body> {
+    Some(match number {
         10 => Body::Write {
             summary: m.text(26),
         },
@@ -815,26 +963,20 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
                 })
                 .collect(),
         }),
-        24 => {
-            let inner = m.msg(3).unwrap_or(Message { fields: Vec::new() });
-            Body::ModelError(ModelError {
-                summary: inner.string(2),
-                diagnostic: inner.string(3),
-                response_json: inner.string(5),
-                id: inner.string(6),
-                user_message: inner.string(9),
-            })
-        }
         28 => Body::RunCommand(RunCommandResult {
             cwd: m.string(2),
             exit_code: m.varint(6).map(|v| v as i64),
+            // The full output, else what agy kept of it.
             output: m
-                .len(21)
-                .map(|b| strip_control_prefix(&String::from_utf8_lossy(b)).to_string())
+                .msg(21)
+                .and_then(|o| {
+                    o.string(1)
+                        .filter(|s| !s.is_empty())
+                        .or_else(|| o.string(2))
+                })
                 .unwrap_or_default(),
             command: m.string(23).or_else(|| m.string(25)),
         }),
-        30 => Body::Checkpoint { title: m.text(4) },
         40 => {
             let doc = m.msg(2);
             Body::ReadUrl(ReadUrlResult {
@@ -846,18 +988,13 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
         }
         42 => Body::SearchWeb(SearchWebResult {
             query: m.text(1),
-            refined: m.string(5),
+            summary: m.string(5),
         }),
-        114 => Body::TaskNotification(TaskNotification {
-            message: m.text(1),
-            details: m.string(2),
-            kind: m.varint(3),
-        }),
-        127 => Body::Subagent(Subagent {
-            child_conversation_id: m.text(1),
-            log_uri: m.string(2),
-            role: m.string(3),
-            kind: m.string(4),
+        47 => Body::McpTool(McpToolResult {
+            server: m.text(1),
+            call: m.msg(2).map(|c| decode_tool_call(&c)),
+            result: m.string(3),
+            user_rejected: m.varint(7).unwrap_or(0) != 0,
         }),
         140 => Body::Generic(GenericTool {
             args: m.msgs(1).map(|a| (a.text(1), a.text(2))).collect(),
@@ -865,33 +1002,6 @@ fn decode_body(number: u32, buf: &[u8]) -> Option<Body> {
         }),
         _ => return None,
     })
-}
-
-/// run_command output may start with terminal control bytes (cursor and
-/// colour escapes); they carry no content and would corrupt a rendered
-/// transcript, so leading control characters and CSI sequences are dropped.
-fn strip_control_prefix(s: &str) -> &str {
-    let mut rest = s;
-    loop {
-        let trimmed = rest.trim_start_matches(|c: char| {
-            c.is_control() && c != '\n' && c != '\t' && c != '\u{1b}'
-        });
-        if let Some(csi) = trimmed.strip_prefix("\u{1b}[") {
-            // CSI: parameter and intermediate bytes, then one final byte.
-            let end = csi
-                .char_indices()
-                .find(|(_, c)| ('@'..='~').contains(c))
-                .map(|(i, c)| i + c.len_utf8());
-            match end {
-                Some(end) => rest = &csi[end..],
-                None => return "",
-            }
-        } else if let Some(other) = trimmed.strip_prefix('\u{1b}') {
-            rest = other;
-        } else {
-            return trimmed;
-        }
-    }
 }
 
 /// Collect unknown paths of one blob into `out`, returning a walk error.
@@ -946,6 +1056,8 @@ pub fn decode(row: &StepRow) -> Step {
         body: None,
         metadata: None,
         errors: Vec::new(),
+        permission_request: None,
+        answers: Vec::new(),
         unknown_fields: Vec::new(),
         decode_error: None,
     };
@@ -960,6 +1072,8 @@ pub fn decode(row: &StepRow) -> Step {
             match (field.number, field.value) {
                 (5, Value::Len(b)) => step.metadata = Some(decode_metadata(b)),
                 (31, Value::Len(b)) => step.errors.push(decode_error_details(b)),
+                (56, Value::Len(b)) => step.permission_request = decode_permission_request(b),
+                (147, Value::Len(b)) => step.answers.push(decode_answer(b)),
                 (n, Value::Len(b)) => {
                     if let Some(body) = decode_body(n, b) {
                         step.body = Some(body);
@@ -1027,6 +1141,11 @@ pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
     if let Some(call) = &meta.tool_call {
         e.message(4, |t| encode_tool_call(t, call));
     }
+    if let Some((s, ns)) = meta.completed_at {
+        e.message(8, |t| {
+            t.varint(1, s).varint(2, ns);
+        });
+    }
     if let Some(u) = &meta.usage {
         e.message(9, |t| {
             t.varint(1, u.model)
@@ -1038,11 +1157,14 @@ pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
                 .varint(10, u.response_tokens);
         });
     }
-    if let Some(m) = &meta.generator_model {
-        e.string(11, m);
-    }
-    if let Some(x) = &meta.execution_id {
-        e.string(12, x);
+    opt_varint(&mut e, 11, meta.generator_model);
+    opt_str(&mut e, 12, &meta.execution_id);
+    opt_varint(&mut e, 13, meta.requested_model);
+    if let Some(info) = &meta.model_info {
+        e.message(24, |i| {
+            i.string(1, &info.name);
+            opt_str(i, 2, &info.display_name);
+        });
     }
     e.finish()
 }
@@ -1090,6 +1212,37 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
+        Body::ModelError(err) => e.message(24, |m| {
+            m.message(3, |i| {
+                opt_str(i, 2, &err.summary);
+                opt_str(i, 3, &err.diagnostic);
+                opt_str(i, 5, &err.response_json);
+                opt_str(i, 6, &err.id);
+                opt_str(i, 9, &err.user_message);
+            });
+        }),
+        Body::Checkpoint { title } => e.message(30, |m| {
+            m.string(4, title);
+        }),
+        Body::SystemMessage { message } => e.message(114, |m| {
+            m.string(1, message);
+        }),
+        Body::Subagent(s) => e.message(127, |m| {
+            m.string(1, &s.child_conversation_id);
+            opt_str(m, 2, &s.log_uri);
+            opt_str(m, 3, &s.role);
+            opt_str(m, 4, &s.kind);
+        }),
+        tool => {
+            encode_tool_body(e, tool);
+            e
+        }
+    };
+}
+
+/// Encode a tool's result body; other bodies are [`encode_body`]'s.
+fn encode_tool_body(e: &mut Encoder, body: &Body) {
+    match body {
         Body::Write { summary } => e.message(10, |m| {
             m.string(26, summary);
         }),
@@ -1123,25 +1276,15 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
-        Body::ModelError(err) => e.message(24, |m| {
-            m.message(3, |i| {
-                opt_str(i, 2, &err.summary);
-                opt_str(i, 3, &err.diagnostic);
-                opt_str(i, 5, &err.response_json);
-                opt_str(i, 6, &err.id);
-                opt_str(i, 9, &err.user_message);
-            });
-        }),
         Body::RunCommand(r) => e.message(28, |m| {
             opt_str(m, 2, &r.cwd);
             if let Some(code) = r.exit_code {
                 m.varint(6, code as u64);
             }
-            m.string(21, &r.output);
+            m.message(21, |o| {
+                o.string(1, &r.output);
+            });
             opt_str(m, 23, &r.command);
-        }),
-        Body::Checkpoint { title } => e.message(30, |m| {
-            m.string(4, title);
         }),
         Body::ReadUrl(r) => e.message(40, |m| {
             m.string(1, &r.url);
@@ -1155,18 +1298,17 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
         }),
         Body::SearchWeb(s) => e.message(42, |m| {
             m.string(1, &s.query);
-            opt_str(m, 5, &s.refined);
+            opt_str(m, 5, &s.summary);
         }),
-        Body::TaskNotification(t) => e.message(114, |m| {
-            m.string(1, &t.message);
-            opt_str(m, 2, &t.details);
-            opt_varint(m, 3, t.kind);
-        }),
-        Body::Subagent(s) => e.message(127, |m| {
-            m.string(1, &s.child_conversation_id);
-            opt_str(m, 2, &s.log_uri);
-            opt_str(m, 3, &s.role);
-            opt_str(m, 4, &s.kind);
+        Body::McpTool(t) => e.message(47, |m| {
+            m.string(1, &t.server);
+            if let Some(call) = &t.call {
+                m.message(2, |c| encode_tool_call(c, call));
+            }
+            opt_str(m, 3, &t.result);
+            if t.user_rejected {
+                m.varint(7, 1);
+            }
         }),
         Body::Generic(g) => e.message(140, |m| {
             for (key, value) in &g.args {
@@ -1180,6 +1322,7 @@ pub fn encode_body(e: &mut Encoder, body: &Body) {
                 });
             }
         }),
+        _ => e,
     };
 }
 
@@ -1201,6 +1344,28 @@ pub fn encode_step(step: &Step) -> Vec<u8> {
             opt_str(m, 3, &err.stack);
         });
     }
+    if let Some(p) = &step.permission_request {
+        e.message(56, |i| {
+            i.message(21, |r| {
+                r.message(1, |t| {
+                    t.string(1, &p.action).string(2, &p.target);
+                });
+                opt_str(r, 4, &p.reason);
+                opt_str(r, 5, &p.action_description);
+            });
+        });
+    }
+    for a in &step.answers {
+        e.message(147, |m| {
+            if a.allow {
+                m.varint(1, 1);
+            }
+            opt_varint(m, 2, a.scope);
+            if a.timed_out {
+                m.varint(3, 1);
+            }
+        });
+    }
     e.finish()
 }
 
@@ -1214,6 +1379,8 @@ impl Step {
             body: None,
             metadata: None,
             errors: Vec::new(),
+            permission_request: None,
+            answers: Vec::new(),
             unknown_fields: Vec::new(),
             decode_error: None,
         }
@@ -1284,17 +1451,6 @@ mod tests {
         };
         let step = decode(&row);
         assert_eq!(step.tool_call().map(|c| c.name.as_str()), Some("view_file"));
-    }
-
-    #[test]
-    fn control_prefix_is_stripped() {
-        assert_eq!(
-            strip_control_prefix("\u{1b}[0m\u{1b}[1mrunning\n"),
-            "running\n"
-        );
-        assert_eq!(strip_control_prefix("\r\u{7}ok"), "ok");
-        assert_eq!(strip_control_prefix("\u{1b}["), "");
-        assert_eq!(strip_control_prefix("plain \u{1b}[0m"), "plain \u{1b}[0m");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::recording::{
 use crate::steps::{
     Body, DirEntry, ErrorDetails, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata,
     ModelError, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
-    StepStatus, StepType, Subagent, TaskNotification, ToolCall, Usage, UserInput, ViewFileResult,
+    StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
 };
 use crate::wire::Encoder;
 use std::collections::BTreeMap;
@@ -622,7 +622,7 @@ fn tools_fix(b: &mut Builder) {
         Some(Body::RunCommand(RunCommandResult {
             cwd: Some(ws.into()),
             exit_code: Some(101),
-            output: "\u{1b}[0m\u{1b}[1mrunning 1 test\ntest sum_three ... FAILED\n\nassertion `left == right` failed\n  left: 3\n right: 6\n\ntest result: FAILED. 0 passed; 1 failed\n".into(),
+            output: "running 1 test\ntest sum_three ... FAILED\n\nassertion `left == right` failed\n  left: 3\n right: 6\n\ntest result: FAILED. 0 passed; 1 failed\n".into(),
             command: Some("cargo test".into()),
         })),
         StepStatus::Done,
@@ -1044,7 +1044,7 @@ fn web_tools() -> Recording {
         search,
         Some(Body::SearchWeb(SearchWebResult {
             query: "Rust 1.95 release notes".into(),
-            refined: Some("https://blog.rust-lang.org/releases/1.95.0".into()),
+            summary: Some("Rust 1.95.0 was released with if-let chains in match guards.".into()),
         })),
         StepStatus::Done,
         300,
@@ -1085,7 +1085,7 @@ const ORCH_TEXT: &str = "Task created and the team notified.";
 fn orchestration() -> Recording {
     let mut b = Builder::new(
         "orchestration",
-        "Generic orchestration tools (type 132, field 140), a task notification (114) and a conversation-history step (98).",
+        "Generic orchestration tools (type 132, field 140), a system message (101, field 114) and a conversation-history step (98).",
         "Create a task for the release",
         ORCH_TEXT,
     );
@@ -1120,13 +1120,10 @@ fn orchestration() -> Recording {
         StepStatus::Done,
         150,
     );
-    let note = Step::new(5, StepType::Unknown(114), StepStatus::Done).with_body(
-        Body::TaskNotification(TaskNotification {
-            message: "Task t-17 created".into(),
-            details: Some("Release 2.0".into()),
-            kind: Some(1),
-        }),
-    );
+    let note =
+        Step::new(5, StepType::SystemMessage, StepStatus::Done).with_body(Body::SystemMessage {
+            message: "Task t-17 created: Release 2.0".into(),
+        });
     b.step(50, note);
     b.planner(6, &[], &[ORCH_TEXT], vec![], 140);
     b.finish()

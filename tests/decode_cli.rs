@@ -6,8 +6,9 @@ use agy_bridge::decode;
 use agy_bridge::recording::{self, Recording};
 use agy_bridge::schema;
 use agy_bridge::steps::{
-    Body, ErrorDetails, Metadata, PlannerResponse, RunCommandResult, Step, StepRow, StepStatus,
-    StepType, ToolCall, Usage, UserInput,
+    Body, ErrorDetails, InteractionAnswer, McpToolResult, Metadata, PermissionRequest,
+    PlannerResponse, RunCommandResult, Step, StepRow, StepStatus, StepType, ToolCall, Usage,
+    UserInput,
 };
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -216,7 +217,7 @@ fn check_conversation_text(text: &str) {
         "{text}"
     );
     assert!(
-        text.contains("  → run_command {\"CommandLine\":\"ls\""),
+        text.contains("  → run_command ls\n      args: {\"CommandLine\":\"ls\""),
         "{text}"
     );
     assert!(text.contains("  ← run_command: ls exited 0"), "{text}");
@@ -632,4 +633,77 @@ fn no_subcommand_or_unknown_flag_is_a_usage_error() {
         .assert()
         .failure()
         .code(2);
+}
+
+/// What real agy writes beyond the basics: a system message, an MCP tool
+/// step, a permission request with its answer, a hook's denial.
+fn real_agy_steps() -> Vec<StepRow> {
+    let note =
+        Step::new(0, StepType::SystemMessage, StepStatus::Done).with_body(Body::SystemMessage {
+            message: "Subagent finished: 2 files changed".into(),
+        });
+    let mcp =
+        Step::new(1, StepType::McpTool, StepStatus::Done).with_body(Body::McpTool(McpToolResult {
+            server: "github".into(),
+            call: Some(ToolCall {
+                id: "m1".into(),
+                name: "create_issue".into(),
+                arguments: r#"{"title":"flaky test"}"#.into(),
+            }),
+            result: Some("created issue #12".into()),
+            user_rejected: false,
+        }));
+    let rm = ToolCall {
+        id: "c2".into(),
+        name: "run_command".into(),
+        arguments: r#"{"CommandLine":"rm -rf build","toolSummary":"rm -rf build"}"#.into(),
+    };
+    let mut asked = Step::new(2, StepType::RunCommand, StepStatus::Error).with_tool_call(rm);
+    asked.permission_request = Some(PermissionRequest {
+        action: "command".into(),
+        target: "rm -rf build".into(),
+        reason: Some("cleanup".into()),
+        action_description: None,
+    });
+    asked.answers = vec![InteractionAnswer::default()];
+    asked.errors = vec![ErrorDetails {
+        message: "tool call denied by pre-tool hook: not in CI".into(),
+        ..Default::default()
+    }];
+    vec![note.to_row(), mcp.to_row(), asked.to_row()]
+}
+
+#[test]
+fn text_view_shows_notices_mcp_tools_permissions_and_denials() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("real.db");
+    drop(full_db(&path, &real_agy_steps()));
+    let text = text_output(&path);
+    for needle in [
+        "#0 system message [101] done\n  notice: Subagent finished: 2 files changed\n",
+        "#1 mcp tool [38] done\n  → mcp:github/create_issue {\"title\":\"flaky test\"}\n  ← mcp:github/create_issue: created issue #12\n",
+        "  → run_command rm -rf build\n",
+        "  agy asked permission for command rm -rf build: denied (reason: cleanup)\n",
+        "  ← run_command: tool call denied by pre-tool hook: not in CI [error]\n",
+        "decode errors: 0\nunknown fields: none\n",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let kinds: Vec<String> = json_lines(&path)
+        .iter()
+        .flat_map(|l| l["events"].as_array().cloned().unwrap_or_default())
+        .map(|e| e["kind"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "notice",
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "permission",
+            "tool_result",
+            "error"
+        ]
+    );
 }

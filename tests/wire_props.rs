@@ -5,9 +5,9 @@
 
 use agy_bridge::events::Tracker;
 use agy_bridge::steps::{
-    self, Body, DirEntry, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata, ModelError,
-    PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step, StepRow, StepStatus,
-    StepType, Subagent, TaskNotification, ToolCall, Usage, UserInput, ViewFileResult,
+    self, Body, DirEntry, GenericTool, GrepHit, GrepResult, ListDirResult, McpToolResult, Metadata,
+    ModelError, ModelInfo, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
+    StepRow, StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
 };
 use agy_bridge::wire::{self, Encoder, Field, Value, WireError, WireType};
 use proptest::collection::vec;
@@ -132,8 +132,11 @@ fn message_bytes() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
-/// Field numbers that carry a step body (agy-format.md §6).
-const BODY_FIELDS: &[u32] = &[10, 13, 14, 15, 19, 20, 24, 28, 30, 40, 42, 114, 127, 140];
+/// Field numbers that carry a step body, and the interaction fields 56 and
+/// 147 (docs/agy-format.md, "Step bodies").
+const BODY_FIELDS: &[u32] = &[
+    10, 13, 14, 15, 19, 20, 24, 28, 30, 40, 42, 47, 56, 114, 127, 140, 147,
+];
 
 /// Step-shaped payloads: type, status, metadata and one or more bodies whose
 /// contents are random messages, so every body decoder sees odd input.
@@ -249,12 +252,6 @@ fn planner() -> impl Strategy<Value = PlannerResponse> {
         )
 }
 
-/// run_command output loses leading terminal control characters on decode
-/// (by design), so generated output starts with a printable character.
-fn command_output() -> impl Strategy<Value = String> {
-    prop_oneof![Just(String::new()), "[a-zA-Z0-9][\\PC\n]{0,60}"]
-}
-
 fn body() -> impl Strategy<Value = Body> {
     prop_oneof![
         4 => planner().prop_map(Body::Planner),
@@ -309,7 +306,7 @@ fn body() -> impl Strategy<Value = Body> {
                 Body::ModelError(ModelError { summary, diagnostic, response_json, id, user_message })
             }
         ),
-        1 => (opt_text(), prop::option::of(any::<i64>()), command_output(), opt_text()).prop_map(
+        1 => (opt_text(), prop::option::of(any::<i64>()), text(), opt_text()).prop_map(
             |(cwd, exit_code, output, command)| {
                 Body::RunCommand(RunCommandResult { cwd, exit_code, output, command })
             }
@@ -321,12 +318,13 @@ fn body() -> impl Strategy<Value = Body> {
             }
         ),
         1 => (text(), opt_text())
-            .prop_map(|(query, refined)| Body::SearchWeb(SearchWebResult { query, refined })),
-        1 => (text(), opt_text(), prop::option::of(varint_value())).prop_map(
-            |(message, details, kind)| {
-                Body::TaskNotification(TaskNotification { message, details, kind })
+            .prop_map(|(query, summary)| Body::SearchWeb(SearchWebResult { query, summary })),
+        1 => (text(), prop::option::of(tool_call()), opt_text(), any::<bool>()).prop_map(
+            |(server, call, result, user_rejected)| {
+                Body::McpTool(McpToolResult { server, call, result, user_rejected })
             }
         ),
+        1 => text().prop_map(|message| Body::SystemMessage { message }),
         1 => (text(), opt_text(), opt_text(), opt_text()).prop_map(
             |(child_conversation_id, log_uri, role, kind)| {
                 Body::Subagent(Subagent { child_conversation_id, log_uri, role, kind })
@@ -344,12 +342,29 @@ fn metadata() -> impl Strategy<Value = Option<Metadata>> {
             prop::option::of(varint_value()),
             prop::option::of(tool_call()),
             prop::option::of(vec(varint_value(), 7)),
+            prop::option::of(varint_value()),
             opt_text(),
-            opt_text(),
+            prop::option::of((varint_value(), varint_value())),
+            prop::option::of(varint_value()),
+            prop::option::of((text(), opt_text())),
         )
             .prop_map(
-                |(created_at, source, tool_call, usage, generator_model, execution_id)| Metadata {
+                |(
                     created_at,
+                    source,
+                    tool_call,
+                    usage,
+                    generator_model,
+                    execution_id,
+                    completed_at,
+                    requested_model,
+                    model_info,
+                )| Metadata {
+                    created_at,
+                    completed_at,
+                    requested_model,
+                    model_info: model_info
+                        .map(|(name, display_name)| ModelInfo { name, display_name }),
                     source,
                     tool_call,
                     usage: usage.map(|u| Usage {
@@ -368,7 +383,7 @@ fn metadata() -> impl Strategy<Value = Option<Metadata>> {
     )
 }
 
-/// Known field numbers of the planner response (field 20), agy-format.md §6.
+/// Known field numbers of the planner response (field 20), docs/agy-format.md, "Step bodies".
 const PLANNER_KNOWN: &[u32] = &[1, 3, 5, 7, 8, 12, 16];
 
 fn unknown_top_number() -> impl Strategy<Value = u32> {
