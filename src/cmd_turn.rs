@@ -60,7 +60,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "tools")]
     recording: String,
     /// Replay speed (1 = agy's recorded pace, 2 = twice as fast).
-    #[arg(long, default_value_t = 2.0, value_parser = parse_speed)]
+    #[arg(long, default_value_t = 2.0, value_parser = parse_speed, allow_negative_numbers = true)]
     speed: f64,
     /// One JSON event per line instead of the readable view.
     #[arg(long)]
