@@ -243,9 +243,11 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     let home = tempfile_dir()?;
     let conversations = home.join(".gemini/antigravity-cli/conversations");
     if !args.json {
+        // Not the recording's description: it is written for developers
+        // (step types, field numbers).
         println!(
-            "agy-bridge demo: replaying recording {:?} ({}) with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
-            args.recording, rec.header.description, args.speed, rec.header.prompt
+            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
+            args.recording, args.speed, rec.header.prompt
         );
     }
     let cfg = RunConfig {

@@ -546,3 +546,29 @@ fn demo_names_the_recordings_there_are() {
         )
     );
 }
+
+#[test]
+fn demo_output_speaks_of_meaning_not_field_numbers() {
+    let developer_words = regex::Regex::new(r"\bfield \d+|\btype-\d+|\(\d+\.\d+\)").expect("regex");
+    for recording in [
+        "thinking",
+        "quota-error",
+        "orchestration",
+        "subagent",
+        "tools",
+    ] {
+        let out = run(
+            Command::new(env!("CARGO_BIN_EXE_agy-bridge")),
+            &["demo", "--speed", "100", "--recording", recording],
+        );
+        let both = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            both.contains("no real agy, no network"),
+            "{recording}: {both}"
+        );
+        assert!(
+            !developer_words.is_match(&both),
+            "{recording} shows field numbers: {both}"
+        );
+    }
+}
