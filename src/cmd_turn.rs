@@ -299,7 +299,7 @@ fn tempfile_dir() -> io::Result<PathBuf> {
 #[command(
     after_help = "Environment: AGY_TIMEOUT_MIN, the watchdog in minutes when --timeout-min \
 is not given (default 10); AGY_REQUEST_TIMEOUT_SECS, how long to wait for the request line on \
-stdin (default 30): the request is one JSON object followed by a newline, or by the end of \
+stdin (default 30, at least 1): the request is one JSON object followed by a newline, or by the end of \
 stdin. Every error, a bad flag or variable included, is reported as pi's `start` event followed \
 by one `error` event."
 )]
@@ -421,7 +421,7 @@ fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
     };
     let request_secs =
         env_whole_number("AGY_REQUEST_TIMEOUT_SECS", "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
-    Ok((watchdog(minutes), Duration::from_secs(request_secs)))
+    Ok((watchdog(minutes), Duration::from_secs(request_secs.max(1))))
 }
 
 /// Wait for the request line: it, or the sentence pi shows instead.
@@ -432,6 +432,8 @@ async fn read_request(
 ) -> Result<String, (bool, String)> {
     let bad = |e: String| (false, format!("agy-bridge: bad request: {e}"));
     tokio::select! {
+        // A line that is there wins over a timer that is also done.
+        biased;
         line = request_line => match line {
             Ok(line) => line.map_err(bad),
             Err(_) => Err(bad("stdin could not be read".into())),
@@ -545,13 +547,26 @@ struct PreparedTurn {
     notes: Vec<String>,
 }
 
+/// pi's `reasoning`, if any. A level we do not know is the caller's
+/// mistake, not "no preference": guessing would run agy at an effort nobody
+/// asked for.
+fn thinking_level(
+    reasoning: Option<&str>,
+) -> Result<Option<agy_bridge::models::ThinkingLevel>, String> {
+    reasoning
+        .filter(|r| !r.trim().is_empty())
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("agy-bridge: bad request: reasoning: {e}"))
+}
+
 /// Everything between pi's request and agy's command line; errors are the
 /// message pi shows.
 fn prepare_turn(
     req: &agy_bridge::provider::StreamRequest,
     timeout: Duration,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::models::{self, ThinkingLevel};
+    use agy_bridge::models;
     use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
     use agy_bridge::sessions::{SessionKey, SessionStore};
 
@@ -563,15 +578,7 @@ fn prepare_turn(
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
     let settings = settings();
-    // A level we do not know is the caller's mistake, not "no preference":
-    // guessing would run agy at an effort nobody asked for.
-    let thinking = req
-        .reasoning
-        .as_deref()
-        .filter(|r| !r.trim().is_empty())
-        .map(str::parse::<ThinkingLevel>)
-        .transpose()
-        .map_err(|e| format!("agy-bridge: bad request: reasoning: {e}"))?;
+    let thinking = thinking_level(req.reasoning.as_deref())?;
     let resolved = models::catalog()
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
@@ -767,27 +774,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         conversation,
         ..TurnRequest::default()
     };
-    let rt = runtime()?;
-    let (result, events) = rt.block_on(async {
-        let cancel = CancellationToken::new();
-        cancel_on_signals(cancel.clone());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let collect = tokio::spawn(async move {
-            let mut v = Vec::new();
-            while let Some(RunEvent::Agy(e)) = rx.recv().await {
-                v.push(e);
-            }
-            // Drain the rest (non-agy events end the loop above early).
-            while let Some(ev) = rx.recv().await {
-                if let RunEvent::Agy(e) = ev {
-                    v.push(e);
-                }
-            }
-            v
-        });
-        let result = runner::run(&cfg, &turn, cancel, tx).await;
-        (result, collect.await.unwrap_or_default())
-    });
+    let (result, events) = runtime()?.block_on(run_collecting(&cfg, &turn));
     let answer = final_answer(&result, &events);
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
@@ -804,6 +791,28 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         Some(&label),
         &notices,
     ))
+}
+
+/// Run one turn to the end, keeping agy's events (Ctrl-C and the other
+/// signals abort it).
+async fn run_collecting(
+    cfg: &RunConfig,
+    turn: &TurnRequest,
+) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
+    let cancel = CancellationToken::new();
+    cancel_on_signals(cancel.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let collect = tokio::spawn(async move {
+        let mut v = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            if let RunEvent::Agy(e) = ev {
+                v.push(e);
+            }
+        }
+        v
+    });
+    let result = runner::run(cfg, turn, cancel, tx).await;
+    (result, collect.await.unwrap_or_default())
 }
 
 /// agy's answer: its stream-json `result.response` when it printed one,
