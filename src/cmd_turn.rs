@@ -40,9 +40,10 @@ pub struct RunArgs {
     /// One JSON event per line, then a final result line.
     #[arg(long)]
     json: bool,
-    /// How to bind the conversation: auto, discovery or stream-json.
-    #[arg(long, default_value = "auto")]
-    bind: BindMode,
+    /// How to bind the conversation: auto, discovery or stream-json
+    /// (default: AGY_BIND, else auto).
+    #[arg(long)]
+    bind: Option<BindMode>,
     /// Wake only on the fallback interval (no inotify).
     #[arg(long)]
     poll_only: bool,
@@ -58,8 +59,8 @@ pub struct DemoArgs {
     /// Which bundled recording to replay.
     #[arg(long, default_value = "tools")]
     recording: String,
-    /// Replay speed (1 = agy's recorded pace).
-    #[arg(long, default_value_t = 2.0)]
+    /// Replay speed (1 = agy's recorded pace, 2 = twice as fast).
+    #[arg(long, default_value_t = 2.0, value_parser = parse_speed, allow_negative_numbers = true)]
     speed: f64,
     /// One JSON event per line instead of the readable view.
     #[arg(long)]
@@ -73,12 +74,29 @@ fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// `--speed`: a replay speed is a finite number above 0 (0 would never
+/// replay anything, a negative or infinite pace has no meaning).
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "a replay speed is a number above 0 (1 = agy's recorded pace, 2 = twice as fast), not {s:?}"
+        )),
+    }
+}
+
 /// The environment's runner settings, with this binary as agy's guardian
 /// (so agy's tree dies with us, however we die).
-pub fn run_config() -> RunConfig {
-    let mut cfg = RunConfig::from_env();
+pub fn run_config() -> Result<RunConfig, runner::EnvError> {
+    let mut cfg = RunConfig::from_env()?;
     cfg.guardian = std::env::current_exe().ok();
-    cfg
+    Ok(cfg)
+}
+
+/// The watchdog for `minutes` (at least one), saturating instead of
+/// overflowing: a huge value means "no limit worth speaking of".
+fn watchdog(minutes: u64) -> Duration {
+    Duration::from_secs(minutes.max(1).saturating_mul(60))
 }
 
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
@@ -140,6 +158,8 @@ async fn drive(
     } else {
         view.summary(&result)?;
     }
+    // The failure's sentence goes to stderr, once; the summary line only
+    // says "failed".
     let code = match &result.failure {
         None => ExitCode::SUCCESS,
         Some(f) => {
@@ -168,10 +188,12 @@ fn settings() -> agy_bridge::config::Config {
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
     let settings = settings();
-    let mut cfg = run_config();
+    let mut cfg = run_config()?;
     cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
-    cfg.bind = args.bind;
+    cfg.timeout = watchdog(args.timeout_min);
+    if let Some(bind) = args.bind {
+        cfg.bind = bind;
+    }
     cfg.poll_interval = Duration::from_millis(args.poll_ms.max(10));
     if args.poll_only {
         cfg.wake = WakeMode::PollOnly;
@@ -216,15 +238,16 @@ fn find_fake_agy() -> Result<PathBuf, String> {
 
 pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     let fake = find_fake_agy()?;
-    let recording =
-        agy_bridge::recording::resolve(&args.recording, &agy_bridge::recording::bundled_dir())?;
+    let recording = resolve_demo_recording(&args.recording)?;
     let rec = agy_bridge::recording::Recording::load(&recording)?;
     let home = tempfile_dir()?;
     let conversations = home.join(".gemini/antigravity-cli/conversations");
     if !args.json {
+        // Not the recording's description: it is written for developers
+        // (step types, field numbers).
         println!(
-            "agy-bridge demo: replaying recording {:?} ({}) with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
-            args.recording, rec.header.description, args.speed, rec.header.prompt
+            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
+            args.recording, args.speed, rec.header.prompt
         );
     }
     let cfg = RunConfig {
@@ -247,6 +270,20 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     Ok(outcome?.0)
 }
 
+/// The recording `name` names (a bundled name or a file); when there is
+/// none, the error lists the bundled ones.
+fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
+    use agy_bridge::recording;
+    let dir = recording::bundled_dir();
+    recording::resolve(name, &dir).map_err(|e| match recording::list(&dir) {
+        Ok(names) if !names.is_empty() => format!(
+            "no recording named {name:?}; the bundled recordings are: {} (or give the path of a .jsonl recording)",
+            names.join(", ")
+        ),
+        _ => format!("{e}; no bundled recordings were found in {}", dir.display()),
+    })
+}
+
 /// A private temporary directory (removed by the caller).
 fn tempfile_dir() -> io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
@@ -259,37 +296,113 @@ fn tempfile_dir() -> io::Result<PathBuf> {
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Environment: AGY_TIMEOUT_MIN, the watchdog in minutes when --timeout-min \
+is not given (default 10); AGY_REQUEST_TIMEOUT_SECS, how long to wait for the request line on \
+stdin (default 30, at least 1): the request is one JSON object followed by a newline, or by the end of \
+stdin. Every error, a bad flag or variable included, is reported as pi's `start` event followed \
+by one `error` event."
+)]
 pub struct StreamArgs {
-    /// Our own watchdog per turn, in minutes.
-    #[arg(long, env = "AGY_TIMEOUT_MIN", default_value_t = 10)]
-    timeout_min: u64,
+    /// Our own watchdog per turn, in minutes (default: AGY_TIMEOUT_MIN,
+    /// else 10).
+    #[arg(long)]
+    timeout_min: Option<u64>,
 }
 
-/// Read stdin lines on a plain thread: the first is the request, later ones
-/// may be `{"type":"abort"}`.
-fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<Option<String>> {
+/// How long `stream` waits for its request line when
+/// `AGY_REQUEST_TIMEOUT_SECS` is not set.
+const REQUEST_TIMEOUT_SECS: u64 = 30;
+
+/// The watchdog's default, in minutes.
+const TIMEOUT_MIN_DEFAULT: u64 = 10;
+
+/// A whole number from the environment variable `name`: `None` when unset
+/// or empty, an error naming the variable and its value otherwise.
+fn env_whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
+    let Some(raw) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let text = raw.to_string_lossy();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    text.trim().parse::<u64>().map(Some).map_err(|_| {
+        format!("{name}={text:?} is not a whole number of {unit}; unset it or give e.g. {name}=10")
+    })
+}
+
+/// The first stdin line, or why there is none.
+type RequestLine = Result<String, String>;
+
+/// Read stdin on a plain thread: the first line is the request (or, without
+/// a newline, everything up to the end of stdin); later lines may be
+/// `{"type":"abort"}`.
+fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<RequestLine> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        let mut lines = io::stdin().lock().lines();
-        let first = lines.next().and_then(Result::ok);
+        let mut stdin = io::stdin().lock();
+        let mut buf = Vec::new();
+        let first = match stdin.read_until(b'\n', &mut buf) {
+            Ok(0) => Err("no request line on stdin (it closed before any input)".to_string()),
+            Ok(_) => request_text(buf),
+            Err(e) => Err(format!("cannot read the request from stdin: {e}")),
+        };
         let _ = tx.send(first);
-        for line in lines {
-            let Ok(line) = line else { break };
-            let is_abort = serde_json::from_str::<serde_json::Value>(&line)
-                .ok()
-                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
-                .unwrap_or(false);
-            if is_abort {
-                cancel.cancel();
+        loop {
+            let mut line = Vec::new();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if is_abort_line(&line) => cancel.cancel(),
+                Ok(_) => {}
             }
         }
     });
     rx
 }
 
+/// The request line's text, without its line ending.
+fn request_text(mut line: Vec<u8>) -> RequestLine {
+    while matches!(line.last(), Some(b'\n' | b'\r')) {
+        line.pop();
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Err("the request line is empty; send one JSON object".into());
+    }
+    String::from_utf8(line).map_err(|e| {
+        format!(
+            "the request line is not UTF-8 text (invalid byte at offset {}); send one JSON object in UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn is_abort_line(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
+        .unwrap_or(false)
+}
+
+/// Report a `stream` failure that comes before any turn: pi's `start`, then
+/// one `error` naming what was wrong.
+pub fn stream_fails_early(message: &str) -> ExitCode {
+    let mut pi = agy_bridge::provider::PiStream::new(io::stdout());
+    pi.start();
+    pi.fail(false, message);
+    ExitCode::FAILURE
+}
+
 pub fn cmd_stream(args: StreamArgs) -> CmdResult {
-    let rt = runtime()?;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            return Ok(stream_fails_early(&format!(
+                "agy-bridge: cannot start: {e}"
+            )))
+        }
+    };
     let ok = rt.block_on(stream_turn(args));
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -300,6 +413,39 @@ pub fn cmd_stream(args: StreamArgs) -> CmdResult {
     })
 }
 
+/// The watchdog and the request-line wait from flags and environment.
+fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+    let minutes = match args.timeout_min {
+        Some(m) => m,
+        None => env_whole_number("AGY_TIMEOUT_MIN", "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
+    };
+    let request_secs =
+        env_whole_number("AGY_REQUEST_TIMEOUT_SECS", "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
+    Ok((watchdog(minutes), Duration::from_secs(request_secs.max(1))))
+}
+
+/// Wait for the request line: it, or the sentence pi shows instead.
+async fn read_request(
+    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
+    wait: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, (bool, String)> {
+    let bad = |e: String| (false, format!("agy-bridge: bad request: {e}"));
+    tokio::select! {
+        // A line that is there wins over a timer that is also done.
+        biased;
+        line = request_line => match line {
+            Ok(line) => line.map_err(bad),
+            Err(_) => Err(bad("stdin could not be read".into())),
+        },
+        _ = tokio::time::sleep(wait) => Err(bad(format!(
+            "no complete request line on stdin after {} s: the request is one JSON object followed by a newline (or the end of stdin); AGY_REQUEST_TIMEOUT_SECS sets how long to wait",
+            wait.as_secs()
+        ))),
+        _ = cancel.cancelled() => Err((true, "Operation aborted".into())),
+    }
+}
+
 async fn stream_turn(args: StreamArgs) -> bool {
     use agy_bridge::provider::{self, EventMapper, PiStream, StreamRequest};
     let mut pi = PiStream::new(io::stdout());
@@ -308,16 +454,19 @@ async fn stream_turn(args: StreamArgs) -> bool {
     cancel_on_signals(cancel.clone());
     let request_line = stdin_reader(cancel.clone());
 
-    let line = tokio::select! {
-        line = request_line => line.ok().flatten(),
-        _ = cancel.cancelled() => {
-            pi.fail(true, "Operation aborted");
+    let (timeout, request_wait) = match stream_limits(&args) {
+        Ok(limits) => limits,
+        Err(message) => {
+            pi.fail(false, &format!("agy-bridge: {message}"));
             return false;
         }
     };
-    let Some(line) = line else {
-        pi.fail(false, "agy-bridge: bad request: no request line on stdin");
-        return false;
+    let line = match read_request(request_line, request_wait, &cancel).await {
+        Ok(line) => line,
+        Err((aborted, message)) => {
+            pi.fail(aborted, &message);
+            return false;
+        }
     };
     let req: StreamRequest = match serde_json::from_str(&line) {
         Ok(r) => r,
@@ -329,9 +478,8 @@ async fn stream_turn(args: StreamArgs) -> bool {
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
     let (session_key, store) = session_of(&req);
-    let wait = Duration::from_secs(args.timeout_min.max(1).saturating_mul(60));
     let _turn_lock = match &store {
-        Some(store) => match wait_turn_lock(store, &session_key, &cancel, wait).await {
+        Some(store) => match wait_turn_lock(store, &session_key, &cancel, timeout).await {
             Ok(lock) => Some(lock),
             Err(TurnWait::Aborted) => {
                 pi.fail(true, "Operation aborted");
@@ -344,7 +492,7 @@ async fn stream_turn(args: StreamArgs) -> bool {
         },
         None => None,
     };
-    let prepared = match prepare_turn(&req, args.timeout_min, session_key, store) {
+    let prepared = match prepare_turn(&req, timeout, session_key, store) {
         Ok(p) => p,
         Err(message) => {
             pi.fail(false, &message);
@@ -474,31 +622,41 @@ struct PreparedTurn {
     notes: Vec<String>,
 }
 
+/// pi's `reasoning`, if any. A level we do not know is the caller's
+/// mistake, not "no preference": guessing would run agy at an effort nobody
+/// asked for.
+fn thinking_level(
+    reasoning: Option<&str>,
+) -> Result<Option<agy_bridge::models::ThinkingLevel>, String> {
+    reasoning
+        .filter(|r| !r.trim().is_empty())
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("agy-bridge: bad request: reasoning: {e}"))
+}
+
 /// Everything between pi's request and agy's command line; errors are the
 /// message pi shows.
 fn prepare_turn(
     req: &agy_bridge::provider::StreamRequest,
-    timeout_min: u64,
+    timeout: Duration,
     session_key: String,
     store: Option<agy_bridge::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::models::{self, ThinkingLevel};
+    use agy_bridge::models;
     use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
     let settings = settings();
-    let thinking = req
-        .reasoning
-        .as_deref()
-        .and_then(|r| r.parse::<ThinkingLevel>().ok());
+    let thinking = thinking_level(req.reasoning.as_deref())?;
     let resolved = models::catalog()
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
 
-    let mut cfg = run_config();
+    let mut cfg = run_config().map_err(|e| format!("agy-bridge: {e}"))?;
     cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = Duration::from_secs(timeout_min.max(1) * 60);
+    cfg.timeout = timeout;
 
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {
@@ -659,9 +817,12 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         Ok(c) => c,
         Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
     };
-    let mut cfg = run_config();
+    let mut cfg = match run_config() {
+        Ok(cfg) => cfg,
+        Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
+    };
     cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = Duration::from_secs(args.timeout_min.max(1) * 60);
+    cfg.timeout = watchdog(args.timeout_min);
     // A delegated run gets the workspace and nothing else: no directory of
     // the bridge's own reaches it, so it cannot call back into pi.
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
@@ -676,27 +837,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         conversation,
         ..TurnRequest::default()
     };
-    let rt = runtime()?;
-    let (result, events) = rt.block_on(async {
-        let cancel = CancellationToken::new();
-        cancel_on_signals(cancel.clone());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let collect = tokio::spawn(async move {
-            let mut v = Vec::new();
-            while let Some(RunEvent::Agy(e)) = rx.recv().await {
-                v.push(e);
-            }
-            // Drain the rest (non-agy events end the loop above early).
-            while let Some(ev) = rx.recv().await {
-                if let RunEvent::Agy(e) = ev {
-                    v.push(e);
-                }
-            }
-            v
-        });
-        let result = runner::run(&cfg, &turn, cancel, tx).await;
-        (result, collect.await.unwrap_or_default())
-    });
+    let (result, events) = runtime()?.block_on(run_collecting(&cfg, &turn));
     let answer = final_answer(&result, &events);
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
@@ -713,6 +854,28 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         Some(&label),
         &notices,
     ))
+}
+
+/// Run one turn to the end, keeping agy's events (Ctrl-C and the other
+/// signals abort it).
+async fn run_collecting(
+    cfg: &RunConfig,
+    turn: &TurnRequest,
+) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
+    let cancel = CancellationToken::new();
+    cancel_on_signals(cancel.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let collect = tokio::spawn(async move {
+        let mut v = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            if let RunEvent::Agy(e) = ev {
+                v.push(e);
+            }
+        }
+        v
+    });
+    let result = runner::run(cfg, turn, cancel, tx).await;
+    (result, collect.await.unwrap_or_default())
 }
 
 /// agy's answer: its stream-json `result.response` when it printed one,

@@ -17,18 +17,18 @@ use crate::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// Environment variable naming the conversations directory.
 pub const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
 
-/// The length of a textual UUID, `8-4-4-4-12`.
-const ID_LEN: usize = 36;
-
-/// Byte offsets of the hyphens in a textual UUID.
-const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+/// Whether `b` is a textual UUID, `8-4-4-4-12` ASCII hex digits in either
+/// case (the `uuid` crate's hyphenated form; it is the only 36-byte form).
+/// The one UUID check: the redactor finds ids in text with it too.
+pub fn is_uuid_text(b: &[u8]) -> bool {
+    b.len() == 36 && uuid::Uuid::try_parse_ascii(b).is_ok()
+}
 
 /// A string that is not a conversation id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +51,8 @@ impl InvalidId {
     }
 }
 
-/// A conversation id: UUID-shaped, `8-4-4-4-12` ASCII hex digits.
+/// A conversation id: UUID-shaped, `8-4-4-4-12` ASCII hex digits, kept in
+/// lowercase.
 ///
 /// Anything else is rejected, so an id can be passed to `agy --conversation`
 /// or joined onto a directory without any chance of being read as a flag
@@ -59,69 +60,27 @@ impl InvalidId {
 /// whitespace. The version nibble is not checked: agy's ids are UUIDv4, but a
 /// future agy changing that must not make its own ids unusable.
 ///
-/// Comparison, ordering and hashing ignore ASCII case (UUIDs are
-/// case-insensitive); [`as_str`](ConversationId::as_str) keeps the spelling
-/// it was parsed from, which is the one that names the file on disk.
-#[derive(Debug, Clone, Serialize)]
+/// UUIDs are case-insensitive and agy spells its own (and names its
+/// database files) in lowercase, so an id typed in uppercase is folded to
+/// lowercase once, here: agy gets the spelling it knows, and equal ids are
+/// equal strings.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct ConversationId(String);
 
 impl ConversationId {
-    /// Validate `s` as a conversation id.
+    /// Validate `s` as a conversation id (folded to lowercase).
     pub fn parse(s: &str) -> Result<ConversationId, InvalidId> {
-        let bytes = s.as_bytes();
-        if bytes.len() != ID_LEN {
-            return Err(InvalidId::new(s));
-        }
-        let well_formed = bytes.iter().enumerate().all(|(i, b)| {
-            if HYPHENS.contains(&i) {
-                *b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        });
-        if well_formed {
-            Ok(ConversationId(s.to_owned()))
+        if is_uuid_text(s.as_bytes()) {
+            Ok(ConversationId(s.to_ascii_lowercase()))
         } else {
             Err(InvalidId::new(s))
         }
     }
 
-    /// The id as parsed (original case).
+    /// The id, in lowercase.
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    fn folded(&self) -> impl Iterator<Item = u8> + '_ {
-        self.0.bytes().map(|b| b.to_ascii_lowercase())
-    }
-}
-
-impl PartialEq for ConversationId {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.eq_ignore_ascii_case(&other.0)
-    }
-}
-
-impl Eq for ConversationId {}
-
-impl PartialOrd for ConversationId {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ConversationId {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.folded().cmp(other.folded())
-    }
-}
-
-impl Hash for ConversationId {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        for b in self.folded() {
-            state.write_u8(b);
-        }
     }
 }
 
@@ -762,8 +721,8 @@ mod tests {
             "00000000-0000-0000-0000-000000000000",
         ] {
             let parsed = ConversationId::parse(good).unwrap();
-            assert_eq!(parsed.as_str(), good);
-            assert_eq!(parsed.to_string(), good);
+            assert_eq!(parsed.as_str(), good.to_ascii_lowercase());
+            assert_eq!(parsed.to_string(), good.to_ascii_lowercase());
         }
         assert_eq!(
             id("123e4567-e89b-12d3-a456-426614174000"),

@@ -66,7 +66,10 @@ type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     agy_bridge::guard::main_if_guard();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -76,6 +79,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command line clap rejects. `stream`'s reader is pi, which reads JSON
+/// events, not stderr: it gets its `start` and one `error` naming the bad
+/// flag, as every other `stream` failure does. `--help` and `--version` are
+/// not failures and print as usual.
+fn usage_error(e: clap::Error) -> ExitCode {
+    let is_stream = std::env::args_os().nth(1).is_some_and(|a| a == "stream");
+    if !is_stream || !e.use_stderr() {
+        e.exit();
+    }
+    let rendered = e.render().to_string();
+    eprint!("{rendered}");
+    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    let reason = first.strip_prefix("error: ").unwrap_or(first);
+    cmd_turn::stream_fails_early(&format!("agy-bridge stream: {reason}"))
 }
 
 fn run(command: Commands) -> CmdResult {
@@ -483,7 +502,7 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         let Some(prompt) = args.prompt.clone() else {
             return Err("a PROMPT is required (or --db PATH / --from RECORDING)".into());
         };
-        let mut cfg = cmd_turn::run_config();
+        let mut cfg = cmd_turn::run_config()?;
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }

@@ -95,18 +95,6 @@ fn is_path_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
-/// Whether `b` is a textual UUID (8-4-4-4-12 hex digits).
-fn is_uuid(b: &[u8]) -> bool {
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                *c == b'-'
-            } else {
-                c.is_ascii_hexdigit()
-            }
-        })
-}
-
 /// Whether an undescribed length-delimited value is a nested message: it
 /// must parse cleanly, and either not be printable UTF-8 text, or (printable
 /// messages exist: a tag 0x0a is `\n`, a length 0x25 is `%`, so
@@ -296,7 +284,7 @@ impl Redactor {
                 .get(i + 36)
                 .map(|c| !c.is_ascii_alphanumeric())
                 .unwrap_or(true);
-            if before_ok && after_ok && is_uuid(&b[i..i + 36]) {
+            if before_ok && after_ok && crate::discovery::is_uuid_text(&b[i..i + 36]) {
                 out.push_str(&s[last..i]);
                 let p = self.id(&s[i..i + 36]);
                 out.push_str(&p);
@@ -333,7 +321,7 @@ impl Redactor {
                 .get(i + 36)
                 .map(|c| !c.is_ascii_alphanumeric())
                 .unwrap_or(true);
-            if before_ok && after_ok && is_uuid(&out[i..i + 36]) {
+            if before_ok && after_ok && crate::discovery::is_uuid_text(&out[i..i + 36]) {
                 let id = String::from_utf8_lossy(&out[i..i + 36]).into_owned();
                 let p = self.id(&id);
                 out[i..i + 36].copy_from_slice(p.as_bytes());

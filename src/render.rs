@@ -193,7 +193,8 @@ impl<W: Write> LiveView<W> {
         }
         let status = match &result.failure {
             None => "ok".to_string(),
-            Some(f) => format!("{red}failed: {f}{r}"),
+            // The sentence itself goes to stderr (the caller's job): said once.
+            Some(_) => format!("{red}failed{r}"),
         };
         writeln!(
             self.out,

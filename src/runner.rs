@@ -151,7 +151,10 @@ impl RunConfig {
     /// Defaults with `AGY_BIN`, `AGY_EXTRA_ARGS`, `AGY_CONVERSATIONS_DIR`,
     /// `AGY_BIND` and `AGY_WAKE` applied. Permissions and mode are settings
     /// (`config::Config`, which reads `AGY_SKIP_PERMISSIONS` and `AGY_MODE`).
-    pub fn from_env() -> RunConfig {
+    /// A word these variables do not know is an error naming the variable and
+    /// the words it takes: ignoring it would run the turn some other way than
+    /// the user asked.
+    pub fn from_env() -> Result<RunConfig, EnvError> {
         let mut cfg = RunConfig::default();
         if let Some(bin) = env_nonempty("AGY_BIN") {
             cfg.agy_bin = PathBuf::from(bin);
@@ -159,14 +162,28 @@ impl RunConfig {
         if let Some(extra) = env_nonempty("AGY_EXTRA_ARGS") {
             cfg.extra_args = extra.split_whitespace().map(str::to_string).collect();
         }
-        if let Some(Ok(mode)) = env_nonempty("AGY_BIND").map(|v| v.parse()) {
-            cfg.bind = mode;
+        if let Some(value) = env_nonempty("AGY_BIND") {
+            cfg.bind = value.trim().parse().map_err(|_| EnvError::Bind { value })?;
         }
-        if env_nonempty("AGY_WAKE").as_deref() == Some("poll") {
-            cfg.wake = WakeMode::PollOnly;
+        if let Some(value) = env_nonempty("AGY_WAKE") {
+            cfg.wake = match value.trim() {
+                "events" => WakeMode::Events,
+                "poll" => WakeMode::PollOnly,
+                _ => return Err(EnvError::Wake { value }),
+            };
         }
-        cfg
+        Ok(cfg)
     }
+}
+
+/// An environment variable of [`RunConfig::from_env`] holding a word it
+/// does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    #[error("AGY_BIND={value:?} is not a bind mode; use one of: auto, discovery, stream-json")]
+    Bind { value: String },
+    #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
+    Wake { value: String },
 }
 
 fn env_nonempty(name: &str) -> Option<String> {
@@ -325,9 +342,15 @@ const STREAM_JSON_GRACE: Duration = Duration::from_secs(3);
 const STDERR_TAIL: usize = 16 * 1024;
 const STDOUT_CAP: usize = 4 * 1024 * 1024;
 
-/// Format a duration as Go does for `--print-timeout` (e.g. `11m0s`).
+/// The longest duration Go's `time.ParseDuration` accepts, in whole hours
+/// (its limit is about 2562047h47m).
+const GO_DURATION_MAX: Duration = Duration::from_secs(2_562_047 * 3600);
+
+/// Format a duration as Go does for `--print-timeout` (e.g. `11m0s`),
+/// capped at what Go can parse: a longer watchdog must not make agy reject
+/// its own flag.
 pub fn go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
+    let secs = d.min(GO_DURATION_MAX).as_secs();
     let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
     if h > 0 {
         format!("{h}h{m}m{s}s")
@@ -366,7 +389,9 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<St
         args.push(id.as_str().into());
     }
     args.push("--print-timeout".into());
-    args.push(go_duration(cfg.timeout + Duration::from_secs(60)));
+    args.push(go_duration(
+        cfg.timeout.saturating_add(Duration::from_secs(60)),
+    ));
     if stream_json {
         args.push("--output-format".into());
         args.push("stream-json".into());
@@ -1362,6 +1387,7 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(660)), "11m0s");
         assert_eq!(go_duration(Duration::from_secs(30)), "30s");
         assert_eq!(go_duration(Duration::from_secs(3725)), "1h2m5s");
+        assert_eq!(go_duration(Duration::MAX), "2562047h0m0s");
     }
 
     #[test]
