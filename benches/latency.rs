@@ -8,7 +8,11 @@
 //! 4. binding on agy's init line: from agy printing its real
 //!    `{"event":"init",...}` line to the runner's `Bound` event, against a
 //!    line the runner does not recognise (what every real-agy turn met
-//!    before: the 3 s grace, then discovery).
+//!    before: the 3 s grace, then discovery);
+//! 5. time to first token through `agy-bridge stream` (as pi runs it) against
+//!    fake-agy's own time to its first text commit, with agy's version
+//!    cached on disk and with the cache cleared before every turn (one extra
+//!    `agy --version` process, as every turn paid before).
 //!
 //! Run with `cargo bench --bench latency` (after `cargo build -p fake-agy
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
@@ -23,21 +27,23 @@ use agy_bridge::synth::{chunks, step_write, Builder};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-fn fake_agy() -> PathBuf {
+/// A binary of this workspace next to the bench (release or debug).
+fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("bench exe");
-    let deps = exe.parent().expect("deps dir");
-    let profile = deps.parent().expect("profile dir");
+    let profile = exe.parent().and_then(Path::parent).expect("profile dir");
     let target = profile.parent().expect("target dir");
-    for candidate in [
-        profile.join("fake-agy"),
-        target.join("release/fake-agy"),
-        target.join("debug/fake-agy"),
-    ] {
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("fake-agy not built: run `cargo build -p fake-agy --release` first");
+    [
+        profile.join(name),
+        target.join("release").join(name),
+        target.join("debug").join(name),
+    ]
+    .into_iter()
+    .find(|c| c.is_file())
+    .unwrap_or_else(|| panic!("{name} not built: run `cargo build --release --workspace` first"))
+}
+
+fn fake_agy() -> PathBuf {
+    workspace_bin("fake-agy")
 }
 
 /// 60 growth commits, 40 ms apart, each extending one answer. Also returns
@@ -262,6 +268,83 @@ fn bind_latencies(rt: &tokio::runtime::Runtime, line: &str, runs: usize) -> Vec<
     out
 }
 
+/// One turn through `agy-bridge stream`: ms from spawning the bridge to the
+/// first `text_delta` on its stdout.
+fn bridge_ttft(home: &Path, rec: &Path, fresh_version: bool) -> Option<f64> {
+    use std::io::{BufRead, Write};
+    if fresh_version {
+        let _ = std::fs::remove_file(home.join("state/agy-version.json"));
+    }
+    let request = serde_json::json!({
+        "model": "gemini-3.7-flash",
+        "cwd": home,
+        "messages": [{"role": "user", "content": "go"}],
+    });
+    let t0 = Instant::now();
+    let mut child = std::process::Command::new(workspace_bin("agy-bridge"))
+        .arg("stream")
+        .env("HOME", home)
+        .env("AGY_BRIDGE_STATE_DIR", home.join("state"))
+        .env("AGY_BIN", fake_agy())
+        .env("FAKE_AGY_RECORDING", rec)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    writeln!(child.stdin.take()?, "{request}").ok()?;
+    let out = child.stdout.take()?;
+    let mut first = None;
+    for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+        if first.is_none() && line.contains("\"text_delta\"") {
+            first = Some(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let _ = child.wait();
+    first
+}
+
+/// fake-agy alone, as the bridge runs it: ms from spawn to its first text
+/// commit (its commit log).
+fn agy_ttft(home: &Path, rec: &Path) -> Option<f64> {
+    let log = home.join("direct-commits.log");
+    let _ = std::fs::remove_file(&log);
+    let conversations = home.join("direct");
+    let start = now_ns();
+    let status = std::process::Command::new(fake_agy())
+        .args([
+            "--output-format",
+            "stream-json",
+            "--dangerously-skip-permissions",
+            "-p",
+            "go",
+        ])
+        .env("HOME", home)
+        .env("AGY_CONVERSATIONS_DIR", &conversations)
+        .env("FAKE_AGY_RECORDING", rec)
+        .env("FAKE_AGY_COMMIT_LOG", &log)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let text = std::fs::read_to_string(&log).ok()?;
+    let first_text = text.lines().find_map(|line| {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        (parts.len() >= 4 && parts[3] == "2")
+            .then(|| parts[1].parse::<u128>().ok())
+            .flatten()
+    })?;
+    Some(first_text.saturating_sub(start) as f64 / 1e6)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    pct(&v, 0.5)
+}
+
 /// Poll a database with an unfinished step every `every` for `span` while
 /// nothing commits: (row SELECTs, version checks, thread CPU ms).
 fn idle_poller(span: Duration, every: Duration) -> (u64, u64, f64) {
@@ -460,12 +543,41 @@ fn main() {
         pct(&real, 0.5),
         pct(&real, 0.99),
         real.len(),
-        if pct(&real, 0.99) <= 50.0 { "met" } else { "NOT met" }
+        if pct(&real, 0.99) <= 50.0 {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     println!(
         "unrecognised line  : p50 {:8.2} ms  (n={}; the grace wait, then discovery)",
         pct(&old, 0.5),
         old.len()
     );
-    println!("ratio unrecognised/real at p50: {:.0}x", pct(&old, 0.5) / pct(&real, 0.5));
+    println!(
+        "ratio unrecognised/real at p50: {:.0}x",
+        pct(&old, 0.5) / pct(&real, 0.5)
+    );
+
+    println!("\n== time to first token: agy-bridge stream vs fake-agy alone ==");
+    let home = tempfile::tempdir().expect("tempdir");
+    let (mut direct, mut cached, mut probed) = (Vec::new(), Vec::new(), Vec::new());
+    // Warm the version cache and the page cache once.
+    let _ = bridge_ttft(home.path(), &growth, false);
+    for _ in 0..15 {
+        direct.extend(agy_ttft(home.path(), &growth));
+        cached.extend(bridge_ttft(home.path(), &growth, false));
+        probed.extend(bridge_ttft(home.path(), &growth, true));
+    }
+    let (d, c, p) = (median(direct), median(cached), median(probed));
+    println!("fake-agy alone to its first text commit : median {d:7.2} ms");
+    println!(
+        "bridge, agy version cached on disk       : median {c:7.2} ms  overhead {:6.2} ms (target <= 5 ms: {})",
+        c - d,
+        if c - d <= 5.0 { "met" } else { "NOT met" }
+    );
+    println!(
+        "bridge, `agy --version` run every turn   : median {p:7.2} ms  overhead {:6.2} ms",
+        p - d
+    );
 }

@@ -24,7 +24,8 @@
 //!
 //! # config.json
 //!
-//! Compatible with the original's file. The keys we use:
+//! Compatible with the file of the TypeScript bridge
+//! ([EstebanForge/pi-antigravity-bridge](https://github.com/EstebanForge/pi-antigravity-bridge)). The keys we use:
 //!
 //! | key               | values                          | default        | env override            |
 //! |-------------------|---------------------------------|----------------|-------------------------|
@@ -33,12 +34,12 @@
 //! | `defaultModel`    | a model alias (`"flash"`, ...)  | `flash`        | `AGY_DEFAULT_MODEL`     |
 //! | `defaultThinking` | `"low"`, `"medium"`, `"high"`   | `medium`       | `AGY_DEFAULT_THINKING`  |
 //!
-//! Every other key (the original's `engine`, `acp`, `askTool`, `bridgeTools`,
+//! Every other key (the TypeScript bridge's `engine`, `acp`, `askTool`, `bridgeTools`,
 //! `digest`, `systemPrompt`, `patchCleanupNotified`, ...) is kept as it is
 //! when we save.
 //!
 //! Environment variables win over the file. An empty variable counts as
-//! unset (as in the runner). Differences from the original, on purpose:
+//! unset (as in the runner). Differences from the TypeScript bridge, on purpose:
 //! - an invalid `AGY_MODE` or `AGY_DEFAULT_THINKING` is ignored with a
 //!   warning instead of silently meaning `accept-edits` / `medium` (a typo in
 //!   `AGY_MODE=plna` must not quietly let agy edit files);
@@ -652,7 +653,7 @@ impl ConfigStatus {
     }
 
     /// The status as one JSON object: the effective values under the file's
-    /// key names (as the original's config object), `settings` with each
+    /// key names (as the TypeScript bridge's config object), `settings` with each
     /// one's source, the paths and the warnings as text.
     pub fn to_json(&self) -> Value {
         let mut obj = Map::new();
@@ -815,7 +816,7 @@ impl ConfigStore {
                 "expected true or false, found {}",
                 json_kind(other)
             )),
-            // An empty model means "the default", as in the original.
+            // An empty model means "the default", as in the TypeScript bridge.
             (Setting::Model, Value::String(s)) if s.trim().is_empty() => Ok(None),
             (_, Value::String(s)) => parse_text(setting, s).map(Some),
             (_, other) => Err(format!("expected a string, found {}", json_kind(other))),

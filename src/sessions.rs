@@ -2,7 +2,8 @@
 //!
 //! Stored in `sessions.json` in the state directory (see [`crate::config`]
 //! for where that is and how files are written, locked and recovered), in the
-//! TypeScript original's format:
+//! format of the TypeScript bridge
+//! ([EstebanForge/pi-antigravity-bridge](https://github.com/EstebanForge/pi-antigravity-bridge)):
 //!
 //! ```json
 //! {
@@ -16,7 +17,7 @@
 //!
 //! - The key is `sid:<pi session id>`, else `cwd:<cwd>` ([`SessionKey`]).
 //! - `lastStepIdx` is the last agy step already streamed into pi (-1: none;
-//!   a missing value reads as -1, as in the original).
+//!   a missing value reads as -1, as in the TypeScript bridge).
 //! - `lastMessageCount` is the pi message-count watermark: how many of pi's
 //!   messages the last turn covered (missing, as in older files, reads as 0).
 //! - Other fields in an entry are kept when the entry is rewritten.
@@ -55,7 +56,7 @@ pub struct SessionKey;
 
 impl SessionKey {
     /// `sid:<session_id>` when pi gave a (non-blank) session id, else
-    /// `cwd:<cwd>` (one conversation per directory, as in the original).
+    /// `cwd:<cwd>` (one conversation per directory, as in the TypeScript bridge).
     pub fn for_request(session_id: Option<&str>, cwd: &Path) -> String {
         match session_id.filter(|s| !s.trim().is_empty()) {
             Some(sid) => format!("sid:{sid}"),
@@ -141,7 +142,7 @@ fn parse_entry(value: Value) -> Result<Stored, String> {
             _ => return Err(format!("lastStepIdx: expected an integer >= -1, found {v}")),
         },
     };
-    // `lastMessageCount` is the original's name; an early build of ours
+    // `lastMessageCount` is the TypeScript bridge's name; an early build of ours
     // wrote `messageCount`, which still reads.
     let legacy = obj.remove(LEGACY_MESSAGE_COUNT);
     let message_count = match obj.remove(MESSAGE_COUNT).or(legacy) {

@@ -20,8 +20,10 @@ use std::collections::BTreeMap;
 
 mod outcomes;
 
-/// `agy models` as agy 1.2.8 prints it (format 3).
-pub const MODELS_FORMAT_3: &str = "Fetching available models...\n\
+/// `agy models` stdout as agy 1.2.8 prints it (format 3); its progress line,
+/// "Fetching available models...", goes to stderr (docs/agy-format.md,
+/// "agy models").
+pub const MODELS_FORMAT_3: &str = "\
 gemini-3.7-flash-low\tGemini 3.7 Flash (Low)\n\
 gemini-3.7-flash-medium\tGemini 3.7 Flash (Medium)\n\
 gemini-3.7-flash-high\tGemini 3.7 Flash (High)\n\

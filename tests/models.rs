@@ -289,7 +289,7 @@ fn resolve_accepts_tier_slugs_and_old_ids_and_rejects_unknowns() {
         (r.id.as_str(), r.model.as_str(), r.effort),
         ("gemini-3.7-flash", "gemini-3.7-flash", Some(High))
     );
-    // The TypeScript original's ids (`gemini-3-7-flash`) still resolve.
+    // The TypeScript bridge's ids (`gemini-3-7-flash`) still resolve.
     let r = c
         .resolve("gemini-3-7-flash", Some(ThinkingLevel::Medium))
         .unwrap();
@@ -972,7 +972,7 @@ fn cli_stale_cache_is_served_and_refreshed_in_the_background() {
         .unwrap()
         .as_millis() as f64;
     let old = now_ms - 10.0 * 60_000.0;
-    // The TypeScript original's cache format.
+    // The TypeScript bridge's cache format.
     std::fs::write(
         env.cache(),
         serde_json::json!({ "raw": MODELS_FORMAT_2, "savedAt": old }).to_string(),

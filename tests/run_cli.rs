@@ -78,8 +78,11 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
             (c, "agy is not installed")
         },
         {
+            // Without agy's init line, nothing can say which database is ours.
             let mut c = run_cmd(&home, "hello");
-            c.env("FAKE_AGY_NO_DB", "1").arg("hi");
+            c.env("FAKE_AGY_NO_DB", "1")
+                .env("AGY_BIND", "discovery")
+                .arg("hi");
             (c, "could not bind agy's conversation database")
         },
         {
@@ -148,4 +151,30 @@ fn demo_runs_the_whole_pipeline_without_agy() {
     let answer = load("tools").header.stdout;
     assert!(stdout.contains(answer.trim()), "{stdout}");
     assert!(stdout.contains("── ok"));
+}
+
+/// agy's database cannot be followed (here: it is never written where we
+/// look), but agy printed its stream-json: the turn says so once and still
+/// streams agy's answer.
+#[test]
+fn an_unreadable_database_degrades_to_stream_json_text() {
+    let home = tempfile::tempdir().expect("tmp");
+    let out = run_cmd(&home, "hello")
+        .env("FAKE_AGY_NO_DB", "1")
+        .env("AGY_BIND", "stream-json")
+        .arg("hi")
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert_eq!(
+        stdout
+            .matches("cannot follow agy's conversation database")
+            .count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Hello! I'm agy, running in print mode."),
+        "{stdout}"
+    );
 }

@@ -1,4 +1,4 @@
-//! Sessions and config state: compatibility with the TypeScript original's
+//! Sessions and config state: compatibility with the TypeScript bridge's
 //! files, corrupt files set aside, invalid entries dropped, 0600 writes,
 //! environment overrides that are never saved, unknown keys kept, the
 //! binding rule, and several processes updating sessions.json at once.
@@ -102,13 +102,13 @@ fn session_keys_follow_the_original() {
 }
 
 // ---------------------------------------------------------------------------
-// sessions.json in the original's format.
+// sessions.json in the TypeScript bridge's format.
 
 #[test]
 fn original_sessions_file_loads_and_keeps_unknown_fields() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(SESSIONS_FILE);
-    // As the TypeScript original writes it (no lastMessageCount), plus one of
+    // As the TypeScript bridge writes it (no lastMessageCount), plus one of
     // ours and one entry carrying a field neither of us knows.
     write(
         &path,
@@ -126,7 +126,7 @@ fn original_sessions_file_loads_and_keeps_unknown_fields() {
     assert_eq!(store.get("sid:old").unwrap(), Some(entry(ID_A, 12, 0)));
     assert_eq!(store.get("cwd:/w").unwrap(), Some(entry(ID_B, 3, 7)));
     assert_eq!(store.get("sid:extra").unwrap(), Some(entry(ID_C, 1, 0)));
-    // A missing lastStepIdx reads as -1, as in the original.
+    // A missing lastStepIdx reads as -1, as in the TypeScript bridge.
     assert_eq!(store.get("sid:noidx").unwrap(), Some(entry(ID_A, -1, 0)));
     assert_eq!(store.get("sid:nobody").unwrap(), None);
     assert_eq!(store.take_warnings(), vec![]);
@@ -660,7 +660,7 @@ fn invalid_config_values_and_env_values_are_reported() {
     let status = store.load_with_env(&env).unwrap();
     assert_eq!(status.config.mode, Mode::AcceptEdits);
     assert_eq!(status.source(Setting::Mode), Some(Source::Default));
-    // An unknown switch value is off, as in the original, and reported.
+    // An unknown switch value is off, as in the TypeScript bridge, and reported.
     assert!(!status.config.skip_permissions);
     assert_eq!(status.source(Setting::Permissions), Some(Source::Env));
     assert_eq!(status.config.default_model, "flash");

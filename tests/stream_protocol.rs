@@ -383,7 +383,7 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
     // (`SessionStore::update_if_bound`; overwrite protection itself is in
     // tests/sessions_config.rs).
     let mut cmd = env.command("hello");
-    cmd.env("FAKE_AGY_NO_DB", "1");
+    cmd.env("FAKE_AGY_NO_DB", "1").env("AGY_BIND", "discovery");
     let mut child = cmd.spawn().expect("spawn");
     writeln!(
         child.stdin.take().expect("stdin"),
@@ -402,7 +402,7 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
         last["errorMessage"]
             .as_str()
             .unwrap_or("")
-            .contains("could not be identified"),
+            .contains("could not bind agy's conversation database"),
         "{last}"
     );
     let sessions = env.sessions();

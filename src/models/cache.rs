@@ -177,22 +177,22 @@ pub fn state_dir() -> Option<PathBuf> {
     crate::config::state_dir().ok()
 }
 
-/// `models-cache.json`: the original's `{raw, savedAt}` (raw `agy models`
+/// `models-cache.json`: the TypeScript bridge's `{raw, savedAt}` (raw `agy models`
 /// stdout, epoch milliseconds), plus `unavailable` when the entry records a
 /// failed run (then `raw` is empty) and `binary`, the agy it came from.
-/// Entries written by the TypeScript original read fine, and ours read fine
+/// Entries written by the TypeScript bridge read fine, and ours read fine
 /// there.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheEntry {
     pub raw: String,
-    /// Epoch milliseconds (the original wrote `Date.now()`; a fraction is
+    /// Epoch milliseconds (the TypeScript bridge wrote `Date.now()`; a fraction is
     /// accepted and dropped).
     #[serde(deserialize_with = "millis")]
     pub saved_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
-    /// The agy binary that gave this answer; `None` in the original's
+    /// The agy binary that gave this answer; `None` in the TypeScript bridge's
     /// entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<BinaryKey>,

@@ -382,7 +382,7 @@ impl Catalog {
     }
 
     /// A model by id, or by something naming it: one of its tier slugs
-    /// (with that tier), its display name (any case), or the original's
+    /// (with that tier), its display name (any case), or the TypeScript bridge's
     /// punctuation-free id (`gemini-3-7-flash`), so old configs keep working.
     pub fn find(&self, name: &str) -> Option<(&Model, Option<Effort>)> {
         let name = name.trim();
@@ -515,7 +515,7 @@ pub(super) fn resolved(model: &Model, effort: Option<Effort>) -> Resolved {
     }
 }
 
-/// Lowercase alphanumerics only: `gemini-3.7-flash` and the original's
+/// Lowercase alphanumerics only: `gemini-3.7-flash` and the TypeScript bridge's
 /// `gemini-3-7-flash` compare equal.
 pub(super) fn flatten(s: &str) -> String {
     s.chars()
@@ -524,7 +524,7 @@ pub(super) fn flatten(s: &str) -> String {
         .collect()
 }
 
-/// The tier AskAntigravity uses when none is asked for (the original's
+/// The tier AskAntigravity uses when none is asked for (the TypeScript bridge's
 /// FAMILY_DEFAULT_TIER): Pro runs high, everything else medium.
 pub(super) fn family_default_tier(model: &Model) -> Effort {
     if SlugParts::of(&model.slug).words.iter().any(|w| w == "pro") {

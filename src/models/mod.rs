@@ -10,7 +10,8 @@
 //!   keyed by agy's own slug; fixed models never get `--effort` (Claude and
 //!   GPT-OSS reject it).
 //! - [`Catalog::resolve`] turns a pi model id and pi thinking level into the
-//!   `--model` / `--effort` pair, as the TypeScript original does: a Gemini
+//!   `--model` / `--effort` pair, as the TypeScript bridge
+//!   ([EstebanForge/pi-antigravity-bridge](https://github.com/EstebanForge/pi-antigravity-bridge)) does: a Gemini
 //!   base slug is passed with `--effort` (always: a base slug is not valid on
 //!   its own), the level clamped to the tiers that base offers.
 //! - [`Catalog::resolve_alias`] resolves AskAntigravity's friendly names
@@ -41,7 +42,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const PI_PROVIDER: &str = "antigravity";
 /// The custom pi `api` string of every model we emit. No built-in pi
 /// provider claims it; the pi extension registers its `streamSimple` under
-/// the same string. (The TypeScript original used the same sentinel.)
+/// the same string. (The TypeScript bridge used the same sentinel.)
 pub const PI_API: &str = "agy-bridge";
 /// pi requires a non-empty `baseUrl`; nothing ever connects to it.
 pub const PI_BASE_URL: &str = "agy-bridge://antigravity";
