@@ -1,35 +1,29 @@
 //! agy-bridge: Google's Antigravity CLI (`agy`) as a streaming model provider.
 //!
-//! Data flows one way through these modules:
-//! [`wire`] → [`steps`] → [`events`] → [`poller`] → [`runner`] (with
-//! [`discovery`]) → [`provider`]. Only the provider knows pi; its state lives
-//! in [`config`], [`sessions`] and [`models`], and agy's edits become diffs in
-//! [`diff`]. [`recording`] and [`schema`] describe agy's database for
-//! fake-agy ([`synth`] builds the corpus), the recorder ([`record`],
-//! [`redact`]) and [`drift`]; [`decode`] and [`render`] are the readable
-//! views. ARCHITECTURE.md has the whole map.
+//! The crate is layered; each folder's `mod.rs` says what it owns and what it
+//! may import. Data flows one way:
+//! [`format`](mod@format) (wire → steps, stream-json) → [`follow`] (events, poller,
+//! discovery) → [`run`] (one turn: runner, failure, guardian) → [`pi`]
+//! (provider, diffs, models). [`state`] holds the bridge's own files,
+//! [`view`] the readable views and [`corpus`] the recordings, fake-agy's
+//! food, the recorder and drift. ARCHITECTURE.md has the whole map.
+//!
+//! The modules are also re-exported at the top level under their own names
+//! (`agy_bridge::steps`, `agy_bridge::runner`, ...), the paths the tests,
+//! benches and fake-agy use.
 
-pub mod agy_version;
-pub mod config;
-pub mod decode;
-pub mod diff;
-pub mod discovery;
-pub mod drift;
-pub mod events;
-pub mod failure;
-pub mod guard;
-pub mod models;
-pub mod poller;
-pub mod process;
-pub mod provider;
-pub mod record;
-pub mod recording;
-pub mod redact;
-pub mod render;
-pub mod runner;
-pub mod schema;
-pub mod sessions;
-pub mod steps;
-pub mod stream_json;
-pub mod synth;
-pub mod wire;
+pub mod corpus;
+pub mod follow;
+pub mod format;
+pub mod pi;
+pub mod run;
+pub mod state;
+pub mod view;
+
+pub use corpus::{db, drift, record, recording, redact, synth};
+pub use follow::{discovery, events, poller};
+pub use format::{schema, steps, stream_json, wire};
+pub use pi::{diff, models, provider};
+pub use run::{agy_version, failure, guard, process, runner};
+pub use state::{config, sessions};
+pub use view::{decode, render};

@@ -2,7 +2,9 @@
 //! over the library. To add a subcommand, add a variant to [`Commands`], an
 //! args struct, one match arm in [`run`] and a `cmd_*` function.
 
-mod cmd_turn;
+mod cli;
+
+use cli::turn as cmd_turn;
 
 use agy_bridge::decode;
 use clap::{Args, Parser, Subcommand};

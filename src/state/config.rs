@@ -52,7 +52,7 @@
 //! [`ConfigStore::save_change`] re-reads the file under the lock, sets only
 //! the one key being changed and writes the file back.
 
-use crate::runner::{Effort, Mode};
+use crate::format::agy_args::{Effort, Mode};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;

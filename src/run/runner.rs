@@ -13,6 +13,7 @@ pub use crate::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
 use crate::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::events::Event;
 use crate::failure::AgyReport;
+pub use crate::format::agy_args::{BindMode, Effort, Mode};
 use crate::poller::{Poll, PollStats, Poller, ReadError};
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
@@ -26,47 +27,6 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// An enum spelled as fixed words on agy's command line and in ours:
-/// `as_arg`, `FromStr` (with an error listing the words) and serde as the
-/// word.
-macro_rules! word_enum {
-    ($(#[$m:meta])* $name:ident $what:literal { $($(#[$vm:meta])* $variant:ident = $word:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum $name {
-            $($(#[$vm])* $variant,)+
-        }
-
-        impl $name {
-            pub fn as_arg(self) -> &'static str {
-                match self {
-                    $($name::$variant => $word,)+
-                }
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($word => Ok($name::$variant),)+
-                    other => Err(format!(
-                        concat!("unknown ", $what, " {:?} (expected one of: {})"),
-                        other,
-                        [$($word),+].join(", ")
-                    )),
-                }
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_arg())
-            }
-        }
-    };
-}
-
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,19 +35,6 @@ pub enum WakeMode {
     Events,
     /// Only the interval (filesystems without notifications; benchmarks).
     PollOnly,
-}
-
-word_enum! {
-    /// How the conversation id is bound.
-    BindMode "bind mode" {
-        /// stream-json when `agy --version` says it is supported (>= 1.1.8),
-        /// otherwise discovery. Falls back to discovery if no `init` line comes.
-        Auto = "auto",
-        /// Snapshot/diff, process tree and subagent filter only.
-        Discovery = "discovery",
-        /// Pass `--output-format stream-json` and take the id from the `init` line.
-        StreamJson = "stream-json",
-    }
 }
 
 /// Process-wide settings: where agy is, how to wake, how long to wait.
@@ -188,23 +135,6 @@ pub enum EnvError {
 
 fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-word_enum! {
-    /// `--mode`.
-    Mode "mode" {
-        AcceptEdits = "accept-edits",
-        Plan = "plan",
-    }
-}
-
-word_enum! {
-    /// `--effort`, ordered low to high.
-    Effort "effort" {
-        Low = "low",
-        Medium = "medium",
-        High = "high",
-    }
 }
 
 /// One turn to run.

@@ -14,8 +14,8 @@
 //! decoder's own known-field tree ([`steps::walk_paths`]), so a path inside a
 //! message the decoder does not know is reported at its top.
 
+use crate::corpus::db::{self, TableRows};
 use crate::decode::{self, SourceKind};
-use crate::record::{self, TableRows};
 use crate::recording::{Op, Recording, SqlValue, Write};
 use crate::schema;
 use crate::steps::{self, Known, StepRow, StepType};
@@ -173,7 +173,7 @@ pub fn load(path: &Path) -> Result<Source, DriftError> {
             let tx = conn
                 .unchecked_transaction()
                 .map_err(|e| input(e.to_string()))?;
-            let tables = record::read_tables(&tx).map_err(|e| input(e.to_string()))?;
+            let tables = db::read_tables(&tx).map_err(|e| input(e.to_string()))?;
             let ddl = schema::master_sql(&tx).map_err(|e| input(e.to_string()))?;
             tx.finish().map_err(|e| input(e.to_string()))?;
             Ok(Source::Database { tables, ddl })
@@ -358,7 +358,7 @@ fn declared_tables(ddl: &[String]) -> BTreeMap<String, Vec<String>> {
     for stmt in ddl {
         let _ = conn.execute(stmt, []);
     }
-    for t in record::table_names(&conn).unwrap_or_default() {
+    for t in db::table_names(&conn).unwrap_or_default() {
         let cols = schema::columns(&conn, &t).unwrap_or_default();
         out.insert(t, cols);
     }

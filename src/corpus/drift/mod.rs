@@ -3,13 +3,13 @@
 //! red report instead of an empty stream.
 //!
 //! Three parts, one job each:
-//! - [`fingerprint`]: what a set of recordings and databases shows about
+//! - `fingerprint`: what a set of recordings and databases shows about
 //!   agy's format (step types, field paths with wire types and counts,
 //!   statuses, tables, schema, `agy models` formats, decode errors);
-//! - [`compare`]: the rules that judge a current fingerprint against the
+//! - `compare`: the rules that judge a current fingerprint against the
 //!   baseline, the way a maintainer would: a finding is **breaking** only
 //!   when data a user sees would be lost or misread;
-//! - [`report`]: the findings as sentences (paths named by what they mean,
+//! - `report`: the findings as sentences (paths named by what they mean,
 //!   from the decoder's known-field table) and as JSON.
 //!
 //! Drift reads the decoder's own tables ([`crate::steps`]'s known-field

@@ -11,7 +11,7 @@
 //! acted on, so every readable view (pi's thinking line, `run`, `decode`)
 //! names it the same way.
 
-use crate::diff::{one_line, shorten};
+use crate::format::text::{one_line, shorten};
 use crate::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

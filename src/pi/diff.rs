@@ -149,20 +149,7 @@ fn summary(args: &Map<String, Value>, raw_path: &str, path: &Path) -> Option<Str
     })
 }
 
-/// `s` with every control character (newlines included) made a space.
-pub(crate) fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
-}
-
-/// `s` cut to `max_chars` characters, marked with an ellipsis when cut.
-pub(crate) fn shorten(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", s[..cut].trim_end()),
-        None => s.to_string(),
-    }
-}
+use crate::format::text::{one_line, shorten};
 
 /// What a file held when we looked.
 #[derive(Debug, Clone, PartialEq, Eq)]

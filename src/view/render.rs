@@ -5,8 +5,8 @@
 //! plain words, and a summary at the end. This module owns only presentation;
 //! it consumes [`RunEvent`]s and never looks at the database.
 
-use crate::diff::shorten;
 use crate::events::{self, Channel, Event};
+use crate::format::text::shorten;
 use crate::runner::{degraded_notice, RunEvent, RunResult};
 use std::io::{self, Write};
 

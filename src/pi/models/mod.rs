@@ -29,7 +29,7 @@ pub use cache::*;
 pub use catalog::*;
 pub use parse::*;
 
-use crate::runner::Effort;
+use crate::format::agy_args::Effort;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::{Read, Write};

@@ -1,0 +1,5 @@
+//! The `agy-bridge` command line (the binary's own modules, not the
+//! library's): one file per command group. `main.rs` parses the arguments
+//! and dispatches here.
+
+pub mod turn;

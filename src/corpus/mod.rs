@@ -1,0 +1,16 @@
+//! **corpus**: recordings of agy runs, and the tools over them.
+//!
+//! Owns the recording format that fake-agy replays ([`recording`]), the
+//! synthesized corpus in `recordings/` ([`synth`]), capturing a live run
+//! ([`record`]), redaction ([`redact`]), reading and diffing whole databases
+//! ([`db`]) and the schema drift report ([`drift`]).
+//!
+//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`] (the
+//! recorder runs a turn), [`crate::view`] (drift reads what `decode` reads).
+
+pub mod db;
+pub mod drift;
+pub mod record;
+pub mod recording;
+pub mod redact;
+pub mod synth;

@@ -1,0 +1,12 @@
+//! Layer 2, **follow**: from a conversation database that agy is writing to
+//! provider-neutral events.
+//!
+//! Owns the tracker that turns successive views of a step into deltas
+//! ([`events`]), the read-only poller over one database ([`poller`]) and the
+//! binding of the database a run created ([`discovery`]).
+//!
+//! May import: [`crate::format`](mod@crate::format).
+
+pub mod discovery;
+pub mod events;
+pub mod poller;

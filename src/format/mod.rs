@@ -1,0 +1,17 @@
+//! Layer 1, **format**: what agy writes and prints, as data.
+//!
+//! Owns the protobuf wire walker and encoder ([`wire`]), agy's step model and
+//! field numbers ([`steps`]), its SQLite schema ([`schema`]), its
+//! stream-json lines ([`stream_json`]), conversation ids ([`ids`]), the words
+//! of agy's command line ([`agy_args`]) and the small text helpers every
+//! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
+//!
+//! May import: nothing else in this crate. Everything above builds on it.
+
+pub mod agy_args;
+pub mod ids;
+pub mod schema;
+pub mod steps;
+pub mod stream_json;
+pub mod text;
+pub mod wire;

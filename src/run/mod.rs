@@ -1,0 +1,15 @@
+//! Layer 4, **run**: one agy turn as a process the bridge owns.
+//!
+//! Owns spawning agy and following the turn live from both its sources, the
+//! database and stream-json ([`runner`]); why a turn failed ([`failure`]);
+//! agy's process tree ([`process`]) and the guardian that takes it down when
+//! the bridge dies ([`guard`]); and agy's version, cached per binary
+//! ([`agy_version`]).
+//!
+//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::state`].
+
+pub mod agy_version;
+pub mod failure;
+pub mod guard;
+pub mod process;
+pub mod runner;

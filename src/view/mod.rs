@@ -1,0 +1,10 @@
+//! **view**: the readable views of what agy did, for people.
+//!
+//! Owns `agy-bridge decode` of a database or recording ([`decode`]) and the
+//! live view of a turn that `run` and `demo` print ([`render`]).
+//!
+//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`]
+//! (its events and result), [`crate::corpus::recording`] (to read a recording).
+
+pub mod decode;
+pub mod render;
