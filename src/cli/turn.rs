@@ -749,111 +749,124 @@ pub struct AskArgs {
     prompt: String,
 }
 
-pub fn cmd_ask(args: AskArgs) -> CmdResult {
-    let json = args.json;
-    let report_with = |answer: &str,
-                       id: Option<&str>,
-                       error: Option<String>,
-                       model: Option<&str>,
-                       notices: &[String]| {
+/// What `ask` tells its caller: the answer, the conversation to continue,
+/// the model, notices and the failure, as text or one JSON object.
+struct AskReport<'a> {
+    answer: &'a str,
+    id: Option<&'a str>,
+    error: Option<String>,
+    model: Option<&'a str>,
+    notices: &'a [String],
+}
+
+impl AskReport<'_> {
+    fn failed(error: String) -> AskReport<'static> {
+        AskReport {
+            answer: "",
+            id: None,
+            error: Some(error),
+            model: None,
+            notices: &[],
+        }
+    }
+
+    fn print(&self, json: bool) -> ExitCode {
         if json {
             let v = serde_json::json!({
-                "answer": answer,
-                "conversationId": id,
-                "model": model,
-                "ok": error.is_none(),
-                "error": error,
-                "notices": notices,
+                "answer": self.answer,
+                "conversationId": self.id,
+                "model": self.model,
+                "ok": self.error.is_none(),
+                "error": self.error,
+                "notices": self.notices,
             });
             println!("{v}");
         } else {
-            if !answer.is_empty() {
-                println!("{answer}");
+            if !self.answer.is_empty() {
+                println!("{}", self.answer);
             }
-            if let Some(id) = id {
+            if let Some(id) = self.id {
                 println!("\n[agy conversation: {id}; continue with --conversation {id}]");
             }
-            for notice in notices {
+            for notice in self.notices {
                 eprintln!("agy-bridge: note: {notice}");
             }
-            if let Some(e) = &error {
+            if let Some(e) = &self.error {
                 eprintln!("agy-bridge: error: {e}");
             }
         }
-        if error.is_some() {
+        if self.error.is_some() {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
         }
-    };
-    let report = |answer: &str, id: Option<&str>, error: Option<String>, model: Option<&str>| {
-        report_with(answer, id, error, model, &[])
-    };
-    if args.caller_provider.as_deref() == Some(agy_bridge::provider::PROVIDER_ID) {
-        return Ok(report(
-            "",
-            None,
-            Some("AskAntigravity is not available while the current model is itself antigravity: agy would be delegating to itself".into()),
-            None,
-        ));
     }
+}
+
+/// The delegated turn `ask` runs: the workspace and nothing else, so it
+/// cannot call back into pi.
+fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> {
     let settings = settings();
     let alias = args
         .model
         .clone()
         .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = match agy_bridge::models::catalog()
+    let resolved = agy_bridge::models::catalog()
         .resolve_alias(&alias, Some(settings.default_thinking))
-    {
-        Ok(r) => r,
-        Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
-    };
-    let conversation = match args
+        .map_err(|e| e.to_string())?;
+    let conversation = args
         .conversation
         .as_deref()
         .map(ConversationId::parse)
         .transpose()
-    {
-        Ok(c) => c,
-        Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
-    };
-    let mut cfg = match run_config() {
-        Ok(cfg) => cfg,
-        Err(e) => return Ok(report("", None, Some(e.to_string()), None)),
-    };
+        .map_err(|e| e.to_string())?;
+    let mut cfg = run_config().map_err(|e| e.to_string())?;
     cfg.skip_permissions = settings.skip_permissions;
     cfg.timeout = watchdog(args.timeout_min);
-    // A delegated run gets the workspace and nothing else: no directory of
-    // the bridge's own reaches it, so it cannot call back into pi.
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
     let workspace = args.cwd.clone().or_else(|| std::env::current_dir().ok());
+    let label = match resolved.effort {
+        Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
+        None => resolved.model.clone(),
+    };
     let turn = TurnRequest {
         prompt: args.prompt.clone(),
         cwd: args.cwd.clone(),
         add_dirs: workspace.into_iter().collect(),
-        model: Some(resolved.model.clone()),
+        model: Some(resolved.model),
         effort: resolved.effort,
         mode: Some(args.mode.unwrap_or(settings.mode)),
         conversation,
         ..TurnRequest::default()
     };
+    Ok((cfg, turn, label))
+}
+
+pub fn cmd_ask(args: AskArgs) -> CmdResult {
+    if args.caller_provider.as_deref() == Some(agy_bridge::provider::PROVIDER_ID) {
+        return Ok(AskReport::failed(
+            "AskAntigravity is not available while the current model is itself antigravity: agy would be delegating to itself".into(),
+        )
+        .print(args.json));
+    }
+    let (cfg, turn, label) = match ask_turn(&args) {
+        Ok(t) => t,
+        Err(e) => return Ok(AskReport::failed(e).print(args.json)),
+    };
     let (result, events) = runtime()?.block_on(run_collecting(&cfg, &turn));
     let answer = final_answer(&result, &events);
-    let label = match resolved.effort {
-        Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
-        None => resolved.model.clone(),
-    };
     let mut notices = result.notices.clone();
     if let Some(reason) = &result.degraded {
         notices.push(runner::degraded_notice(reason));
     }
-    Ok(report_with(
-        &answer,
-        result.conversation_id.as_deref(),
-        result.failure.as_ref().map(|f| f.to_string()),
-        Some(&label),
-        &notices,
-    ))
+    Ok(AskReport {
+        answer: &answer,
+        id: result.conversation_id.as_deref(),
+        error: result.failure.as_ref().map(|f| f.to_string()),
+        model: Some(&label),
+        notices: &notices,
+    }
+    .print(args.json))
 }
 
 /// Run one turn to the end, keeping agy's events (Ctrl-C and the other

@@ -478,16 +478,12 @@ pub fn version_of(output: &str) -> String {
     }
 }
 
-/// Record one agy run: spawn agy as the runner does (binding by discovery,
-/// so that stdout is agy's plain print-mode text, exactly as a recording
-/// holds it), capture every change of its databases, and build the
-/// recording. Cancelling `cancel` stops agy and keeps what was captured.
-pub async fn record(
+/// `agy --version` and `agy models`, as the recording's header keeps them;
+/// what went wrong on the way becomes a warning.
+async fn probe_agy(
     cfg: &RunConfig,
-    req: &RecordRequest,
-    cancel: CancellationToken,
-) -> Result<Recorded, RecordError> {
-    let mut warnings = Vec::new();
+    warnings: &mut Vec<String>,
+) -> Result<(String, String), RecordError> {
     let bin_name = cfg.agy_bin.display().to_string();
     let (version_output, ok) = probe(&cfg.agy_bin, &["--version"], &cfg.env, VERSION_TIMEOUT)
         .await
@@ -511,6 +507,62 @@ pub async fn record(
             String::new()
         }
     };
+    Ok((version_output, models_output))
+}
+
+/// The header of a captured run.
+fn captured_header(
+    req: &RecordRequest,
+    result: &RunResult,
+    root: String,
+    capturer: &Capturer,
+    version_output: String,
+    models_output: String,
+) -> Header {
+    let workspace = req
+        .turn
+        .cwd
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .map(|p| p.display().to_string());
+    let agy_version = version_of(&version_output);
+    let exit_code = result
+        .exit_code
+        .or_else(|| result.signal.map(|s| 128 + s))
+        .unwrap_or(-1);
+    Header {
+        format: crate::recording::FORMAT_VERSION,
+        agy_version: agy_version.clone(),
+        provenance: Provenance::Captured {
+            agy_version,
+            redacted: false,
+        },
+        description: String::new(),
+        prompt: req.turn.prompt.clone(),
+        model: req.turn.model.clone(),
+        workspace,
+        root_conversation: root,
+        stdout: result.stdout.clone(),
+        stderr: result.stderr_tail.clone(),
+        exit_code,
+        models_output,
+        version_output,
+        schema: capturer.schema(),
+        outcome: None,
+    }
+}
+
+/// Record one agy run: spawn agy as the runner does (binding by discovery,
+/// so that stdout is agy's plain print-mode text, exactly as a recording
+/// holds it), capture every change of its databases, and build the
+/// recording. Cancelling `cancel` stops agy and keeps what was captured.
+pub async fn record(
+    cfg: &RunConfig,
+    req: &RecordRequest,
+    cancel: CancellationToken,
+) -> Result<Recorded, RecordError> {
+    let mut warnings = Vec::new();
+    let (version_output, models_output) = probe_agy(cfg, &mut warnings).await?;
 
     let mut run_cfg = cfg.clone();
     run_cfg.bind = runner::BindMode::Discovery;
@@ -549,37 +601,7 @@ pub async fn record(
     if let Some(f) = &result.failure {
         warnings.push(format!("the run did not succeed: {f}"));
     }
-    let workspace = req
-        .turn
-        .cwd
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .map(|p| p.display().to_string());
-    let agy_version = version_of(&version_output);
-    let exit_code = result
-        .exit_code
-        .or_else(|| result.signal.map(|s| 128 + s))
-        .unwrap_or(-1);
-    let header = Header {
-        format: crate::recording::FORMAT_VERSION,
-        agy_version: agy_version.clone(),
-        provenance: Provenance::Captured {
-            agy_version,
-            redacted: false,
-        },
-        description: String::new(),
-        prompt: req.turn.prompt.clone(),
-        model: req.turn.model.clone(),
-        workspace,
-        root_conversation: root,
-        stdout: result.stdout.clone(),
-        stderr: result.stderr_tail.clone(),
-        exit_code,
-        models_output,
-        version_output,
-        schema: capturer.schema(),
-        outcome: None,
-    };
+    let header = captured_header(req, &result, root, &capturer, version_output, models_output);
     Ok(Recorded {
         recording: Recording {
             header,
