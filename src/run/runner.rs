@@ -820,14 +820,29 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// Poll the database once, forwarding what is new.
-    fn poll(&mut self) {
+    /// Poll the database once, forwarding what is new. SQLite reads block,
+    /// so the poll runs on a blocking thread, never on a runtime worker.
+    async fn poll(&mut self) {
         let Some(f) = self.followed.as_mut() else {
             return;
         };
-        let polled = f.poller.poll();
-        self.result.last_idx = f.poller.last_idx();
-        let path = f.poller.path().to_path_buf();
+        let Some(mut poller) = f.reader.take() else {
+            return;
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let polled = poller.poll();
+            (poller, polled)
+        })
+        .await;
+        let Ok((poller, polled)) = joined else {
+            // The reader panicked (a decoder bug): the turn goes on from
+            // stream-json alone.
+            self.db.last_problem = Some("the database reader failed".into());
+            return;
+        };
+        self.result.last_idx = poller.last_idx();
+        let path = poller.path().to_path_buf();
+        f.reader = Some(poller);
         match polled {
             Poll::Ready(evs) => {
                 self.db.ready = true;
@@ -884,7 +899,7 @@ impl<'a> Turn<'a> {
             let why = match (&self.followed, &self.db.last_problem) {
                 (None, _) => "agy's conversation database could not be identified".to_string(),
                 (Some(_), Some(p)) => p.clone(),
-                (Some(f), None) => format!("{} was not readable", f.poller.path().display()),
+                (Some(f), None) => format!("{} was not readable", f.path.display()),
             };
             self.degrade(why);
         }
@@ -893,13 +908,13 @@ impl<'a> Turn<'a> {
 
 impl Turn<'_> {
     /// Bind by discovery when agy's own word has not come (or cannot).
-    fn try_bind(&mut self, pid: u32) {
+    async fn try_bind(&mut self, pid: u32) {
         if self.followed.is_some()
             || (self.stream_json && self.started.elapsed() < STREAM_JSON_GRACE)
         {
             return;
         }
-        match discovery::decide(&self.dir, &self.before, Some(pid)) {
+        match self.decide(Some(pid)).await {
             Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
             Ok(Binding::Ambiguous { candidates }) => {
                 self.last_ambiguity = candidates.iter().map(|c| c.as_str().to_string()).collect();
@@ -923,15 +938,17 @@ impl Turn<'_> {
         let Some(f) = self.followed.as_ref() else {
             return;
         };
-        let Some(idx) = f.poller.waiting_step() else {
+        let Some(poller) = f.reader.as_ref() else {
+            return;
+        };
+        let Some(idx) = poller.waiting_step() else {
             self.waiting_since = None;
             return;
         };
         match self.waiting_since {
             Some((w, since)) if w == idx => {
                 if since.elapsed() >= self.cfg.permission_stall {
-                    let tool = f
-                        .poller
+                    let tool = poller
                         .tool_name(idx)
                         .map(str::to_string)
                         .unwrap_or_else(|| format!("step {idx}"));
@@ -951,8 +968,8 @@ impl Turn<'_> {
     ) -> Option<std::process::ExitStatus> {
         let mut wake = Wake::new(self.cfg, &self.dir);
         loop {
-            self.try_bind(agy.pid);
-            self.poll();
+            self.try_bind(agy.pid).await;
+            self.poll().await;
             self.check_stall();
             self.check_degraded();
             if self.stop_reason.is_some() {
@@ -1020,17 +1037,26 @@ impl Turn<'_> {
         let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
         for i in 0..=self.cfg.trailing_polls {
             if self.followed.is_none() {
-                self.bind_after_exit();
+                self.bind_after_exit().await;
             }
-            self.poll();
+            self.poll().await;
             if i < self.cfg.trailing_polls {
                 tokio::time::sleep(self.cfg.trailing_interval).await;
             }
         }
     }
 
-    fn bind_after_exit(&mut self) {
-        match discovery::decide(&self.dir, &self.before, None) {
+    /// [`discovery::decide`] (directory and `/proc` scans) on a blocking
+    /// thread.
+    async fn decide(&mut self, pid: Option<u32>) -> std::io::Result<Binding> {
+        let (dir, before) = (self.dir.clone(), self.before.clone());
+        tokio::task::spawn_blocking(move || discovery::decide(&dir, &before, pid))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+
+    async fn bind_after_exit(&mut self) {
+        match self.decide(None).await {
             Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
             Ok(Binding::Ambiguous { candidates }) => {
                 // agy is gone, so its open files cannot settle it; its own
@@ -1107,7 +1133,9 @@ impl Turn<'_> {
 
     fn settle_result(&mut self) {
         if let Some(f) = &self.followed {
-            self.result.poll_stats = f.poller.stats();
+            if let Some(p) = &f.reader {
+                self.result.poll_stats = p.stats();
+            }
         }
         self.result.usage = self.usage();
         self.result.stream_stats = self.agy.stats.clone();
@@ -1176,7 +1204,7 @@ impl Turn<'_> {
                 .unwrap_or(self.agy.sum);
             return Some(TurnUsage { last_call, turn });
         }
-        let (last, sum) = self.followed.as_ref()?.poller.usage()?;
+        let (last, sum) = self.followed.as_ref()?.reader.as_ref()?.usage()?;
         Some(TurnUsage {
             last_call: usage_of(&last),
             turn: usage_of(&sum),
@@ -1268,7 +1296,9 @@ async fn recv_path(w: &mut Option<Watcher>) -> Option<PathBuf> {
 /// The conversation this turn follows, once bound.
 struct Followed {
     id: ConversationId,
-    poller: Poller,
+    path: PathBuf,
+    /// Out on a blocking thread while a poll runs; gone if it panicked.
+    reader: Option<Poller>,
 }
 
 impl Followed {
@@ -1288,8 +1318,10 @@ impl Followed {
             conversation_id: id.as_str().to_string(),
             method: how,
         });
+        let path = discovery::db_path(dir, &id);
         Followed {
-            poller: Poller::new(discovery::db_path(dir, &id), after_idx),
+            reader: Some(Poller::new(&path, after_idx)),
+            path,
             id,
         }
     }
