@@ -20,7 +20,9 @@ pub mod run;
 pub mod state;
 pub mod view;
 
-pub use corpus::{db, drift, record, recording, redact, synth};
+pub use corpus::{db, drift, record, recording, redact};
+#[cfg(any(test, feature = "corpus"))]
+pub use corpus::synth;
 pub use follow::{discovery, events, poller};
 pub use format::{schema, steps, stream_json, wire};
 pub use pi::{diff, models, provider};

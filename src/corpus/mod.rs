@@ -1,7 +1,8 @@
 //! **corpus**: recordings of agy runs, and the tools over them.
 //!
 //! Owns the recording format that fake-agy replays ([`recording`]), the
-//! synthesized corpus in `recordings/` ([`synth`]), capturing a live run
+//! synthesized corpus in `recordings/` (`synth`, behind the `corpus`
+//! feature: fake-agy's tests, ours and the benches use it), capturing a live run
 //! ([`record`]), redaction ([`redact`]), reading and diffing whole databases
 //! ([`db`]) and the schema drift report ([`drift`]).
 //!
@@ -13,4 +14,5 @@ pub mod drift;
 pub mod record;
 pub mod recording;
 pub mod redact;
+#[cfg(any(test, feature = "corpus"))]
 pub mod synth;
