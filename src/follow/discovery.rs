@@ -9,6 +9,12 @@
 //! links that tell a root conversation from its subagents. It is pure and
 //! synchronous; the runner decides when to ask again and how long to wait.
 //!
+//! Platforms: the open-file evidence needs Linux's `/proc`. Elsewhere
+//! (macOS) [`open_db_ids`] has none to give, so a run binds by agy's own
+//! stream-json `init` line first (the runner's choice), and otherwise by the
+//! snapshot diff, the subagent links and the prompt; the process tree the
+//! runner and the guardian signal comes from `ps` instead of `/proc`.
+//!
 //! The rule throughout is *fail safe, never guess*: when the evidence does not
 //! single out one database, [`decide`] says so ([`Binding::Waiting`] or
 //! [`Binding::Ambiguous`]) instead of picking one.
@@ -147,46 +153,75 @@ fn is_alive(_pid: u32) -> bool {
     false
 }
 
-/// `root_pid` followed by all its descendants (parent links from
-/// `/proc/*/stat`), breadth first. Where `/proc` cannot be read, only
-/// `root_pid`. A process reparented away (a daemonised grandchild) is not
-/// found; neither is one that has already exited.
+/// Each process's children, from the parent links in `/proc/*/stat`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((_, ppid)) = proc_state_ppid(pid) {
+                children.entry(ppid).or_default().push(pid);
+            }
+        }
+    }
+    children
+}
+
+/// Each process's children, from POSIX `ps -A -o pid=,ppid=` where there is
+/// no `/proc` (macOS, the BSDs); none when `ps` cannot run.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
+    std::process::Command::new("ps")
+        .args(["-A", "-o", "pid=,ppid="])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map(|out| parse_ps_links(&String::from_utf8_lossy(&out.stdout)))
+        .unwrap_or_default()
+}
+
+/// `ps -o pid=,ppid=` output as each parent's children; a line that is not
+/// two numbers is skipped.
+#[cfg(any(test, not(any(target_os = "linux", target_os = "android"))))]
+fn parse_ps_links(ps_output: &str) -> BTreeMap<u32, Vec<u32>> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for line in ps_output.lines() {
+        let mut fields = line.split_ascii_whitespace().map(str::parse::<u32>);
+        if let (Some(Ok(pid)), Some(Ok(ppid)), None) = (fields.next(), fields.next(), fields.next())
+        {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    children
+}
+
+/// `root_pid` followed by all its descendants, breadth first: parent links
+/// from `/proc/*/stat`, or from `ps` where there is no `/proc`. Where neither
+/// can be read, only `root_pid`. A process reparented away (a daemonised
+/// grandchild) is not found; neither is one that has already exited.
 pub fn process_tree(root_pid: u32) -> Vec<u32> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                    continue;
-                };
-                if let Some((_, ppid)) = proc_state_ppid(pid) {
-                    children.entry(ppid).or_default().push(pid);
-                }
+    let children = children_by_parent();
+    let mut seen = BTreeSet::from([root_pid]);
+    let mut tree = vec![root_pid];
+    let mut queue = VecDeque::from([root_pid]);
+    while let Some(pid) = queue.pop_front() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(child) {
+                tree.push(child);
+                queue.push_back(child);
             }
         }
-        let mut seen = BTreeSet::from([root_pid]);
-        let mut tree = vec![root_pid];
-        let mut queue = VecDeque::from([root_pid]);
-        while let Some(pid) = queue.pop_front() {
-            for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-                if seen.insert(child) {
-                    tree.push(child);
-                    queue.push_back(child);
-                }
-            }
-        }
-        tree
     }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    {
-        vec![root_pid]
-    }
+    tree
 }
 
 /// The conversation a file name belongs to: `<uuid>.db`, `<uuid>.db-wal` or
 /// `<uuid>.db-shm`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn id_of_db_file(name: &str) -> Option<ConversationId> {
     let stem = name
         .strip_suffix(".db")
@@ -757,6 +792,42 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(process_tree(me).contains(&root));
+    }
+
+    #[test]
+    fn ps_output_parses_into_children_in_order() {
+        let ps =
+            "    1     0\n  200     1\n  201   200\n  garbage\n  202   200  x\n  203   200\n\n";
+        let children = parse_ps_links(ps);
+        assert_eq!(
+            children,
+            BTreeMap::from([(0, vec![1]), (1, vec![200]), (200, vec![201, 203])])
+        );
+    }
+
+    /// The `ps` fallback (macOS) finds the same child as `/proc` does here.
+    #[test]
+    fn ps_links_agree_with_proc() {
+        if !has_proc() {
+            return;
+        }
+        let group = spawn_group("sleep 30 & wait");
+        let root = group.0.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let tree = loop {
+            let tree = process_tree(root);
+            if tree.len() >= 2 {
+                break tree;
+            }
+            assert!(Instant::now() < deadline, "sleep child never seen");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let Ok(out) = Command::new("ps").args(["-A", "-o", "pid=,ppid="]).output() else {
+            println!("skipped: no ps on this machine");
+            return;
+        };
+        let from_ps = parse_ps_links(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(from_ps.get(&root), Some(&tree[1..].to_vec()));
     }
 
     #[test]

@@ -11,6 +11,12 @@
 //! ends what agy left running and exits with agy's status (the same code, or
 //! the same signal), so the runner sees agy's exit as if agy were its child.
 //!
+//! Without Linux (macOS): no subreaper and no `PR_SET_PDEATHSIG`. The stdin
+//! lifeline works the same, and agy's tree is found through `ps` (see
+//! [`crate::discovery::process_tree`]) and signalled with its process groups;
+//! what it cannot reach is an orphan already reparented to launchd in a group
+//! of its own.
+//!
 //! It is the bridge's own binary run with [`GUARD_ARG`] first, so it needs
 //! no second executable; a binary that embeds the library calls
 //! [`main_if_guard`] first thing in `main`.
