@@ -21,6 +21,7 @@ pub mod guard;
 pub mod models;
 pub mod poller;
 pub mod process;
+pub mod prompt_file;
 pub mod provider;
 pub mod record;
 pub mod recording;

@@ -488,6 +488,13 @@ pub async fn run_observed<'a>(
         BindMode::StreamJson => true,
         BindMode::Auto => supports_stream_json(&cfg.agy_bin).await,
     };
+    // Owns the private prompt file, if any: it goes when the turn does.
+    let staged = match crate::prompt_file::stage(cfg, req, stream_json) {
+        Ok(staged) => staged,
+        Err(f) => return Turn::new(cfg, req, events, observer, stream_json).fail_early(f),
+    };
+    let req = staged.request();
+    let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, stream_json);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
         return turn.fail_early(Failure::NoWorkingDir {
