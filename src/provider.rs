@@ -149,11 +149,14 @@ impl<W: Write> PiStream<W> {
         if self.finished && !matches!(event, PiEvent::Done { .. } | PiEvent::Error { .. }) {
             return;
         }
-        let line = serde_json::to_string(event).unwrap_or_default();
-        if writeln!(self.out, "{line}")
-            .and_then(|_| self.out.flush())
-            .is_err()
-        {
+        // Serialised straight into the sink: a `text_end` carries the whole
+        // block, and a line built first would be one more copy of it.
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, &mut self.out);
+        let written = serde_json::to_writer(&mut out, event)
+            .map_err(std::io::Error::from)
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush());
+        if written.is_err() {
             self.broken = true;
         }
     }

@@ -659,6 +659,10 @@ async fn read_stdout(
     let mut reader = BufReader::new(out);
     let mut buf = Vec::new();
     loop {
+        // One huge line (a long answer's `result`) must not keep its buffer.
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
+        }
         buf.clear();
         match reader.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,
