@@ -20,12 +20,12 @@ pub mod run;
 pub mod state;
 pub mod view;
 
-pub use corpus::{db, drift, record, recording, redact};
 #[cfg(any(test, feature = "corpus"))]
 pub use corpus::synth;
+pub use corpus::{db, drift, record, recording, redact};
 pub use follow::{discovery, events, poller};
 pub use format::{schema, steps, stream_json, wire};
 pub use pi::{diff, models, provider};
-pub use run::{agy_version, failure, guard, process, runner};
+pub use run::{agy_version, failure, guard, process, prompt_file, runner};
 pub use state::{config, sessions};
 pub use view::{decode, render};

@@ -397,6 +397,36 @@ impl Builder {
     }
 }
 
+/// One answer of `bytes` bytes growing over `commits` commits `dt_ms` apart
+/// (each commit rewrites the whole step, as agy does), the last one DONE.
+/// For memory benches and tests: the step payload grows to `bytes` plus a
+/// few bytes of framing.
+pub fn growing_answer(bytes: usize, commits: usize, dt_ms: u64) -> Recording {
+    const LINE: &str = "All work and no play makes a long answer grow. 0123456789\n";
+    let text = LINE.repeat(bytes.div_ceil(LINE.len()))[..bytes].to_string();
+    let mut b = Builder::new("growing-answer", "a long answer growing", "go", &text);
+    b.open_turn(0, "go", "growing answer", true);
+    let pieces = chunks(&text, commits);
+    let last = pieces.len().saturating_sub(1);
+    let mut grown = 0;
+    for (i, piece) in pieces.iter().enumerate() {
+        grown += piece.len();
+        let status = if i == last {
+            StepStatus::Done
+        } else {
+            StepStatus::Generating
+        };
+        let step = Step::new(2, StepType::PlannerResponse, status).with_body(Body::Planner(
+            PlannerResponse {
+                text: text[..grown].to_string(),
+                ..PlannerResponse::default()
+            },
+        ));
+        b.commit(dt_ms, vec![step_write(&step)]);
+    }
+    b.finish()
+}
+
 /// Split `s` into `n` pieces of roughly equal byte length, each ending on a
 /// char boundary.
 pub fn chunks(s: &str, n: usize) -> Vec<&str> {

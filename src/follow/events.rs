@@ -248,8 +248,8 @@ impl Event {
 
 #[derive(Debug, Default)]
 struct StepState {
-    text: String,
-    thinking: String,
+    text: Emitted,
+    thinking: Emitted,
     user_input: bool,
     title: String,
     tool_call: bool,
@@ -522,20 +522,52 @@ fn call_event(idx: i64, call: &ToolCall) -> Event {
     }
 }
 
-/// Emit the part of `new` that extends `emitted`, or a rewrite.
-fn grow(out: &mut Vec<Event>, idx: i64, channel: Channel, emitted: &mut String, new: &str) {
-    if new == emitted.as_str() {
-        return;
+/// What was emitted on one channel, without keeping it: its length and a
+/// hash of it. agy rewrites a growing step whole on every commit, so keeping
+/// the text would hold one more copy of the longest answer for the whole
+/// turn; the hash is enough to tell growth (the old text is a prefix of the
+/// new one) from a rewrite.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Emitted {
+    len: usize,
+    hash: u64,
+}
+
+impl Emitted {
+    fn of(text: &str) -> Emitted {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(text.as_bytes());
+        Emitted {
+            len: text.len(),
+            hash,
+        }
     }
-    if let Some(delta) = new.strip_prefix(emitted.as_str()) {
+
+    /// The part of `new` after what was emitted, if `new` extends it.
+    fn rest_of<'a>(&self, new: &'a str) -> Option<&'a str> {
+        if self.len == 0 {
+            return Some(new);
+        }
+        let (head, rest) = (new.get(..self.len)?, new.get(self.len..)?);
+        (Emitted::of(head) == *self).then_some(rest)
+    }
+}
+
+/// Emit the part of `new` that extends `emitted`, or a rewrite.
+fn grow(out: &mut Vec<Event>, idx: i64, channel: Channel, emitted: &mut Emitted, new: &str) {
+    if let Some(delta) = emitted.rest_of(new) {
+        if delta.is_empty() {
+            return;
+        }
         let text = delta.to_string();
-        emitted.push_str(delta);
+        *emitted = Emitted::of(new);
         out.push(match channel {
             Channel::Text => Event::Text { idx, text },
             Channel::Thinking => Event::Thinking { idx, text },
         });
     } else {
-        *emitted = new.to_string();
+        *emitted = Emitted::of(new);
         out.push(Event::Rewrite {
             idx,
             channel,
@@ -884,5 +916,36 @@ mod tests {
             Some(PermissionDecision::TimedOut)
         );
         assert_eq!(PermissionDecision::from_answers(&[]), None);
+    }
+
+    fn feed(emitted: &mut Emitted, new: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        grow(&mut out, 1, Channel::Text, emitted, new);
+        out
+    }
+
+    #[test]
+    fn growth_is_a_delta_and_anything_else_a_rewrite_without_keeping_the_text() {
+        let mut e = Emitted::default();
+        assert_eq!(feed(&mut e, ""), vec![]);
+        let text = |t: &str| Event::Text {
+            idx: 1,
+            text: t.into(),
+        };
+        assert_eq!(feed(&mut e, "Hello"), vec![text("Hello")]);
+        assert_eq!(feed(&mut e, "Hello"), vec![]);
+        assert_eq!(feed(&mut e, "Hello, wörld"), vec![text(", wörld")]);
+        // Same length, different content; then shorter: both rewrites.
+        let rewrite = |t: &str| Event::Rewrite {
+            idx: 1,
+            channel: Channel::Text,
+            text: t.into(),
+        };
+        assert_eq!(feed(&mut e, "Jello, wörld"), vec![rewrite("Jello, wörld")]);
+        assert_eq!(feed(&mut e, "Jello"), vec![rewrite("Jello")]);
+        // A cut inside a multi-byte char cannot be a prefix.
+        let mut e = Emitted::of("wö");
+        assert_eq!(feed(&mut e, "wx"), vec![rewrite("wx")]);
+        assert_eq!(e, Emitted::of("wx"));
     }
 }

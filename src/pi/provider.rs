@@ -9,6 +9,7 @@
 
 use crate::diff::{self, TurnEdits};
 use crate::events::{self, Channel, Event};
+use crate::prompt_file::INLINE_PROMPT_MAX;
 use crate::runner::{degraded_notice, RunEvent, RunResult, TurnUsage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -148,11 +149,14 @@ impl<W: Write> PiStream<W> {
         if self.finished && !matches!(event, PiEvent::Done { .. } | PiEvent::Error { .. }) {
             return;
         }
-        let line = serde_json::to_string(event).unwrap_or_default();
-        if writeln!(self.out, "{line}")
-            .and_then(|_| self.out.flush())
-            .is_err()
-        {
+        // Serialised straight into the sink: a `text_end` carries the whole
+        // block, and a line built first would be one more copy of it.
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, &mut self.out);
+        let written = serde_json::to_writer(&mut out, event)
+            .map_err(std::io::Error::from)
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush());
+        if written.is_err() {
             self.broken = true;
         }
     }
@@ -410,13 +414,12 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
         }
     }
     const SEP: &str = "\n\n";
-    const MARK: &str = "[older context truncated]";
     let summary_len = summary.as_ref().map(|s| s.len() + SEP.len()).unwrap_or(0);
     let budget = max_chars.saturating_sub(summary_len);
     let mut delta = items.join(SEP);
     if delta.len() > budget {
         let mut kept: Vec<&str> = Vec::new();
-        let mut used = MARK.len() + 1;
+        let mut used = TRUNCATED_MARK.len() + 1;
         for item in items.iter().rev() {
             let cost = item.len() + SEP.len();
             if used + cost > budget {
@@ -428,19 +431,9 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
         kept.reverse();
         delta = if kept.is_empty() {
             // Even the newest item is too long: keep its tail.
-            let newest = items.last().map(String::as_str).unwrap_or("");
-            let room = budget.saturating_sub(MARK.len() + 1);
-            let mut cut = newest.len().saturating_sub(room);
-            while !newest.is_char_boundary(cut) {
-                cut += 1;
-            }
-            if room == 0 {
-                String::new()
-            } else {
-                format!("{MARK}\n{}", &newest[cut..])
-            }
+            keep_tail(items.last().map(String::as_str).unwrap_or(""), budget)
         } else {
-            format!("{MARK}\n{}", kept.join(SEP))
+            format!("{TRUNCATED_MARK}\n{}", kept.join(SEP))
         };
     }
     [summary.unwrap_or_default(), delta]
@@ -450,7 +443,29 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
         .join(SEP)
 }
 
+const TRUNCATED_MARK: &str = "[older context truncated]";
+
+/// The end of `text` in at most `max` bytes, marked as truncated (empty when
+/// not even the mark fits).
+fn keep_tail(text: &str, max: usize) -> String {
+    let room = max.saturating_sub(TRUNCATED_MARK.len() + 1);
+    if room == 0 {
+        return String::new();
+    }
+    let mut cut = text.len().saturating_sub(room);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("{TRUNCATED_MARK}\n{}", &text[cut..])
+}
+
 /// The full prompt agy receives: digest (if any), then the user's text.
+///
+/// agy takes the prompt as one command-line argument, so when both do not
+/// fit in [`INLINE_PROMPT_MAX`] the digest is trimmed first (its oldest part
+/// goes). When the user's text alone does not fit either, nothing is
+/// trimmed: the runner hands the whole prompt to agy in a file
+/// (see [`crate::prompt_file`]).
 pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     let mut text = prompt.text.clone();
     if prompt.dropped_images > 0 {
@@ -459,6 +474,12 @@ pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
             prompt.dropped_images
         ));
     }
+    let frame = DIGEST_PREAMBLE.len() + "\n\n\n\n---\n\n".len();
+    let whole = frame + digest.len() + text.len();
+    let digest = match INLINE_PROMPT_MAX.checked_sub(frame + text.len()) {
+        Some(room) if whole > INLINE_PROMPT_MAX => keep_tail(digest, room),
+        _ => digest.to_string(),
+    };
     if digest.is_empty() {
         text
     } else {
@@ -727,5 +748,33 @@ mod tests {
         let d = context_digest(&msgs, 0, 8000);
         assert!(d.starts_with("[pi compaction summary]\nwe fixed the parser"));
         assert!(d.contains("after") && !d.contains("ancient"));
+    }
+
+    #[test]
+    fn a_long_prompt_trims_the_digest_first_then_keeps_everything_for_the_file() {
+        let digest = format!("OLDEST {}NEWEST", "d".repeat(7000));
+        let near = Prompt {
+            text: "u".repeat(INLINE_PROMPT_MAX - 4000),
+            dropped_images: 0,
+        };
+        let p = compose_prompt(&near, &digest);
+        assert!(p.len() <= INLINE_PROMPT_MAX, "{}", p.len());
+        assert!(p.ends_with(&near.text));
+        assert!(p.contains("NEWEST") && !p.contains("OLDEST"));
+        assert!(p.contains(TRUNCATED_MARK));
+        // The user's text alone is too long for an argument: it all goes to
+        // agy in a file, digest included.
+        let over = Prompt {
+            text: "u".repeat(INLINE_PROMPT_MAX + 1),
+            dropped_images: 0,
+        };
+        let p = compose_prompt(&over, &digest);
+        assert!(p.contains("OLDEST") && p.contains("NEWEST") && p.ends_with(&over.text));
+        // A prompt that fits keeps its digest whole.
+        let short = Prompt {
+            text: "hi".into(),
+            dropped_images: 0,
+        };
+        assert!(compose_prompt(&short, &digest).contains("OLDEST"));
     }
 }

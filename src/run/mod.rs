@@ -3,8 +3,9 @@
 //! Owns spawning agy and following the turn live from both its sources, the
 //! database and stream-json ([`runner`]); why a turn failed ([`failure`]);
 //! agy's process tree ([`process`]) and the guardian that takes it down when
-//! the bridge dies ([`guard`]); and agy's version, cached per binary
-//! ([`agy_version`]).
+//! the bridge dies ([`guard`]); agy's version, cached per binary
+//! ([`agy_version`]); and prompts too long for agy's command line, handed
+//! over in a private file ([`prompt_file`]).
 //!
 //! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::state`].
 
@@ -12,4 +13,5 @@ pub mod agy_version;
 pub mod failure;
 pub mod guard;
 pub mod process;
+pub mod prompt_file;
 pub mod runner;

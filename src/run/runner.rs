@@ -443,6 +443,13 @@ pub async fn run_observed<'a>(
         BindMode::StreamJson => true,
         BindMode::Auto => supports_stream_json(&cfg.agy_bin).await,
     };
+    // Owns the private prompt file, if any: it goes when the turn does.
+    let staged = match crate::prompt_file::stage(cfg, req, stream_json) {
+        Ok(staged) => staged,
+        Err(f) => return Turn::new(cfg, req, events, observer, stream_json).fail_early(f),
+    };
+    let req = staged.request();
+    let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, stream_json);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
         return turn.fail_early(Failure::NoWorkingDir {
@@ -607,6 +614,10 @@ async fn read_stdout(
     let mut reader = BufReader::new(out);
     let mut buf = Vec::new();
     loop {
+        // One huge line (a long answer's `result`) must not keep its buffer.
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
+        }
         buf.clear();
         match reader.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,

@@ -1,0 +1,161 @@
+//! Peak memory of the bridge while a long answer grows live.
+//!
+//! fake-agy replays one answer of 50 MB growing over 10 commits (each commit
+//! rewrites the whole step, as agy does), through `agy-bridge stream` (pi's
+//! path) and `agy-bridge run --json`. The bridge process's peak RSS (its
+//! `VmHWM`, sampled until it exits; agy's and the guardian's are not
+//! counted) is printed against the largest step payload. Target: peak below
+//! 3x the payload plus 20 MB.
+//!
+//! Run with `cargo build --release -p fake-agy && cargo bench --bench
+//! memory`. `MEMORY_BENCH_MB` changes the answer's size;
+//! `MEMORY_BENCH_SAVE=PATH` also keeps the recording at PATH.
+
+#[path = "../tests/common/rss.rs"]
+mod rss;
+
+use agy_bridge::recording::Recording;
+use agy_bridge::synth;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const COMMITS: usize = 10;
+const MB: f64 = 1024.0 * 1024.0;
+
+fn fake_agy() -> PathBuf {
+    let exe = std::env::current_exe().expect("bench exe");
+    let profile = exe.parent().and_then(Path::parent).expect("profile dir");
+    let target = profile.parent().expect("target dir");
+    [
+        profile.join("fake-agy"),
+        target.join("release/fake-agy"),
+        target.join("debug/fake-agy"),
+    ]
+    .into_iter()
+    .find(|c| c.is_file())
+    .expect("fake-agy not built: run `cargo build -p fake-agy --release` first")
+}
+
+/// The largest `step_payload` any commit writes.
+fn largest_payload(rec: &Recording) -> usize {
+    rec.commits
+        .iter()
+        .flat_map(|c| &c.writes)
+        .filter_map(|w| w.values.get("step_payload").and_then(|v| v.as_blob()))
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// What the bridge printed: answer bytes seen and the last event's type.
+#[derive(Default)]
+struct Printed {
+    text_bytes: usize,
+    last: String,
+}
+
+/// Read the bridge's stdout line by line, keeping only counts.
+fn read_events(out: impl std::io::Read, text_of: fn(&Value) -> Option<usize>) -> Printed {
+    let mut printed = Printed::default();
+    for line in BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        printed.text_bytes += text_of(&v).unwrap_or(0);
+        let kind = v.get("type").or_else(|| v.get("kind"));
+        printed.last = kind.and_then(Value::as_str).unwrap_or("?").to_string();
+    }
+    printed
+}
+
+fn pi_text(v: &Value) -> Option<usize> {
+    (v["type"] == "text_delta").then(|| v["delta"].as_str().map(str::len))?
+}
+
+fn runner_text(v: &Value) -> Option<usize> {
+    (v["kind"] == "text").then(|| v["text"].as_str().map(str::len))?
+}
+
+/// Run the bridge on the recording; returns (peak RSS, what it printed).
+fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
+    cmd.args(subcommand)
+        .env("HOME", home)
+        .env("AGY_BIN", fake_agy())
+        .env("FAKE_AGY_RECORDING", recording)
+        .env("FAKE_AGY_SPEED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for var in [
+        "AGY_BRIDGE_STATE_DIR",
+        "AGY_CONVERSATIONS_DIR",
+        "AGY_EXTRA_ARGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd.spawn().expect("spawn agy-bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stream = subcommand[0] == "stream";
+    if stream {
+        let request = serde_json::json!({
+            "model": "gemini-3.7-flash",
+            "sessionId": "memory-bench",
+            "cwd": home,
+            "messages": [{"role": "user", "content": "go"}],
+        });
+        writeln!(stdin, "{request}").expect("request");
+    }
+    drop(stdin);
+    let out = child.stdout.take().expect("stdout");
+    let text_of = if stream { pi_text } else { runner_text };
+    let reader = std::thread::spawn(move || read_events(out, text_of));
+    let (status, peak) = rss::wait_with_peak(&mut child);
+    let printed = reader.join().expect("reader");
+    assert!(
+        status.success() || stream,
+        "agy-bridge {subcommand:?}: {status}"
+    );
+    (peak, printed)
+}
+
+fn main() {
+    let mb: usize = std::env::var("MEMORY_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let rec = synth::growing_answer(mb << 20, COMMITS, 100);
+    let payload = largest_payload(&rec);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("growing-answer.jsonl");
+    rec.save(&path).expect("save recording");
+    drop(rec);
+    // Keep the recording to replay by hand (e.g. to watch RSS over time).
+    if let Some(keep) = std::env::var_os("MEMORY_BENCH_SAVE") {
+        std::fs::copy(&path, &keep).expect("copy recording");
+        println!("recording saved to {}", Path::new(&keep).display());
+    }
+
+    println!(
+        "answer {mb} MB over {COMMITS} commits; largest step payload {:.1} MB; target peak < {:.1} MB",
+        payload as f64 / MB,
+        (3 * payload) as f64 / MB + 20.0
+    );
+    println!("| path | peak RSS | peak / payload | answer bytes streamed | last event |");
+    println!("| --- | --- | --- | --- | --- |");
+    for subcommand in [&["stream"][..], &["run", "--json", "go"][..]] {
+        let home = tempfile::tempdir().expect("home");
+        let (peak, printed) = measure(home.path(), &path, subcommand);
+        println!(
+            "| `agy-bridge {}` | {:.1} MB | {:.2}x | {} | {} |",
+            subcommand.join(" "),
+            peak as f64 / MB,
+            peak as f64 / payload as f64,
+            printed.text_bytes,
+            printed.last
+        );
+    }
+}
