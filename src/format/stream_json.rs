@@ -164,7 +164,7 @@ impl Line {
     /// Read one line. Never fails: what does not fit is `UnknownEvent` or
     /// `NotJson`, for the caller to count.
     pub fn parse(line: &str) -> Line {
-        let value: Value = match serde_json::from_str(line) {
+        let mut value: Value = match serde_json::from_str(line) {
             Ok(v @ Value::Object(_)) => v,
             _ => return Line::NotJson(line.to_string()),
         };
@@ -172,13 +172,15 @@ impl Line {
             .get("event")
             .and_then(Value::as_str)
             .map(str::to_string);
+        // Bodies are moved out of the parsed value, never copied: a result
+        // line can repeat a whole (large) answer.
         let parsed = match event.as_deref() {
-            Some("init") => parse_init(&value),
-            Some("step_update") => body(&value, "step_update").map(Line::StepUpdate),
-            Some("result") => body(&value, "result").map(Line::Result),
+            Some("init") => parse_init(&mut value),
+            Some("step_update") => body(&mut value, "step_update").map(Line::StepUpdate),
+            Some("result") => body(&mut value, "result").map(Line::Result),
             // `--output-format json` prints the bare result object.
             None if value.get("status").is_some() => {
-                serde_json::from_value(value.clone()).ok().map(Line::Result)
+                serde_json::from_value(value.take()).ok().map(Line::Result)
             }
             _ => None,
         };
@@ -231,10 +233,10 @@ impl Line {
     }
 }
 
-fn parse_init(value: &Value) -> Option<Line> {
+fn parse_init(value: &mut Value) -> Option<Line> {
     let conversation_id = value.get("conversation_id")?.as_str()?.to_string();
-    let init = match value.get("init") {
-        Some(v) => serde_json::from_value(v.clone()).ok()?,
+    let init = match value.get_mut("init") {
+        Some(v) => serde_json::from_value(v.take()).ok()?,
         None => Init::default(),
     };
     Some(Line::Init {
@@ -243,8 +245,8 @@ fn parse_init(value: &Value) -> Option<Line> {
     })
 }
 
-fn body<T: serde::de::DeserializeOwned>(value: &Value, key: &str) -> Option<T> {
-    serde_json::from_value(value.get(key)?.clone()).ok()
+fn body<T: serde::de::DeserializeOwned>(value: &mut Value, key: &str) -> Option<T> {
+    serde_json::from_value(value.get_mut(key)?.take()).ok()
 }
 
 mod erased {
