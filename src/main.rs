@@ -504,7 +504,10 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         let Some(prompt) = args.prompt.clone() else {
             return Err("a PROMPT is required (or --db PATH / --from RECORDING)".into());
         };
-        let mut cfg = cmd_turn::run_config()?;
+        // The same setup as `run`: the environment, the guardian, the
+        // configured permissions and mode, the same signals.
+        let settings = cmd_turn::settings();
+        let mut cfg = cmd_turn::configured(&settings)?;
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
@@ -527,24 +530,15 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
                 cwd,
                 model: args.model.clone(),
                 effort: args.effort,
-                mode: args.mode,
+                mode: Some(args.mode.unwrap_or(settings.mode)),
                 conversation,
                 add_dirs: args.add_dirs.clone(),
                 ..runner::TurnRequest::default()
             },
         };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let recorded = rt.block_on(async {
+        let recorded = cmd_turn::runtime()?.block_on(async {
             let cancel = tokio_util::sync::CancellationToken::new();
-            let on_signal = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    on_signal.cancel();
-                }
-            });
+            cmd_turn::cancel_on_signals(cancel.clone());
             record::record(&cfg, &req, cancel).await
         })?;
         for w in &recorded.warnings {

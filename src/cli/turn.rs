@@ -17,18 +17,14 @@ use tokio_util::sync::CancellationToken;
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+/// What every turn-running command shares: the mode, the conversation to
+/// continue, agy's directory, the watchdog and the prompt.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// agy model (slug or display name), passed as --model.
-    #[arg(long)]
-    model: Option<String>,
-    /// low, medium or high (Gemini tiers only).
-    #[arg(long)]
-    effort: Option<Effort>,
-    /// plan or accept-edits.
+pub struct TurnOpts {
+    /// plan or accept-edits (default: the configured mode).
     #[arg(long)]
     mode: Option<Mode>,
-    /// Resume this conversation (streams only new steps).
+    /// Continue this conversation (only its new steps stream).
     #[arg(long)]
     conversation: Option<String>,
     /// Working directory for agy.
@@ -37,6 +33,48 @@ pub struct RunArgs {
     /// Our own watchdog, in minutes.
     #[arg(long, default_value_t = 10)]
     timeout_min: u64,
+    /// The prompt: the task or question.
+    prompt: String,
+}
+
+/// A turn's runner settings and request from the shared options: the
+/// environment, this binary as agy's guardian, the configured permissions
+/// and mode, the watchdog; agy's workspace is the turn's directory.
+pub fn turn_setup(
+    opts: &TurnOpts,
+    settings: &agy_bridge::config::Config,
+) -> Result<(RunConfig, TurnRequest), String> {
+    let mut cfg = configured(settings)?;
+    cfg.skip_permissions = settings.skip_permissions;
+    cfg.timeout = watchdog(opts.timeout_min);
+    let conversation = opts
+        .conversation
+        .as_deref()
+        .map(ConversationId::parse)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let workspace = opts.cwd.clone().or_else(|| std::env::current_dir().ok());
+    let turn = TurnRequest {
+        prompt: opts.prompt.clone(),
+        cwd: opts.cwd.clone(),
+        add_dirs: workspace.into_iter().collect(),
+        mode: Some(opts.mode.unwrap_or(settings.mode)),
+        conversation,
+        ..TurnRequest::default()
+    };
+    Ok((cfg, turn))
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// agy model (slug or display name), passed as --model.
+    #[arg(long)]
+    model: Option<String>,
+    /// low, medium or high (Gemini tiers only).
+    #[arg(long)]
+    effort: Option<Effort>,
+    #[command(flatten)]
+    turn: TurnOpts,
     /// One JSON event per line, then a final result line.
     #[arg(long)]
     json: bool,
@@ -50,8 +88,6 @@ pub struct RunArgs {
     /// Fallback poll interval in milliseconds.
     #[arg(long, default_value_t = 250)]
     poll_ms: u64,
-    /// The prompt.
-    prompt: String,
 }
 
 #[derive(Debug, Args)]
@@ -67,7 +103,7 @@ pub struct DemoArgs {
     json: bool,
 }
 
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -93,6 +129,14 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
     Ok(cfg)
 }
 
+/// [`run_config`] with the configured permissions: every command that runs
+/// agy (run, ask, stream, record) starts here.
+pub fn configured(settings: &agy_bridge::config::Config) -> Result<RunConfig, String> {
+    let mut cfg = run_config().map_err(|e| e.to_string())?;
+    cfg.skip_permissions = settings.skip_permissions;
+    Ok(cfg)
+}
+
 /// The watchdog for `minutes` (at least one), saturating instead of
 /// overflowing: a huge value means "no limit worth speaking of".
 fn watchdog(minutes: u64) -> Duration {
@@ -102,7 +146,7 @@ fn watchdog(minutes: u64) -> Duration {
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
 /// parent shell died) or SIGQUIT: each ends the turn the same way, terminal
 /// event first.
-fn cancel_on_signals(token: CancellationToken) {
+pub fn cancel_on_signals(token: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     for kind in [
         SignalKind::interrupt(),
@@ -171,7 +215,7 @@ async fn drive(
 }
 
 /// The saved settings merged with the environment, warnings on stderr.
-fn settings() -> agy_bridge::config::Config {
+pub fn settings() -> agy_bridge::config::Config {
     match agy_bridge::config::Config::load() {
         Ok(status) => {
             for w in &status.warnings {
@@ -187,10 +231,9 @@ fn settings() -> agy_bridge::config::Config {
 }
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
-    let settings = settings();
-    let mut cfg = run_config()?;
-    cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = watchdog(args.timeout_min);
+    let (mut cfg, mut req) = turn_setup(&args.turn, &settings())?;
+    req.model = args.model;
+    req.effort = args.effort;
     if let Some(bind) = args.bind {
         cfg.bind = bind;
     }
@@ -198,22 +241,6 @@ pub fn cmd_run(args: RunArgs) -> CmdResult {
     if args.poll_only {
         cfg.wake = WakeMode::PollOnly;
     }
-    let conversation = args
-        .conversation
-        .as_deref()
-        .map(ConversationId::parse)
-        .transpose()?;
-    let workspace = args.cwd.clone().or_else(|| std::env::current_dir().ok());
-    let req = TurnRequest {
-        prompt: args.prompt,
-        cwd: args.cwd,
-        add_dirs: workspace.into_iter().collect(),
-        model: args.model,
-        effort: args.effort,
-        mode: Some(args.mode.unwrap_or(settings.mode)),
-        conversation,
-        ..TurnRequest::default()
-    };
     let rt = runtime()?;
     let (code, _) = rt.block_on(drive(cfg, req, args.json))?;
     Ok(code)
@@ -654,8 +681,7 @@ fn prepare_turn(
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
 
-    let mut cfg = run_config().map_err(|e| format!("agy-bridge: {e}"))?;
-    cfg.skip_permissions = settings.skip_permissions;
+    let mut cfg = configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
     cfg.timeout = timeout;
 
     let mut notes = Vec::new();
@@ -727,17 +753,8 @@ pub struct AskArgs {
     /// "3.5 flash low" (default: the configured default model).
     #[arg(long)]
     model: Option<String>,
-    /// plan or accept-edits (default: the configured mode).
-    #[arg(long)]
-    mode: Option<Mode>,
-    /// Continue an earlier conversation (its id is in the footer).
-    #[arg(long)]
-    conversation: Option<String>,
-    /// Working directory for agy.
-    #[arg(long)]
-    cwd: Option<PathBuf>,
-    #[arg(long, default_value_t = 10)]
-    timeout_min: u64,
+    #[command(flatten)]
+    turn: TurnOpts,
     /// Print {"answer", "conversationId", ...} as one JSON object.
     #[arg(long)]
     json: bool,
@@ -745,8 +762,6 @@ pub struct AskArgs {
     /// (agy delegating to itself would recurse).
     #[arg(long)]
     caller_provider: Option<String>,
-    /// The task or question.
-    prompt: String,
 }
 
 /// What `ask` tells its caller: the answer, the conversation to continue,
@@ -814,31 +829,14 @@ fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> 
     let resolved = agy_bridge::models::catalog()
         .resolve_alias(&alias, Some(settings.default_thinking))
         .map_err(|e| e.to_string())?;
-    let conversation = args
-        .conversation
-        .as_deref()
-        .map(ConversationId::parse)
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let mut cfg = run_config().map_err(|e| e.to_string())?;
-    cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = watchdog(args.timeout_min);
+    let (mut cfg, mut turn) = turn_setup(&args.turn, &settings)?;
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
-    let workspace = args.cwd.clone().or_else(|| std::env::current_dir().ok());
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
         None => resolved.model.clone(),
     };
-    let turn = TurnRequest {
-        prompt: args.prompt.clone(),
-        cwd: args.cwd.clone(),
-        add_dirs: workspace.into_iter().collect(),
-        model: Some(resolved.model),
-        effort: resolved.effort,
-        mode: Some(args.mode.unwrap_or(settings.mode)),
-        conversation,
-        ..TurnRequest::default()
-    };
+    turn.model = Some(resolved.model);
+    turn.effort = resolved.effort;
     Ok((cfg, turn, label))
 }
 
