@@ -216,3 +216,34 @@ async fn an_aborted_turn_removes_the_private_directory_too() {
     let dir = spy.assert_delivered(&long_message());
     assert!(!dir.exists(), "{} outlived the aborted turn", dir.display());
 }
+
+/// `run -` takes the prompt from stdin: a message longer than the bridge's
+/// own command line could carry still reaches agy whole.
+#[test]
+fn cli_run_reads_a_long_prompt_from_stdin() {
+    let home = tempfile::tempdir().expect("home");
+    let spy = Spy::new();
+    let message = long_message();
+    let mut child = bridge("run", home.path(), "hello", "8")
+        .env("AGY_BIN", spy.agy())
+        .env("FAKE_AGY_ARGV_LOG", spy.argv_log())
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(message.as_bytes())
+        .expect("prompt");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    spy.assert_delivered(&message);
+}

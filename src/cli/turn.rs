@@ -33,7 +33,8 @@ pub struct TurnOpts {
     /// Our own watchdog, in minutes.
     #[arg(long, default_value_t = 10)]
     timeout_min: u64,
-    /// The prompt: the task or question.
+    /// The prompt: the task or question (`-` reads it from stdin, for a
+    /// prompt longer than a command line takes).
     prompt: String,
 }
 
@@ -54,8 +55,17 @@ pub fn turn_setup(
         .transpose()
         .map_err(|e| e.to_string())?;
     let workspace = opts.cwd.clone().or_else(|| std::env::current_dir().ok());
+    let prompt = match opts.prompt.as_str() {
+        "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+            text
+        }
+        p => p.to_string(),
+    };
     let turn = TurnRequest {
-        prompt: opts.prompt.clone(),
+        prompt,
         cwd: opts.cwd.clone(),
         add_dirs: workspace.into_iter().collect(),
         mode: Some(opts.mode.unwrap_or(settings.mode)),
