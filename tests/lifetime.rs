@@ -69,7 +69,17 @@ fn start_stream(
     home: &Path,
     marker: &str,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    start_stream_with(home, marker, home)
+}
+
+/// [`start_stream`] with `TMPDIR` set (where a long prompt's file goes).
+fn start_stream_with(
+    home: &Path,
+    marker: &str,
+    tmpdir: &Path,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = bridge("stream", home, "long-answer", "0.2")
+        .env("TMPDIR", tmpdir)
         .env("FAKE_AGY_GRANDCHILD", "1")
         .env("FAKE_AGY_GRANDCHILD_PIDFILE", home.join("grandchild.pid"))
         .stdin(Stdio::piped())
@@ -202,6 +212,38 @@ async fn dropping_a_turn_kills_agys_tree() {
             "guardian={guardian}: agy's tree outlived the dropped turn"
         );
     }
+}
+
+/// A prompt too long for agy's command line goes in a private directory;
+/// a SIGKILLed bridge cannot remove it, so the guardian does.
+#[test]
+fn sigkill_leaves_no_private_prompt_file_behind() {
+    let home = tempfile::tempdir().expect("tmp");
+    let tmp = tempfile::tempdir().expect("TMPDIR");
+    let marker = format!("lifetime-long-{}", std::process::id());
+    let message = format!("{marker}\n{}", "x".repeat(200 * 1024));
+    let (mut child, _lines) = start_stream_with(home.path(), &message, tmp.path());
+    let private: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("tmp")
+        .flatten()
+        .collect();
+    assert_eq!(
+        private.len(),
+        1,
+        "the prompt's private directory: {private:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill");
+    let gone = eventually(|| {
+        std::fs::read_dir(tmp.path())
+            .map(|d| d.count() == 0)
+            .unwrap_or(false)
+    });
+    let _ = child.wait();
+    assert!(gone, "left in TMPDIR after SIGKILL");
 }
 
 #[test]

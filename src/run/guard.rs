@@ -24,8 +24,13 @@
 use std::process::Command;
 
 /// argv\[1\] that turns the binary into the guardian:
-/// `BIN __agy-bridge-guard AGY ARGS...`.
+/// `BIN __agy-bridge-guard [--remove-after DIR]... AGY ARGS...`.
 pub const GUARD_ARG: &str = "__agy-bridge-guard";
+
+/// Names a private directory of the turn's (its prompt file) that the
+/// guardian removes once agy's tree is gone, however the bridge ended. Only
+/// directories named `agy-bridge-*` are ever removed.
+pub const REMOVE_ARG: &str = "--remove-after";
 
 /// Run as the guardian if argv asks for it (never returns then).
 pub fn main_if_guard() {
@@ -38,6 +43,38 @@ pub fn main_if_guard() {
 
 /// Spawn agy as our child and watch both it and our stdin.
 fn guard(args: Vec<std::ffi::OsString>) -> i32 {
+    let (remove, args) = private_dirs(args);
+    guard_tree(args, remove)
+}
+
+fn remove_all(dirs: &[std::path::PathBuf]) {
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The `--remove-after DIR` pairs in front of agy's command line, keeping
+/// only directories this bridge made (`agy-bridge-*`).
+fn private_dirs(
+    mut args: Vec<std::ffi::OsString>,
+) -> (Vec<std::path::PathBuf>, Vec<std::ffi::OsString>) {
+    let mut dirs = Vec::new();
+    while args.len() >= 2 && args[0] == REMOVE_ARG {
+        let dir = std::path::PathBuf::from(args.remove(1));
+        args.remove(0);
+        let ours = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("agy-bridge-"));
+        if ours {
+            dirs.push(dir);
+        }
+    }
+    (dirs, args)
+}
+
+/// Run agy under watch; the exit code to leave with.
+fn guard_tree(args: Vec<std::ffi::OsString>, remove: Vec<std::path::PathBuf>) -> i32 {
     let Some((bin, rest)) = args.split_first() else {
         eprintln!("agy-bridge guardian: no program to run");
         return 2;
@@ -55,6 +92,7 @@ fn guard(args: Vec<std::ffi::OsString>) -> i32 {
                 "agy-bridge guardian: cannot start {}: {e}",
                 bin.to_string_lossy()
             );
+            remove_all(&remove);
             return if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -65,10 +103,12 @@ fn guard(args: Vec<std::ffi::OsString>) -> i32 {
     let agy = child.id();
     // Do not wait on `child`: the reaper below collects every child.
     std::mem::forget(child);
-    std::thread::spawn(|| {
+    let on_eof = remove.clone();
+    std::thread::spawn(move || {
         os::wait_for_eof_on_stdin();
         // The bridge is gone: nothing of agy's may outlive it.
         os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+        remove_all(&on_eof);
         std::process::exit(137);
     });
     let status = os::reap_until(agy);
@@ -76,6 +116,7 @@ fn guard(args: Vec<std::ffi::OsString>) -> i32 {
     os::kill_descendants(nix::sys::signal::Signal::SIGTERM);
     std::thread::sleep(std::time::Duration::from_millis(200));
     os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+    remove_all(&remove);
     os::exit_like(status)
 }
 

@@ -456,7 +456,8 @@ pub async fn run_observed<'a>(
             dir: cwd.display().to_string(),
         });
     }
-    let mut agy = match Agy::spawn(cfg, req, stream_json) {
+    let private: Vec<&Path> = staged.dir().into_iter().collect();
+    let mut agy = match Agy::spawn(cfg, req, stream_json, &private) {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
     };
@@ -482,7 +483,14 @@ struct Agy {
 }
 
 impl Agy {
-    fn spawn(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Result<Agy, Failure> {
+    /// `private`: directories of this turn's own (the prompt file's) that the
+    /// guardian removes once agy's tree is gone, even if we were killed.
+    fn spawn(
+        cfg: &RunConfig,
+        req: &TurnRequest,
+        stream_json: bool,
+        private: &[&Path],
+    ) -> Result<Agy, Failure> {
         let bin = cfg.agy_bin.display().to_string();
         if !is_installed(&cfg.agy_bin) {
             return Err(Failure::NotInstalled { bin });
@@ -490,7 +498,11 @@ impl Agy {
         let mut cmd = match &cfg.guardian {
             Some(guardian) => {
                 let mut c = Command::new(guardian);
-                c.arg(crate::guard::GUARD_ARG).arg(&cfg.agy_bin);
+                c.arg(crate::guard::GUARD_ARG);
+                for dir in private {
+                    c.arg(crate::guard::REMOVE_ARG).arg(dir);
+                }
+                c.arg(&cfg.agy_bin);
                 // The guardian's stdin is its lifeline: only we write to it.
                 c.stdin(Stdio::piped());
                 c
