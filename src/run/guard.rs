@@ -112,10 +112,13 @@ fn guard_tree(args: Vec<std::ffi::OsString>, remove: Vec<std::path::PathBuf>) ->
         std::process::exit(137);
     });
     let status = os::reap_until(agy);
-    // Whatever agy left behind (background work) ends with the turn.
-    os::kill_descendants(nix::sys::signal::Signal::SIGTERM);
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+    // Whatever agy left behind (background work) ends with the turn: asked
+    // first, killed after a moment. Nothing left means no wait at all, so
+    // the runner sees agy's exit at once.
+    if os::kill_descendants(nix::sys::signal::Signal::SIGTERM) > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+    }
     remove_all(&remove);
     os::exit_like(status)
 }
@@ -206,10 +209,11 @@ mod os {
         }
     }
 
-    /// Signal every descendant (and their process groups), then reap them.
-    pub fn kill_descendants(sig: Signal) {
+    /// Signal every descendant (and their process groups), then reap them;
+    /// returns how many there were.
+    pub fn kill_descendants(sig: Signal) -> usize {
         let me = std::process::id();
-        crate::process::signal_tree_below(me, sig);
+        let found = crate::process::signal_tree_below(me, sig);
         while let Ok(status) = waitpid(
             Pid::from_raw(-1),
             Some(nix::sys::wait::WaitPidFlag::WNOHANG),
@@ -218,6 +222,7 @@ mod os {
                 break;
             }
         }
+        found
     }
 
     /// Exit as agy did: its code, or its signal.

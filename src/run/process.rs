@@ -19,13 +19,15 @@ pub fn signal_tree(root: u32, sig: Signal) {
     signal_all(&pids, Some(Pid::from_raw(root as i32)), sig);
 }
 
-/// Signal everything below `root` (not `root` itself, nor its group).
-pub fn signal_tree_below(root: u32, sig: Signal) {
+/// Signal everything below `root` (not `root` itself, nor its group);
+/// returns how many processes there were.
+pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
     let pids: Vec<u32> = discovery::process_tree(root)
         .into_iter()
         .filter(|p| *p != root)
         .collect();
     signal_all(&pids, None, sig);
+    pids.len()
 }
 
 fn signal_all(pids: &[u32], first_group: Option<Pid>, sig: Signal) {
