@@ -189,3 +189,32 @@ fn failures_are_reported_in_words() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(stderr.contains("unknown model alias"), "{stderr}");
 }
+
+/// `ask` takes agy's answer from its stream-json `result.response`: here
+/// the database is never written where we look, and the answer still comes,
+/// with a note that the turn ran from stream-json alone.
+#[test]
+fn answers_from_agys_result_when_the_database_cannot_be_read() {
+    let env = Env::new();
+    let out = env
+        .ask("hello")
+        .env("FAKE_AGY_NO_DB", "1")
+        .env("AGY_BIND", "stream-json")
+        .args(["--json", "hi"])
+        .assert()
+        .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).expect("json");
+    assert_eq!(
+        v["answer"].as_str().unwrap_or(""),
+        "Hello! I'm agy, running in print mode. I can read and edit files in this workspace, run commands, and search the web. What would you like to work on?",
+        "{v}"
+    );
+    let notices = v["notices"].as_array().expect("notices");
+    assert!(
+        notices.iter().any(|n| n
+            .as_str()
+            .unwrap_or("")
+            .contains("stream-json output alone")),
+        "{v}"
+    );
+}
