@@ -49,6 +49,21 @@ out="$(FAKE_AGY_RECORDING=quota-error pi_run --no-session -p "Refactor the parse
 [ $code = 1 ] && grep -q "exhausted your capacity" <<<"$out"; check "quota error: exit 1 with agy's message" $? "exit $code
 $out"
 
+# 3b. agy 1.2.17's real quota shape (exit 3, AGY_ERROR on stderr): pi shows
+#     agy's own sentence, never the JSON, and does not retry it.
+out="$(FAKE_AGY_RECORDING=outcomes/quota-1.2.17 FAKE_AGY_ARGV_LOG="$WORK/quota-argv.log" pi_run --no-session -p "Audit" 2>&1)"; code=$?
+runs="$(grep -c '"-p"' "$WORK/quota-argv.log" 2>/dev/null)"
+[ $code = 1 ] && grep -q "agy quota exceeded: Individual quota reached" <<<"$out" && ! grep -q "AGY_ERROR" <<<"$out" &&
+  [ "$runs" = 1 ]
+check "quota (1.2.17 shape): agy's sentence, no JSON, agy run once (no retry)" $? "exit $code, agy print runs: $runs
+$out"
+
+# 3c. The token usage of agy's last model call reaches pi's message.
+out="$(FAKE_AGY_RECORDING=outcomes/pong-1.2.17 pi_run --no-session --mode json -p "ready?" 2>&1)"; code=$?
+[ $code = 0 ] && grep -q '"usage":{"input":12480,"output":190' <<<"$out"
+check "usage of agy's last model call is on the assistant message" $? "exit $code
+$(grep -o '"usage":{[^}]*}' <<<"$out" | tail -2)"
+
 # 4. --list-models lists fake-agy's `agy models`.
 out="$(timeout 60 "$PI" --offline -e "$ROOT/pi-extension" --list-models antigravity </dev/null 2>&1)"; code=$?
 grep -q "gemini-3.7-flash" <<<"$out" && grep -q "claude-sonnet-4-6" <<<"$out" && grep -q "gpt-oss-120b-medium" <<<"$out"
