@@ -618,9 +618,10 @@ impl EventMapper {
             Event::Unknown { idx, step_type } => out.thinking(&format!(
                 "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"
             )),
-            Event::DecodeError { idx, message } => {
-                out.thinking(&format!("\n[agy step {idx} did not decode: {message}]\n"))
-            }
+            // The wire detail (field paths) is for `agy-bridge decode`.
+            Event::DecodeError { idx, .. } => out.thinking(&format!(
+                "\n[agy step {idx} could not be read by this agy-bridge; `agy-bridge decode` on the conversation shows why]\n"
+            )),
             // The prompt is ours; titles are conversation metadata.
             Event::UserInput { .. } | Event::Title { .. } => {}
         }
