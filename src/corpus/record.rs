@@ -38,6 +38,7 @@
 
 use crate::discovery::{self, ConversationId, Snapshot};
 use crate::poller::{self, ReadError};
+use crate::process::run_with_timeout_async;
 use crate::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use crate::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
 use crate::schema;
@@ -45,7 +46,6 @@ use crate::steps::{self, Body, StepRow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -444,29 +444,23 @@ pub struct Recorded {
 }
 
 /// Run `bin args`, with `env`, stdin from /dev/null, and return its stdout
-/// (and whether it exited 0), giving up after `timeout`.
+/// (and whether it exited 0), giving up (and killing its tree) after `timeout`.
 async fn probe(
     bin: &Path,
     args: &[&str],
     env: &[(String, String)],
     timeout: Duration,
 ) -> Result<(String, bool), String> {
-    let child = tokio::process::Command::new(bin)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(timeout, child).await {
-        Ok(Ok(out)) => Ok((
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            out.status.success(),
-        )),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
-    }
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let out = run_with_timeout_async(cmd, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    ))
 }
 
 /// The version token of `agy --version` output (`1.2.8`), else the trimmed
