@@ -270,9 +270,7 @@ pub struct Loader {
 impl Loader {
     /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
     pub fn from_env() -> Loader {
-        let agy_bin = std::env::var("AGY_BIN")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
+        let agy_bin = crate::config::env_nonempty("AGY_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("agy"));
         Loader {
