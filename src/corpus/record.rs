@@ -82,35 +82,16 @@ pub use crate::corpus::db::{diff_tables, read_tables, table_names, RowData, Tabl
 
 /// The child conversations named by type-127 steps (payload field 127.1).
 fn children_in(tables: &[TableRows]) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(steps_table) = tables.iter().find(|t| t.name == "steps") else {
-        return out;
-    };
-    for row in &steps_table.rows {
-        let Some(payload) = row.values.get("step_payload").and_then(SqlValue::as_blob) else {
-            continue;
-        };
-        let step = steps::decode(&StepRow {
-            idx: row.key.get("idx").and_then(SqlValue::as_i64).unwrap_or(0),
-            step_type: row
-                .values
-                .get("step_type")
-                .and_then(SqlValue::as_i64)
-                .unwrap_or(0),
-            status: 0,
-            payload: Some(payload.to_vec()),
-            ..StepRow::default()
-        });
-        if let Some(Body::Subagent(sub)) = &step.body {
-            if let Ok(id) = ConversationId::parse(sub.child_conversation_id.trim()) {
-                let id = id.as_str().to_string();
-                if !out.contains(&id) {
-                    out.push(id);
-                }
-            }
-        }
-    }
-    out
+    let rows: Vec<StepRow> = tables
+        .iter()
+        .filter(|t| t.name == "steps")
+        .flat_map(|t| t.rows.iter())
+        .map(|r| crate::corpus::db::step_row(&r.key, &r.values))
+        .collect();
+    steps::subagent_children(&rows)
+        .into_iter()
+        .map(|id| id.as_str().to_string())
+        .collect()
 }
 
 /// Whether any text or blob in `tables` contains `needle`.
@@ -673,19 +654,8 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         decoded.iter().flat_map(|s| s.events.iter().cloned()),
     );
     let text = transcript
-        .steps
-        .values()
-        .rev()
-        .find_map(|items| {
-            let t: String = items
-                .iter()
-                .filter_map(|e| match e {
-                    crate::events::Event::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            (!t.is_empty()).then_some(t)
-        })
+        .last_answer()
+        .map(str::to_string)
         .unwrap_or_default();
     let header = Header {
         format: crate::recording::FORMAT_VERSION,

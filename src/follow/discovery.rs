@@ -238,35 +238,20 @@ pub fn open_db_ids(pids: &[u32], dir: &Path) -> Option<BTreeSet<ConversationId>>
 }
 
 /// The child conversations named by the subagent steps (payload field 127.1,
-/// agy-format.md §6) of the database at `db_path`, in step order, without
+/// docs/agy-format.md, "Step bodies") of the database at `db_path`, in step order, without
 /// repeats. Opened read-only; a missing, locked or unreadable database, or a
 /// child id that is not UUID-like, gives nothing rather than an error, since
 /// every caller treats "no children known" as the safe answer.
 pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
-    let Ok(conn) = crate::poller::open_read_only(db_path) else {
-        return Vec::new();
-    };
-    let Ok(rows) = read_step_rows(&conn) else {
-        return Vec::new();
-    };
-    let mut children: Vec<ConversationId> = Vec::new();
-    for row in &rows {
-        let step = steps::decode(row);
-        if let Some(Body::Subagent(sub)) = &step.body {
-            if let Ok(child) = ConversationId::parse(sub.child_conversation_id.trim()) {
-                if !children.contains(&child) {
-                    children.push(child);
-                }
-            }
-        }
+    match read_step_rows(db_path) {
+        Some(rows) => steps::subagent_children(&rows),
+        None => Vec::new(),
     }
-    children
 }
 
 /// The text of a conversation's first user input (type 14, field 19).
 pub fn first_user_input(db_path: &Path) -> Option<String> {
-    let conn = crate::poller::open_read_only(db_path).ok()?;
-    let rows = read_step_rows(&conn).ok()?;
+    let rows = read_step_rows(db_path)?;
     rows.iter().find_map(|row| match steps::decode(row).body {
         Some(Body::UserInput(u)) => Some(u.text),
         _ => None,
@@ -296,25 +281,11 @@ pub fn match_prompt(
     hits.next().is_none().then_some(first)
 }
 
-/// The four columns every `steps` table has (agy's and the legacy one).
-fn read_step_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<StepRow>> {
-    let mut stmt =
-        conn.prepare("SELECT idx, step_type, status, step_payload FROM steps ORDER BY idx")?;
-    let rows = stmt.query_map([], |row| {
-        use rusqlite::types::ValueRef;
-        let payload = match row.get_ref(3)? {
-            ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
-            ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) => None,
-        };
-        Ok(StepRow {
-            idx: row.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            step_type: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
-            status: row.get::<_, Option<i64>>(2)?.unwrap_or(0),
-            payload,
-            ..StepRow::default()
-        })
-    })?;
-    rows.collect()
+/// Every step of the database at `db_path`, read-only; `None` when it
+/// cannot be read (missing, locked, not agy's).
+fn read_step_rows(db_path: &Path) -> Option<Vec<StepRow>> {
+    let conn = crate::poller::open_read_only(db_path).ok()?;
+    crate::poller::read_all(&conn, db_path).ok()
 }
 
 /// How a conversation id was bound.
