@@ -16,6 +16,7 @@
 use crate::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -29,12 +30,15 @@ pub use crate::format::ids::{is_uuid_text, ConversationId, InvalidId};
 /// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
 /// neither is available.
 pub fn default_conversations_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(CONVERSATIONS_DIR_ENV) {
-        if !dir.is_empty() {
-            return Some(PathBuf::from(dir));
-        }
+    conversations_dir_from(|name| std::env::var_os(name))
+}
+
+/// [`default_conversations_dir`] over an environment `env`.
+fn conversations_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if let Some(dir) = env(CONVERSATIONS_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
     }
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    let home = env("HOME").filter(|h| !h.is_empty())?;
     Some(
         PathBuf::from(home)
             .join(".gemini")
@@ -991,13 +995,25 @@ mod tests {
 
     #[test]
     fn default_dir_prefers_the_env_variable() {
-        // Only reads: the environment is shared by parallel tests.
-        let expected = match std::env::var_os(CONVERSATIONS_DIR_ENV) {
-            Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-            _ => std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".gemini/antigravity-cli/conversations")),
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
         };
-        assert_eq!(default_conversations_dir(), expected);
+        let dir = |vars| conversations_dir_from(env(vars));
+        assert_eq!(
+            dir(&[(CONVERSATIONS_DIR_ENV, "/c"), ("HOME", "/h")]),
+            Some(PathBuf::from("/c"))
+        );
+        let under_home = Some(PathBuf::from("/h/.gemini/antigravity-cli/conversations"));
+        assert_eq!(
+            dir(&[(CONVERSATIONS_DIR_ENV, ""), ("HOME", "/h")]),
+            under_home
+        );
+        assert_eq!(dir(&[("HOME", "/h")]), under_home);
+        assert_eq!(dir(&[("HOME", "")]), None);
+        assert_eq!(dir(&[]), None);
     }
 }
