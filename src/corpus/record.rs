@@ -24,8 +24,8 @@
 //! write, which raises no event), so the event-driven poll often runs a few
 //! microseconds too early and the commit is then seen at the next tick.
 //! Subagent databases' writes do not wake the runner at all; they are seen at
-//! the next tick too. Measured (`cargo test --test record wake_latency --
-//! --ignored --nocapture`, fake-agy replaying `hello` at full speed on a
+//! the next tick too. Measured (`cargo bench --bench capture_latency`,
+//! fake-agy replaying `hello` at full speed on a
 //! loaded 2-core machine): every root commit seen 0-5 ms after it committed.
 //! So commits closer together than about 5 ms (10 ms under heavy load) may
 //! merge into one captured commit. Commits made before the database is bound
