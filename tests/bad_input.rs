@@ -125,7 +125,7 @@ fn feed(mut cmd: Command, stdin: &[u8]) -> Transcript {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("write stdin: {e}"),
         _ => {}
     }
-    Transcript::of(child.wait_with_output().expect("wait"))
+    Transcript::of(common::wait_output(child, common::CHILD_LIMIT))
 }
 
 fn request(extra: Value) -> String {
@@ -275,6 +275,7 @@ fn stream_gives_up_on_a_request_line_that_never_ends() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
+    let watchdog = common::Watchdog::new(&child, common::CHILD_LIMIT);
     // Half a request, and stdin stays open until the bridge has answered.
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
@@ -288,7 +289,8 @@ fn stream_gives_up_on_a_request_line_that_never_ends() {
         .expect("stdout")
         .read_to_string(&mut stdout)
         .expect("read stdout");
-    let status = child.wait().expect("wait");
+    drop(watchdog);
+    let status = common::wait_status(&mut child, common::CHILD_LIMIT);
     drop(stdin);
     let out = Transcript {
         stdout,

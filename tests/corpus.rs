@@ -106,12 +106,86 @@ fn replayed(rec: &Recording) -> Vec<Event> {
     out
 }
 
+/// Text longer than this is snapshotted as its length and a hash, so a
+/// snapshot stays readable (long-answer's 210 KB answer).
+const SNAPSHOT_TEXT_LIMIT: usize = 4096;
+
+/// FNV-1a, 64 bits: a hash that never changes with the toolchain.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// `text`, or past [`SNAPSHOT_TEXT_LIMIT`] its length and hash.
+fn digested(text: String) -> String {
+    if text.len() <= SNAPSHOT_TEXT_LIMIT {
+        return text;
+    }
+    format!(
+        "<{} bytes, fnv1a64 {:016x}>",
+        text.len(),
+        fnv1a64(text.as_bytes())
+    )
+}
+
+/// Text and thinking events with long content digested.
+fn for_snapshot(events: Vec<Event>) -> Vec<Event> {
+    events
+        .into_iter()
+        .map(|e| match e {
+            Event::Text { idx, text } => Event::Text {
+                idx,
+                text: digested(text),
+            },
+            Event::Thinking { idx, text } => Event::Thinking {
+                idx,
+                text: digested(text),
+            },
+            other => other,
+        })
+        .collect()
+}
+
 #[test]
 fn replayed_streams_match_snapshots() {
     for (name, rec) in synth::corpus() {
-        let events = events::merge(replayed(&rec));
+        let events = for_snapshot(events::merge(replayed(&rec)));
         insta::assert_json_snapshot!(name.replace('/', "__"), events);
     }
+}
+
+#[test]
+fn long_text_is_digested_and_short_text_kept() {
+    let long = "x".repeat(SNAPSHOT_TEXT_LIMIT + 1);
+    let events = for_snapshot(vec![
+        Event::Text {
+            idx: 1,
+            text: long.clone(),
+        },
+        Event::Thinking {
+            idx: 1,
+            text: "short".into(),
+        },
+    ]);
+    let want = format!(
+        "<{} bytes, fnv1a64 {:016x}>",
+        SNAPSHOT_TEXT_LIMIT + 1,
+        fnv1a64(long.as_bytes())
+    );
+    assert_eq!(
+        events,
+        vec![
+            Event::Text { idx: 1, text: want },
+            Event::Thinking {
+                idx: 1,
+                text: "short".into()
+            },
+        ]
+    );
+    // FNV-1a's published test vectors: "" and "a".
+    assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
 }
 
 #[test]

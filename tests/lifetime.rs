@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::{bridge, fake_agy, Home};
+use common::{alive, bridge, eventually, fake_agy, Home};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Pids whose command line contains `marker` (never this test process).
 fn pids_with(marker: &str) -> Vec<u32> {
@@ -29,34 +29,8 @@ fn pids_with(marker: &str) -> Vec<u32> {
                 .map(|c| String::from_utf8_lossy(&c).contains(marker))
                 .unwrap_or(false)
         })
-        .filter(|pid| !is_zombie(*pid))
+        .filter(|pid| alive(*pid))
         .collect()
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, t)| t.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
-}
-
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
-}
-
-/// Poll until `gone` holds, up to a generous bound; true if it did.
-fn eventually(mut gone: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if gone() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    gone()
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
@@ -115,7 +89,9 @@ fn kill_bridge_with(sig: nix::sys::signal::Signal) {
     assert!(!pids_with(&marker).is_empty(), "agy is not running");
 
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("kill");
-    let gone = eventually(|| pids_with(&marker).is_empty() && !alive(grandchild));
+    let gone = eventually(Duration::from_secs(10), || {
+        pids_with(&marker).is_empty() && !alive(grandchild)
+    });
     let _ = child.kill();
     let _ = child.wait();
     assert!(
@@ -203,7 +179,9 @@ async fn dropping_a_turn_kills_agys_tree() {
         turn.abort();
         let _ = turn.await;
         let gone = tokio::task::spawn_blocking(move || {
-            eventually(|| pids_with(&marker).is_empty() && !alive(grandchild))
+            eventually(Duration::from_secs(10), || {
+                pids_with(&marker).is_empty() && !alive(grandchild)
+            })
         })
         .await
         .expect("join");

@@ -110,6 +110,7 @@ fn ctrl_c_stops_agy_and_its_process_group() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
+    let watchdog = common::Watchdog::new(&child, common::CHILD_LIMIT);
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     for line in lines.by_ref() {
         if line.expect("line").contains("\"kind\":\"text\"") {
@@ -123,7 +124,8 @@ fn ctrl_c_stops_agy_and_its_process_group() {
     )
     .expect("SIGINT");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let status = child.wait().expect("wait");
+    drop(watchdog);
+    let status = common::wait_status(&mut child, common::CHILD_LIMIT);
     assert!(!status.success());
     assert!(asked.elapsed() < Duration::from_secs(10));
     assert!(
@@ -135,8 +137,10 @@ fn ctrl_c_stops_agy_and_its_process_group() {
         .trim()
         .parse()
         .expect("pid");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!alive(grandchild), "agy's grandchild survived Ctrl-C");
+    assert!(
+        common::eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "agy's grandchild survived Ctrl-C"
+    );
 }
 
 #[test]

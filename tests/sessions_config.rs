@@ -495,7 +495,11 @@ fn config_status_defaults_file_and_env() {
             dir.path().join(SESSIONS_FILE).display()
         )
     );
-    assert!(!dir.path().exists() || !path.exists());
+    let created: Vec<_> = fs::read_dir(dir.path())
+        .expect("list state dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(created.is_empty(), "looking created {created:?}");
 
     write(
         &path,

@@ -60,7 +60,7 @@ fn transcript(env: &Env, recording: &str, input: &str) -> Vec<Value> {
         let mut stdin = child.stdin.take().expect("stdin");
         writeln!(stdin, "{input}").expect("write request");
     }
-    let out = child.wait_with_output().expect("wait");
+    let out = common::wait_output(child, common::CHILD_LIMIT);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -201,6 +201,7 @@ fn abort_line_on_stdin_stops_agy_promptly() {
     let mut cmd = env.command("long-answer");
     cmd.env("FAKE_AGY_SPEED", "0.5");
     let mut child = cmd.spawn().expect("spawn");
+    let watchdog = common::Watchdog::new(&child, common::CHILD_LIMIT);
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "{}", request("Write a long report", "s1", vec![])).expect("request");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -224,7 +225,8 @@ fn abort_line_on_stdin_stops_agy_promptly() {
         }
         seen.push(v);
     }
-    let status = child.wait().expect("wait");
+    drop(watchdog);
+    let status = common::wait_status(&mut child, common::CHILD_LIMIT);
     let last = seen.last().expect("events");
     assert_eq!(last["type"], "error");
     assert_eq!(last["reason"], "aborted");
@@ -245,6 +247,7 @@ fn sigterm_aborts_too() {
     let mut cmd = env.command("long-answer");
     cmd.env("FAKE_AGY_SPEED", "0.5");
     let mut child = cmd.spawn().expect("spawn");
+    let watchdog = common::Watchdog::new(&child, common::CHILD_LIMIT);
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "{}", request("Write a long report", "s1", vec![])).expect("request");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -261,7 +264,8 @@ fn sigterm_aborts_too() {
     let rest: Vec<Value> = lines
         .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
         .collect();
-    child.wait().expect("wait");
+    drop(watchdog);
+    common::wait_status(&mut child, common::CHILD_LIMIT);
     let last = rest.last().expect("terminal event");
     assert_eq!(
         (last["type"].as_str(), last["reason"].as_str()),
@@ -299,7 +303,7 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
             request("Any suggestions?", "s1", history)
         )
         .expect("request");
-        let out = child.wait_with_output().expect("wait");
+        let out = common::wait_output(child, common::CHILD_LIMIT);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -391,7 +395,7 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
         request("again", "s3", vec![])
     )
     .expect("w");
-    let out = child.wait_with_output().expect("wait");
+    let out = common::wait_output(child, common::CHILD_LIMIT);
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -524,7 +528,7 @@ fn same_session_turns_take_turns_and_never_mix() {
     let a = start("long-answer", "first of two");
     let b = start("unicode", "second of two");
     let collect = |child: std::process::Child| -> Vec<Value> {
-        let out = child.wait_with_output().expect("wait");
+        let out = common::wait_output(child, common::CHILD_LIMIT);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())

@@ -5,6 +5,7 @@
 
 use crate::corpus::recording::{Op, SqlValue, Write};
 use crate::schema;
+use crate::steps::StepRow;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -22,6 +23,29 @@ pub struct TableRows {
     pub key_columns: Vec<String>,
     pub columns: Vec<String>,
     pub rows: Vec<RowData>,
+}
+
+/// A `steps` row of a snapshot or a write (its key and other columns) as a
+/// reader of the database sees it: text read as bytes, as SQLite gives it;
+/// a missing or non-integer number is 0.
+pub fn step_row(key: &BTreeMap<String, SqlValue>, values: &BTreeMap<String, SqlValue>) -> StepRow {
+    let get = |c: &str| key.get(c).or_else(|| values.get(c));
+    let int = |c: &str| get(c).and_then(SqlValue::as_i64).unwrap_or(0);
+    let blob = |c: &str| match get(c) {
+        Some(SqlValue::Blob(b)) => Some(b.clone()),
+        Some(SqlValue::Text(t)) => Some(t.as_bytes().to_vec()),
+        _ => None,
+    };
+    StepRow {
+        idx: int("idx"),
+        step_type: int("step_type"),
+        status: int("status"),
+        payload: blob("step_payload"),
+        metadata: blob("metadata"),
+        error_details: blob("error_details"),
+        permissions: blob("permissions"),
+        task_details: blob("task_details"),
+    }
 }
 
 /// The key columns of `table`: agy's own (from [`schema::TABLES`]), else the

@@ -24,8 +24,8 @@
 //! write, which raises no event), so the event-driven poll often runs a few
 //! microseconds too early and the commit is then seen at the next tick.
 //! Subagent databases' writes do not wake the runner at all; they are seen at
-//! the next tick too. Measured (`cargo test --test record wake_latency --
-//! --ignored --nocapture`, fake-agy replaying `hello` at full speed on a
+//! the next tick too. Measured (`cargo bench --bench capture_latency`,
+//! fake-agy replaying `hello` at full speed on a
 //! loaded 2-core machine): every root commit seen 0-5 ms after it committed.
 //! So commits closer together than about 5 ms (10 ms under heavy load) may
 //! merge into one captured commit. Commits made before the database is bound
@@ -38,6 +38,7 @@
 
 use crate::discovery::{self, ConversationId, Snapshot};
 use crate::poller::{self, ReadError};
+use crate::process::run_with_timeout_async;
 use crate::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use crate::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
 use crate::schema;
@@ -45,7 +46,6 @@ use crate::steps::{self, Body, StepRow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -82,35 +82,16 @@ pub use crate::corpus::db::{diff_tables, read_tables, table_names, RowData, Tabl
 
 /// The child conversations named by type-127 steps (payload field 127.1).
 fn children_in(tables: &[TableRows]) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(steps_table) = tables.iter().find(|t| t.name == "steps") else {
-        return out;
-    };
-    for row in &steps_table.rows {
-        let Some(payload) = row.values.get("step_payload").and_then(SqlValue::as_blob) else {
-            continue;
-        };
-        let step = steps::decode(&StepRow {
-            idx: row.key.get("idx").and_then(SqlValue::as_i64).unwrap_or(0),
-            step_type: row
-                .values
-                .get("step_type")
-                .and_then(SqlValue::as_i64)
-                .unwrap_or(0),
-            status: 0,
-            payload: Some(payload.to_vec()),
-            ..StepRow::default()
-        });
-        if let Some(Body::Subagent(sub)) = &step.body {
-            if let Ok(id) = ConversationId::parse(sub.child_conversation_id.trim()) {
-                let id = id.as_str().to_string();
-                if !out.contains(&id) {
-                    out.push(id);
-                }
-            }
-        }
-    }
-    out
+    let rows: Vec<StepRow> = tables
+        .iter()
+        .filter(|t| t.name == "steps")
+        .flat_map(|t| t.rows.iter())
+        .map(|r| crate::corpus::db::step_row(&r.key, &r.values))
+        .collect();
+    steps::subagent_children(&rows)
+        .into_iter()
+        .map(|id| id.as_str().to_string())
+        .collect()
 }
 
 /// Whether any text or blob in `tables` contains `needle`.
@@ -444,29 +425,23 @@ pub struct Recorded {
 }
 
 /// Run `bin args`, with `env`, stdin from /dev/null, and return its stdout
-/// (and whether it exited 0), giving up after `timeout`.
+/// (and whether it exited 0), giving up (and killing its tree) after `timeout`.
 async fn probe(
     bin: &Path,
     args: &[&str],
     env: &[(String, String)],
     timeout: Duration,
 ) -> Result<(String, bool), String> {
-    let child = tokio::process::Command::new(bin)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(timeout, child).await {
-        Ok(Ok(out)) => Ok((
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            out.status.success(),
-        )),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
-    }
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let out = run_with_timeout_async(cmd, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    ))
 }
 
 /// The version token of `agy --version` output (`1.2.8`), else the trimmed
@@ -679,19 +654,8 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         decoded.iter().flat_map(|s| s.events.iter().cloned()),
     );
     let text = transcript
-        .steps
-        .values()
-        .rev()
-        .find_map(|items| {
-            let t: String = items
-                .iter()
-                .filter_map(|e| match e {
-                    crate::events::Event::Text { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            (!t.is_empty()).then_some(t)
-        })
+        .last_answer()
+        .map(str::to_string)
         .unwrap_or_default();
     let header = Header {
         format: crate::recording::FORMAT_VERSION,

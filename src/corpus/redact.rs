@@ -490,12 +490,8 @@ impl Redactor {
 
 /// The known-field tree of a blob column, if the decoder has one.
 pub fn tree_for(table: &str, column: &str) -> Option<&'static [Known]> {
-    match (table, column) {
-        ("steps", "step_payload") => Some(steps::STEP),
-        ("steps", "metadata") => Some(steps::METADATA),
-        ("steps", "error_details") => Some(steps::ERROR_DETAILS),
-        ("steps", "permissions") => Some(steps::PERMISSIONS),
-        ("steps", "task_details") => Some(steps::TASK_DETAILS),
+    match table {
+        "steps" => steps::column_tree(column),
         _ => None,
     }
 }

@@ -22,6 +22,7 @@
 use crate::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,12 +36,15 @@ pub use crate::format::ids::{is_uuid_text, ConversationId, InvalidId};
 /// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
 /// neither is available.
 pub fn default_conversations_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(CONVERSATIONS_DIR_ENV) {
-        if !dir.is_empty() {
-            return Some(PathBuf::from(dir));
-        }
+    conversations_dir_from(|name| std::env::var_os(name))
+}
+
+/// [`default_conversations_dir`] over an environment `env`.
+fn conversations_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if let Some(dir) = env(CONVERSATIONS_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
     }
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    let home = env("HOME").filter(|h| !h.is_empty())?;
     Some(
         PathBuf::from(home)
             .join(".gemini")
@@ -273,35 +277,20 @@ pub fn open_db_ids(pids: &[u32], dir: &Path) -> Option<BTreeSet<ConversationId>>
 }
 
 /// The child conversations named by the subagent steps (payload field 127.1,
-/// agy-format.md §6) of the database at `db_path`, in step order, without
+/// docs/agy-format.md, "Step bodies") of the database at `db_path`, in step order, without
 /// repeats. Opened read-only; a missing, locked or unreadable database, or a
 /// child id that is not UUID-like, gives nothing rather than an error, since
 /// every caller treats "no children known" as the safe answer.
 pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
-    let Ok(conn) = crate::poller::open_read_only(db_path) else {
-        return Vec::new();
-    };
-    let Ok(rows) = read_step_rows(&conn) else {
-        return Vec::new();
-    };
-    let mut children: Vec<ConversationId> = Vec::new();
-    for row in &rows {
-        let step = steps::decode(row);
-        if let Some(Body::Subagent(sub)) = &step.body {
-            if let Ok(child) = ConversationId::parse(sub.child_conversation_id.trim()) {
-                if !children.contains(&child) {
-                    children.push(child);
-                }
-            }
-        }
+    match read_step_rows(db_path) {
+        Some(rows) => steps::subagent_children(&rows),
+        None => Vec::new(),
     }
-    children
 }
 
 /// The text of a conversation's first user input (type 14, field 19).
 pub fn first_user_input(db_path: &Path) -> Option<String> {
-    let conn = crate::poller::open_read_only(db_path).ok()?;
-    let rows = read_step_rows(&conn).ok()?;
+    let rows = read_step_rows(db_path)?;
     rows.iter().find_map(|row| match steps::decode(row).body {
         Some(Body::UserInput(u)) => Some(u.text),
         _ => None,
@@ -331,25 +320,11 @@ pub fn match_prompt(
     hits.next().is_none().then_some(first)
 }
 
-/// The four columns every `steps` table has (agy's and the legacy one).
-fn read_step_rows(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<StepRow>> {
-    let mut stmt =
-        conn.prepare("SELECT idx, step_type, status, step_payload FROM steps ORDER BY idx")?;
-    let rows = stmt.query_map([], |row| {
-        use rusqlite::types::ValueRef;
-        let payload = match row.get_ref(3)? {
-            ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
-            ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) => None,
-        };
-        Ok(StepRow {
-            idx: row.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            step_type: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
-            status: row.get::<_, Option<i64>>(2)?.unwrap_or(0),
-            payload,
-            ..StepRow::default()
-        })
-    })?;
-    rows.collect()
+/// Every step of the database at `db_path`, read-only; `None` when it
+/// cannot be read (missing, locked, not agy's).
+fn read_step_rows(db_path: &Path) -> Option<Vec<StepRow>> {
+    let conn = crate::poller::open_read_only(db_path).ok()?;
+    crate::poller::read_all(&conn, db_path).ok()
 }
 
 /// How a conversation id was bound.
@@ -1091,13 +1066,25 @@ mod tests {
 
     #[test]
     fn default_dir_prefers_the_env_variable() {
-        // Only reads: the environment is shared by parallel tests.
-        let expected = match std::env::var_os(CONVERSATIONS_DIR_ENV) {
-            Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-            _ => std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".gemini/antigravity-cli/conversations")),
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
         };
-        assert_eq!(default_conversations_dir(), expected);
+        let dir = |vars| conversations_dir_from(env(vars));
+        assert_eq!(
+            dir(&[(CONVERSATIONS_DIR_ENV, "/c"), ("HOME", "/h")]),
+            Some(PathBuf::from("/c"))
+        );
+        let under_home = Some(PathBuf::from("/h/.gemini/antigravity-cli/conversations"));
+        assert_eq!(
+            dir(&[(CONVERSATIONS_DIR_ENV, ""), ("HOME", "/h")]),
+            under_home
+        );
+        assert_eq!(dir(&[("HOME", "/h")]), under_home);
+        assert_eq!(dir(&[("HOME", "")]), None);
+        assert_eq!(dir(&[]), None);
     }
 }

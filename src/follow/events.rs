@@ -818,6 +818,17 @@ impl Transcript {
             })
             .collect()
     }
+
+    /// The final answer as agy prints it: the text of the last step whose
+    /// answer text is not blank.
+    pub fn last_answer(&self) -> Option<&str> {
+        self.steps.values().rev().find_map(|items| {
+            items.iter().find_map(|e| match e {
+                Event::Text { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
+                _ => None,
+            })
+        })
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! the payload is malformed, and every field path the decoder did not
 //! recognise is kept, because the drift tool reports them.
 
+use crate::format::ids::ConversationId;
 use crate::wire::{self, Encoder, Field, Value, WireError, WireType};
 use serde::Serialize;
 use std::fmt;
@@ -155,6 +156,40 @@ pub struct StepRow {
     pub error_details: Option<Vec<u8>>,
     pub permissions: Option<Vec<u8>>,
     pub task_details: Option<Vec<u8>>,
+}
+
+impl StepRow {
+    /// The side columns this row has, in [`SIDE_COLUMNS`] order, each with
+    /// its known-field tree.
+    pub fn side_columns(&self) -> impl Iterator<Item = (&'static str, &[u8], &'static [Known])> {
+        let blobs = [
+            &self.metadata,
+            &self.error_details,
+            &self.permissions,
+            &self.task_details,
+        ];
+        SIDE_COLUMNS
+            .iter()
+            .zip(blobs)
+            .filter_map(|((column, tree), blob)| Some((*column, blob.as_deref()?, *tree)))
+    }
+}
+
+/// The child conversations the subagent steps among `rows` name (payload
+/// field 127.1), in step order, without repeats; a child id that is not a
+/// conversation id is skipped.
+pub fn subagent_children<'a>(rows: impl IntoIterator<Item = &'a StepRow>) -> Vec<ConversationId> {
+    let mut children: Vec<ConversationId> = Vec::new();
+    for row in rows {
+        if let Some(Body::Subagent(sub)) = decode(row).body {
+            if let Ok(child) = ConversationId::parse(sub.child_conversation_id.trim()) {
+                if !children.contains(&child) {
+                    children.push(child);
+                }
+            }
+        }
+    }
+    children
 }
 
 // ---------------------------------------------------------------------------
@@ -389,6 +424,38 @@ pub const TASK_DETAILS: &[Known] = &[
     k(2, "log_uri", Str),
     k(4, "description", Str),
 ];
+
+/// The blob columns of `steps` beside `step_payload`, with their known-field
+/// trees (`render_info` has none).
+pub const SIDE_COLUMNS: &[(&str, &[Known])] = &[
+    ("metadata", METADATA),
+    ("error_details", ERROR_DETAILS),
+    ("permissions", PERMISSIONS),
+    ("task_details", TASK_DETAILS),
+];
+
+/// The known-field tree of a blob column of `steps`, if the decoder has one.
+pub fn column_tree(column: &str) -> Option<&'static [Known]> {
+    if column == "step_payload" {
+        return Some(STEP);
+    }
+    SIDE_COLUMNS
+        .iter()
+        .find(|(c, _)| *c == column)
+        .map(|(_, tree)| *tree)
+}
+
+/// Sort key for a field path: numeric segments compare as numbers (`20.3`
+/// before `20.12`), and a named segment (a side column's, `metadata.4.7`)
+/// after all numbers.
+pub fn path_order(path: &str) -> Vec<(u8, u64, &str)> {
+    path.split('.')
+        .map(|seg| match seg.parse::<u64>() {
+            Ok(n) => (0, n, ""),
+            Err(_) => (1, 0, seg),
+        })
+        .collect()
+}
 
 /// The field paths the decoder depends on. If one of these disappears from a
 /// new agy, pi users would silently get less: drift calls that breaking.
@@ -1089,18 +1156,9 @@ pub fn decode(row: &StepRow) -> Step {
             step.metadata = Some(decode_metadata(meta));
         }
     }
-    type SideColumn<'r> = (&'static str, &'r Option<Vec<u8>>, &'static [Known]);
-    let side: [SideColumn<'_>; 4] = [
-        ("metadata", &row.metadata, METADATA),
-        ("error_details", &row.error_details, ERROR_DETAILS),
-        ("permissions", &row.permissions, PERMISSIONS),
-        ("task_details", &row.task_details, TASK_DETAILS),
-    ];
-    for (column, blob, schema) in side {
-        if let Some(blob) = blob.as_deref() {
-            if let Err(e) = collect_unknown(blob, schema, column, &mut step.unknown_fields) {
-                problems.push(format!("{column}: {e}"));
-            }
+    for (column, blob, schema) in row.side_columns() {
+        if let Err(e) = collect_unknown(blob, schema, column, &mut step.unknown_fields) {
+            problems.push(format!("{column}: {e}"));
         }
     }
     if let Some(details) = row.error_details.as_deref() {

@@ -10,14 +10,14 @@
 //! File contents, git output and tool JSON are outside data: nothing here
 //! unwraps them, and nothing here panics.
 
+use crate::process::{run_with_timeout_capped, RunError};
 use serde_json::{Map, Value};
 use similar::{Algorithm, DiffTag, TextDiff};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Diff lines shown for one edit; the rest become one `… K more lines` line.
 pub const MAX_DIFF_LINES: usize = 100;
@@ -498,8 +498,8 @@ fn real_path(path: &Path) -> PathBuf {
 
 /// Runs `git -C dir ARGS`, killed after [`GIT_TIMEOUT`]; stdout on success.
 fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
-    let mut child = Command::new("git")
-        .arg("-C")
+    let mut git = Command::new("git");
+    git.arg("-C")
         .arg(dir)
         .args(args)
         .env_remove("GIT_DIR")
@@ -507,49 +507,13 @@ fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
         .env_remove("GIT_INDEX_FILE")
         .env_remove("GIT_PREFIX")
         .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|_| GitError::Unavailable)?;
-    let stop = |child: &mut std::process::Child, e: GitError| {
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(e)
-    };
-    let Some(stdout) = child.stdout.take() else {
-        return stop(&mut child, GitError::Failed);
-    };
-    // Read on a thread so a large blob cannot fill the pipe and stall git.
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::Builder::new()
-        .name("agy-diff-git".into())
-        .spawn(move || {
-            let mut buf = Vec::new();
-            let r = stdout.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf);
-            let _ = tx.send(r.map(|_| buf));
-        });
-    if reader.is_err() {
-        return stop(&mut child, GitError::Failed);
-    }
-    let deadline = Instant::now() + GIT_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                return match rx.recv_timeout(left) {
-                    Ok(Ok(out)) if status.success() => Ok(out),
-                    Ok(_) => Err(GitError::Failed),
-                    Err(_) => Err(GitError::TimedOut),
-                };
-            }
-            Ok(None) if Instant::now() >= deadline => {
-                return stop(&mut child, GitError::TimedOut);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => return stop(&mut child, GitError::Failed),
-        }
+        .env("GIT_TERMINAL_PROMPT", "0");
+    // A blob past the cap is too large to diff anyway: stop reading there.
+    match run_with_timeout_capped(&mut git, GIT_TIMEOUT, MAX_FILE_BYTES + 1) {
+        Ok(out) if out.status.success() => Ok(out.stdout),
+        Ok(_) | Err(RunError::Wait(_)) => Err(GitError::Failed),
+        Err(RunError::Spawn(_)) => Err(GitError::Unavailable),
+        Err(RunError::TimedOut(_)) => Err(GitError::TimedOut),
     }
 }
 

@@ -13,12 +13,11 @@
 //! [`crate::models`]), so that an answer about one agy never outlives it.
 
 use crate::config::{self, StateFile, StateWarning};
+use crate::process::run_with_timeout_async;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::Command;
 
 /// A parsed `agy --version`: (major, minor, patch).
 pub type Version = (u32, u32, u32);
@@ -188,16 +187,12 @@ fn path_key(key: &BinaryKey) -> String {
     key.path.to_string_lossy().into_owned()
 }
 
-/// Run `BIN --version` (stdin closed, killed after [`PROBE_TIMEOUT`]).
+/// Run `BIN --version` (stdin closed, its tree killed after [`PROBE_TIMEOUT`]).
 async fn probe(bin: &Path) -> Option<Version> {
-    let run = Command::new(bin)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
-        Ok(Ok(out)) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout)),
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("--version");
+    match run_with_timeout_async(cmd, PROBE_TIMEOUT).await {
+        Ok(out) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout)),
         _ => None,
     }
 }

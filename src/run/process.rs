@@ -1,13 +1,21 @@
-//! Signalling a process tree: a root, its descendants, and the process
-//! groups they made (agy's `run_command` children make their own).
+//! Processes the bridge starts and must be able to stop: signalling a
+//! process tree (a root, its descendants, and the process groups they made;
+//! agy's `run_command` children make their own), and running a short-lived
+//! program with a timeout ([`run_with_timeout`]).
 //!
 //! One helper for the runner, which takes agy's tree down on abort, timeout
 //! and exit, and for the guardian ([`crate::guard`]), which does it when the
-//! bridge dies.
+//! bridge dies; one for every short program the bridge asks (`agy --version`,
+//! `agy models`, `git`), so each is killed, tree and all, when it overstays.
 
 use crate::discovery;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpgid, getpgrp, Pid};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// Signal `root`'s whole tree: its process group, the groups of descendants
 /// that made their own, and each process.
@@ -49,6 +57,237 @@ fn signal_all(pids: &[u32], first_group: Option<Pid>, sig: Signal) {
     for pid in pids {
         if *pid as i32 != std::process::id() as i32 {
             let _ = kill(Pid::from_raw(*pid as i32), sig);
+        }
+    }
+}
+
+/// Why [`run_with_timeout`] has no output to give.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The program could not be started (`NotFound`: it is not installed).
+    #[error("{0}")]
+    Spawn(#[source] std::io::Error),
+    /// It had not finished (or still held its output open) when the time
+    /// was up; its tree has been killed.
+    #[error("no answer within {} s", .0.as_secs())]
+    TimedOut(Duration),
+    /// Waiting for it failed; its tree has been killed.
+    #[error("cannot wait for it: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
+/// How long a finished program's pipes may stay open when its time is
+/// (nearly) up: a descendant that left its group can hold them forever.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// Run `cmd` with stdin closed, in a process group of its own, for at most
+/// `timeout`, and return its status and output. On timeout the whole tree
+/// (its group, descendants and the groups they made) is killed. Once it
+/// exits, whatever is left of its group is killed too, so nothing keeps
+/// its pipes open.
+///
+/// Blocking: the caller is a plain thread, or the async callers'
+/// [`run_with_timeout_async`], which moves it to a blocking thread.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, RunError> {
+    run_with_timeout_capped(cmd, timeout, u64::MAX)
+}
+
+/// [`run_with_timeout`] keeping at most `cap` bytes of each of stdout and
+/// stderr; past that the pipe is closed (the program then sees `EPIPE`).
+pub fn run_with_timeout_capped(
+    cmd: &mut Command,
+    timeout: Duration,
+    cap: u64,
+) -> Result<Output, RunError> {
+    let deadline = Instant::now() + timeout;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(RunError::Spawn)?;
+    let pid = child.id();
+    let pipes = read_pipe(child.stdout.take(), cap).and_then(|out| {
+        let err = read_pipe(child.stderr.take(), cap)?;
+        Ok((out, err))
+    });
+    let (out, err) = match pipes {
+        Ok(pipes) => pipes,
+        Err(e) => {
+            kill_tree_and_reap(&mut child);
+            return Err(RunError::Spawn(e));
+        }
+    };
+    let status = match wait_until(&mut child, deadline) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            kill_tree_and_reap(&mut child);
+            return Err(RunError::TimedOut(timeout));
+        }
+        Err(e) => {
+            kill_tree_and_reap(&mut child);
+            return Err(RunError::Wait(e));
+        }
+    };
+    kill_group(pid);
+    let grace = deadline
+        .saturating_duration_since(Instant::now())
+        .max(PIPE_GRACE);
+    let pipe_deadline = Instant::now() + grace;
+    let collect = |rx: mpsc::Receiver<std::io::Result<Vec<u8>>>| {
+        let left = pipe_deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(e)) => Err(RunError::Wait(e)),
+            Err(_) => Err(RunError::TimedOut(timeout)),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: collect(out)?,
+        stderr: collect(err)?,
+    })
+}
+
+/// [`run_with_timeout`] for async callers: it runs on a blocking thread, so
+/// no runtime worker waits for the program.
+pub async fn run_with_timeout_async(
+    mut cmd: Command,
+    timeout: Duration,
+) -> Result<Output, RunError> {
+    tokio::task::spawn_blocking(move || run_with_timeout(&mut cmd, timeout))
+        .await
+        .map_err(|e| RunError::Wait(std::io::Error::other(e)))?
+}
+
+/// Poll `child` until it exits (`Some`) or `deadline` passes (`None`).
+fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}
+
+/// Kill a child that has not been reaped yet, with its whole tree (walked
+/// while the child still holds it together), then reap it.
+fn kill_tree_and_reap(child: &mut Child) {
+    signal_tree(child.id(), Signal::SIGKILL);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Kill process group `pgid`.
+fn kill_group(pgid: u32) {
+    if pgid > 1 && pgid as i32 != getpgrp().as_raw() {
+        let _ = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
+    }
+}
+
+/// Read a pipe to its end (at most `cap` bytes) on a thread of its own, so
+/// a full pipe never stalls the program while it is being waited for.
+fn read_pipe<R: Read + Send + 'static>(
+    pipe: Option<R>,
+    cap: u64,
+) -> std::io::Result<mpsc::Receiver<std::io::Result<Vec<u8>>>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("agy-bridge-pipe".into())
+        .spawn(move || {
+            let mut buf = Vec::new();
+            let read = match pipe {
+                Some(p) => p.take(cap).read_to_end(&mut buf).map(|_| buf),
+                None => Ok(buf),
+            };
+            let _ = tx.send(read);
+        })?;
+    Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        cmd
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers signal 0; /proc says what it is.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn output_status_and_stdin_closed() {
+        let out = run_with_timeout(
+            &mut sh("cat; echo out; echo err >&2; exit 3"),
+            Duration::from_secs(10),
+        )
+        .expect("runs");
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let err = run_with_timeout(
+            &mut Command::new("/nonexistent/agy"),
+            Duration::from_secs(1),
+        )
+        .expect_err("no such program");
+        assert!(
+            matches!(&err, RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_cap_bounds_what_is_kept() {
+        let out = run_with_timeout_capped(&mut sh("printf 0123456789"), Duration::from_secs(10), 4)
+            .expect("runs");
+        assert_eq!(out.stdout, b"0123");
+    }
+
+    #[test]
+    fn a_timeout_kills_the_tree() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("grandchild");
+        let script = format!(
+            "setsid sleep 30 & echo $! > {}; sleep 30",
+            pidfile.display()
+        );
+        let err =
+            run_with_timeout(&mut sh(&script), Duration::from_millis(500)).expect_err("times out");
+        assert!(matches!(err, RunError::TimedOut(_)), "{err:?}");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid");
+        // Killed before run_with_timeout returned; a zombie waits for init.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(pid) {
+            assert!(Instant::now() < deadline, "grandchild {pid} survived");
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }

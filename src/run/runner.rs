@@ -133,9 +133,7 @@ pub enum EnvError {
     Wake { value: String },
 }
 
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
+use crate::config::env_nonempty;
 
 /// One turn to run.
 #[derive(Debug, Clone, Default)]

@@ -90,13 +90,10 @@ pub fn state_dir() -> Result<PathBuf, StateError> {
     }
 }
 
-fn env_nonempty(name: &str) -> Option<String> {
+/// The environment variable `name`, unless unset, not UTF-8 or blank; also
+/// the process environment as [`ConfigStore::load_with_env`] wants it.
+pub fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// The process environment, as [`ConfigStore::load_with_env`] wants it.
-pub fn process_env(name: &str) -> Option<String> {
-    env_nonempty(name)
 }
 
 /// What can go wrong reading or writing state. Bad *content* is never an
@@ -723,7 +720,7 @@ impl ConfigStore {
 
     /// The file merged with the process environment.
     pub fn load(&self) -> Result<ConfigStatus, StateError> {
-        self.load_with_env(&process_env)
+        self.load_with_env(&env_nonempty)
     }
 
     /// The file merged with `env` (a lookup returning non-empty values).
@@ -740,7 +737,7 @@ impl ConfigStore {
     /// write it back (other keys, known or not, untouched; nothing from the
     /// environment), then return the new status.
     pub fn save_change(&self, change: ConfigChange) -> Result<ConfigStatus, StateError> {
-        self.save_change_with_env(change, &process_env)
+        self.save_change_with_env(change, &env_nonempty)
     }
 
     pub fn save_change_with_env(

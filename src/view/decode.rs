@@ -268,8 +268,8 @@ impl Decoded {
         }
         summary.unknown_fields = unknown.into_iter().collect();
         summary.unknown_fields.sort_by(|(a, _), (b, _)| {
-            path_key(&a.path)
-                .cmp(&path_key(&b.path))
+            steps::path_order(&a.path)
+                .cmp(&steps::path_order(&b.path))
                 .then(a.wire_type.cmp(&b.wire_type))
         });
         summary
@@ -321,17 +321,6 @@ impl Decoded {
         let _ = self.write_json_lines(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()
     }
-}
-
-/// Sort key for a field path: numeric segments compare as numbers, and a
-/// side column's name (`metadata.4.7`) sorts after all payload paths.
-fn path_key(path: &str) -> Vec<(u8, u64, &str)> {
-    path.split('.')
-        .map(|seg| match seg.parse::<u64>() {
-            Ok(n) => (0, n, ""),
-            Err(_) => (1, 0, seg),
-        })
-        .collect()
 }
 
 /// How many characters of tool-call arguments the text view shows.

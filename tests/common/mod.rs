@@ -189,3 +189,94 @@ pub fn bridge(
     }
     c
 }
+
+/// How long a test lets a child process run before it is killed and the
+/// test fails: generous, since the machine may be busy, but a bound.
+pub const CHILD_LIMIT: Duration = Duration::from_secs(120);
+
+/// Wait for `child` to exit, at most `limit`; on expiry it is killed and
+/// the test fails, so a test never hangs on a child.
+pub fn wait_status(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child {} did not exit within {limit:?}; killed", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// [`std::process::Child::wait_with_output`] with [`wait_status`]'s bound:
+/// the pipes are read on threads while the child is waited for.
+pub fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    fn read_all(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    }
+    let stdout = child.stdout.take().map(read_all);
+    let stderr = child.stderr.take().map(read_all);
+    let status = wait_status(&mut child, limit);
+    let join = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+        h.map(|h| h.join().expect("pipe reader"))
+            .unwrap_or_default()
+    };
+    std::process::Output {
+        status,
+        stdout: join(stdout),
+        stderr: join(stderr),
+    }
+}
+
+/// Kills a child that is still running `limit` after this was made, unless
+/// dropped first: bounds a test that reads a child's output line by line.
+/// Drop it before reaping the child (with [`wait_status`]), so its pid
+/// cannot have been reused when it fires.
+pub struct Watchdog {
+    disarm: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Watchdog {
+    pub fn new(child: &std::process::Child, limit: Duration) -> Watchdog {
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!("child {pid} still running after {limit:?}; killing it");
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        });
+        Watchdog { disarm: Some(tx) }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(tx) = self.disarm.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Poll `holds` until it is true or `limit` passes; whether it became
+/// true. For checks that something stopped (a process is gone): poll to a
+/// deadline instead of sleeping and looking once.
+pub fn eventually(limit: Duration, mut holds: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if holds() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

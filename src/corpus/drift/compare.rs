@@ -28,7 +28,7 @@
 //! [`compare`] runs one function per family of finding, each adding to a
 //! [`Findings`] builder.
 
-use super::fingerprint::{Fingerprint, PathKey, PathPrint, StepTypePrint, SIDE};
+use super::fingerprint::{Fingerprint, PathKey, PathPrint, StepTypePrint};
 use super::report::{describe_path, Report};
 use super::{NEEDED_STEP_COLUMNS, SIGNIFICANCE};
 use crate::steps::{self, Kind, Known, StepStatus, StepType, LOAD_BEARING};
@@ -199,7 +199,7 @@ pub fn known_paths() -> &'static BTreeMap<String, KnownPath> {
         }
         let mut out = BTreeMap::new();
         walk(steps::STEP, "", "", &mut out);
-        for (column, tree) in SIDE {
+        for (column, tree) in steps::SIDE_COLUMNS {
             walk(tree, column, "", &mut out);
         }
         out

@@ -18,7 +18,7 @@ use crate::corpus::db::{self, TableRows};
 use crate::decode::{self, SourceKind};
 use crate::recording::{Op, Recording, SqlValue, Write};
 use crate::schema;
-use crate::steps::{self, Known, StepRow, StepType};
+use crate::steps::{self, StepType};
 use crate::wire::WireType;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,13 +36,7 @@ pub struct PathKey(pub String);
 
 impl PathKey {
     fn segments(&self) -> Vec<(u8, u64, &str)> {
-        self.0
-            .split('.')
-            .map(|seg| match seg.parse::<u64>() {
-                Ok(n) => (0, n, ""),
-                Err(_) => (1, 0, seg),
-            })
-            .collect()
+        steps::path_order(&self.0)
     }
 }
 
@@ -255,22 +249,6 @@ struct StepAcc {
     error: bool,
 }
 
-fn blob(v: Option<&SqlValue>) -> Option<Vec<u8>> {
-    match v {
-        Some(SqlValue::Blob(b)) => Some(b.clone()),
-        Some(SqlValue::Text(t)) => Some(t.as_bytes().to_vec()),
-        _ => None,
-    }
-}
-
-/// Side columns of `steps` and their trees (`render_info` has none).
-pub(super) const SIDE: &[(&str, &[Known])] = &[
-    ("metadata", steps::METADATA),
-    ("error_details", steps::ERROR_DETAILS),
-    ("permissions", steps::PERMISSIONS),
-    ("task_details", steps::TASK_DETAILS),
-];
-
 fn observe_step(
     acc: &mut BTreeMap<(String, String, i64, i64), StepAcc>,
     source: &str,
@@ -278,22 +256,8 @@ fn observe_step(
     key: &BTreeMap<String, SqlValue>,
     values: &BTreeMap<String, SqlValue>,
 ) {
-    let idx = key.get("idx").and_then(SqlValue::as_i64).unwrap_or(0);
-    let step_type = values
-        .get("step_type")
-        .and_then(SqlValue::as_i64)
-        .unwrap_or(0);
-    let status = values.get("status").and_then(SqlValue::as_i64).unwrap_or(0);
-    let row = StepRow {
-        idx,
-        step_type,
-        status,
-        payload: blob(values.get("step_payload")),
-        metadata: blob(values.get("metadata")),
-        error_details: blob(values.get("error_details")),
-        permissions: blob(values.get("permissions")),
-        task_details: blob(values.get("task_details")),
-    };
+    let row = crate::corpus::db::step_row(key, values);
+    let (idx, step_type, status) = (row.idx, row.step_type, row.status);
     let a = acc
         .entry((source.to_string(), db.to_string(), idx, step_type))
         .or_default();
@@ -307,15 +271,13 @@ fn observe_step(
     if let Some(payload) = &row.payload {
         let _ = steps::walk_paths(payload, steps::STEP, "", &mut visit);
     }
-    for (column, tree) in SIDE {
-        if let Some(b) = blob(values.get(*column)) {
-            let _ = steps::walk_paths(&b, tree, column, &mut visit);
-        }
+    for (column, b, tree) in row.side_columns() {
+        let _ = steps::walk_paths(b, tree, column, &mut visit);
     }
     // Any other blob column of `steps` (render_info, or a new one).
     for (column, v) in values {
         if let SqlValue::Blob(b) = v {
-            if column == "step_payload" || SIDE.iter().any(|(c, _)| c == column) {
+            if column == "step_payload" || steps::SIDE_COLUMNS.iter().any(|(c, _)| c == column) {
                 continue;
             }
             let _ = steps::walk_paths(b, &[], column, &mut visit);

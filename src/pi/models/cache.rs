@@ -11,6 +11,7 @@
 use super::*;
 use crate::agy_version::BinaryKey;
 use crate::config::{lock_file, StateError, StateFile};
+use crate::process::{run_with_timeout, RunError};
 
 // --- running `agy models` --------------------------------------------------------
 
@@ -36,53 +37,25 @@ pub enum Unavailable {
 }
 
 /// Run `BIN models` with stdin closed, in its own process group, killing the
-/// group after `timeout`. Returns stdout of a successful run that listed at
+/// tree after `timeout`. Returns stdout of a successful run that listed at
 /// least one model.
 pub fn fetch(bin: &Path, timeout: Duration) -> Result<String, Unavailable> {
-    use std::os::unix::process::CommandExt;
     let bin_s = bin.display().to_string();
-    let mut child = Command::new(bin)
-        .arg("models")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Unavailable::NotInstalled { bin: bin_s.clone() }
-            } else {
-                Unavailable::SpawnFailed {
-                    bin: bin_s.clone(),
-                    message: e.to_string(),
-                }
-            }
-        })?;
-    let pid = child.id();
-    let out = read_in_thread(child.stdout.take());
-    let err = read_in_thread(child.stderr.take());
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(_) => break None,
+    let out = run_with_timeout(Command::new(bin).arg("models"), timeout).map_err(|e| match e {
+        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Unavailable::NotInstalled { bin: bin_s.clone() }
         }
-    };
-    let Some(status) = status else {
-        kill_group(pid);
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(Unavailable::TimedOut {
+        RunError::Spawn(e) => Unavailable::SpawnFailed {
+            bin: bin_s.clone(),
+            message: e.to_string(),
+        },
+        RunError::TimedOut(_) | RunError::Wait(_) => Unavailable::TimedOut {
             secs: timeout.as_secs_f64().ceil() as u64,
-        });
-    };
-    // Whatever else is left of the group must not keep our pipes open.
-    kill_group(pid);
-    let stdout = collect(out);
-    let stderr = collect(err);
-    judge(status, &stdout, &stderr)?;
+        },
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    judge(out.status, &stdout, &stderr)?;
     Ok(stdout)
 }
 
@@ -141,31 +114,6 @@ fn sign_in_sentence(line: &str) -> String {
     } else {
         bare.to_string()
     }
-}
-
-pub(super) fn kill_group(pid: u32) {
-    use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
-    if pid > 1 {
-        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-    }
-}
-
-pub(super) fn read_in_thread<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut buf);
-        }
-        let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
-    });
-    rx
-}
-
-/// A pipe's text; a pipe held open by an escaped grandchild is given up on.
-pub(super) fn collect(rx: mpsc::Receiver<String>) -> String {
-    rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default()
 }
 
 // --- the cache ----------------------------------------------------------------
@@ -322,9 +270,7 @@ pub struct Loader {
 impl Loader {
     /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
     pub fn from_env() -> Loader {
-        let agy_bin = std::env::var("AGY_BIN")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
+        let agy_bin = crate::config::env_nonempty("AGY_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("agy"));
         Loader {

@@ -32,11 +32,10 @@ pub use parse::*;
 use crate::format::agy_args::Effort;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// pi's provider id for these models.
 pub const PI_PROVIDER: &str = "antigravity";
