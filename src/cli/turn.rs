@@ -910,15 +910,9 @@ fn final_answer(result: &runner::RunResult, events: &[agy_bridge::events::Event]
         return r.response.trim_end().to_string();
     }
     let t = agy_bridge::events::Transcript::from_events(events.iter().cloned());
-    let last = t.steps.values().rev().find_map(|items| {
-        items.iter().find_map(|e| match e {
-            agy_bridge::events::Event::Text { text, .. } if !text.trim().is_empty() => {
-                Some(text.clone())
-            }
-            _ => None,
-        })
-    });
-    last.unwrap_or_else(|| result.stdout.trim().to_string())
+    t.last_answer()
+        .map(str::to_string)
+        .unwrap_or_else(|| result.stdout.trim().to_string())
 }
 
 fn strip_add_dirs(args: &[String]) -> Vec<String> {
