@@ -215,7 +215,7 @@ fn sigkill_leaves_no_private_prompt_file_behind() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .expect("kill");
-    let gone = eventually(|| {
+    let gone = eventually(Duration::from_secs(10), || {
         std::fs::read_dir(tmp.path())
             .map(|d| d.count() == 0)
             .unwrap_or(false)
