@@ -7,26 +7,14 @@
 //! Results go to stderr, one line per captured commit, then the sorted
 //! latencies.
 
+mod common;
+
+use common::workspace_bin;
+
 use agy_bridge::record::{self, Capturer};
 use agy_bridge::recording::{self, Commit, Recording};
 use agy_bridge::runner::{self, BindMode, RunConfig, TurnRequest};
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// A binary of this workspace next to the bench (release or debug).
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench exe");
-    let profile = exe.parent().and_then(Path::parent).expect("profile dir");
-    let target = profile.parent().expect("target dir");
-    [
-        profile.join(name),
-        target.join("release").join(name),
-        target.join("debug").join(name),
-    ]
-    .into_iter()
-    .find(|c| c.is_file())
-    .unwrap_or_else(|| panic!("{name} not built: run `cargo build -p {name}` first"))
-}
 
 /// The `(idx, step_payload)` of each `steps` write in `c`.
 fn step_payloads(c: &Commit) -> Vec<(i64, Vec<u8>)> {

@@ -18,6 +18,10 @@
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
 //! target directory). Results go to stdout; README quotes them.
 
+mod common;
+
+use common::{fake_agy, workspace_bin};
+
 use agy_bridge::events::Event;
 use agy_bridge::poller::{Poll, Poller};
 use agy_bridge::recording::Recording;
@@ -26,25 +30,6 @@ use agy_bridge::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
 use agy_bridge::synth::{chunks, step_write, Builder};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// A binary of this workspace next to the bench (release or debug).
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench exe");
-    let profile = exe.parent().and_then(Path::parent).expect("profile dir");
-    let target = profile.parent().expect("target dir");
-    [
-        profile.join(name),
-        target.join("release").join(name),
-        target.join("debug").join(name),
-    ]
-    .into_iter()
-    .find(|c| c.is_file())
-    .unwrap_or_else(|| panic!("{name} not built: run `cargo build --release --workspace` first"))
-}
-
-fn fake_agy() -> PathBuf {
-    workspace_bin("fake-agy")
-}
 
 /// 60 growth commits, 40 ms apart, each extending one answer. Also returns
 /// the answer's length after each growth commit.

@@ -11,6 +11,10 @@
 //! memory`. `MEMORY_BENCH_MB` changes the answer's size;
 //! `MEMORY_BENCH_SAVE=PATH` also keeps the recording at PATH.
 
+mod common;
+
+use common::fake_agy;
+
 #[path = "../tests/common/rss.rs"]
 mod rss;
 
@@ -18,25 +22,11 @@ use agy_bridge::recording::Recording;
 use agy_bridge::synth;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 const COMMITS: usize = 10;
 const MB: f64 = 1024.0 * 1024.0;
-
-fn fake_agy() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench exe");
-    let profile = exe.parent().and_then(Path::parent).expect("profile dir");
-    let target = profile.parent().expect("target dir");
-    [
-        profile.join("fake-agy"),
-        target.join("release/fake-agy"),
-        target.join("debug/fake-agy"),
-    ]
-    .into_iter()
-    .find(|c| c.is_file())
-    .expect("fake-agy not built: run `cargo build -p fake-agy --release` first")
-}
 
 /// The largest `step_payload` any commit writes.
 fn largest_payload(rec: &Recording) -> usize {

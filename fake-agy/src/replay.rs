@@ -14,7 +14,7 @@ use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
 use crate::stream::{self, Emitter, TextMode};
 use agy_bridge::recording::{
-    self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, SqlValue, Write as RowWrite,
+    self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
 use agy_bridge::steps::{self, StepRow};
 use agy_bridge::stream_json::{DeniedAction, Line};
@@ -444,23 +444,11 @@ fn step_row(w: &RowWrite, idx_offset: i64) -> Option<StepRow> {
     if w.table != "steps" || w.op != Op::Upsert {
         return None;
     }
-    let int = |c: &str| w.values.get(c).and_then(SqlValue::as_i64).unwrap_or(0);
-    let blob = |c: &str| {
-        w.values
-            .get(c)
-            .and_then(SqlValue::as_blob)
-            .map(<[u8]>::to_vec)
-    };
-    Some(StepRow {
-        idx: w.key.get("idx")?.as_i64()? + idx_offset,
-        step_type: int("step_type"),
-        status: int("status"),
-        payload: blob("step_payload"),
-        metadata: blob("metadata"),
-        error_details: blob("error_details"),
-        permissions: blob("permissions"),
-        task_details: blob("task_details"),
-    })
+    // The key must name a step; the row is the library's reading of it.
+    w.key.get("idx")?.as_i64()?;
+    let mut row = agy_bridge::db::step_row(&w.key, &w.values);
+    row.idx += idx_offset;
+    Some(row)
 }
 
 /// The permission kind a `permissions` column asks for
