@@ -112,7 +112,7 @@ pub enum StateError {
     #[error("cannot lock {}: {source}", path.display())]
     Lock { path: PathBuf, source: Errno },
     #[error(transparent)]
-    InvalidConversationId(#[from] crate::discovery::InvalidId),
+    InvalidConversationId(#[from] crate::format::ids::InvalidId),
     #[error("invalid model alias {0:?}: {1}")]
     InvalidModel(String, &'static str),
 }

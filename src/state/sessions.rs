@@ -40,7 +40,7 @@
 use crate::config::{
     json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
 };
-use crate::discovery::ConversationId;
+use crate::format::ids::ConversationId;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

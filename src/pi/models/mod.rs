@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// pi's provider id for these models.
-pub const PI_PROVIDER: &str = "antigravity";
+/// pi's provider id for these models: the provider's own, one constant.
+pub use crate::pi::provider::PROVIDER_ID as PI_PROVIDER;
 /// The custom pi `api` string of every model we emit. No built-in pi
 /// provider claims it; the pi extension registers its `streamSimple` under
 /// the same string. (The TypeScript bridge used the same sentinel.)
