@@ -4,6 +4,7 @@
 //! into an exit code and words a user can act on.
 
 use agy_bridge::discovery::ConversationId;
+use agy_bridge::mcp::relay::Control;
 use agy_bridge::render::LiveView;
 use agy_bridge::runner::{
     self, BindMode, Effort, Mode, RunConfig, RunEvent, TurnRequest, WakeMode,
@@ -265,10 +266,17 @@ pub struct StreamArgs {
     timeout_min: u64,
 }
 
-/// Read stdin lines on a plain thread: the first is the request, later ones
-/// may be `{"type":"abort"}`.
-fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<Option<String>> {
+/// Read stdin lines on a plain thread: the first is the request; later
+/// ones are `{"type":"abort"}` (cancels at once) or the control lines of
+/// pi's tool results (see [`agy_bridge::mcp::relay::Control`]).
+fn stdin_reader(
+    cancel: CancellationToken,
+) -> (
+    tokio::sync::oneshot::Receiver<Option<String>>,
+    tokio::sync::mpsc::UnboundedReceiver<Control>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let (control_tx, control) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut lines = io::stdin().lock().lines();
@@ -282,10 +290,13 @@ fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<Opt
                 .unwrap_or(false);
             if is_abort {
                 cancel.cancel();
+            } else if let Some(c) = Control::parse(&line) {
+                let _ = control_tx.send(c);
             }
         }
+        let _ = control_tx.send(Control::Closed);
     });
-    rx
+    (rx, control)
 }
 
 pub fn cmd_stream(args: StreamArgs) -> CmdResult {
@@ -306,7 +317,7 @@ async fn stream_turn(args: StreamArgs) -> bool {
     pi.start();
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let request_line = stdin_reader(cancel.clone());
+    let (request_line, control) = stdin_reader(cancel.clone());
 
     let line = tokio::select! {
         line = request_line => line.ok().flatten(),
@@ -354,24 +365,35 @@ async fn stream_turn(args: StreamArgs) -> bool {
     for note in &prepared.notes {
         pi.thinking(note);
     }
+    let mut mapper = EventMapper::new(&prepared.cwd);
+    let mut turn = prepared.turn.clone();
+    // pi's tools, served to agy for this turn only (dropped with it).
+    let bridge = match serve_pi_tools(&req, &mut turn, &mut mapper).await {
+        Ok(b) => b,
+        Err(message) => {
+            pi.fail(false, &message);
+            return false;
+        }
+    };
+    let mut tool_lines = bridge.map(|b| {
+        let lines = agy_bridge::mcp::relay::ToolLines {
+            calls: b.calls,
+            control,
+            window: agy_bridge::mcp::relay::batch_window(),
+        };
+        (b.server, b.dir, lines)
+    });
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let cfg = prepared.cfg.clone();
-    let turn = prepared.turn.clone();
     let run_cancel = cancel.clone();
     let runner = tokio::spawn(async move { runner::run(&cfg, &turn, run_cancel, tx).await });
-    let mut mapper = EventMapper::new(&prepared.cwd);
-    while let Some(ev) = rx.recv().await {
-        if matches!(ev, RunEvent::Aborted) {
-            // Promptly: agy's tree is still being taken down.
-            pi.fail(true, "Operation aborted");
-        }
-        mapper.map(&ev, &mut pi);
-        if pi.broken {
-            cancel.cancel();
-        }
-    }
-    let result = match runner.await {
+    let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
+    agy_bridge::mcp::relay::relay(&mut rx, tools, &mut pi, &mut mapper, &cancel).await;
+    let result = runner.await;
+    // The turn is over: close the port, remove the config, answer any call.
+    drop(tool_lines);
+    let result = match result {
         Ok(r) => r,
         Err(e) => {
             pi.fail(
@@ -404,6 +426,27 @@ async fn stream_turn(args: StreamArgs) -> bool {
         pi.fail(aborted, &message);
         false
     }
+}
+
+/// Serve the request's tools (those agy lacks) to agy for this turn: the
+/// private MCP config directory joins the turn's `--add-dir`s.
+async fn serve_pi_tools(
+    req: &agy_bridge::provider::StreamRequest,
+    turn: &mut TurnRequest,
+    mapper: &mut agy_bridge::provider::EventMapper,
+) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
+    use agy_bridge::mcp;
+    if mcp::disabled_by_env() {
+        return Ok(None);
+    }
+    let bridge = mcp::ToolBridge::start(mcp::offered_tools(&req.tools))
+        .await
+        .map_err(|e| format!("agy-bridge: cannot serve pi's tools to agy: {e}"))?;
+    if let Some(b) = &bridge {
+        turn.add_dirs.push(b.dir.path().to_path_buf());
+        mapper.hide_bridge_calls();
+    }
+    Ok(bridge)
 }
 
 /// The request's working directory: pi's, else ours.

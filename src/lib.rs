@@ -18,6 +18,7 @@ pub mod drift;
 pub mod events;
 pub mod failure;
 pub mod guard;
+pub mod mcp;
 pub mod models;
 pub mod poller;
 pub mod process;

@@ -431,6 +431,7 @@ impl Capturer {
                     db: id.clone(),
                     pre: true,
                     gate: None,
+                    mcp_call: None,
                     writes,
                 });
             }
@@ -495,6 +496,7 @@ impl Capturer {
                 db: self.dbs[i].id.clone(),
                 pre: false,
                 gate: None,
+                mcp_call: None,
                 writes,
             });
         }
@@ -765,6 +767,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         db: root.clone(),
         pre: false,
         gate: None,
+        mcp_call: None,
         writes: diff_tables(None, &tables),
     }];
     let mut seen = BTreeSet::from([root.clone()]);
@@ -784,6 +787,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
             db: child,
             pre: false,
             gate: None,
+            mcp_call: None,
             writes: diff_tables(None, &child_tables),
         });
     }

@@ -18,6 +18,7 @@ use crate::steps::{
 use crate::wire::Encoder;
 use std::collections::BTreeMap;
 
+pub mod mcp;
 mod outcomes;
 
 /// `agy models` as agy 1.2.8 prints it (format 3).
@@ -206,6 +207,7 @@ impl Builder {
             db: self.db.clone(),
             pre: self.pre,
             gate,
+            mcp_call: None,
             writes,
         });
         self

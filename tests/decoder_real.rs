@@ -758,7 +758,7 @@ fn pi_thinking(cwd: &std::path::Path, events: Vec<Event>) -> String {
         for e in events {
             mapper.map(&RunEvent::Agy(e), &mut out);
         }
-        out.done();
+        out.done(None);
     }
     String::from_utf8_lossy(&buf)
         .lines()
