@@ -9,7 +9,7 @@
 // `pi-agy-bridge`), else `agy-bridge` on PATH. It must be a real executable:
 // it re-executes itself as the guardian of agy's process tree.
 
-import { spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -20,8 +20,11 @@ import {
 	type AssistantMessage,
 	type AssistantMessageEventStream,
 	type Context,
+	type Message,
 	type Model,
 	type SimpleStreamOptions,
+	type ToolCall,
+	type ToolResultMessage,
 } from "@earendil-works/pi-ai";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
@@ -79,11 +82,92 @@ type BridgeEvent =
 	| { type: "text_start" | "thinking_start"; contentIndex: number }
 	| { type: "text_delta" | "thinking_delta"; contentIndex: number; delta: string }
 	| { type: "text_end" | "thinking_end"; contentIndex: number; content: string }
-	| { type: "done"; reason: "stop"; usage?: BridgeUsage }
+	| { type: "toolcall_start"; contentIndex: number; id: string; toolName: string }
+	| { type: "toolcall_delta"; contentIndex: number; delta: string }
+	| { type: "toolcall_end"; contentIndex: number; toolCall: ToolCall }
+	| { type: "done"; reason: "stop" | "toolUse"; usage?: BridgeUsage }
 	| { type: "error"; reason: "error" | "aborted"; errorMessage: string };
 
-/** pi's streamSimple: one `agy-bridge stream` child per turn. We own the
- *  partial AssistantMessage and apply every delta to it. */
+/** pi's tools agy has natively, and the one that delegates to agy itself:
+ *  never offered to agy (agy-bridge filters them too). */
+const NATIVE_TOOLS = new Set(["read", "bash", "edit", "write", "grep", "find", "ls", "AskAntigravity"]);
+/** `/agy tools on|off`; starts from AGY_PI_TOOLS (off, 0, false, no: off). */
+let piToolsOn = !/^(off|0|false|no)$/i.test((process.env.AGY_PI_TOOLS ?? "").trim());
+
+/** One `agy-bridge stream` child: one agy turn, which may span several pi
+ *  provider calls when agy calls pi's tools (each ends with `toolUse`; the
+ *  next call is the continuation carrying pi's results). */
+type LiveTurn = {
+	child: ChildProcessWithoutNullStreams;
+	/** The provider call being streamed; events wait in `buffered` between calls. */
+	sink: ((ev: BridgeEvent) => void) | null;
+	onClose: ((code: number | null, signal: NodeJS.Signals | null) => void) | null;
+	buffered: BridgeEvent[];
+	/** Tool call ids agy waits on (the last `toolUse` message's). */
+	parked: string[];
+	closed: { code: number | null; signal: NodeJS.Signals | null } | null;
+	stderrTail: string;
+};
+/** Live turns by pi session: the child stays between provider calls. */
+const liveTurns = new Map<string, LiveTurn>();
+
+/** Tell a turn that pi will not continue it: agy-bridge answers agy's
+ *  waiting calls with an error and ends the turn; the child must be gone soon. */
+function releaseTurn(key: string, reason: string): void {
+	const turn = liveTurns.get(key);
+	if (!turn) return;
+	liveTurns.delete(key);
+	try {
+		turn.child.stdin.write(`${JSON.stringify({ type: "release", reason })}\n`);
+	} catch {
+		/* already closed */
+	}
+	setTimeout(() => {
+		if (turn.child.exitCode === null && turn.child.signalCode === null) turn.child.kill("SIGTERM");
+	}, ABORT_GRACE_MS).unref();
+}
+
+function spawnTurn(key: string, request: unknown): LiveTurn {
+	const child = spawn(bridgeBin(), ["stream"], { stdio: ["pipe", "pipe", "pipe"] });
+	const turn: LiveTurn = { child, sink: null, onClose: null, buffered: [], parked: [], closed: null, stderrTail: "" };
+	child.stderr.on("data", (d: Buffer) => {
+		turn.stderrTail = (turn.stderrTail + d.toString("utf8")).slice(-2000);
+	});
+	child.stdin.on("error", () => {
+		/* the child went away; close reports it */
+	});
+	createInterface({ input: child.stdout }).on("line", (line) => {
+		let ev: BridgeEvent;
+		try {
+			ev = JSON.parse(line);
+		} catch {
+			return; // not protocol: ignore rather than crash pi
+		}
+		if (turn.sink) turn.sink(ev);
+		else turn.buffered.push(ev);
+	});
+	child.on("close", (code, signal) => {
+		turn.closed = { code, signal };
+		if (liveTurns.get(key) === turn) liveTurns.delete(key);
+		turn.onClose?.(code, signal);
+	});
+	child.stdin.write(`${JSON.stringify(request)}\n`);
+	return turn;
+}
+
+/** The toolResult messages after the newest assistant message, by call id. */
+function trailingToolResults(messages: Message[]): Map<string, ToolResultMessage> {
+	const out = new Map<string, ToolResultMessage>();
+	for (let i = messages.length - 1; i >= 0; i--) {
+		const m = messages[i];
+		if (m.role !== "toolResult") break;
+		out.set(m.toolCallId, m);
+	}
+	return out;
+}
+
+/** pi's streamSimple: one `agy-bridge stream` child per agy turn. We own the
+ *  partial AssistantMessage of each provider call and apply every delta. */
 function streamSimple(model: Model<Api>, context: Context, options?: SimpleStreamOptions): AssistantMessageEventStream {
 	const stream = createAssistantMessageEventStream();
 	const partial: AssistantMessage = {
@@ -98,7 +182,6 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 	};
 	let finished = false;
 	let started = false;
-	let stderrTail = "";
 	const ensureStarted = () => {
 		if (!started) {
 			started = true;
@@ -115,14 +198,39 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		stream.end();
 	};
 
-	const child = spawn(bridgeBin(), ["stream"], { stdio: ["pipe", "pipe", "pipe"] });
-	child.on("error", (err) => fail("error", cannotStart(err)));
-	child.stderr.on("data", (d: Buffer) => {
-		stderrTail = (stderrTail + d.toString("utf8")).slice(-2000);
-	});
-	child.stdin.on("error", () => {
-		/* the child went away; close() below reports it */
-	});
+	// The continuation of a turn whose agy waits on pi's tool results, or a new turn.
+	const key = options?.sessionId ?? `cwd:${process.cwd()}`;
+	let turn = liveTurns.get(key);
+	if (turn) {
+		const results = trailingToolResults(context.messages);
+		if (turn.parked.length > 0 && turn.parked.every((id) => results.has(id))) {
+			for (const id of turn.parked) {
+				const r = results.get(id);
+				turn.child.stdin.write(`${JSON.stringify({ type: "tool_result", toolCallId: id, content: r?.content ?? [], isError: r?.isError ?? true })}\n`);
+			}
+			turn.parked = [];
+		} else {
+			releaseTurn(key, "pi's next request did not carry the results of agy's tool calls");
+			turn = undefined;
+		}
+	}
+	if (!turn) {
+		const tools = piToolsOn ? (context.tools ?? []).filter((t) => !NATIVE_TOOLS.has(t.name)) : [];
+		turn = spawnTurn(key, {
+			model: model.id,
+			reasoning: options?.reasoning,
+			sessionId: options?.sessionId,
+			cwd: process.cwd(),
+			messages: context.messages,
+			tools: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })),
+		});
+		liveTurns.set(key, turn);
+	}
+	const live = turn;
+	const detach = () => {
+		live.sink = null;
+		live.onClose = null;
+	};
 
 	const apply = (ev: BridgeEvent) => {
 		if (finished) return;
@@ -156,16 +264,37 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				if (block?.type === "thinking") block.thinking = ev.content;
 				break;
 			}
+			case "toolcall_start":
+				ensureStarted();
+				partial.content[ev.contentIndex] = { type: "toolCall", id: ev.id, name: ev.toolName, arguments: {} };
+				stream.push({ type: "toolcall_start", contentIndex: ev.contentIndex, partial });
+				return;
+			case "toolcall_delta":
+				ensureStarted();
+				stream.push({ type: "toolcall_delta", contentIndex: ev.contentIndex, delta: ev.delta, partial });
+				return;
+			case "toolcall_end":
+				ensureStarted();
+				partial.content[ev.contentIndex] = ev.toolCall;
+				stream.push({ type: "toolcall_end", contentIndex: ev.contentIndex, toolCall: ev.toolCall, partial });
+				return;
 			case "done":
 				ensureStarted();
 				finished = true;
-				partial.stopReason = "stop";
+				partial.stopReason = ev.reason;
 				// agy runs on the user's own subscription: tokens, no cost.
 				if (ev.usage) partial.usage = { ...zeroUsage(), ...ev.usage, cost: zeroUsage().cost };
-				stream.push({ type: "done", reason: "stop", message: partial });
+				if (ev.reason === "toolUse") {
+					// agy waits: the child lives on until pi continues (or releases) it.
+					live.parked = partial.content.flatMap((b) => (b.type === "toolCall" ? [b.id] : []));
+				} else if (liveTurns.get(key) === live) liveTurns.delete(key);
+				detach();
+				stream.push({ type: "done", reason: ev.reason, message: partial });
 				stream.end();
 				return;
 			case "error":
+				if (liveTurns.get(key) === live) liveTurns.delete(key);
+				detach();
 				fail(ev.reason === "aborted" ? "aborted" : "error", ev.errorMessage || "agy-bridge reported an error without a message");
 				return;
 			default:
@@ -174,47 +303,36 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		ensureStarted();
 		stream.push({ ...ev, partial } as Parameters<typeof stream.push>[0]);
 	};
-
-	createInterface({ input: child.stdout }).on("line", (line) => {
-		let ev: BridgeEvent;
-		try {
-			ev = JSON.parse(line);
-		} catch {
-			return; // not protocol: ignore rather than crash pi
-		}
-		apply(ev);
-	});
-	child.on("close", (code, signal) => {
+	const onClose = (code: number | null, signal: NodeJS.Signals | null) => {
+		detach();
 		if (finished) return;
 		if (options?.signal?.aborted) return fail("aborted", "Operation aborted");
 		const why = signal ? `signal ${signal}` : `exit code ${code}`;
-		const tail = stderrTail.trim().split("\n").slice(-3).join(" | ");
+		const tail = live.stderrTail.trim().split("\n").slice(-3).join(" | ");
 		fail("error", `agy-bridge ended without finishing the turn (${why})${tail ? `: ${tail}` : ""}`);
-	});
+	};
+	live.child.once("error", (err) => fail("error", cannotStart(err)));
+	// Events that came while pi ran the tools go out first.
+	live.sink = apply;
+	live.onClose = onClose;
+	for (const ev of live.buffered.splice(0)) apply(ev);
+	if (live.closed && !finished) onClose(live.closed.code, live.closed.signal);
 
 	// Abort: ask politely over stdin, then make sure the child is gone.
 	const onAbort = () => {
+		if (finished) return;
 		try {
-			child.stdin.write('{"type":"abort"}\n');
+			live.child.stdin.write('{"type":"abort"}\n');
 		} catch {
 			/* already closed */
 		}
 		setTimeout(() => {
-			if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+			if (live.child.exitCode === null && live.child.signalCode === null) live.child.kill("SIGTERM");
 			fail("aborted", "Operation aborted");
 		}, ABORT_GRACE_MS).unref();
 	};
 	if (options?.signal?.aborted) onAbort();
 	else options?.signal?.addEventListener("abort", onAbort, { once: true });
-
-	const request = {
-		model: model.id,
-		reasoning: options?.reasoning,
-		sessionId: options?.sessionId,
-		cwd: process.cwd(),
-		messages: context.messages,
-	};
-	child.stdin.write(`${JSON.stringify(request)}\n`);
 	return stream;
 }
 
@@ -240,10 +358,24 @@ export default function (pi: ExtensionAPI): void {
 		streamSimple,
 	});
 
+	// A turn pi will not continue: agy's waiting tool calls get an error and
+	// the child ends (no agy, child or port outlives its turn).
+	pi.on("agent_end", () => {
+		for (const [key, turn] of [...liveTurns]) if (turn.parked.length > 0) releaseTurn(key, "the pi turn ended before agy's tool calls were continued");
+	});
+	pi.on("session_shutdown", () => {
+		for (const key of [...liveTurns.keys()]) releaseTurn(key, "the pi session ended");
+	});
+
 	pi.registerCommand("agy", {
-		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | model ALIAS | thinking low|medium|high | sessions | clear]",
+		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
+			if (words[0] === "tools") {
+				if (words[1] === "on" || words[1] === "off") piToolsOn = words[1] === "on";
+				ctx.ui.notify(`agy can call pi's tools: ${piToolsOn ? "on" : "off"} (all but ${[...NATIVE_TOOLS].join(", ")}; this pi process; AGY_PI_TOOLS=off sets the default)`, "info");
+				return;
+			}
 			let argv: string[];
 			if (words[0] === "sessions") argv = ["sessions", "list"];
 			else if (words[0] === "clear") argv = ["sessions", "clear"];

@@ -25,7 +25,7 @@ pub use corpus::synth;
 pub use corpus::{db, drift, record, recording, redact};
 pub use follow::{discovery, events, poller};
 pub use format::{schema, steps, stream_json, wire};
-pub use pi::{diff, models, provider};
+pub use pi::{diff, mcp, models, provider};
 pub use run::{agy_version, failure, guard, process, prompt_file, runner};
 pub use state::{config, sessions};
 pub use view::{decode, render};

@@ -619,6 +619,7 @@ fn planted() -> Recording {
                 db: ROOT_ID.into(),
                 pre: false,
                 gate: None,
+                mcp_call: None,
                 writes: vec![
                     kv(
                         "trajectory_meta",
@@ -646,6 +647,7 @@ fn planted() -> Recording {
                 db: ROOT_ID.into(),
                 pre: false,
                 gate: None,
+                mcp_call: None,
                 writes: vec![step(3, 127, sub.finish(), None)],
             },
             Commit {
@@ -653,6 +655,7 @@ fn planted() -> Recording {
                 db: CHILD_ID.into(),
                 pre: false,
                 gate: None,
+                mcp_call: None,
                 writes: vec![kv(
                     "parent_references",
                     ("idx", SqlValue::Integer(0)),

@@ -8,6 +8,7 @@
 
 mod cli;
 mod ending;
+mod mcp;
 mod models;
 mod replay;
 mod stream;

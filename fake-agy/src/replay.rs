@@ -515,6 +515,8 @@ struct Run<'a> {
     emitter: Emitter,
     policy: PermissionPolicy,
     commit_log: Option<File>,
+    /// MCP calls waiting for their server's answer.
+    mcp: crate::mcp::InFlight,
 }
 
 impl<'a> Run<'a> {
@@ -580,6 +582,7 @@ impl<'a> Run<'a> {
             writers: HashMap::new(),
             policy: PermissionPolicy::for_version(version),
             commit_log,
+            mcp: crate::mcp::InFlight::default(),
         })
     }
 
@@ -708,8 +711,38 @@ impl<'a> Run<'a> {
         self.emitter.commit_done(commit.t_ms);
     }
 
+    /// Write type-38 steps of the recording's MCP calls (root database) as
+    /// agy would, one commit each, with their step updates.
+    fn write_mcp_steps(&mut self, t_ms: u64, steps: Vec<steps::Step>) -> Result<(), Fatal> {
+        for step in steps {
+            let commit = Commit {
+                t_ms,
+                db: self.rec.header.root_conversation.clone(),
+                pre: false,
+                gate: None,
+                mcp_call: None,
+                writes: vec![agy_bridge::db::step_write(&step)],
+            };
+            self.apply(usize::MAX, &commit)?;
+            self.emit(&commit);
+        }
+        Ok(())
+    }
+
+    /// Wait for the MCP calls in flight and write their finished steps;
+    /// returns how long the wait took (it shifts the rest of the schedule).
+    fn finish_mcp(&mut self, t_ms: u64) -> Result<Duration, Fatal> {
+        if self.mcp.is_empty() {
+            return Ok(Duration::ZERO);
+        }
+        let waited = Instant::now();
+        let done = self.mcp.finish();
+        self.write_mcp_steps(t_ms, done)?;
+        Ok(waited.elapsed())
+    }
+
     /// Walk the commits on their schedule until the run ends.
-    fn replay(&mut self, t0: Instant, deadline: Instant) -> Result<Ending, Fatal> {
+    fn replay(&mut self, mut t0: Instant, deadline: Instant) -> Result<Ending, Fatal> {
         let rec = self.rec;
         let opts = self.opts.clone();
         let commits: Vec<(usize, &Commit)> = rec.effective_commits(&opts).collect();
@@ -728,6 +761,10 @@ impl<'a> Run<'a> {
                 _ => {}
             }
             let n = pos + 1;
+            // Calls in flight end before any later commit but another call.
+            if commit.mcp_call.is_none() {
+                t0 += self.finish_mcp(commit.t_ms)?;
+            }
             let target = if commit.pre {
                 t0
             } else {
@@ -738,6 +775,10 @@ impl<'a> Run<'a> {
                 return Ok(Ending::PrintTimeout);
             }
             sleep_until(target);
+            if let Some(call) = &commit.mcp_call {
+                self.write_mcp_steps(commit.t_ms, vec![crate::mcp::step(call, None)])?;
+                self.mcp.start(call, &self.args.add_dirs);
+            }
             let (ns, written) = self.apply(*index, commit)?;
             let id = self.fresh_id(&commit.db);
             if let Some(f) = self.commit_log.as_mut() {
@@ -764,6 +805,8 @@ impl<'a> Run<'a> {
                 denied = Some(denied_actions(commit));
             }
         }
+        let last = commits.last().map_or(0, |(_, c)| c.t_ms);
+        self.finish_mcp(last)?;
         Ok(denied.map_or(Ending::Finished, Ending::Denied))
     }
 

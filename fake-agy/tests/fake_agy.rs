@@ -146,6 +146,7 @@ fn commit(t_ms: u64, db: &str, writes: Vec<Write>) -> Commit {
         db: db.into(),
         pre: false,
         gate: None,
+        mcp_call: None,
         writes,
     }
 }

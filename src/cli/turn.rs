@@ -4,6 +4,7 @@
 //! into an exit code and words a user can act on.
 
 use agy_bridge::discovery::ConversationId;
+use agy_bridge::mcp::relay::Control;
 use agy_bridge::render::LiveView;
 use agy_bridge::runner::{
     self, BindMode, Effort, Mode, RunConfig, RunEvent, TurnRequest, WakeMode,
@@ -373,10 +374,17 @@ fn env_whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 type RequestLine = Result<String, String>;
 
 /// Read stdin on a plain thread: the first line is the request (or, without
-/// a newline, everything up to the end of stdin); later lines may be
-/// `{"type":"abort"}`.
-fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<RequestLine> {
+/// a newline, everything up to the end of stdin); later lines are
+/// `{"type":"abort"}` (cancels at once) or the control lines of pi's tool
+/// results (see [`agy_bridge::mcp::relay::Control`]).
+fn stdin_reader(
+    cancel: CancellationToken,
+) -> (
+    tokio::sync::oneshot::Receiver<RequestLine>,
+    tokio::sync::mpsc::UnboundedReceiver<Control>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let (control_tx, control) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut stdin = io::stdin().lock();
@@ -392,11 +400,17 @@ fn stdin_reader(cancel: CancellationToken) -> tokio::sync::oneshot::Receiver<Req
             match stdin.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => break,
                 Ok(_) if is_abort_line(&line) => cancel.cancel(),
-                Ok(_) => {}
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    if let Some(c) = Control::parse(text.trim_end()) {
+                        let _ = control_tx.send(c);
+                    }
+                }
             }
         }
+        let _ = control_tx.send(Control::Closed);
     });
-    rx
+    (rx, control)
 }
 
 /// The request line's text, without its line ending.
@@ -489,7 +503,7 @@ async fn stream_turn(args: StreamArgs) -> bool {
     pi.start();
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let request_line = stdin_reader(cancel.clone());
+    let (request_line, control) = stdin_reader(cancel.clone());
 
     let (timeout, request_wait) = match stream_limits(&args) {
         Ok(limits) => limits,
@@ -539,24 +553,35 @@ async fn stream_turn(args: StreamArgs) -> bool {
     for note in &prepared.notes {
         pi.thinking(note);
     }
+    let mut mapper = EventMapper::new(&prepared.cwd);
+    let mut turn = prepared.turn.clone();
+    // pi's tools, served to agy for this turn only (dropped with it).
+    let bridge = match serve_pi_tools(&req, &mut turn, &mut mapper).await {
+        Ok(b) => b,
+        Err(message) => {
+            pi.fail(false, &message);
+            return false;
+        }
+    };
+    let mut tool_lines = bridge.map(|b| {
+        let lines = agy_bridge::mcp::relay::ToolLines {
+            calls: b.calls,
+            control,
+            window: agy_bridge::mcp::relay::batch_window(),
+        };
+        (b.server, b.dir, lines)
+    });
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let cfg = prepared.cfg.clone();
-    let turn = prepared.turn.clone();
     let run_cancel = cancel.clone();
     let runner = tokio::spawn(async move { runner::run(&cfg, &turn, run_cancel, tx).await });
-    let mut mapper = EventMapper::new(&prepared.cwd);
-    while let Some(ev) = rx.recv().await {
-        if matches!(ev, RunEvent::Aborted) {
-            // Promptly: agy's tree is still being taken down.
-            pi.fail(true, "Operation aborted");
-        }
-        mapper.map(&ev, &mut pi);
-        if pi.broken {
-            cancel.cancel();
-        }
-    }
-    let result = match runner.await {
+    let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
+    agy_bridge::mcp::relay::relay(&mut rx, tools, &mut pi, &mut mapper, &cancel).await;
+    let result = runner.await;
+    // The turn is over: close the port, remove the config, answer any call.
+    drop(tool_lines);
+    let result = match result {
         Ok(r) => r,
         Err(e) => {
             pi.fail(
@@ -589,6 +614,27 @@ async fn stream_turn(args: StreamArgs) -> bool {
         pi.fail(aborted, &message);
         false
     }
+}
+
+/// Serve the request's tools (those agy lacks) to agy for this turn: the
+/// private MCP config directory joins the turn's `--add-dir`s.
+async fn serve_pi_tools(
+    req: &agy_bridge::provider::StreamRequest,
+    turn: &mut TurnRequest,
+    mapper: &mut agy_bridge::provider::EventMapper,
+) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
+    use agy_bridge::mcp;
+    if mcp::disabled_by_env() {
+        return Ok(None);
+    }
+    let bridge = mcp::ToolBridge::start(mcp::offered_tools(&req.tools))
+        .await
+        .map_err(|e| format!("agy-bridge: cannot serve pi's tools to agy: {e}"))?;
+    if let Some(b) = &bridge {
+        turn.add_dirs.push(b.dir.path().to_path_buf());
+        mapper.hide_bridge_calls();
+    }
+    Ok(bridge)
 }
 
 /// The request's working directory: pi's, else ours.

@@ -6,6 +6,8 @@
 use crate::corpus::recording::{Op, SqlValue, Write};
 use crate::schema;
 use crate::steps::StepRow;
+use crate::steps::{Step, StepType};
+use crate::wire::Encoder;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -45,6 +47,41 @@ pub fn step_row(key: &BTreeMap<String, SqlValue>, values: &BTreeMap<String, SqlV
         error_details: blob("error_details"),
         permissions: blob("permissions"),
         task_details: blob("task_details"),
+    }
+}
+
+/// The full-row write of a step, as agy's ORM saves it.
+pub fn step_write(step: &Step) -> Write {
+    let row = step.to_row();
+    let mut values = BTreeMap::new();
+    values.insert("step_type".into(), SqlValue::Integer(row.step_type));
+    values.insert("status".into(), SqlValue::Integer(row.status));
+    values.insert(
+        "has_subtrajectory".into(),
+        SqlValue::Integer(i64::from(step.step_type == StepType::InvokeSubagent)),
+    );
+    if let Some(m) = row.metadata {
+        values.insert("metadata".into(), SqlValue::Blob(m));
+    }
+    if let Some(e) = step.errors.first() {
+        let mut enc = Encoder::new();
+        enc.string(1, &e.message);
+        if let Some(d) = &e.detail {
+            enc.string(2, d);
+        }
+        values.insert("error_details".into(), SqlValue::Blob(enc.finish()));
+    }
+    if let Some(p) = row.payload {
+        values.insert("step_payload".into(), SqlValue::Blob(p));
+    }
+    values.insert("step_format".into(), SqlValue::Integer(1));
+    let mut key = BTreeMap::new();
+    key.insert("idx".into(), SqlValue::Integer(step.idx));
+    Write {
+        table: "steps".into(),
+        op: Default::default(),
+        key,
+        values,
     }
 }
 

@@ -267,6 +267,7 @@ impl Capturer {
                     db: id.clone(),
                     pre: true,
                     gate: None,
+                    mcp_call: None,
                     writes,
                 });
             }
@@ -331,6 +332,7 @@ impl Capturer {
                 db: self.dbs[i].id.clone(),
                 pre: false,
                 gate: None,
+                mcp_call: None,
                 writes,
             });
         }
@@ -617,6 +619,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         db: root.clone(),
         pre: false,
         gate: None,
+        mcp_call: None,
         writes: diff_tables(None, &tables),
     }];
     let mut seen = BTreeSet::from([root.clone()]);
@@ -636,6 +639,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
             db: child,
             pre: false,
             gate: None,
+            mcp_call: None,
             writes: diff_tables(None, &child_tables),
         });
     }

@@ -195,7 +195,24 @@ pub struct Commit {
     pub pre: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<Gate>,
+    /// agy calls a tool on an MCP server at this point (fake-agy makes the
+    /// call, waits for the answer and writes the type-38 step with it,
+    /// before this commit's own writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_call: Option<McpCall>,
     pub writes: Vec<Write>,
+}
+
+/// A call of an MCP tool in a recording (see recordings/README.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCall {
+    /// The server's name in agy's MCP configuration.
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+    /// The step index of the type-38 step the call becomes.
+    pub idx: i64,
 }
 
 /// A column value. JSON: `null`, an integer, a string, `{"real": f}` or

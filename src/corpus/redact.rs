@@ -481,6 +481,7 @@ impl Redactor {
                 db: self.text(&c.db),
                 pre: c.pre,
                 gate: c.gate,
+                mcp_call: c.mcp_call.clone(),
                 writes: c.writes.iter().map(|w| self.write(w)).collect(),
             })
             .collect();

@@ -18,6 +18,7 @@ use crate::steps::{
 use crate::wire::Encoder;
 use std::collections::BTreeMap;
 
+pub mod mcp;
 mod outcomes;
 
 /// `agy models` stdout as agy 1.2.8 prints it (format 3); its progress line,
@@ -86,40 +87,7 @@ fn blob(b: Vec<u8>) -> SqlValue {
     SqlValue::Blob(b)
 }
 
-/// The full-row write of a step, as agy's ORM saves it.
-pub fn step_write(step: &Step) -> Write {
-    let row = step.to_row();
-    let mut values = BTreeMap::new();
-    values.insert("step_type".into(), SqlValue::Integer(row.step_type));
-    values.insert("status".into(), SqlValue::Integer(row.status));
-    values.insert(
-        "has_subtrajectory".into(),
-        SqlValue::Integer(i64::from(step.step_type == StepType::InvokeSubagent)),
-    );
-    if let Some(m) = row.metadata {
-        values.insert("metadata".into(), blob(m));
-    }
-    if let Some(e) = step.errors.first() {
-        let mut enc = Encoder::new();
-        enc.string(1, &e.message);
-        if let Some(d) = &e.detail {
-            enc.string(2, d);
-        }
-        values.insert("error_details".into(), blob(enc.finish()));
-    }
-    if let Some(p) = row.payload {
-        values.insert("step_payload".into(), blob(p));
-    }
-    values.insert("step_format".into(), SqlValue::Integer(1));
-    let mut key = BTreeMap::new();
-    key.insert("idx".into(), SqlValue::Integer(step.idx));
-    Write {
-        table: "steps".into(),
-        op: Default::default(),
-        key,
-        values,
-    }
-}
+pub use crate::corpus::db::step_write;
 
 fn row_write(table: &str, key: (&str, SqlValue), values: Vec<(&str, SqlValue)>) -> Write {
     let mut k = BTreeMap::new();
@@ -208,6 +176,7 @@ impl Builder {
             db: self.db.clone(),
             pre: self.pre,
             gate,
+            mcp_call: None,
             writes,
         });
         self

@@ -9,5 +9,6 @@
 //! [`crate::state`], [`crate::run`]).
 
 pub mod diff;
+pub mod mcp;
 pub mod models;
 pub mod provider;

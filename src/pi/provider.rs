@@ -41,6 +41,9 @@ pub struct StreamRequest {
     /// pi's `context.messages`, as pi serialises them.
     #[serde(default)]
     pub messages: Vec<Value>,
+    /// pi's `context.tools`, offered to agy over MCP (see [`crate::mcp`]).
+    #[serde(default)]
+    pub tools: Vec<crate::mcp::PiTool>,
 }
 
 /// A pi `AssistantMessageEvent` without `partial` (see ARCHITECTURE.md).
@@ -75,6 +78,24 @@ pub enum PiEvent {
         #[serde(rename = "contentIndex")]
         content_index: usize,
         content: String,
+    },
+    ToolcallStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+    },
+    ToolcallDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    ToolcallEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        #[serde(rename = "toolCall")]
+        tool_call: Value,
     },
     Done {
         reason: &'static str,
@@ -264,6 +285,52 @@ impl<W: Write> PiStream<W> {
         });
     }
 
+    /// End the message with agy's tool calls for pi to run (`id`, name,
+    /// arguments): each as `toolcall_start`/`_delta`/`_end`, then `done`
+    /// with reason `toolUse`. The next message begins with [`Self::restart`].
+    pub fn tool_use(&mut self, calls: &[(String, String, Value)]) {
+        if self.finished {
+            return;
+        }
+        self.start();
+        self.close();
+        for (id, name, arguments) in calls {
+            let index = self.next_index;
+            self.next_index += 1;
+            self.emit(&PiEvent::ToolcallStart {
+                content_index: index,
+                id: id.clone(),
+                tool_name: name.clone(),
+            });
+            self.emit(&PiEvent::ToolcallDelta {
+                content_index: index,
+                delta: arguments.to_string(),
+            });
+            self.emit(&PiEvent::ToolcallEnd {
+                content_index: index,
+                tool_call: serde_json::json!({"type": "toolCall", "id": id, "name": name, "arguments": arguments}),
+            });
+        }
+        self.finished = true;
+        self.emit(&PiEvent::Done {
+            reason: "toolUse",
+            usage: None,
+        });
+    }
+
+    /// Begin the next assistant message of the same agy turn (after pi ran
+    /// the tools of a `toolUse` message): `start` again, indexes from 0.
+    pub fn restart(&mut self) {
+        if !self.finished {
+            return;
+        }
+        self.started = false;
+        self.finished = false;
+        self.open = None;
+        self.next_index = 0;
+        self.start();
+    }
+
     /// End with an error (`reason` is `error` or `aborted`).
     pub fn fail(&mut self, aborted: bool, message: &str) {
         if self.finished {
@@ -380,6 +447,7 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
         start = start.max(c + 1);
     }
     let end = messages.len().saturating_sub(1);
+    let bridged = bridged_call_ids(messages);
     let mut items: Vec<String> = Vec::new();
     for m in messages.iter().take(end).skip(start) {
         let (t, _) = content_text(m.get("content"));
@@ -402,6 +470,11 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
                 items.push(format!("[earlier user message]\n{t}"));
             }
             "toolResult" => {
+                let id = m.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+                if bridged.contains(id) {
+                    // agy called it through the bridge: it has the result.
+                    continue;
+                }
                 let name = m.get("toolName").and_then(Value::as_str).unwrap_or("tool");
                 let error = m.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 items.push(format!(
@@ -459,6 +532,21 @@ fn keep_tail(text: &str, max: usize) -> String {
     format!("{TRUNCATED_MARK}\n{}", &text[cut..])
 }
 
+/// Ids of the tool calls agy made through the bridge (toolCall blocks of
+/// its own assistant messages).
+fn bridged_call_ids(messages: &[Value]) -> std::collections::HashSet<&str> {
+    messages
+        .iter()
+        .filter(|m| {
+            role(m) == "assistant" && m.get("provider").and_then(Value::as_str) == Some(PROVIDER_ID)
+        })
+        .filter_map(|m| m.get("content").and_then(Value::as_array))
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("toolCall"))
+        .filter_map(|b| b.get("id").and_then(Value::as_str))
+        .collect()
+}
+
 /// The full prompt agy receives: digest (if any), then the user's text.
 ///
 /// agy takes the prompt as one command-line argument, so when both do not
@@ -499,6 +587,8 @@ pub struct EventMapper {
     /// agy's own error messages this turn (for the final error).
     pub errors: Vec<String>,
     last_text_idx: Option<i64>,
+    /// agy's calls of pi's tools are pi's own toolCalls: not repeated.
+    hide_bridge_calls: bool,
 }
 
 fn call_key(id: &str, name: &str, arguments: &str) -> String {
@@ -516,6 +606,24 @@ impl EventMapper {
             pending_edits: HashMap::new(),
             errors: Vec::new(),
             last_text_idx: None,
+            hide_bridge_calls: false,
+        }
+    }
+
+    /// Leave out agy's steps for the calls it made through the bridge.
+    pub fn hide_bridge_calls(&mut self) {
+        self.hide_bridge_calls = true;
+    }
+
+    fn hidden(&self, e: &Event) -> bool {
+        match e {
+            Event::ToolCall {
+                name, arguments, ..
+            } => self.hide_bridge_calls && crate::mcp::is_bridge_call(name, arguments),
+            Event::ToolResult { name, .. } => {
+                self.hide_bridge_calls && crate::mcp::is_bridge_call(name, "")
+            }
+            _ => false,
         }
     }
 
@@ -527,6 +635,9 @@ impl EventMapper {
             }
             _ => return,
         };
+        if self.hidden(e) {
+            return;
+        }
         match e {
             Event::Text { idx, text } => {
                 // Text from a later planner step is a new paragraph.

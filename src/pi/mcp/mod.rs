@@ -1,0 +1,223 @@
+//! pi's tools for agy: agy calls a tool of pi's over MCP, pi runs it as it
+//! runs any model's tool call, and the result goes back to agy, which waits.
+//!
+//! For one `agy-bridge stream` turn with tools in its request, [`ToolBridge`]
+//! serves them ([`server`], over [`http`]) on loopback and writes the
+//! private `<dir>/.agents/mcp_config.json` that agy reads for each
+//! `--add-dir` directory (docs/agy-format.md, "MCP"); [`park`] holds each
+//! call until pi answers it; [`relay`] is the pi side: it ends the current
+//! assistant message with the calls as pi `toolCall`s (stop reason
+//! `toolUse`), waits for the extension's `tool_result` lines and then
+//! streams the rest of agy's turn as a new message. Everything here lives as
+//! long as the turn: dropping the [`ToolBridge`] closes the port, removes the
+//! directory and answers every call still waiting.
+
+pub mod http;
+pub mod park;
+pub mod relay;
+pub mod server;
+
+pub use park::{PiTool, ToolCall, ToolOutcome};
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc;
+
+/// The MCP server name agy sees (its calls show as `mcp:pi/TOOL`).
+pub const SERVER_NAME: &str = "pi";
+
+/// pi's tools agy does not get: agy has its own file, shell and search
+/// tools, and AskAntigravity would have agy delegate to itself.
+pub const NATIVE_TOOLS: &[&str] = &[
+    "read",
+    "bash",
+    "edit",
+    "write",
+    "grep",
+    "find",
+    "ls",
+    "AskAntigravity",
+];
+
+/// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
+pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
+
+/// Whether the environment turned pi's tools off.
+pub fn disabled_by_env() -> bool {
+    std::env::var(ENV_SWITCH)
+        .map(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "off" | "0" | "false" | "no"
+            )
+        })
+        .unwrap_or(false)
+}
+
+/// The tools agy is offered: pi's, minus those agy has natively, minus
+/// duplicates and nameless entries.
+pub fn offered_tools(tools: &[PiTool]) -> Vec<PiTool> {
+    let mut out: Vec<PiTool> = Vec::new();
+    for t in tools {
+        let name = t.name.trim();
+        if name.is_empty() || NATIVE_TOOLS.contains(&name) || out.iter().any(|o| o.name == name) {
+            continue;
+        }
+        out.push(t.clone());
+    }
+    out
+}
+
+/// Whether an agy tool event is a call agy made through the bridge (its
+/// type-38 step `mcp:pi/TOOL`, or the planner's `call_mcp_tool` naming the
+/// server): pi shows those as its own tool calls already.
+pub fn is_bridge_call(name: &str, arguments: &str) -> bool {
+    if let Some(rest) = name.strip_prefix("mcp:") {
+        return rest.split('/').next() == Some(SERVER_NAME);
+    }
+    name == "call_mcp_tool"
+        && serde_json::from_str::<Value>(arguments)
+            .ok()
+            .and_then(|v| {
+                v.get("ServerName")
+                    .and_then(Value::as_str)
+                    .map(|s| s == SERVER_NAME)
+            })
+            .unwrap_or(false)
+}
+
+/// A private directory holding `.agents/mcp_config.json` (directories 0700,
+/// file 0600), removed on drop.
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Create it under the system temp dir, naming the server at `url`.
+    pub fn create(url: &str, token: &str) -> std::io::Result<PrivateDir> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let path =
+            std::env::temp_dir().join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let dir = PrivateDir { path };
+        let agents = dir.path.join(".agents");
+        std::fs::DirBuilder::new().mode(0o700).create(&agents)?;
+        let config = json!({"mcpServers": {SERVER_NAME: {"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}}});
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(agents.join("mcp_config.json"))?;
+        f.write_all(format!("{config:#}\n").as_bytes())?;
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// pi's tools, served to agy for one turn.
+pub struct ToolBridge {
+    /// The `--add-dir` directory that carries the MCP config.
+    pub dir: PrivateDir,
+    pub server: server::McpServer,
+    /// Calls agy made, in order.
+    pub calls: mpsc::UnboundedReceiver<ToolCall>,
+    pub tools: Vec<String>,
+}
+
+impl ToolBridge {
+    /// Serve `tools` (already filtered); `None` when there are none.
+    pub async fn start(tools: Vec<PiTool>) -> std::io::Result<Option<ToolBridge>> {
+        if tools.is_empty() {
+            return Ok(None);
+        }
+        let names = tools.iter().map(|t| t.name.clone()).collect();
+        let (tx, calls) = mpsc::unbounded_channel();
+        let server = server::McpServer::start(tools, tx).await?;
+        let dir = PrivateDir::create(&server.url(), &server.token)?;
+        Ok(Some(ToolBridge {
+            dir,
+            server,
+            calls,
+            tools: names,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tool(name: &str) -> PiTool {
+        PiTool {
+            name: name.into(),
+            description: String::new(),
+            parameters: Value::Null,
+        }
+    }
+
+    #[test]
+    fn natives_and_duplicates_are_left_out() {
+        let tools = [
+            tool("read"),
+            tool("memory_search"),
+            tool("bash"),
+            tool("AskAntigravity"),
+            tool("memory_search"),
+            tool(" "),
+        ];
+        let names: Vec<String> = offered_tools(&tools).into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["memory_search"]);
+    }
+
+    #[test]
+    fn bridge_calls_are_recognised() {
+        assert!(is_bridge_call("mcp:pi/echo", "{}"));
+        assert!(!is_bridge_call("mcp:github/echo", "{}"));
+        assert!(is_bridge_call(
+            "call_mcp_tool",
+            r#"{"ServerName":"pi","ToolName":"echo","Arguments":{}}"#
+        ));
+        assert!(!is_bridge_call(
+            "call_mcp_tool",
+            r#"{"ServerName":"other"}"#
+        ));
+        assert!(!is_bridge_call("view_file", "{}"));
+    }
+
+    #[test]
+    fn private_dir_is_private_and_goes_away() {
+        let dir = PrivateDir::create("http://127.0.0.1:1/mcp", "tok").expect("dir");
+        let root = dir.path().to_path_buf();
+        let file = root.join(".agents/mcp_config.json");
+        let mode = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            (mode(&root), mode(&root.join(".agents")), mode(&file)),
+            (0o700, 0o700, 0o600)
+        );
+        let config: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
+                .unwrap_or(Value::Null);
+        assert_eq!(
+            config,
+            json!({"mcpServers":{"pi":{"serverUrl":"http://127.0.0.1:1/mcp","headers":{"x-token":"tok"}}}})
+        );
+        drop(dir);
+        assert!(!root.exists());
+    }
+}

@@ -1,0 +1,249 @@
+//! Parked tool calls: an MCP `tools/call` from agy waits here until pi has
+//! run the tool and the extension has sent its result.
+//!
+//! The promise this module keeps is that **every parked call is answered**.
+//! A [`ToolCall`] owns the only way back to the waiting HTTP request; it is
+//! answered explicitly ([`ToolCall::answer`]) with pi's result or an error,
+//! and if it is dropped unanswered (the turn ended on any path, a panic
+//! unwound) its `Drop` answers with an error. agy therefore never waits on
+//! a call nobody will answer; it only waits as long as pi runs the tool.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+/// What a call ends with: MCP `CallToolResult` content blocks (pi's text and
+/// image blocks have the same shape) and whether it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub content: Vec<Value>,
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    /// A failed call whose one text block says why.
+    pub fn error(message: &str) -> ToolOutcome {
+        ToolOutcome {
+            content: vec![json!({"type": "text", "text": message})],
+            is_error: true,
+        }
+    }
+
+    /// The MCP `CallToolResult` for agy.
+    pub fn to_mcp(&self) -> Value {
+        json!({"content": self.content, "isError": self.is_error})
+    }
+
+    /// pi's tool result content, kept to the block types MCP and pi share
+    /// (text, image); anything else becomes a note in text.
+    pub fn from_pi(content: &[Value], is_error: bool) -> ToolOutcome {
+        let content = content
+            .iter()
+            .map(|b| match b.get("type").and_then(Value::as_str) {
+                Some("text") => json!({
+                    "type": "text",
+                    "text": b.get("text").and_then(Value::as_str).unwrap_or(""),
+                }),
+                Some("image") => json!({
+                    "type": "image",
+                    "data": b.get("data").and_then(Value::as_str).unwrap_or(""),
+                    "mimeType": b.get("mimeType").and_then(Value::as_str).unwrap_or(""),
+                }),
+                other => json!({
+                    "type": "text",
+                    "text": format!("[pi returned a {} block agy cannot take]", other.unwrap_or("untyped")),
+                }),
+            })
+            .collect();
+        ToolOutcome { content, is_error }
+    }
+}
+
+/// One tool of pi's, as the request lists it (pi's `context.tools`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PiTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments (pi's TypeBox schema, serialised).
+    #[serde(default)]
+    pub parameters: Value,
+}
+
+/// A call agy made, waiting for pi. `id` is the pi `toolCall` id.
+#[derive(Debug)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    reply: Option<oneshot::Sender<ToolOutcome>>,
+}
+
+/// What happened to an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    Delivered,
+    /// agy stopped waiting before the answer came (it cuts a call off after
+    /// about 180 s, or its turn ended).
+    AgyGone,
+}
+
+impl ToolCall {
+    /// A new call and the receiver its HTTP request waits on.
+    pub fn new(name: String, arguments: Value) -> (ToolCall, oneshot::Receiver<ToolOutcome>) {
+        let (tx, rx) = oneshot::channel();
+        let id = format!("agy_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]);
+        let call = ToolCall {
+            id,
+            name,
+            arguments,
+            reply: Some(tx),
+        };
+        (call, rx)
+    }
+
+    /// Answer the call (once; the call is consumed).
+    pub fn answer(mut self, outcome: ToolOutcome) -> Delivery {
+        match self.reply.take().map(|tx| tx.send(outcome)) {
+            Some(Ok(())) => Delivery::Delivered,
+            _ => Delivery::AgyGone,
+        }
+    }
+
+    /// Whether agy has stopped waiting for this call.
+    pub fn agy_gone(&self) -> bool {
+        self.reply.as_ref().map_or(true, |tx| tx.is_closed())
+    }
+}
+
+impl Drop for ToolCall {
+    fn drop(&mut self) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(ToolOutcome::error(
+                "agy-bridge ended this turn before pi answered the tool call",
+            ));
+        }
+    }
+}
+
+/// The calls of one pi message, waiting for their results.
+#[derive(Debug, Default)]
+pub struct Parked {
+    calls: Vec<ToolCall>,
+}
+
+/// A continuation that does not fit the parked calls.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting})")]
+pub struct Mismatch {
+    pub id: String,
+    pub waiting: String,
+}
+
+impl Parked {
+    pub fn park(&mut self, call: ToolCall) {
+        self.calls.push(call);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.calls.iter().map(|c| c.id.clone()).collect()
+    }
+
+    /// Answer the call `id`; returns its name and how the answer went.
+    pub fn answer(
+        &mut self,
+        id: &str,
+        outcome: ToolOutcome,
+    ) -> Result<(String, Delivery), Mismatch> {
+        let Some(pos) = self.calls.iter().position(|c| c.id == id) else {
+            return Err(Mismatch {
+                id: id.to_string(),
+                waiting: self.ids().join(", "),
+            });
+        };
+        let call = self.calls.remove(pos);
+        let name = call.name.clone();
+        Ok((name, call.answer(outcome)))
+    }
+
+    /// Answer every call still waiting with an error saying `why`.
+    pub fn release_all(&mut self, why: &str) -> usize {
+        let n = self.calls.len();
+        for call in self.calls.drain(..) {
+            call.answer(ToolOutcome::error(why));
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_call_is_answered_with_an_error() {
+        let (call, mut rx) = ToolCall::new("t".into(), json!({}));
+        drop(call);
+        let got = rx.try_recv().expect("answered");
+        assert!(got.is_error);
+        assert!(got.content[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ended this turn"));
+    }
+
+    #[test]
+    fn parked_calls_pair_by_id_and_refuse_strangers() {
+        let mut parked = Parked::default();
+        let (a, mut ra) = ToolCall::new("a".into(), json!({"x": 1}));
+        let (b, mut rb) = ToolCall::new("b".into(), json!({}));
+        let (a_id, b_id) = (a.id.clone(), b.id.clone());
+        parked.park(a);
+        parked.park(b);
+        let err = parked.answer("nope", ToolOutcome::error("x")).unwrap_err();
+        assert_eq!(err.id, "nope");
+        assert!(err.waiting.contains(&a_id) && err.waiting.contains(&b_id));
+        let ok = ToolOutcome::from_pi(&[json!({"type":"text","text":"42"})], false);
+        assert_eq!(
+            parked.answer(&b_id, ok.clone()),
+            Ok(("b".into(), Delivery::Delivered))
+        );
+        assert_eq!(rb.try_recv().expect("b answered"), ok);
+        assert_eq!(parked.release_all("pi aborted"), 1);
+        let a_got = ra.try_recv().expect("a answered");
+        assert!(a_got.is_error && a_got.content[0]["text"] == "pi aborted");
+        assert!(parked.is_empty());
+    }
+
+    #[test]
+    fn an_answer_after_agy_left_is_reported() {
+        let (call, rx) = ToolCall::new("slow".into(), json!({}));
+        drop(rx);
+        assert!(call.agy_gone());
+        assert_eq!(call.answer(ToolOutcome::error("late")), Delivery::AgyGone);
+    }
+
+    #[test]
+    fn pi_blocks_map_to_mcp_blocks() {
+        let out = ToolOutcome::from_pi(
+            &[
+                json!({"type":"text","text":"hi"}),
+                json!({"type":"image","data":"AA==","mimeType":"image/png"}),
+                json!({"type":"weird"}),
+            ],
+            false,
+        );
+        assert_eq!(
+            out.to_mcp(),
+            json!({"content":[
+                {"type":"text","text":"hi"},
+                {"type":"image","data":"AA==","mimeType":"image/png"},
+                {"type":"text","text":"[pi returned a weird block agy cannot take]"}
+            ],"isError":false})
+        );
+    }
+}

@@ -1,0 +1,514 @@
+//! pi's tools for agy, as `agy-bridge stream` transcripts: fake-agy (an MCP
+//! client like agy) calls pi's tool over the bridge's MCP server; the stream
+//! ends the message with pi `toolCall`s (`toolUse`), the test answers as the
+//! extension would, and the rest of agy's turn follows as a new message.
+//! Every path answers every parked call and leaves no port or config behind.
+
+mod common;
+
+use agy_bridge::mcp::relay::{relay, Control, ToolLines};
+use agy_bridge::mcp::{ToolCall, ToolOutcome};
+use agy_bridge::provider::{EventMapper, PiStream};
+use agy_bridge::runner::RunEvent;
+use agy_bridge::{recording, steps, synth};
+use common::bridge;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+const PROBE: &str = "pi_probe";
+
+/// A type-38 step: (idx, status, result).
+type McpStep = (i64, String, Option<String>);
+
+#[test]
+fn mcp_recordings_match_their_builder() {
+    let dir = recording::bundled_dir();
+    let update = std::env::var_os("AGY_BRIDGE_UPDATE_CORPUS").is_some();
+    for (name, rec) in synth::mcp::corpus() {
+        let path = dir.join(format!("{name}.jsonl"));
+        let want = rec.to_jsonl();
+        if update {
+            std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+            std::fs::write(&path, &want).expect("write");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{name} is out of date: AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test mcp_stream"
+        );
+        assert_eq!(
+            recording::Recording::parse(&have).expect("parses"),
+            rec,
+            "{name}"
+        );
+    }
+}
+
+/// A live `agy-bridge stream` child: its stdout lines arrive on a channel.
+struct Turn {
+    home: tempfile::TempDir,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: std_mpsc::Receiver<Value>,
+    argv_log: PathBuf,
+    seen: Vec<Value>,
+}
+
+fn tools() -> Value {
+    json!([
+        {"name": PROBE, "description": "A value only pi knows", "parameters": {"type": "object", "properties": {"question": {"type": "string"}}}},
+        {"name": "read", "description": "pi's read", "parameters": {"type": "object"}},
+        {"name": "AskAntigravity", "description": "delegate", "parameters": {"type": "object"}},
+    ])
+}
+
+impl Turn {
+    fn start(recording: &str, envs: &[(&str, &str)]) -> Turn {
+        let home = tempfile::tempdir().expect("tmp");
+        let argv_log = home.path().join("argv.log");
+        let mut cmd = bridge("stream", home.path(), recording, "8");
+        cmd.env("FAKE_AGY_ARGV_LOG", &argv_log)
+            .env_remove("AGY_PI_TOOLS")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let request = json!({
+            "model": "gemini-3.7-flash",
+            "sessionId": "mcp-test",
+            "cwd": home.path(),
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Ask pi"}]}],
+            "tools": tools(),
+        });
+        writeln!(stdin, "{request}").expect("request");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = std_mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let v = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Turn {
+            home,
+            child,
+            stdin: Some(stdin),
+            lines,
+            argv_log,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Lines up to and including the next terminal event (`done`/`error`).
+    fn next_message(&mut self) -> Vec<Value> {
+        let mut msg = Vec::new();
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a line within 60 s");
+            self.seen.push(v.clone());
+            let end = matches!(v["type"].as_str(), Some("done") | Some("error"));
+            msg.push(v);
+            if end {
+                return msg;
+            }
+        }
+    }
+
+    fn send(&mut self, line: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write control line");
+    }
+
+    /// The bridge's private `--add-dir` (not the workspace).
+    fn private_dir(&self) -> PathBuf {
+        let log = std::fs::read_to_string(&self.argv_log).expect("argv log");
+        let argv: Vec<String> =
+            serde_json::from_str(log.lines().last().expect("a run")).expect("argv");
+        let dirs: Vec<&String> = argv
+            .windows(2)
+            .filter(|w| w[0] == "--add-dir")
+            .map(|w| &w[1])
+            .collect();
+        assert_eq!(dirs.len(), 2, "workspace and the private dir: {argv:?}");
+        PathBuf::from(dirs[1])
+    }
+
+    /// The MCP server's address, from the private config agy reads.
+    fn server_addr(&self) -> String {
+        let config = std::fs::read_to_string(self.private_dir().join(".agents/mcp_config.json"))
+            .expect("config");
+        let v: Value = serde_json::from_str(&config).expect("json");
+        let url = v["mcpServers"]["pi"]["serverUrl"]
+            .as_str()
+            .expect("url")
+            .to_string();
+        url.trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+
+    /// Wait for the child to exit (stdin closed first); the rest of stdout.
+    fn finish(mut self) -> (Vec<Value>, tempfile::TempDir) {
+        self.stdin.take();
+        let status = self.child.wait().expect("wait");
+        let _ = status;
+        let mut rest = Vec::new();
+        while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            rest.push(v);
+        }
+        (rest, self.home)
+    }
+
+    /// The type-38 steps of agy's conversation (result strings).
+    fn mcp_steps(home: &Path) -> Vec<McpStep> {
+        let dir = home.join(".gemini/antigravity-cli/conversations");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("conversations").flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("db") {
+                continue;
+            }
+            let conn = agy_bridge::poller::open_read_only(&path).expect("open");
+            for row in agy_bridge::poller::read_all(&conn, &path).expect("rows") {
+                let step = steps::decode(&row);
+                if let Some(steps::Body::McpTool(m)) = &step.body {
+                    out.push((step.idx, step.status.label().to_string(), m.result.clone()));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn types(msg: &[Value]) -> Vec<String> {
+    msg.iter()
+        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+fn tool_calls(msg: &[Value]) -> Vec<Value> {
+    msg.iter()
+        .filter(|e| e["type"] == "toolcall_end")
+        .map(|e| e["toolCall"].clone())
+        .collect()
+}
+
+fn thinking(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect()
+}
+
+fn port_closed(addr: &str) -> bool {
+    std::net::TcpStream::connect(addr).is_err()
+}
+
+#[test]
+fn a_call_becomes_tool_use_and_pis_result_reaches_agy() {
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    let first = turn.next_message();
+    let t = types(&first);
+    assert_eq!(t.first().map(String::as_str), Some("start"));
+    assert_eq!(
+        &t[t.len() - 4..],
+        ["toolcall_start", "toolcall_delta", "toolcall_end", "done"]
+    );
+    assert_eq!(first.last().expect("done")["reason"], "toolUse");
+    let calls = tool_calls(&first);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["type"], "toolCall");
+    assert_eq!(calls[0]["name"], PROBE);
+    assert_eq!(
+        calls[0]["arguments"],
+        json!({"question": "what is the probe value?"})
+    );
+    let start = first
+        .iter()
+        .find(|e| e["type"] == "toolcall_start")
+        .expect("start");
+    assert_eq!(
+        (start["id"].clone(), start["toolName"].clone()),
+        (calls[0]["id"].clone(), json!(PROBE))
+    );
+    let delta = first
+        .iter()
+        .find(|e| e["type"] == "toolcall_delta")
+        .expect("delta");
+    assert_eq!(
+        serde_json::from_str::<Value>(delta["delta"].as_str().unwrap_or("")).ok(),
+        Some(calls[0]["arguments"].clone())
+    );
+    // Only the tools agy lacks are offered.
+    let addr = turn.server_addr();
+    let private = turn.private_dir();
+    let id = calls[0]["id"].as_str().expect("id").to_string();
+    turn.send(json!({"type": "tool_result", "toolCallId": id, "content": [{"type": "text", "text": "probe=7f3a-only-pi-knows"}], "isError": false}));
+    let second = turn.next_message();
+    assert_eq!(types(&second).first().map(String::as_str), Some("start"));
+    assert_eq!(second.last().expect("done")["reason"], "stop");
+    let text: String = second
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(text.contains("pi ran pi_probe"), "{text}");
+    let all = turn.seen.clone();
+    assert!(
+        !thinking(&all).contains("mcp:pi/"),
+        "agy's own step for the call is not repeated: {}",
+        thinking(&all)
+    );
+    let (rest, home) = turn.finish();
+    assert!(
+        rest.is_empty(),
+        "nothing after the terminal event: {rest:?}"
+    );
+    let steps = Turn::mcp_steps(home.path());
+    assert_eq!(
+        steps,
+        [(
+            3,
+            "done".to_string(),
+            Some("probe=7f3a-only-pi-knows".to_string())
+        )]
+    );
+    assert!(
+        !private.exists(),
+        "the private MCP config dir is removed with the turn"
+    );
+    assert!(port_closed(&addr), "the MCP port is closed with the turn");
+}
+
+#[test]
+fn calls_made_together_go_out_in_one_message() {
+    let mut turn = Turn::start("mcp/pi-tools-parallel", &[("AGY_PI_TOOL_BATCH_MS", "300")]);
+    let first = turn.next_message();
+    let calls = tool_calls(&first);
+    let mut questions: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| c["arguments"]["question"].as_str())
+        .collect();
+    questions.sort();
+    assert_eq!(questions, ["first", "second"]);
+    let indexes: Vec<u64> = first
+        .iter()
+        .filter(|e| e["type"] == "toolcall_end")
+        .filter_map(|e| e["contentIndex"].as_u64())
+        .collect();
+    assert_eq!(indexes.len(), 2);
+    assert!(indexes[1] == indexes[0] + 1);
+    for c in &calls {
+        let q = c["arguments"]["question"].as_str().unwrap_or("");
+        turn.send(json!({"type": "tool_result", "toolCallId": c["id"], "content": [{"type": "text", "text": format!("answer to {q}")}], "isError": false}));
+    }
+    let second = turn.next_message();
+    assert_eq!(second.last().expect("done")["reason"], "stop");
+    let (_, home) = turn.finish();
+    let steps = Turn::mcp_steps(home.path());
+    assert_eq!(
+        steps,
+        [
+            (3, "done".to_string(), Some("answer to first".to_string())),
+            (4, "done".to_string(), Some("answer to second".to_string()))
+        ]
+    );
+}
+
+/// A parked call ends without pi's result: the child starts a new message
+/// that ends the turn, exits, and leaves no port or directory behind.
+fn ended_while_parked(control: Option<Value>) -> Vec<Value> {
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    let first = turn.next_message();
+    assert_eq!(
+        first.last().expect("done")["reason"],
+        "toolUse",
+        "{first:?}"
+    );
+    let (addr, private) = (turn.server_addr(), turn.private_dir());
+    match control {
+        Some(line) => turn.send(line),
+        None => {
+            turn.stdin.take();
+        }
+    }
+    let second = turn.next_message();
+    let (rest, _home) = turn.finish();
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(!private.exists() && port_closed(&addr));
+    second
+}
+
+#[test]
+fn abort_while_the_tool_runs_ends_the_turn() {
+    let second = ended_while_parked(Some(json!({"type": "abort"})));
+    assert_eq!(types(&second), ["start", "error"]);
+    assert_eq!(second[1]["reason"], "aborted");
+}
+
+#[test]
+fn a_release_answers_the_call_and_ends_the_turn() {
+    let second = ended_while_parked(Some(
+        json!({"type": "release", "reason": "the pi session ended"}),
+    ));
+    assert_eq!(types(&second), ["start", "error"]);
+    assert_eq!(second[1]["reason"], "aborted");
+    assert_eq!(
+        second[1]["errorMessage"],
+        "agy-bridge: the pi session ended"
+    );
+}
+
+#[test]
+fn pi_going_away_ends_the_turn() {
+    let second = ended_while_parked(None);
+    assert_eq!(types(&second), ["start", "error"]);
+    assert!(second[1]["errorMessage"]
+        .as_str()
+        .unwrap_or("")
+        .contains("without a result"));
+}
+
+#[test]
+fn a_result_for_another_call_is_a_mismatch() {
+    let second = ended_while_parked(Some(
+        json!({"type": "tool_result", "toolCallId": "call_from_elsewhere", "content": [], "isError": false}),
+    ));
+    assert_eq!(types(&second), ["start", "error"]);
+    assert_eq!(second[1]["reason"], "error");
+    let msg = second[1]["errorMessage"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("call_from_elsewhere") && msg.contains("not waiting"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn agy_cutting_a_call_off_is_reported() {
+    let mut turn = Turn::start("mcp/pi-tool", &[("FAKE_AGY_MCP_CUTOFF_MS", "200")]);
+    let first = turn.next_message();
+    let id = tool_calls(&first)[0]["id"].clone();
+    // Wait until agy has given up on the call (its step is DONE).
+    let home = turn.home.path().to_path_buf();
+    let mut cut = false;
+    for _ in 0..600 {
+        if Turn::mcp_steps(&home).iter().any(|s| s.1 == "done") {
+            cut = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(cut, "fake-agy never cut the call off");
+    turn.send(json!({"type": "tool_result", "toolCallId": id, "content": [{"type": "text", "text": "too late"}], "isError": false}));
+    let second = turn.next_message();
+    assert_eq!(second.last().expect("end")["reason"], "stop");
+    assert!(
+        thinking(&second).contains("agy stopped waiting for pi's tool pi_probe"),
+        "{}",
+        thinking(&second)
+    );
+    let (_, home) = turn.finish();
+    let steps = Turn::mcp_steps(home.path());
+    assert!(
+        steps[0].2.as_deref().unwrap_or("").contains("timed out"),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn no_tools_when_turned_off() {
+    let mut turn = Turn::start("hello", &[("AGY_PI_TOOLS", "off")]);
+    let msg = turn.next_message();
+    assert_eq!(msg.last().expect("done")["reason"], "stop");
+    let log = std::fs::read_to_string(&turn.argv_log).expect("argv log");
+    assert_eq!(
+        log.matches("--add-dir").count(),
+        1,
+        "only the workspace: {log}"
+    );
+    turn.finish();
+}
+
+// ---------------------------------------------------------------------------
+// The relay alone, with events the runner would send (the watchdog).
+// ---------------------------------------------------------------------------
+
+/// A writer whose lines go to a channel (the test reads pi's side live).
+struct Lines(tokio::sync::mpsc::UnboundedSender<Value>);
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for line in String::from_utf8_lossy(buf)
+            .lines()
+            .filter(|l| !l.is_empty())
+        {
+            let _ = self
+                .0
+                .send(serde_json::from_str(line).unwrap_or(Value::Null));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
+    let (ev_tx, mut events) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let (call_tx, calls) = tokio::sync::mpsc::unbounded_channel::<ToolCall>();
+    let (_ctl_tx, control) = tokio::sync::mpsc::unbounded_channel::<Control>();
+    let (out_tx, mut out) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let mut lines = ToolLines {
+        calls,
+        control,
+        window: Duration::ZERO,
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (call, answer) = ToolCall::new(PROBE.into(), json!({}));
+    let relay_task = tokio::spawn(async move {
+        let mut pi = PiStream::new(Lines(out_tx));
+        pi.start();
+        let mut mapper = EventMapper::new(Path::new("/tmp"));
+        relay(&mut events, Some(&mut lines), &mut pi, &mut mapper, &cancel).await;
+        pi.fail(false, "agy-bridge: the turn timed out");
+    });
+    call_tx.send(call).expect("send call");
+    let mut first = Vec::new();
+    while first
+        .last()
+        .map(|e: &Value| e["type"] != "done")
+        .unwrap_or(true)
+    {
+        first.push(out.recv().await.expect("line"));
+    }
+    assert_eq!(first.last().expect("done")["reason"], "toolUse");
+    ev_tx.send(RunEvent::TimedOut).expect("timed out");
+    let answered: ToolOutcome = answer.await.expect("the parked call is answered");
+    assert!(answered.is_error);
+    assert!(answered.content[0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .contains("timed out"));
+    drop(ev_tx);
+    relay_task.await.expect("relay ends");
+    let mut rest = Vec::new();
+    while let Ok(v) = out.try_recv() {
+        rest.push(v);
+    }
+    assert_eq!(types(&rest), ["start", "error"]);
+}
