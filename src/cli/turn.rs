@@ -497,66 +497,68 @@ async fn read_request(
     }
 }
 
+/// Everything `stream` has before agy starts: the request, its watchdog,
+/// the session's turn lock, the prepared turn.
+struct StreamStart {
+    req: agy_bridge::provider::StreamRequest,
+    prepared: PreparedTurn,
+    _turn_lock: Option<agy_bridge::sessions::TurnLock>,
+}
+
+/// Read and check the request, take the session's turn lock (waiting for a
+/// turn before it) and prepare the turn; the sentence pi shows otherwise,
+/// and whether it was an abort.
+async fn stream_start(
+    args: &StreamArgs,
+    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
+    cancel: &CancellationToken,
+) -> Result<StreamStart, (bool, String)> {
+    let (timeout, request_wait) =
+        stream_limits(args).map_err(|message| (false, format!("agy-bridge: {message}")))?;
+    let line = read_request(request_line, request_wait, cancel).await?;
+    let req: agy_bridge::provider::StreamRequest = serde_json::from_str(&line)
+        .map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
+    // One turn per session at a time: wait for the one before (within our
+    // watchdog) so this one resumes the conversation it left.
+    let (session_key, store) = session_of(&req);
+    let turn_lock = match &store {
+        Some(store) => match wait_turn_lock(store, &session_key, cancel, timeout).await {
+            Ok(lock) => Some(lock),
+            Err(TurnWait::Aborted) => return Err((true, "Operation aborted".into())),
+            Err(TurnWait::Failed(message)) => return Err((false, message)),
+        },
+        None => None,
+    };
+    let prepared = prepare_turn(&req, timeout, session_key, store).map_err(|m| (false, m))?;
+    Ok(StreamStart {
+        req,
+        prepared,
+        _turn_lock: turn_lock,
+    })
+}
+
 async fn stream_turn(args: StreamArgs) -> bool {
-    use agy_bridge::provider::{self, EventMapper, PiStream, StreamRequest};
+    use agy_bridge::provider::{self, EventMapper, PiStream};
     let mut pi = PiStream::new(io::stdout());
     pi.start();
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
     let (request_line, control) = stdin_reader(cancel.clone());
-
-    let (timeout, request_wait) = match stream_limits(&args) {
-        Ok(limits) => limits,
-        Err(message) => {
-            pi.fail(false, &format!("agy-bridge: {message}"));
-            return false;
-        }
-    };
-    let line = match read_request(request_line, request_wait, &cancel).await {
-        Ok(line) => line,
+    let start = match stream_start(&args, request_line, &cancel).await {
+        Ok(start) => start,
         Err((aborted, message)) => {
             pi.fail(aborted, &message);
             return false;
         }
     };
-    let req: StreamRequest = match serde_json::from_str(&line) {
-        Ok(r) => r,
-        Err(e) => {
-            pi.fail(false, &format!("agy-bridge: bad request: {e}"));
-            return false;
-        }
-    };
-    // One turn per session at a time: wait for the one before (within our
-    // watchdog) so this one resumes the conversation it left.
-    let (session_key, store) = session_of(&req);
-    let _turn_lock = match &store {
-        Some(store) => match wait_turn_lock(store, &session_key, &cancel, timeout).await {
-            Ok(lock) => Some(lock),
-            Err(TurnWait::Aborted) => {
-                pi.fail(true, "Operation aborted");
-                return false;
-            }
-            Err(TurnWait::Failed(message)) => {
-                pi.fail(false, &message);
-                return false;
-            }
-        },
-        None => None,
-    };
-    let prepared = match prepare_turn(&req, timeout, session_key, store) {
-        Ok(p) => p,
-        Err(message) => {
-            pi.fail(false, &message);
-            return false;
-        }
-    };
+    let (req, prepared) = (&start.req, &start.prepared);
     for note in &prepared.notes {
         pi.thinking(note);
     }
     let mut mapper = EventMapper::new(&prepared.cwd);
     let mut turn = prepared.turn.clone();
     // pi's tools, served to agy for this turn only (dropped with it).
-    let bridge = match serve_pi_tools(&req, &mut turn, &mut mapper).await {
+    let bridge = match serve_pi_tools(req, &mut turn, &mut mapper).await {
         Ok(b) => b,
         Err(message) => {
             pi.fail(false, &message);

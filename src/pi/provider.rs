@@ -627,6 +627,55 @@ impl EventMapper {
         }
     }
 
+    /// A tool call: an edit is remembered for its diff; anything else is
+    /// one line naming the tool and what it acted on.
+    fn tool_call<W: Write>(
+        &mut self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        out: &mut PiStream<W>,
+    ) {
+        if let Some(target) = diff::edit_target(name, arguments) {
+            self.edits.before_edit(&target.path);
+            self.pending_edits
+                .insert(call_key(id, name, arguments), target);
+        } else {
+            let subject = events::tool_subject(arguments, Some(self.edits.cwd()));
+            let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
+            out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
+        }
+    }
+
+    /// A tool's result: an edit's diff, or a failure line.
+    fn tool_result<W: Write>(
+        &mut self,
+        id: &str,
+        name: &str,
+        ok: bool,
+        summary: &str,
+        out: &mut PiStream<W>,
+    ) {
+        let key_by_id = (!id.is_empty()).then(|| id.to_string());
+        let target = key_by_id
+            .and_then(|k| self.pending_edits.remove(&k))
+            .or_else(|| {
+                // A result without an id: the oldest pending edit of that tool.
+                let k = self
+                    .pending_edits
+                    .keys()
+                    .find(|k| k.starts_with(&format!("{name}\u{0}")))
+                    .cloned()?;
+                self.pending_edits.remove(&k)
+            });
+        if let Some(target) = target {
+            let rendered = self.edits.render(&target);
+            out.thinking(&format!("\n{}\n", rendered.trim_end()));
+        } else if !ok {
+            out.thinking(&format!("\n[agy tool failed: {name}: {summary}]\n"));
+        }
+    }
+
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
         let e = match event {
             RunEvent::Agy(e) => e,
@@ -648,62 +697,37 @@ impl EventMapper {
                 out.text(text);
             }
             Event::Thinking { text, .. } => out.thinking(text),
-            Event::Rewrite { channel, text, .. } => {
-                // pi cannot retract streamed text; say so, then give the new
-                // version in full so nothing agy wrote is lost.
-                match channel {
-                    Channel::Text => {
-                        out.thinking("\n[agy revised its answer; the revised text follows]\n");
-                        out.text(text);
-                    }
-                    Channel::Thinking => {
-                        out.thinking("\n[agy revised its thinking]\n");
-                        out.thinking(text);
-                    }
-                }
+            // pi cannot retract streamed text; say so, then give the new
+            // version in full so nothing agy wrote is lost.
+            Event::Rewrite {
+                channel: Channel::Text,
+                text,
+                ..
+            } => {
+                out.thinking("\n[agy revised its answer; the revised text follows]\n");
+                out.text(text);
+            }
+            Event::Rewrite {
+                channel: Channel::Thinking,
+                text,
+                ..
+            } => {
+                out.thinking("\n[agy revised its thinking]\n");
+                out.thinking(text);
             }
             Event::ToolCall {
                 id,
                 name,
                 arguments,
                 ..
-            } => {
-                if let Some(target) = diff::edit_target(name, arguments) {
-                    self.edits.before_edit(&target.path);
-                    self.pending_edits
-                        .insert(call_key(id, name, arguments), target);
-                } else {
-                    let subject = events::tool_subject(arguments, Some(self.edits.cwd()));
-                    let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
-                    out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
-                }
-            }
+            } => self.tool_call(id, name, arguments, out),
             Event::ToolResult {
                 id,
                 name,
                 ok,
                 summary,
                 ..
-            } => {
-                let key_by_id = (!id.is_empty()).then(|| id.clone());
-                let target = key_by_id
-                    .and_then(|k| self.pending_edits.remove(&k))
-                    .or_else(|| {
-                        // A result without an id: the oldest pending edit of that tool.
-                        let k = self
-                            .pending_edits
-                            .keys()
-                            .find(|k| k.starts_with(&format!("{name}\u{0}")))
-                            .cloned()?;
-                        self.pending_edits.remove(&k)
-                    });
-                if let Some(target) = target {
-                    let rendered = self.edits.render(&target);
-                    out.thinking(&format!("\n{}\n", rendered.trim_end()));
-                } else if !ok {
-                    out.thinking(&format!("\n[agy tool failed: {name}: {summary}]\n"));
-                }
-            }
+            } => self.tool_result(id, name, *ok, summary, out),
             Event::Error { message, .. } => {
                 self.errors.push(message.clone());
                 out.thinking(&format!("\n[agy error: {message}]\n"));
