@@ -497,6 +497,78 @@ async fn read_request(
     }
 }
 
+/// stdout written by a thread of its own: each flushed line is handed over
+/// and written there, so a reader that is slow (or gone) never blocks the
+/// runtime. A write error there makes the next write here fail, which is how
+/// `PiStream` learns that pi went away. Dropping it waits for everything
+/// handed over to be written.
+struct StdoutThread {
+    buf: Vec<u8>,
+    tx: Option<std::sync::mpsc::Sender<Vec<u8>>>,
+    broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StdoutThread {
+    fn spawn() -> StdoutThread {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = broken.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = io::stdout().lock();
+            for chunk in rx {
+                if out.write_all(&chunk).and_then(|_| out.flush()).is_err() {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                    break;
+                }
+            }
+        });
+        StdoutThread {
+            buf: Vec::new(),
+            tx: Some(tx),
+            broken,
+            thread: Some(thread),
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed"));
+        }
+        Ok(())
+    }
+}
+
+impl Write for StdoutThread {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.check()?;
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.check()?;
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut self.buf);
+        match &self.tx {
+            Some(tx) if tx.send(chunk).is_ok() => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed")),
+        }
+    }
+}
+
+impl Drop for StdoutThread {
+    fn drop(&mut self) {
+        let _ = self.flush();
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Everything `stream` has before agy starts: the request, its watchdog,
 /// the session's turn lock, the prepared turn.
 struct StreamStart {
@@ -539,7 +611,9 @@ async fn stream_start(
 
 async fn stream_turn(args: StreamArgs) -> bool {
     use agy_bridge::provider::{self, EventMapper, PiStream};
-    let mut pi = PiStream::new(io::stdout());
+    // pi may be slow to read: writes wait on their own thread, never on a
+    // runtime worker.
+    let mut pi = PiStream::new(StdoutThread::spawn());
     pi.start();
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
