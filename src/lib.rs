@@ -7,7 +7,8 @@
 //! [`diff`]. [`recording`] and [`schema`] describe agy's database for
 //! fake-agy ([`synth`] builds the corpus), the recorder ([`record`],
 //! [`redact`]) and [`drift`]; [`decode`] and [`render`] are the readable
-//! views. ARCHITECTURE.md has the whole map.
+//! views. [`mcp`] serves pi's tools to agy for a `stream` turn.
+//! ARCHITECTURE.md has the whole map.
 
 pub mod agy_version;
 pub mod config;
