@@ -18,10 +18,10 @@ FAKE="$ROOT/target/debug/fake-agy"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 
 # 0. The extension type-checks (strict) against pi 0.84.0's own types.
-mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$ROOT/pi-extension/package.json" "$WORK/tsc/" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
+mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$ROOT/pi-extension/package.json" "$WORK/tsc/" && cp "$ROOT/.ci/probe-extension/index.ts" "$WORK/tsc/probe.ts" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
 cat > "$WORK/tsc/tsconfig.json" <<'JSON'
 { "compilerOptions": { "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
-    "strict": true, "noEmit": true, "skipLibCheck": true, "types": ["node"] }, "files": ["index.ts"] }
+    "strict": true, "noEmit": true, "skipLibCheck": true, "types": ["node"] }, "files": ["index.ts", "probe.ts"] }
 JSON
 out="$(cd "$WORK/tsc" && "$PI_DIR/node_modules/.bin/tsc" -p tsconfig.json 2>&1)"; code=$?
 [ $code = 0 ]; check "pi-extension/index.ts type-checks against pi's types" $? "$out"
@@ -97,6 +97,38 @@ echo "$rpc_out"
 passed=$((passed + $(grep -c '^ok ' <<<"$rpc_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$rpc_out")))
 grep -q '^ok ' <<<"$rpc_out" || { failed=$((failed+1)); echo "FAIL - pi RPC session did not run"; }
+
+# 7. pi's tools for agy: agy (fake-agy) calls pi_probe, a tool of a second
+#    extension whose result only this pi can produce; pi runs it; the result
+#    reaches agy (its type-38 step holds it) and agy's answer follows. pi's
+#    installed files are the same before and after (nothing is patched).
+export HOME="$WORK/home4" PI_CODING_AGENT_DIR="$WORK/home4/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/tmp4"
+pi_hash() { (cd "$PI_DIR/node_modules/@earendil-works" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum); }
+before="$(pi_hash)"
+out="$(FAKE_AGY_RECORDING=mcp/pi-tool PROBE_SECRET_FILE="$WORK/secret" TMPDIR="$WORK/tmp4" \
+  pi_run -e "$ROOT/.ci/probe-extension" --no-session --mode json -p "Ask pi for a probe value" 2>&1)"; code=$?
+secret="$(cat "$WORK/secret" 2>/dev/null)"
+db="$(ls "$HOME/.gemini/antigravity-cli/conversations/"*.db 2>/dev/null | head -1)"
+step="$("$BRIDGE" decode --json "$db" 2>/dev/null | grep '"mcp:pi/pi_probe"' | grep -F "$secret")"
+[ $code = 0 ] && [ -n "$secret" ] && grep -q '"stopReason":"toolUse"' <<<"$out" && grep -q "pi ran pi_probe" <<<"$out" && [ -n "$step" ]
+check "agy calls pi's tool, pi runs it, the result reaches agy" $? "exit $code, secret '$secret', db $db
+$(grep -o '"type":"tool_execution_[a-z]*"' <<<"$out" | sort | uniq -c)
+$("$BRIDGE" decode --json "$db" 2>&1 | grep -i mcp | head -5)
+$(tail -5 <<<"$out")"
+grep -q "\"toolName\":\"pi_probe\"" <<<"$out" && grep -qF "$secret" <<<"$out"
+check "pi's session shows its own toolCall and the tool result" $? "$(tail -3 <<<"$out")"
+[ -z "$(ls "$WORK/tmp4" | grep agy-bridge-mcp-)" ]; check "the private MCP config dir is gone after the turn" $? "$(ls -la "$WORK/tmp4")"
+
+mcp_rpc="$(FAKE_AGY_RECORDING=mcp/pi-tool FAKE_AGY_GRANDCHILD=1 FAKE_AGY_GRANDCHILD_PIDFILE="$WORK/grandchild4.pid" \
+  timeout 120 node "$ROOT/.ci/pi-mcp-rpc.mjs" "$PI" "$ROOT/pi-extension" "$ROOT/.ci/probe-extension" \
+  "$WORK/grandchild4.pid" "$WORK/probe-block" "$WORK/tmp4" 2>&1)"
+echo "$mcp_rpc"
+passed=$((passed + $(grep -c '^ok ' <<<"$mcp_rpc")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$mcp_rpc")))
+grep -q '^ok ' <<<"$mcp_rpc" || { failed=$((failed+1)); echo "FAIL - pi RPC session with pi's tools did not run"; }
+after="$(pi_hash)"
+[ "$before" = "$after" ]; check "pi's installed files are unchanged" $? "before $before, after $after"
 
 echo "pi e2e: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"

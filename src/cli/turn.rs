@@ -610,7 +610,7 @@ async fn stream_start(
 }
 
 async fn stream_turn(args: StreamArgs) -> bool {
-    use agy_bridge::provider::{self, EventMapper, PiStream};
+    use agy_bridge::provider::{EventMapper, PiStream};
     // pi may be slow to read: writes wait on their own thread, never on a
     // runtime worker.
     let mut pi = PiStream::new(StdoutThread::spawn());
@@ -667,6 +667,17 @@ async fn stream_turn(args: StreamArgs) -> bool {
             return false;
         }
     };
+    end_turn(&mut pi, prepared, req, &result)
+}
+
+/// Save the session's binding and end pi's message with the turn's outcome.
+fn end_turn<W: Write>(
+    pi: &mut agy_bridge::provider::PiStream<W>,
+    prepared: &PreparedTurn,
+    req: &agy_bridge::provider::StreamRequest,
+    result: &runner::RunResult,
+) -> bool {
+    use agy_bridge::provider;
     // Remember where this conversation is, unless the run failed to bind.
     if let Some(store) = &prepared.store {
         let last = result.last_idx.or(prepared.turn.after_idx).unwrap_or(-1);
@@ -686,7 +697,7 @@ async fn stream_turn(args: StreamArgs) -> bool {
         pi.done(result.usage.as_ref().map(provider::PiUsage::from_turn));
         true
     } else {
-        let (aborted, message) = provider::error_message(&result);
+        let (aborted, message) = provider::error_message(result);
         pi.fail(aborted, &message);
         false
     }

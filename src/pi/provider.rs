@@ -393,14 +393,19 @@ pub enum RequestError {
     NoUserMessage,
     #[error("bad request: the user message has no text (agy -p takes text only)")]
     EmptyPrompt,
+    #[error("pi sent tool results, but the agy turn that called those tools is over (it ended, or agy-bridge was restarted); send a new message")]
+    OrphanToolResults,
     #[error("bad request: {0}")]
     Malformed(String),
 }
 
 pub fn extract_prompt(messages: &[Value]) -> Result<Prompt, RequestError> {
     let last = messages.last().ok_or(RequestError::NoUserMessage)?;
-    if role(last) != "user" {
-        return Err(RequestError::NoUserMessage);
+    match role(last) {
+        "user" => {}
+        // A continuation reaches here only when its agy turn is gone.
+        "toolResult" => return Err(RequestError::OrphanToolResults),
+        _ => return Err(RequestError::NoUserMessage),
     }
     let (text, images) = content_text(last.get("content"));
     let text = text.trim().to_string();
@@ -819,6 +824,115 @@ mod tests {
         let all = lines(&buf);
         assert_eq!(all[4]["content"], "ab");
         assert_eq!(all[5]["contentIndex"], 1);
+    }
+
+    #[test]
+    fn tool_use_ends_the_message_and_restart_begins_the_next() {
+        let mut buf = Vec::new();
+        {
+            let mut s = PiStream::new(&mut buf);
+            s.start();
+            s.thinking("t");
+            s.tool_use(&[("agy_1".into(), "memory".into(), json!({"q": "x"}))]);
+            s.text("ignored until restart");
+            s.restart();
+            s.text("after");
+            s.done(None);
+        }
+        let all = lines(&buf);
+        let types: Vec<&str> = all
+            .iter()
+            .map(|v| v["type"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "start",
+                "thinking_start",
+                "thinking_delta",
+                "thinking_end",
+                "toolcall_start",
+                "toolcall_delta",
+                "toolcall_end",
+                "done",
+                "start",
+                "text_start",
+                "text_delta",
+                "text_end",
+                "done"
+            ]
+        );
+        assert_eq!(
+            all[4],
+            json!({"type":"toolcall_start","contentIndex":1,"id":"agy_1","toolName":"memory"})
+        );
+        assert_eq!(all[5]["delta"], r#"{"q":"x"}"#);
+        assert_eq!(
+            all[6]["toolCall"],
+            json!({"type":"toolCall","id":"agy_1","name":"memory","arguments":{"q":"x"}})
+        );
+        assert_eq!(all[7], json!({"type":"done","reason":"toolUse"}));
+        assert_eq!(all[9]["contentIndex"], 0, "the next message counts from 0");
+        assert_eq!(all[12]["reason"], "stop");
+    }
+
+    #[test]
+    fn bridge_calls_are_not_repeated_in_thinking() {
+        let call = |name: &str, args: &str| {
+            RunEvent::Agy(Event::ToolCall {
+                idx: 3,
+                id: "c".into(),
+                name: name.into(),
+                arguments: args.into(),
+            })
+        };
+        let run = |hide: bool| {
+            let mut buf = Vec::new();
+            let mut mapper = EventMapper::new(Path::new("/w"));
+            if hide {
+                mapper.hide_bridge_calls();
+            }
+            {
+                let mut s = PiStream::new(&mut buf);
+                mapper.map(&call("mcp:pi/memory", "{}"), &mut s);
+                mapper.map(
+                    &call(
+                        "call_mcp_tool",
+                        r#"{"ServerName":"pi","ToolName":"memory"}"#,
+                    ),
+                    &mut s,
+                );
+                mapper.map(&call("mcp:github/issues", "{}"), &mut s);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        };
+        let hidden = run(true);
+        assert!(
+            !hidden.contains("mcp:pi/") && !hidden.contains("call_mcp_tool"),
+            "{hidden}"
+        );
+        assert!(hidden.contains("[agy tool: mcp:github/issues]"), "{hidden}");
+        assert!(run(false).contains("[agy tool: mcp:pi/memory]"));
+    }
+
+    #[test]
+    fn digest_skips_results_of_calls_agy_made_through_the_bridge() {
+        let msgs = vec![
+            json!({"role":"user","content":"ask pi"}),
+            json!({"role":"assistant","provider":"antigravity","content":[{"type":"toolCall","id":"agy_1","name":"memory","arguments":{}}]}),
+            json!({"role":"toolResult","toolCallId":"agy_1","toolName":"memory","isError":false,"content":[{"type":"text","text":"bridged result"}]}),
+            json!({"role":"assistant","provider":"anthropic","content":[{"type":"toolCall","id":"toolu_2","name":"bash","arguments":{}}]}),
+            json!({"role":"toolResult","toolCallId":"toolu_2","toolName":"bash","isError":false,"content":[{"type":"text","text":"claude's result"}]}),
+            json!({"role":"user","content":"next"}),
+        ];
+        let d = context_digest(&msgs, 0, 8000);
+        assert!(!d.contains("bridged result"), "{d}");
+        assert!(d.contains("[tool result: bash]\nclaude's result"), "{d}");
+        let orphan = vec![msgs[2].clone()];
+        assert_eq!(
+            extract_prompt(&orphan),
+            Err(RequestError::OrphanToolResults)
+        );
     }
 
     #[test]

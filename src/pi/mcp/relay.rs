@@ -64,14 +64,14 @@ impl Control {
 }
 
 /// `AGY_PI_TOOL_BATCH_MS`: how long after a call further calls join its
-/// message (default 3 ms: calls agy sends together reach the loopback
-/// server within microseconds; every millisecond here is added to each tool
-/// round trip).
+/// message (default 2 ms: calls agy sends together reach the loopback
+/// server within microseconds of each other; every millisecond here is
+/// added to each tool round trip, see benches/tool_roundtrip.rs).
 pub fn batch_window() -> Duration {
     let ms = std::env::var("AGY_PI_TOOL_BATCH_MS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(3);
+        .unwrap_or(2);
     Duration::from_millis(ms.min(1000))
 }
 
@@ -167,7 +167,14 @@ async fn hand_over<W: Write>(
     let window = tokio::time::sleep(tools.window);
     tokio::pin!(window);
     let mut open = true;
-    while open {
+    if tools.window.is_zero() {
+        // No window: only the calls already here join (no timer tick).
+        while let Ok(call) = tools.calls.try_recv() {
+            batch.push((call.id.clone(), call.name.clone(), call.arguments.clone()));
+            parked.park(call);
+        }
+    }
+    while open && !tools.window.is_zero() {
         tokio::select! {
             biased;
             ev = events.recv() => match ev {
