@@ -9,7 +9,7 @@
 // `pi-agy-bridge`), else `agy-bridge` on PATH. It must be a real executable:
 // it re-executes itself as the guardian of agy's process tree.
 
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -26,7 +26,7 @@ import {
 	type ToolCall,
 	type ToolResultMessage,
 } from "@earendil-works/pi-ai";
-import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import type { ExtensionAPI, ProviderModelConfig } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 
 const PROVIDER = "antigravity";
@@ -56,11 +56,33 @@ function cannotStart(err: Error): string {
 	return `agy-bridge could not start (${bin}): ${err.message}`;
 }
 
-/** Run agy-bridge to completion (config, sessions, models). */
-function runBridge(args: string[], timeoutMs = 20000): { ok: boolean; stdout: string; stderr: string } {
-	const r = spawnSync(bridgeBin(), args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
-	if (r.error) return { ok: false, stdout: "", stderr: cannotStart(r.error) };
-	return { ok: r.status === 0, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+type BridgeRun = { ok: boolean; stdout: string; stderr: string; aborted: boolean };
+
+/** Run agy-bridge to completion (config, sessions, models, ask), never
+ *  blocking pi's event loop; a timeout or `signal` ends it with SIGTERM. */
+function runBridge(args: string[], opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<BridgeRun> {
+	return new Promise((resolve) => {
+		if (opts.signal?.aborted) return resolve({ ok: false, stdout: "", stderr: "", aborted: true });
+		const child = spawn(bridgeBin(), args, { stdio: ["ignore", "pipe", "pipe"] });
+		let stdout = "";
+		let stderr = "";
+		let aborted = false;
+		const onAbort = () => {
+			aborted = true;
+			child.kill("SIGTERM");
+		};
+		const timer = setTimeout(() => child.kill("SIGTERM"), opts.timeoutMs ?? 20000);
+		opts.signal?.addEventListener("abort", onAbort, { once: true });
+		const done = (r: BridgeRun) => {
+			clearTimeout(timer);
+			opts.signal?.removeEventListener("abort", onAbort);
+			resolve(r);
+		};
+		child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
+		child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-4000)));
+		child.on("error", (e) => done({ ok: false, stdout: "", stderr: cannotStart(e), aborted }));
+		child.on("close", (code) => done({ ok: code === 0 && !aborted, stdout, stderr, aborted }));
+	});
 }
 
 function zeroUsage(): AssistantMessage["usage"] {
@@ -188,10 +210,13 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 			stream.push({ type: "start", partial });
 		}
 	};
+	// The abort listener goes when this provider call ends, whatever ends it.
+	let dropAbort = () => {};
 	const fail = (reason: "error" | "aborted", message: string) => {
 		if (finished) return;
 		ensureStarted();
 		finished = true;
+		dropAbort();
 		partial.stopReason = reason;
 		partial.errorMessage = message;
 		stream.push({ type: "error", reason, error: partial });
@@ -281,6 +306,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 			case "done":
 				ensureStarted();
 				finished = true;
+				dropAbort();
 				partial.stopReason = ev.reason;
 				// agy runs on the user's own subscription: tokens, no cost.
 				if (ev.usage) partial.usage = { ...zeroUsage(), ...ev.usage, cost: zeroUsage().cost };
@@ -332,12 +358,15 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		}, ABORT_GRACE_MS).unref();
 	};
 	if (options?.signal?.aborted) onAbort();
-	else options?.signal?.addEventListener("abort", onAbort, { once: true });
+	else if (!finished) {
+		options?.signal?.addEventListener("abort", onAbort, { once: true });
+		dropAbort = () => options?.signal?.removeEventListener("abort", onAbort);
+	}
 	return stream;
 }
 
-function loadModels(): unknown[] {
-	const r = runBridge(["models", "--json"]);
+async function loadModels(): Promise<ProviderModelConfig[]> {
+	const r = await runBridge(["models", "--json"]);
 	if (r.stderr.trim()) console.error(`[agy-bridge] ${r.stderr.trim()}`);
 	try {
 		const parsed = JSON.parse(r.stdout);
@@ -347,14 +376,14 @@ function loadModels(): unknown[] {
 	}
 }
 
-export default function (pi: ExtensionAPI): void {
-	const models = loadModels();
+export default async function (pi: ExtensionAPI): Promise<void> {
+	const models = await loadModels();
 	pi.registerProvider(PROVIDER, {
 		name: "Antigravity (agy)",
 		baseUrl: "agy-bridge://antigravity",
 		apiKey: "not-used",
 		api: "agy-bridge",
-		models: models as never,
+		models,
 		streamSimple,
 	});
 
@@ -380,7 +409,7 @@ export default function (pi: ExtensionAPI): void {
 			if (words[0] === "sessions") argv = ["sessions", "list"];
 			else if (words[0] === "clear") argv = ["sessions", "clear"];
 			else argv = ["config", ...words];
-			const r = runBridge(argv);
+			const r = await runBridge(argv);
 			const text = (r.stdout + (r.ok ? "" : r.stderr)).trim() || "(no output)";
 			ctx.ui.notify(text, r.ok ? "info" : "error");
 		},
@@ -404,16 +433,9 @@ export default function (pi: ExtensionAPI): void {
 			if (params.conversationId) args.push("--conversation", params.conversationId);
 			if (params.mode) args.push("--mode", params.mode);
 			args.push("--", params.prompt);
-			const out = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
-				const child = spawn(bridgeBin(), args, { stdio: ["ignore", "pipe", "pipe"] });
-				let stdout = "";
-				let stderr = "";
-				child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
-				child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-2000)));
-				child.on("error", (e) => resolve({ stdout: "", stderr: cannotStart(e) }));
-				child.on("close", () => resolve({ stdout, stderr }));
-				signal?.addEventListener("abort", () => child.kill("SIGTERM"), { once: true });
-			});
+			// agy's own watchdog is 10 minutes; ours ends the child a minute later.
+			const out = await runBridge(args, { timeoutMs: 11 * 60 * 1000, signal });
+			if (out.aborted) throw new Error("AskAntigravity was aborted");
 			let result: { answer?: string; conversationId?: string | null; error?: string | null };
 			try {
 				result = JSON.parse(out.stdout);
