@@ -1,4 +1,4 @@
-//! Synthesized recordings: the corpus built in code from agy-format.md.
+//! Synthesized recordings: the corpus built in code from docs/agy-format.md.
 //!
 //! No real agy is available to CI, so the corpus in `recordings/` is written by
 //! this module and checked against it by a test (`tests/corpus.rs`), which can

@@ -1,6 +1,6 @@
 //! Binding the conversation id that agy never prints.
 //!
-//! `agy -p` writes one `<uuid>.db` per conversation (agy-format.md §1) but
+//! `agy -p` writes one `<uuid>.db` per conversation (docs/agy-format.md, "Where agy writes") but
 //! names none of them on stdout, so a fresh run has to find its own database.
 //! This module owns that decision and nothing else: the id type (validated, so
 //! an id handed to `--conversation` can never be a flag), the before/after

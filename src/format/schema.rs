@@ -6,7 +6,7 @@
 //! and the real thing cannot drift apart unnoticed.
 
 /// The `CREATE` statements exactly as agy's `sqlite_master` holds them
-/// (agy-format.md §2), in creation order.
+/// (docs/agy-format.md, "Schema"), in creation order.
 pub const DDL: &[&str] = &[
     "CREATE TABLE `trajectory_meta` (`trajectory_id` text,`cascade_id` text,`trajectory_type` integer,`source` integer,PRIMARY KEY (`trajectory_id`))",
     "CREATE TABLE `steps` (`idx` integer,`step_type` integer NOT NULL DEFAULT 0,`status` integer NOT NULL DEFAULT 0,`has_subtrajectory` numeric NOT NULL DEFAULT false,`metadata` blob,`error_details` blob,`permissions` blob,`task_details` blob,`render_info` blob,`step_payload` blob,`step_format` integer NOT NULL DEFAULT 0,PRIMARY KEY (`idx`))",

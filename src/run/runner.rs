@@ -289,7 +289,7 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
-/// The argument list for one turn (agy-format.md §7, seed-ARCHITECTURE.md).
+/// The argument list for one turn (docs/agy-format.md, "CLI surface").
 pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     for dir in &req.add_dirs {
