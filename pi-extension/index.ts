@@ -103,7 +103,7 @@ type BridgeEvent =
 	| { type: "start" }
 	| { type: "text_start" | "thinking_start"; contentIndex: number }
 	| { type: "text_delta" | "thinking_delta"; contentIndex: number; delta: string }
-	| { type: "text_end" | "thinking_end"; contentIndex: number; content: string }
+	| { type: "text_end" | "thinking_end"; contentIndex: number }
 	| { type: "toolcall_start"; contentIndex: number; id: string; toolName: string }
 	| { type: "toolcall_delta"; contentIndex: number; delta: string }
 	| { type: "toolcall_end"; contentIndex: number; toolCall: ToolCall }
@@ -279,15 +279,19 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				if (block?.type === "thinking") block.thinking += ev.delta;
 				break;
 			}
+			// The bridge keeps no copy of a block: its text is what the
+			// deltas built here.
 			case "text_end": {
 				const block = partial.content[ev.contentIndex];
-				if (block?.type === "text") block.text = ev.content;
-				break;
+				ensureStarted();
+				stream.push({ type: "text_end", contentIndex: ev.contentIndex, content: block?.type === "text" ? block.text : "", partial });
+				return;
 			}
 			case "thinking_end": {
 				const block = partial.content[ev.contentIndex];
-				if (block?.type === "thinking") block.thinking = ev.content;
-				break;
+				ensureStarted();
+				stream.push({ type: "thinking_end", contentIndex: ev.contentIndex, content: block?.type === "thinking" ? block.thinking : "", partial });
+				return;
 			}
 			case "toolcall_start":
 				ensureStarted();

@@ -233,6 +233,34 @@ impl Line {
     }
 }
 
+/// Blank, in place, the `response` string of a `result` line: for a reader
+/// that already has the answer (from the database) and should not hold a
+/// long one a second time. Returns whether it did; anything it cannot
+/// read is left as it is.
+pub fn blank_response(line: &mut Vec<u8>) -> bool {
+    const KEY: &[u8] = b"\"response\":\"";
+    if !line.starts_with(b"{\"event\":\"result\"") {
+        return false;
+    }
+    let Some(at) = line.windows(KEY.len()).position(|w| w == KEY) else {
+        return false;
+    };
+    let start = at + KEY.len();
+    // The closing quote: the first one not escaped by a backslash.
+    let mut i = start;
+    while i < line.len() {
+        match line[i] {
+            b'\\' => i += 2,
+            b'"' => {
+                line.drain(start..i);
+                return true;
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
 fn parse_init(value: &mut Value) -> Option<Line> {
     let conversation_id = value.get("conversation_id")?.as_str()?.to_string();
     let init = match value.get_mut("init") {
@@ -385,6 +413,18 @@ mod tests {
         ] {
             assert_eq!(erased::go_float(v), want);
         }
+    }
+
+    #[test]
+    fn a_result_lines_response_can_be_blanked_in_place() {
+        let mut line = RESULT
+            .replace(r#""response":"""#, r#""response":"a \"quoted\" answer\\""#)
+            .into_bytes();
+        assert!(blank_response(&mut line));
+        assert_eq!(String::from_utf8(line).expect("utf8"), RESULT);
+        let mut init = INIT.as_bytes().to_vec();
+        assert!(!blank_response(&mut init));
+        assert_eq!(init, INIT.as_bytes());
     }
 
     #[test]

@@ -60,10 +60,12 @@ pub enum PiEvent {
         content_index: usize,
         delta: String,
     },
+    /// Ends a text block. pi's own event also carries the block's whole
+    /// text; the extension fills it in from the deltas it applied, so the
+    /// bridge never keeps a second copy of a growing answer.
     TextEnd {
         #[serde(rename = "contentIndex")]
         content_index: usize,
-        content: String,
     },
     ThinkingStart {
         #[serde(rename = "contentIndex")]
@@ -74,10 +76,10 @@ pub enum PiEvent {
         content_index: usize,
         delta: String,
     },
+    /// Ends a thinking block (its text as for [`PiEvent::TextEnd`]).
     ThinkingEnd {
         #[serde(rename = "contentIndex")]
         content_index: usize,
-        content: String,
     },
     ToolcallStart {
         #[serde(rename = "contentIndex")]
@@ -148,7 +150,7 @@ pub struct PiStream<W: Write> {
     out: W,
     started: bool,
     finished: bool,
-    open: Option<(BlockKind, usize, String)>,
+    open: Option<(BlockKind, usize)>,
     next_index: usize,
     /// The sink failed (pi went away); the caller should abort agy.
     pub broken: bool,
@@ -195,7 +197,7 @@ impl<W: Write> PiStream<W> {
 
     /// Whether a text block is open right now.
     pub fn text_open(&self) -> bool {
-        matches!(self.open, Some((BlockKind::Text, _, _)))
+        matches!(self.open, Some((BlockKind::Text, _)))
     }
 
     /// Whether any content block was ever opened.
@@ -204,15 +206,13 @@ impl<W: Write> PiStream<W> {
     }
 
     fn close(&mut self) {
-        if let Some((kind, index, content)) = self.open.take() {
+        if let Some((kind, index)) = self.open.take() {
             self.emit(&match kind {
                 BlockKind::Text => PiEvent::TextEnd {
                     content_index: index,
-                    content,
                 },
                 BlockKind::Thinking => PiEvent::ThinkingEnd {
                     content_index: index,
-                    content,
                 },
             });
         }
@@ -221,13 +221,13 @@ impl<W: Write> PiStream<W> {
     fn ensure(&mut self, kind: BlockKind) -> usize {
         self.start();
         match &self.open {
-            Some((k, i, _)) if *k == kind => return *i,
+            Some((k, i)) if *k == kind => return *i,
             Some(_) => self.close(),
             None => {}
         }
         let index = self.next_index;
         self.next_index += 1;
-        self.open = Some((kind, index, String::new()));
+        self.open = Some((kind, index));
         self.emit(&match kind {
             BlockKind::Text => PiEvent::TextStart {
                 content_index: index,
@@ -244,9 +244,6 @@ impl<W: Write> PiStream<W> {
             return;
         }
         let index = self.ensure(kind);
-        if let Some((_, _, content)) = self.open.as_mut() {
-            content.push_str(delta);
-        }
         self.emit(&match kind {
             BlockKind::Text => PiEvent::TextDelta {
                 content_index: index,
@@ -822,7 +819,7 @@ mod tests {
             ]
         );
         let all = lines(&buf);
-        assert_eq!(all[4]["content"], "ab");
+        assert!(all[4].get("content").is_none(), "{}", all[4]);
         assert_eq!(all[5]["contentIndex"], 1);
     }
 

@@ -455,7 +455,7 @@ pub async fn run_observed<'a>(
         });
     }
     let private: Vec<&Path> = staged.dir().into_iter().collect();
-    let mut agy = match Agy::spawn(cfg, req, stream_json, &private) {
+    let mut agy = match Agy::spawn(cfg, req, stream_json, &private, turn.db.shared_text.clone()) {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
     };
@@ -488,6 +488,7 @@ impl Agy {
         req: &TurnRequest,
         stream_json: bool,
         private: &[&Path],
+        db_text: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<Agy, Failure> {
         let bin = cfg.agy_bin.display().to_string();
         if !is_installed(&cfg.agy_bin) {
@@ -549,6 +550,7 @@ impl Agy {
                 out,
                 sink,
                 stream_json.then_some(tx),
+                db_text,
             )));
         }
         Ok(Agy {
@@ -616,10 +618,14 @@ async fn read_stderr(mut err: tokio::process::ChildStderr, tail: Arc<Mutex<VecDe
 
 /// agy's stdout: with stream-json, each line parsed and sent on (only lines
 /// that are not JSON are kept as text); otherwise the text, capped.
+/// `db_text`: the database has given answer text, so a `result` line's
+/// copy of the answer is blanked before it is parsed (a long answer is then
+/// never held twice).
 async fn read_stdout(
     out: tokio::process::ChildStdout,
     sink: Arc<Mutex<Vec<u8>>>,
     lines: Option<mpsc::UnboundedSender<Line>>,
+    db_text: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let mut reader = BufReader::new(out);
     let mut buf = Vec::new();
@@ -632,6 +638,9 @@ async fn read_stdout(
         match reader.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
+        }
+        if lines.is_some() && db_text.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::stream_json::blank_response(&mut buf);
         }
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim_end_matches(['\n', '\r']);
@@ -726,6 +735,8 @@ fn add_usage(sum: &mut Usage, u: &Usage) {
 #[derive(Debug, Default)]
 struct DbSeen {
     text: bool,
+    /// `text`, for the stdout reader (it then drops agy's copy of the answer).
+    shared_text: Arc<std::sync::atomic::AtomicBool>,
     tools: bool,
     errors: Vec<String>,
     /// The database answered a poll at least once.
@@ -887,6 +898,9 @@ impl<'a> Turn<'a> {
             }
             Event::Text { .. } => {
                 self.db.text = true;
+                self.db
+                    .shared_text
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 self.agy.texts.clear();
             }
             Event::ToolCall { .. } => self.db.tools = true,
