@@ -601,7 +601,15 @@ async fn stream_start(
         },
         None => None,
     };
-    let prepared = prepare_turn(&req, timeout, session_key, store).map_err(|m| (false, m))?;
+    // Settings, sessions and the model catalog are files (and at worst an
+    // `agy models` run): resolved on a blocking thread, before the turn.
+    let for_prepare = req.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        prepare_turn(&for_prepare, timeout, session_key, store)
+    })
+    .await
+    .map_err(|e| (false, format!("agy-bridge: preparing the turn failed: {e}")))?
+    .map_err(|m| (false, m))?;
     Ok(StreamStart {
         req,
         prepared,
@@ -719,6 +727,7 @@ async fn serve_pi_tools(
         .map_err(|e| format!("agy-bridge: cannot serve pi's tools to agy: {e}"))?;
     if let Some(b) = &bridge {
         turn.add_dirs.push(b.dir.path().to_path_buf());
+        turn.private_dirs.push(b.dir.path().to_path_buf());
         mapper.hide_bridge_calls();
     }
     Ok(bridge)
@@ -868,6 +877,7 @@ fn prepare_turn(
         after_idx: existing.as_ref().map(|e| e.last_step_idx),
         // agy's workspace: the directory pi works in.
         add_dirs: vec![cwd.clone()],
+        private_dirs: Vec::new(),
     };
     for w in store
         .as_ref()

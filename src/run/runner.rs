@@ -149,6 +149,10 @@ pub struct TurnRequest {
     /// current last idx is used, so a resumed turn streams only new steps.
     pub after_idx: Option<i64>,
     pub add_dirs: Vec<PathBuf>,
+    /// Directories the bridge made for this turn alone (e.g. the MCP
+    /// config of pi's tools), also in `add_dirs`: the guardian removes them
+    /// once agy's tree is gone, even if the bridge was killed.
+    pub private_dirs: Vec<PathBuf>,
 }
 
 /// What the runner reports while the turn runs.
@@ -454,7 +458,11 @@ pub async fn run_observed<'a>(
             dir: cwd.display().to_string(),
         });
     }
-    let private: Vec<&Path> = staged.dir().into_iter().collect();
+    let private: Vec<&Path> = staged
+        .dir()
+        .into_iter()
+        .chain(req.private_dirs.iter().map(PathBuf::as_path))
+        .collect();
     let mut agy = match Agy::spawn(cfg, req, stream_json, &private, turn.db.shared_text.clone()) {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),

@@ -102,7 +102,14 @@ fn forward<W: Write>(
         // Promptly: agy's tree is still being taken down.
         pi.fail(true, "Operation aborted");
     }
-    mapper.map(ev, pi);
+    // An edit's diff reads files and may ask git: off the runtime's
+    // workers where the runtime allows it.
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            tokio::task::block_in_place(|| mapper.map(ev, pi))
+        }
+        _ => mapper.map(ev, pi),
+    }
     if pi.broken {
         cancel.cancel();
     }
