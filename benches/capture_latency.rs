@@ -12,22 +12,9 @@ mod common;
 use common::workspace_bin;
 
 use agy_bridge::record::{self, Capturer};
-use agy_bridge::recording::{self, Commit, Recording};
+use agy_bridge::recording::{self, Recording};
 use agy_bridge::runner::{self, BindMode, RunConfig, TurnRequest};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The `(idx, step_payload)` of each `steps` write in `c`.
-fn step_payloads(c: &Commit) -> Vec<(i64, Vec<u8>)> {
-    c.writes
-        .iter()
-        .filter(|w| w.table == "steps")
-        .filter_map(|w| {
-            let idx = w.key.get("idx")?.as_i64()?;
-            let p = w.values.get("step_payload")?.as_blob()?.to_vec();
-            Some((idx, p))
-        })
-        .collect()
-}
 
 fn now_ns() -> f64 {
     SystemTime::now()
@@ -91,13 +78,13 @@ fn main() {
     let original = Recording::load(&path).expect("load hello");
     let mut lat = Vec::new();
     for c in cap.commits() {
-        let Some((_, p)) = step_payloads(&c).into_iter().find(|(i, _)| *i == 2) else {
+        let Some((_, p)) = c.step_payloads().into_iter().find(|(i, _)| *i == 2) else {
             continue;
         };
         let Some(k) = original
             .commits
             .iter()
-            .position(|o| step_payloads(o).iter().any(|(i, op)| *i == 2 && *op == p))
+            .position(|o| o.step_payloads().iter().any(|(i, op)| *i == 2 && *op == p))
         else {
             continue;
         };

@@ -211,19 +211,6 @@ fn planner_text_len(payload: &[u8]) -> Option<usize> {
     }
 }
 
-/// (db, idx) -> step payloads written, per commit.
-fn step_payloads(c: &Commit) -> Vec<(i64, Vec<u8>)> {
-    c.writes
-        .iter()
-        .filter(|w| w.table == "steps")
-        .filter_map(|w| {
-            let idx = w.key.get("idx")?.as_i64()?;
-            let p = w.values.get("step_payload")?.as_blob()?.to_vec();
-            Some((idx, p))
-        })
-        .collect()
-}
-
 #[test]
 fn recording_hello_at_full_speed_captures_every_growth_step() {
     let home = tempfile::tempdir().unwrap();
@@ -235,7 +222,7 @@ fn recording_hello_at_full_speed_captures_every_growth_step() {
     let lengths = |rec: &Recording| -> Vec<usize> {
         rec.commits
             .iter()
-            .flat_map(step_payloads)
+            .flat_map(Commit::step_payloads)
             .filter(|(idx, _)| *idx == 2)
             .filter_map(|(_, p)| planner_text_len(&p))
             .collect()
@@ -386,13 +373,16 @@ fn round_trip(name: &str) -> Trip {
             .map(|(_, to)| to.clone())
             .unwrap_or_default();
         let mut matched: Option<usize> = None;
-        for (idx, payload) in step_payloads(c) {
+        for (idx, payload) in c.step_payloads() {
             let mut p = payload;
             for (from, to) in &back {
                 p = replace_bytes(&p, from.as_bytes(), to.as_bytes());
             }
             let k = orig_commits.iter().rposition(|o| {
-                o.db == db && step_payloads(o).iter().any(|(i, op)| *i == idx && *op == p)
+                o.db == db
+                    && o.step_payloads()
+                        .iter()
+                        .any(|(i, op)| *i == idx && *op == p)
             });
             match k {
                 Some(k) => matched = Some(matched.map_or(k, |m| m.max(k))),

@@ -203,6 +203,21 @@ pub struct Commit {
     pub writes: Vec<Write>,
 }
 
+impl Commit {
+    /// The `(idx, step_payload)` of each `steps` write, in order.
+    pub fn step_payloads(&self) -> Vec<(i64, Vec<u8>)> {
+        self.writes
+            .iter()
+            .filter(|w| w.table == "steps")
+            .filter_map(|w| {
+                let idx = w.key.get("idx")?.as_i64()?;
+                let p = w.values.get("step_payload")?.as_blob()?.to_vec();
+                Some((idx, p))
+            })
+            .collect()
+    }
+}
+
 /// A call of an MCP tool in a recording (see recordings/README.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpCall {

@@ -62,11 +62,7 @@ impl BinaryKey {
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
     pub fn of(bin: &Path) -> Option<BinaryKey> {
-        let found = if bin.components().count() > 1 || bin.is_absolute() {
-            bin.to_path_buf()
-        } else {
-            find_on_path(bin)?
-        };
+        let found = crate::process::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
         if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
@@ -79,18 +75,6 @@ impl BinaryKey {
             mtime_nsec: meta.mtime_nsec(),
         })
     }
-}
-
-/// The first executable file called `name` in PATH's directories.
-fn find_on_path(name: &Path) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 /// One remembered answer: the binary as it was when asked, and its version.

@@ -12,10 +12,29 @@ use crate::discovery;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpgid, getpgrp, Pid};
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// The file the OS would run for `bin`: a path (anything with a slash) as it
+/// is, if it is a file; a bare name as exec finds it, the first executable
+/// file of that name in PATH's directories.
+pub fn find_program(bin: &Path) -> Option<PathBuf> {
+    if bin.components().count() > 1 || bin.is_absolute() {
+        return bin.is_file().then(|| bin.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(bin))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
 
 /// Signal `root`'s whole tree: its process group, the groups of descendants
 /// that made their own, and each process.

@@ -585,11 +585,7 @@ impl Drop for Agy {
 
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
 fn is_installed(bin: &Path) -> bool {
-    if bin.components().count() > 1 {
-        return bin.is_file();
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(bin).is_file()))
+    crate::process::find_program(bin).is_some()
 }
 
 /// Without a guardian, agy at least dies with the thread that spawned it
