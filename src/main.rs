@@ -68,11 +68,12 @@ type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     agy_bridge::guard::main_if_guard();
+    let standby = guardian_for_stream();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    match run(cli.command) {
+    match run(cli.command, standby) {
         Ok(code) => code,
         Err(e) => {
             // One line, whatever the error's own text holds.
@@ -99,14 +100,30 @@ fn usage_error(e: clap::Error) -> ExitCode {
     cmd_turn::stream_fails_early(&format!("agy-bridge stream: {reason}"))
 }
 
-fn run(command: Commands) -> CmdResult {
+/// `stream` (pi's turn) forks agy's guardian first thing, while this
+/// process still has one thread: it waits while the request is read and the
+/// turn prepared, and agy starts the moment the turn is ready (see
+/// `agy_bridge::run::standby`). If the fork fails, the turn starts one later.
+fn guardian_for_stream() -> Option<agy_bridge::run::standby::Standby> {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "stream") {
+        // SAFETY: nothing has started a thread yet: this is the first thing
+        // `main` does after `main_if_guard`, which never returns here with
+        // a thread started.
+        unsafe { agy_bridge::run::standby::Standby::fork() }.ok()
+    } else {
+        None
+    }
+}
+
+/// `standby`: agy's guardian, already started for `stream`.
+fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) -> CmdResult {
     match command {
         Commands::Decode(args) => cmd_decode(args),
         Commands::Config(args) => cmd_config(args),
         Commands::Sessions(args) => cmd_sessions(args),
         Commands::Run(args) => cmd_turn::cmd_run(args),
         Commands::Demo(args) => cmd_turn::cmd_demo(args),
-        Commands::Stream(args) => cmd_turn::cmd_stream(args),
+        Commands::Stream(args) => cmd_turn::cmd_stream(args, standby),
         Commands::Ask(args) => cmd_turn::cmd_ask(args),
         Commands::Models(args) => cmd_models(args),
         Commands::Record(args) => cmd_record(args),

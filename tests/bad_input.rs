@@ -574,3 +574,32 @@ fn demo_output_speaks_of_meaning_not_field_numbers() {
         );
     }
 }
+
+/// The guardian reads what to run from its stdin: a damaged command is
+/// named and runs nothing; no command at all (the bridge ended first) is a
+/// quiet exit.
+#[test]
+fn the_guardian_names_a_damaged_launch_and_runs_nothing() {
+    let guardian = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
+        c.arg(agy_bridge::guard::GUARD_ARG);
+        c
+    };
+    let damaged = feed(guardian(), b"x\x00\x00\x00\x00.");
+    assert!(!damaged.success);
+    assert_eq!(
+        damaged.stderr.trim(),
+        "agy-bridge guardian: cannot read what to run: unknown item tag 0x78"
+    );
+    let cut = feed(guardian(), b"p\x09\x00\x00\x00/bin/t");
+    assert!(!cut.success);
+    assert!(
+        cut.stderr
+            .starts_with("agy-bridge guardian: cannot read what to run: "),
+        "{}",
+        cut.stderr
+    );
+    let nothing = feed(guardian(), b"");
+    assert!(nothing.success, "{}", nothing.stderr);
+    assert_eq!((nothing.stdout.as_str(), nothing.stderr.as_str()), ("", ""));
+}

@@ -156,7 +156,9 @@ async fn dropping_a_turn_kills_agys_tree() {
             pidfile.display().to_string(),
         ));
         if guardian {
-            cfg.guardian = Some(env!("CARGO_BIN_EXE_agy-bridge").into());
+            cfg.guardian = Some(agy_bridge::run::standby::Guardian::new(env!(
+                "CARGO_BIN_EXE_agy-bridge"
+            )));
         }
         let req = agy_bridge::runner::TurnRequest {
             prompt: marker.clone(),
@@ -228,4 +230,65 @@ fn sigkill_leaves_no_private_prompt_file_behind() {
 fn fake_agy_is_the_agy_under_test() {
     // The markers above find fake-agy by its argv; make sure it is there.
     assert!(fake_agy().is_file());
+}
+
+/// The children of `pid` (from `/proc/*/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// `stream` forks agy's guardian before it reads its request. Started, it
+/// waits; the bridge gone (killed, or ended by a bad request) before any
+/// turn, it leaves too, having started nothing.
+#[test]
+fn the_guardian_stream_starts_first_leaves_with_a_bridge_that_never_ran_a_turn() {
+    for ending in ["SIGKILL", "a bad request"] {
+        let home = tempfile::tempdir().expect("tmp");
+        let mut child = bridge("stream", home.path(), "hello", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut guardian = Vec::new();
+        let started = eventually(Duration::from_secs(10), || {
+            guardian = children_of(child.id());
+            !guardian.is_empty()
+        });
+        assert!(started, "{ending}: no guardian was started");
+        assert_eq!(guardian.len(), 1, "{ending}: {guardian:?}");
+        let mut stdin = child.stdin.take().expect("stdin");
+        if ending == "SIGKILL" {
+            child.kill().expect("kill");
+        } else {
+            writeln!(stdin, "not json").expect("write");
+        }
+        let status = child.wait().expect("wait");
+        assert!(!status.success(), "{ending}");
+        let gone = eventually(Duration::from_secs(10), || !alive(guardian[0]));
+        assert!(
+            gone,
+            "{ending}: the guardian {} outlived the bridge",
+            guardian[0]
+        );
+        assert!(
+            children_of(guardian[0]).is_empty(),
+            "{ending}: the guardian started something"
+        );
+    }
 }

@@ -256,3 +256,70 @@ fn a_locked_database_is_not_ready_then_reads() {
         }]
     );
 }
+
+/// After a file notification the commit it announced may not be visible
+/// yet: `poll_settling` keeps looking (version checks only) and reads it as
+/// soon as it lands, without waiting out its window.
+#[test]
+fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, "one"));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    let before = p.stats();
+
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        put(&w, &text(0, StepStatus::Generating, "one two"));
+        w
+    });
+    let window = std::time::Duration::from_secs(20);
+    let started = std::time::Instant::now();
+    let events = match p.poll_settling(window) {
+        Poll::Ready(e) => e,
+        Poll::NotReady(e) => panic!("not ready: {e}"),
+    };
+    let took = started.elapsed();
+    let _w = late.join().expect("writer");
+    assert_eq!(
+        events,
+        vec![Event::Text {
+            idx: 0,
+            text: " two".into()
+        }]
+    );
+    // It read as soon as the commit landed, not at the end of its window.
+    assert!(took < window / 2, "waited {took:?}");
+    let after = p.stats();
+    assert_eq!(
+        after.polls,
+        before.polls + 1,
+        "one poll, however many looks"
+    );
+    assert!(after.version_checks > before.version_checks + 1);
+    assert_eq!(after.row_selects, before.row_selects + 2);
+}
+
+#[test]
+fn a_settling_poll_with_nothing_committed_reads_no_rows() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, "one"));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    let before = p.stats();
+    let window = std::time::Duration::from_millis(5);
+    let started = std::time::Instant::now();
+    match p.poll_settling(window) {
+        Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
+        Poll::NotReady(e) => panic!("not ready: {e}"),
+    }
+    assert!(started.elapsed() >= window);
+    let after = p.stats();
+    assert_eq!(after.row_selects, before.row_selects);
+    assert!(after.version_checks > before.version_checks);
+    drop(w);
+}

@@ -136,7 +136,9 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 /// (so agy's tree dies with us, however we die).
 pub fn run_config() -> Result<RunConfig, runner::EnvError> {
     let mut cfg = RunConfig::from_env()?;
-    cfg.guardian = std::env::current_exe().ok();
+    cfg.guardian = std::env::current_exe()
+        .ok()
+        .map(agy_bridge::run::standby::Guardian::new);
     Ok(cfg)
 }
 
@@ -445,7 +447,12 @@ pub fn stream_fails_early(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-pub fn cmd_stream(args: StreamArgs) -> CmdResult {
+/// `standby`: agy's guardian, forked by `main` before anything else.
+pub fn cmd_stream(
+    args: StreamArgs,
+    standby: Option<agy_bridge::run::standby::Standby>,
+) -> CmdResult {
+    use agy_bridge::run::standby::Guardian;
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -454,7 +461,11 @@ pub fn cmd_stream(args: StreamArgs) -> CmdResult {
             )))
         }
     };
-    let ok = rt.block_on(stream_turn(args));
+    let guardian = std::env::current_exe().ok().map(|exe| match standby {
+        Some(standby) => Guardian::new(exe).with_standby(standby),
+        None => Guardian::new(exe),
+    });
+    let ok = rt.block_on(stream_turn(args, guardian));
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
     Ok(if ok {
@@ -574,6 +585,8 @@ impl Drop for StdoutThread {
 struct StreamStart {
     req: agy_bridge::provider::StreamRequest,
     prepared: PreparedTurn,
+    /// The runner's [`runner::Prelude`], computed while preparing.
+    prelude: Option<runner::Prelude>,
     _turn_lock: Option<agy_bridge::sessions::TurnLock>,
 }
 
@@ -602,31 +615,42 @@ async fn stream_start(
         None => None,
     };
     // Settings, sessions and the model catalog are files (and at worst an
-    // `agy models` run): resolved on a blocking thread, before the turn.
+    // `agy models` run): resolved on a blocking thread, before the turn,
+    // with what the runner reads before agy starts (the session is ours
+    // now, so nothing of it can appear unseen).
     let for_prepare = req.clone();
     let prepared = tokio::task::spawn_blocking(move || {
-        prepare_turn(&for_prepare, timeout, session_key, store)
+        let prepared = prepare_turn(&for_prepare, timeout, session_key, store)?;
+        let prelude = runner::Prelude::blocking(&prepared.cfg);
+        Ok::<_, String>((prepared, prelude))
     })
     .await
-    .map_err(|e| (false, format!("agy-bridge: preparing the turn failed: {e}")))?
-    .map_err(|m| (false, m))?;
+    .map_err(|e| (false, format!("agy-bridge: preparing the turn failed: {e}")))?;
+    let (prepared, prelude) = prepared.map_err(|m| (false, m))?;
     Ok(StreamStart {
         req,
         prepared,
+        prelude: Some(prelude),
         _turn_lock: turn_lock,
     })
 }
 
-async fn stream_turn(args: StreamArgs) -> bool {
+/// One `stream` turn, agy under `guardian` (which may be started already).
+async fn stream_turn(
+    args: StreamArgs,
+    guardian: Option<agy_bridge::run::standby::Guardian>,
+) -> bool {
     use agy_bridge::provider::{EventMapper, PiStream};
+    let cancel = CancellationToken::new();
+    // The request is read on a thread of its own, from the start: the rest
+    // of the set-up happens while it comes.
+    let (request_line, control) = stdin_reader(cancel.clone());
     // pi may be slow to read: writes wait on their own thread, never on a
     // runtime worker.
     let mut pi = PiStream::new(StdoutThread::spawn());
     pi.start();
-    let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let (request_line, control) = stdin_reader(cancel.clone());
-    let start = match stream_start(&args, request_line, &cancel).await {
+    let mut start = match stream_start(&args, request_line, &cancel).await {
         Ok(start) => start,
         Err((aborted, message)) => {
             pi.fail(aborted, &message);
@@ -657,9 +681,18 @@ async fn stream_turn(args: StreamArgs) -> bool {
     });
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let cfg = prepared.cfg.clone();
+    let mut cfg = prepared.cfg.clone();
+    if guardian.is_some() {
+        cfg.guardian = guardian;
+    }
     let run_cancel = cancel.clone();
-    let runner = tokio::spawn(async move { runner::run(&cfg, &turn, run_cancel, tx).await });
+    let prelude = start.prelude.take();
+    let runner = tokio::spawn(async move {
+        match prelude {
+            Some(prelude) => runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await,
+            None => runner::run(&cfg, &turn, run_cancel, tx).await,
+        }
+    });
     let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
     agy_bridge::mcp::relay::relay(&mut rx, tools, &mut pi, &mut mapper, &cancel).await;
     let result = runner.await;

@@ -19,6 +19,11 @@ use crate::steps::{self, StepRow};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The pause between re-checks of [`Poller::poll_settling`]; each re-check
+/// is one `PRAGMA data_version`, a few microseconds.
+const SETTLE_PAUSE: Duration = Duration::from_micros(100);
 
 /// Why a database could not be read; all of these are "not ready yet" for a
 /// live run (agy may not have created the file or the table), and real
@@ -265,26 +270,55 @@ impl Poller {
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         match self.poll_inner() {
-            Ok(events) => Poll::Ready(events),
-            Err(e) => {
-                // Drop the handle so a replaced or recreated file is reopened.
-                if !matches!(e, ReadError::Locked { .. }) {
-                    self.conn = None;
-                    self.data_version = None;
-                }
-                Poll::NotReady(e)
-            }
+            Ok(events) => Poll::Ready(events.unwrap_or_default()),
+            Err(e) => self.not_ready(e),
         }
     }
 
-    fn poll_inner(&mut self) -> Result<Vec<Event>, ReadError> {
+    /// [`poll`](Self::poll) right after a file notification: when nothing
+    /// has been committed yet, keep asking `PRAGMA data_version` (short
+    /// sleeps, for at most `settle`) and read as soon as it moves.
+    ///
+    /// Why: agy's WAL write is what notifies, and its commit becomes visible
+    /// only when SQLite then publishes it in shared memory, which notifies
+    /// nobody, usually well under a millisecond later. The runtime's timers
+    /// tick in whole milliseconds; this thread can look again sooner.
+    pub fn poll_settling(&mut self, settle: Duration) -> Poll {
+        let deadline = Instant::now() + settle;
+        self.stats.polls += 1;
+        loop {
+            match self.poll_inner() {
+                Ok(Some(events)) => return Poll::Ready(events),
+                Ok(None) => {}
+                Err(e) => return self.not_ready(e),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Poll::Ready(Vec::new());
+            }
+            std::thread::sleep(SETTLE_PAUSE.min(left));
+        }
+    }
+
+    fn not_ready(&mut self, e: ReadError) -> Poll {
+        // Drop the handle so a replaced or recreated file is reopened.
+        if !matches!(e, ReadError::Locked { .. }) {
+            self.conn = None;
+            self.data_version = None;
+        }
+        Poll::NotReady(e)
+    }
+
+    /// The new events, or `None` when nothing was committed since the last
+    /// read (one `PRAGMA data_version`, no row SELECT).
+    fn poll_inner(&mut self) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
             let conn = open_read_only(&self.path)?;
             self.columns = StepColumns::detect(&conn, &self.path)?;
             self.conn = Some(conn);
         }
         let Some(conn) = self.conn.as_ref() else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         let path = self.path.clone();
         let err = |e| ReadError::from_sqlite(&path, e);
@@ -294,7 +328,7 @@ impl Poller {
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(err)?;
         if self.data_version == Some(version) {
-            return Ok(Vec::new());
+            return Ok(None);
         }
 
         // One short read transaction so both SELECTs see the same commit.
@@ -349,6 +383,6 @@ impl Poller {
             }
             self.cursor = self.cursor.max(row.idx);
         }
-        Ok(events)
+        Ok(Some(events))
     }
 }

@@ -116,6 +116,14 @@ impl VersionCache {
         (entry.binary == *key).then_some(entry.version)
     }
 
+    /// `bin`'s key and the version remembered for it (blocking file I/O, no
+    /// agy run); `None` when `bin` is not an executable file.
+    pub fn remembered(&self, bin: &Path) -> Option<(BinaryKey, Option<Version>)> {
+        let key = BinaryKey::of(bin)?;
+        let known = self.lookup(&key);
+        Some((key, known))
+    }
+
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
     pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), config::StateError> {
@@ -143,13 +151,9 @@ impl VersionCache {
     /// threads.
     pub async fn version(&self, bin: &Path) -> Option<Version> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
-        let (key, known) = tokio::task::spawn_blocking(move || {
-            let key = BinaryKey::of(&bin)?;
-            let known = this.lookup(&key);
-            Some((key, known))
-        })
-        .await
-        .ok()??;
+        let (key, known) = tokio::task::spawn_blocking(move || this.remembered(&bin))
+            .await
+            .ok()??;
         if known.is_some() {
             return known;
         }
@@ -193,6 +197,13 @@ pub async fn stream_json_supported(bin: &Path) -> bool {
     agy_version(bin)
         .await
         .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
+}
+
+/// [`stream_json_supported`] from the cache alone (blocking file I/O, no
+/// agy run): `None` when the version is not remembered.
+pub fn stream_json_remembered(bin: &Path) -> Option<bool> {
+    let (_, known) = VersionCache::from_env().remembered(bin)?;
+    known.map(|v| v >= STREAM_JSON_MIN_VERSION)
 }
 
 #[cfg(test)]

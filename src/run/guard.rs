@@ -19,70 +19,67 @@
 //!
 //! It is the bridge's own binary run with [`GUARD_ARG`] first, so it needs
 //! no second executable; a binary that embeds the library calls
-//! [`main_if_guard`] first thing in `main`.
+//! [`main_if_guard`] first thing in `main`. What to run comes on its stdin
+//! ([`crate::run::launch`]), so it can be started before the turn knows.
 
-use std::process::Command;
+use crate::run::launch::Launch;
+use std::path::PathBuf;
 
 /// argv\[1\] that turns the binary into the guardian:
-/// `BIN __agy-bridge-guard [--remove-after DIR]... AGY ARGS...`.
+/// `BIN __agy-bridge-guard`, with a [`Launch`] frame on stdin.
 pub const GUARD_ARG: &str = "__agy-bridge-guard";
-
-/// Names a private directory of the turn's (its prompt file) that the
-/// guardian removes once agy's tree is gone, however the bridge ended. Only
-/// directories named `agy-bridge-*` are ever removed.
-pub const REMOVE_ARG: &str = "--remove-after";
 
 /// Run as the guardian if argv asks for it (never returns then).
 pub fn main_if_guard() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == GUARD_ARG) {
-        let code = guard(args.collect());
-        std::process::exit(code);
+        std::process::exit(serve());
     }
 }
 
-/// Spawn agy as our child and watch both it and our stdin.
-fn guard(args: Vec<std::ffi::OsString>) -> i32 {
-    let (remove, args) = private_dirs(args);
-    guard_tree(args, remove)
+/// Read what to run, then run it under watch: the exit code to leave with.
+/// A guardian forked from the bridge ([`crate::run::standby`]) starts here.
+pub(crate) fn serve() -> i32 {
+    // The lock (and its buffer) goes before the lifeline thread reads on.
+    let launch = Launch::read_from(&mut std::io::stdin().lock());
+    match launch {
+        Ok(Some(launch)) => guard_tree(launch),
+        // The bridge ended (or did not need us) before sending a command.
+        Ok(None) => 0,
+        Err(e) => {
+            eprintln!("agy-bridge guardian: cannot read what to run: {e}");
+            2
+        }
+    }
 }
 
-fn remove_all(dirs: &[std::path::PathBuf]) {
+fn remove_all(dirs: &[PathBuf]) {
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
-/// The `--remove-after DIR` pairs in front of agy's command line, keeping
-/// only directories this bridge made (`agy-bridge-*`).
-fn private_dirs(
-    mut args: Vec<std::ffi::OsString>,
-) -> (Vec<std::path::PathBuf>, Vec<std::ffi::OsString>) {
-    let mut dirs = Vec::new();
-    while args.len() >= 2 && args[0] == REMOVE_ARG {
-        let dir = std::path::PathBuf::from(args.remove(1));
-        args.remove(0);
-        let ours = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("agy-bridge-"));
-        if ours {
-            dirs.push(dir);
-        }
-    }
-    (dirs, args)
+/// The private directories to remove, keeping only directories this
+/// bridge made (`agy-bridge-*`): a damaged frame cannot make the guardian
+/// remove anything else.
+fn private_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter(|dir| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("agy-bridge-"))
+        })
+        .cloned()
+        .collect()
 }
 
 /// Run agy under watch; the exit code to leave with.
-fn guard_tree(args: Vec<std::ffi::OsString>, remove: Vec<std::path::PathBuf>) -> i32 {
-    let Some((bin, rest)) = args.split_first() else {
-        eprintln!("agy-bridge guardian: no program to run");
-        return 2;
-    };
+fn guard_tree(launch: Launch) -> i32 {
+    let remove = private_dirs(&launch.remove_after);
     os::become_subreaper();
     os::hold_terminal_signals();
-    let mut cmd = Command::new(bin);
-    cmd.args(rest).stdin(std::process::Stdio::null());
+    let mut cmd = launch.command();
+    cmd.stdin(std::process::Stdio::null());
     os::reset_signals_in_child(&mut cmd);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -90,7 +87,7 @@ fn guard_tree(args: Vec<std::ffi::OsString>, remove: Vec<std::path::PathBuf>) ->
             // The runner words this from the exit code and stderr.
             eprintln!(
                 "agy-bridge guardian: cannot start {}: {e}",
-                bin.to_string_lossy()
+                launch.program.to_string_lossy()
             );
             remove_all(&remove);
             return if e.kind() == std::io::ErrorKind::NotFound {

@@ -3,7 +3,8 @@
 //! Owns spawning agy and following the turn live from both its sources, the
 //! database and stream-json ([`runner`]); why a turn failed ([`failure`]);
 //! agy's process tree ([`process`]) and the guardian that takes it down when
-//! the bridge dies ([`guard`]); agy's version, cached per binary
+//! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
+//! told what to run ([`launch`]); agy's version, cached per binary
 //! ([`agy_version`]); and prompts too long for agy's command line, handed
 //! over in a private file ([`prompt_file`]).
 //!
@@ -12,6 +13,8 @@
 pub mod agy_version;
 pub mod failure;
 pub mod guard;
+pub mod launch;
 pub mod process;
 pub mod prompt_file;
 pub mod runner;
+pub mod standby;

@@ -15,6 +15,8 @@ use crate::events::Event;
 use crate::failure::AgyReport;
 pub use crate::format::agy_args::{BindMode, Effort, Mode};
 use crate::poller::{Poll, PollStats, Poller, ReadError};
+use crate::run::launch::Launch;
+use crate::run::standby::{Guardian, Spawned};
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -65,10 +67,10 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
-    /// A binary that runs [`crate::guard`] when given its argument (the
-    /// agy-bridge binary itself). With it, agy's tree dies with the bridge
-    /// however the bridge dies; without, only agy itself does (Linux).
-    pub guardian: Option<PathBuf>,
+    /// The guardian agy runs under ([`crate::guard`], started by
+    /// [`Guardian`]). With it, agy's tree dies with the bridge however the
+    /// bridge dies; without, only agy itself does (Linux).
+    pub guardian: Option<Guardian>,
 }
 
 impl Default for RunConfig {
@@ -254,11 +256,16 @@ impl RunResult {
     }
 }
 
-/// Settle re-checks after a file notification: 1, 2, 4, … 64 ms later. A
-/// WAL write notifies before the commit is visible to readers (SQLite syncs
-/// the WAL, then publishes the commit in shared memory, which notifies
-/// nobody); each re-check is one `PRAGMA data_version`.
-const SETTLE_FIRST: Duration = Duration::from_millis(1);
+/// Settle re-checks after a file notification. A WAL write notifies before
+/// the commit is visible to readers (SQLite writes the WAL, then publishes
+/// the commit in shared memory, which notifies nobody). The poll that a
+/// notification starts keeps looking for [`SETTLE_FINE`] on its blocking
+/// thread ([`Poller::poll_settling`]), which catches the usual commit within
+/// a fraction of a millisecond; a slower one (an fsync, a long write) is
+/// caught by the re-checks 2, 4, … 64 ms later. Each look is one
+/// `PRAGMA data_version`.
+const SETTLE_FINE: Duration = Duration::from_micros(1500);
+const SETTLE_FIRST: Duration = Duration::from_millis(2);
 const SETTLE_LAST: Duration = Duration::from_millis(64);
 
 async fn settle_sleep(settle: Option<(tokio::time::Instant, Duration)>) {
@@ -432,6 +439,81 @@ pub async fn run(
     run_observed(cfg, req, cancel, events, None).await
 }
 
+/// What a turn learns from its configuration alone before agy starts:
+/// whether this agy prints stream-json (by its version, cached on disk) and
+/// which conversations exist already (discovery's "before"). It is blocking
+/// file I/O ([`Prelude::blocking`]), which `stream` does on the thread that
+/// prepares its turn, in the same hop ([`run_with`]).
+#[derive(Debug, Clone)]
+pub struct Prelude {
+    /// `None`: agy's version is not remembered; the turn asks agy.
+    stream_json: Option<bool>,
+    before: Snapshot,
+    /// What it was computed for (see [`Prelude::fits`]).
+    agy_bin: PathBuf,
+    dir: PathBuf,
+    bind: BindMode,
+}
+
+impl Prelude {
+    /// Compute it (blocking: for a blocking thread). Take it after the
+    /// session's turn lock (a turn before ours may still create databases)
+    /// and before agy starts.
+    pub fn blocking(cfg: &RunConfig) -> Prelude {
+        let stream_json = match cfg.bind {
+            BindMode::Discovery => Some(false),
+            BindMode::StreamJson => Some(true),
+            BindMode::Auto => crate::agy_version::stream_json_remembered(&cfg.agy_bin),
+        };
+        // agy creates this directory itself; creating it first lets us watch it.
+        let _ = std::fs::create_dir_all(&cfg.conversations_dir);
+        Prelude {
+            stream_json,
+            before: discovery::snapshot(&cfg.conversations_dir).unwrap_or_default(),
+            agy_bin: cfg.agy_bin.clone(),
+            dir: cfg.conversations_dir.clone(),
+            bind: cfg.bind,
+        }
+    }
+
+    fn fits(&self, cfg: &RunConfig) -> bool {
+        self.agy_bin == cfg.agy_bin && self.dir == cfg.conversations_dir && self.bind == cfg.bind
+    }
+}
+
+/// [`Prelude::blocking`] on a blocking thread.
+async fn prelude(cfg: &RunConfig) -> Prelude {
+    let for_thread = cfg.clone();
+    match tokio::task::spawn_blocking(move || Prelude::blocking(&for_thread)).await {
+        Ok(prelude) => prelude,
+        // It panicked: whatever it was, the turn asks agy and has no snapshot.
+        Err(_) => Prelude {
+            stream_json: None,
+            before: Snapshot::default(),
+            agy_bin: cfg.agy_bin.clone(),
+            dir: cfg.conversations_dir.clone(),
+            bind: cfg.bind,
+        },
+    }
+}
+
+/// [`run`] with its [`Prelude`] computed already (again if it was computed
+/// for another agy, directory or bind mode).
+pub async fn run_with(
+    cfg: &RunConfig,
+    req: &TurnRequest,
+    prelude: Prelude,
+    cancel: CancellationToken,
+    events: mpsc::UnboundedSender<RunEvent>,
+) -> RunResult {
+    let prelude = if prelude.fits(cfg) {
+        prelude
+    } else {
+        self::prelude(cfg).await
+    };
+    run_after(cfg, req, prelude, cancel, events, None).await
+}
+
 /// [`run`], with an [`Observer`] woken alongside the poller.
 pub async fn run_observed<'a>(
     cfg: &'a RunConfig,
@@ -440,19 +522,35 @@ pub async fn run_observed<'a>(
     events: mpsc::UnboundedSender<RunEvent>,
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
-    let stream_json = match cfg.bind {
-        BindMode::Discovery => false,
-        BindMode::StreamJson => true,
-        BindMode::Auto => supports_stream_json(&cfg.agy_bin).await,
+    let prelude = prelude(cfg).await;
+    run_after(cfg, req, prelude, cancel, events, observer).await
+}
+
+async fn run_after<'a>(
+    cfg: &'a RunConfig,
+    req: &'a TurnRequest,
+    prelude: Prelude,
+    cancel: CancellationToken,
+    events: mpsc::UnboundedSender<RunEvent>,
+    observer: Option<&'a mut (dyn Observer + 'a)>,
+) -> RunResult {
+    let Prelude {
+        stream_json,
+        before,
+        ..
+    } = prelude;
+    let stream_json = match stream_json {
+        Some(known) => known,
+        None => supports_stream_json(&cfg.agy_bin).await,
     };
     // Owns the private prompt file, if any: it goes when the turn does.
     let staged = match crate::prompt_file::stage(cfg, req, stream_json) {
         Ok(staged) => staged,
-        Err(f) => return Turn::new(cfg, req, events, observer, stream_json).fail_early(f),
+        Err(f) => return Turn::new(cfg, req, events, observer, stream_json, before).fail_early(f),
     };
     let req = staged.request();
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-    let mut turn = Turn::new(cfg, req, events, observer, stream_json);
+    let mut turn = Turn::new(cfg, req, events, observer, stream_json, before);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
         return turn.fail_early(Failure::NoWorkingDir {
             dir: cwd.display().to_string(),
@@ -463,7 +561,8 @@ pub async fn run_observed<'a>(
         .into_iter()
         .chain(req.private_dirs.iter().map(PathBuf::as_path))
         .collect();
-    let mut agy = match Agy::spawn(cfg, req, stream_json, &private, turn.db.shared_text.clone()) {
+    let spawned = Agy::spawn(cfg, req, stream_json, &private, turn.db.shared_text.clone()).await;
+    let mut agy = match spawned {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
     };
@@ -476,7 +575,7 @@ pub async fn run_observed<'a>(
 /// output. Dropped before it is reaped (a dropped turn, a panic), it takes
 /// the whole tree down.
 struct Agy {
-    child: tokio::process::Child,
+    child: Spawned,
     /// The guardian's stdin: closing it (our death included) kills agy's tree.
     lifeline: Option<tokio::process::ChildStdin>,
     reaped: bool,
@@ -491,7 +590,7 @@ struct Agy {
 impl Agy {
     /// `private`: directories of this turn's own (the prompt file's) that the
     /// guardian removes once agy's tree is gone, even if we were killed.
-    fn spawn(
+    async fn spawn(
         cfg: &RunConfig,
         req: &TurnRequest,
         stream_json: bool,
@@ -502,47 +601,47 @@ impl Agy {
         if !is_installed(&cfg.agy_bin) {
             return Err(Failure::NotInstalled { bin });
         }
-        let mut cmd = match &cfg.guardian {
-            Some(guardian) => {
-                let mut c = Command::new(guardian);
-                c.arg(crate::guard::GUARD_ARG);
-                for dir in private {
-                    c.arg(crate::guard::REMOVE_ARG).arg(dir);
-                }
-                c.arg(&cfg.agy_bin);
-                // The guardian's stdin is its lifeline: only we write to it.
-                c.stdin(Stdio::piped());
-                c
-            }
-            None => {
-                let mut c = Command::new(&cfg.agy_bin);
-                c.stdin(Stdio::null());
-                die_with_parent(&mut c);
-                c
-            }
+        let launch = Launch {
+            program: cfg.agy_bin.clone().into_os_string(),
+            args: agy_args(cfg, req, stream_json)
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            // Real agy ignores AGY_CONVERSATIONS_DIR; fake-agy writes where
+            // we look.
+            env: std::iter::once(("AGY_CONVERSATIONS_DIR", cfg.conversations_dir.as_os_str()))
+                .chain(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_ref())))
+                .map(|(k, v)| (k.into(), v.to_os_string()))
+                .collect(),
+            cwd: req.cwd.clone(),
+            remove_after: private.iter().map(|p| p.to_path_buf()).collect(),
         };
-        cmd.args(agy_args(cfg, req, stream_json))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Real agy ignores this; fake-agy writes where we look.
-            .env("AGY_CONVERSATIONS_DIR", &cfg.conversations_dir)
-            .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(cwd) = &req.cwd {
-            cmd.current_dir(cwd);
-        }
-        let mut child = cmd.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Failure::NotInstalled { bin: bin.clone() }
-            } else {
-                Failure::SpawnFailed {
+        let spawned = match &cfg.guardian {
+            Some(guardian) => guardian
+                .launch(&launch)
+                .await
+                .map_err(|e| Failure::SpawnFailed {
                     bin: bin.clone(),
-                    message: e.to_string(),
-                }
-            }
-        })?;
-        let pid = child.id().unwrap_or(0);
+                    message: format!(
+                        "its guardian ({}) did not start: {e}",
+                        guardian.bin().display()
+                    ),
+                }),
+            None => spawn_unguarded(&launch)
+                .map(Spawned::from_child)
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Failure::NotInstalled { bin: bin.clone() }
+                    } else {
+                        Failure::SpawnFailed {
+                            bin: bin.clone(),
+                            message: e.to_string(),
+                        }
+                    }
+                }),
+        };
+        let mut child = spawned?;
+        let pid = child.id();
         let tails = Tails {
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stdout: Arc::new(Mutex::new(Vec::new())),
@@ -586,6 +685,19 @@ impl Drop for Agy {
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
 fn is_installed(bin: &Path) -> bool {
     crate::process::find_program(bin).is_some()
+}
+
+/// agy as our own child, in a process group of its own, as the guardian
+/// would have started it.
+fn spawn_unguarded(launch: &Launch) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = Command::from(launch.command());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    cmd.spawn()
 }
 
 /// Without a guardian, agy at least dies with the thread that spawned it
@@ -780,15 +892,13 @@ impl<'a> Turn<'a> {
         events: mpsc::UnboundedSender<RunEvent>,
         observer: Option<&'a mut dyn Observer>,
         stream_json: bool,
+        before: Snapshot,
     ) -> Turn<'a> {
-        let dir = cfg.conversations_dir.clone();
-        // agy creates this directory itself; creating it first lets us watch it.
-        let _ = std::fs::create_dir_all(&dir);
         let mut turn = Turn {
             cfg,
             req,
-            before: discovery::snapshot(&dir).unwrap_or_default(),
-            dir,
+            before,
+            dir: cfg.conversations_dir.clone(),
             events,
             observer,
             started: Instant::now(),
@@ -856,9 +966,11 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// Poll the database once, forwarding what is new. SQLite reads block,
-    /// so the poll runs on a blocking thread, never on a runtime worker.
-    async fn poll(&mut self) {
+    /// Poll the database once, forwarding what is new; right after a file
+    /// notification (`notified`), wait briefly for the commit it announced.
+    /// SQLite reads block, so the poll runs on a blocking thread, never on a
+    /// runtime worker.
+    async fn poll(&mut self, notified: bool) {
         let Some(f) = self.followed.as_mut() else {
             return;
         };
@@ -866,7 +978,11 @@ impl<'a> Turn<'a> {
             return;
         };
         let joined = tokio::task::spawn_blocking(move || {
-            let polled = poller.poll();
+            let polled = if notified {
+                poller.poll_settling(SETTLE_FINE)
+            } else {
+                poller.poll()
+            };
             (poller, polled)
         })
         .await;
@@ -1006,9 +1122,10 @@ impl Turn<'_> {
         cancel: &CancellationToken,
     ) -> Option<std::process::ExitStatus> {
         let mut wake = Wake::new(self.cfg, &self.dir);
+        let mut notified = false;
         loop {
             self.try_bind(agy.pid).await;
-            self.poll().await;
+            self.poll(notified).await;
             self.check_stall();
             self.check_degraded();
             if self.stop_reason.is_some() {
@@ -1017,7 +1134,7 @@ impl Turn<'_> {
             match self.wait(agy, &mut wake, cancel).await {
                 Waited::Exited(status) => return status,
                 Waited::Stop => return None,
-                Waited::Poll => {}
+                Waited::Poll { notified: n } => notified = n,
             }
         }
     }
@@ -1043,7 +1160,7 @@ impl Turn<'_> {
                         let was_bound = self.followed.is_some();
                         self.on_line(line);
                         if !was_bound && self.followed.is_some() {
-                            return Waited::Poll;
+                            return Waited::Poll { notified: false };
                         }
                     }
                     None => agy.lines_open = false,
@@ -1051,14 +1168,14 @@ impl Turn<'_> {
                 status = agy.child.wait() => return Waited::Exited(status.ok()),
                 Some(path) = recv_path(&mut wake.watcher) => {
                     if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
-                        return Waited::Poll;
+                        return Waited::Poll { notified: true };
                     }
                 }
                 _ = settle_sleep(wake.settle), if wake.settle.is_some() => {
                     wake.next_settle();
-                    return Waited::Poll;
+                    return Waited::Poll { notified: false };
                 }
-                _ = wake.tick.tick() => return Waited::Poll,
+                _ = wake.tick.tick() => return Waited::Poll { notified: false },
             }
         }
     }
@@ -1078,7 +1195,7 @@ impl Turn<'_> {
             if self.followed.is_none() {
                 self.bind_after_exit().await;
             }
-            self.poll().await;
+            self.poll(false).await;
             if i < self.cfg.trailing_polls {
                 tokio::time::sleep(self.cfg.trailing_interval).await;
             }
@@ -1263,7 +1380,10 @@ fn usage_of(u: &crate::steps::Usage) -> Usage {
 }
 
 enum Waited {
-    Poll,
+    /// `notified`: woken by a change to the database's files.
+    Poll {
+        notified: bool,
+    },
     Exited(Option<std::process::ExitStatus>),
     Stop,
 }
@@ -1367,7 +1487,7 @@ impl Followed {
 }
 
 /// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap.
-async fn terminate(child: &mut tokio::process::Child, pid: u32, grace: Duration) {
+async fn terminate(child: &mut Spawned, pid: u32, grace: Duration) {
     use nix::sys::signal::Signal;
     signal_tree(pid, Signal::SIGTERM);
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
