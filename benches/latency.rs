@@ -12,7 +12,10 @@
 //! 5. time to first token through `agy-bridge stream` (as pi runs it) against
 //!    fake-agy's own time to its first text commit, with agy's version
 //!    cached on disk and with the cache cleared before every turn (one extra
-//!    `agy --version` process, as every turn paid before).
+//!    `agy --version` process, as every turn paid before); on the growth
+//!    recording, and on `outcomes/pong-1.2.17`, which follows a real agy
+//!    1.2.17 capture (its stream-json lines; the captures carry no
+//!    timestamps, so its pace is agy-like, not measured).
 //!
 //! Run with `cargo bench --bench latency` (after `cargo build -p fake-agy
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
@@ -255,18 +258,24 @@ fn bind_latencies(rt: &tokio::runtime::Runtime, line: &str, runs: usize) -> Vec<
 
 /// One turn through `agy-bridge stream`: ms from spawning the bridge to the
 /// first `text_delta` on its stdout.
-fn bridge_ttft(home: &Path, rec: &Path, fresh_version: bool) -> Option<f64> {
+fn bridge_ttft(
+    bridge: &Path,
+    home: &Path,
+    rec: &Path,
+    model: &str,
+    fresh_version: bool,
+) -> Option<f64> {
     use std::io::{BufRead, Write};
     if fresh_version {
         let _ = std::fs::remove_file(home.join("state/agy-version.json"));
     }
     let request = serde_json::json!({
-        "model": "gemini-3.7-flash",
+        "model": model,
         "cwd": home,
         "messages": [{"role": "user", "content": "go"}],
     });
     let t0 = Instant::now();
-    let mut child = std::process::Command::new(workspace_bin("agy-bridge"))
+    let mut child = std::process::Command::new(bridge)
         .arg("stream")
         .env("HOME", home)
         .env("AGY_BRIDGE_STATE_DIR", home.join("state"))
@@ -289,9 +298,35 @@ fn bridge_ttft(home: &Path, rec: &Path, fresh_version: bool) -> Option<f64> {
     first
 }
 
-/// fake-agy alone, as the bridge runs it: ms from spawn to its first text
-/// commit (its commit log).
-fn agy_ttft(home: &Path, rec: &Path) -> Option<f64> {
+/// The number (1-based, as fake-agy's commit log counts) of the first
+/// commit of `rec` after which a poller reads answer text: where agy's own
+/// time to its first text ends.
+fn first_text_commit(rec: &Recording) -> Option<usize> {
+    use agy_bridge::recording::{apply_commit, ApplyOptions};
+    let dir = tempfile::tempdir().ok()?;
+    let path = dir.path().join("first-text.db");
+    let conn = rusqlite::Connection::open(&path).ok()?;
+    conn.pragma_update(None, "journal_mode", "wal").ok()?;
+    agy_bridge::schema::create(&conn).ok()?;
+    let opts = ApplyOptions {
+        skip_permissions: true,
+        ..ApplyOptions::default()
+    };
+    let mut poller = Poller::new(&path, None);
+    for (n, (index, commit)) in rec.effective_commits(&opts).enumerate() {
+        apply_commit(&conn, index, commit, &opts).ok()?;
+        if let Poll::Ready(events) = poller.poll() {
+            if events.iter().any(|e| matches!(e, Event::Text { .. })) {
+                return Some(n + 1);
+            }
+        }
+    }
+    None
+}
+
+/// fake-agy alone, as the bridge runs it: ms from spawn to its commit
+/// number `first_text` (its commit log), the one that brings the first text.
+fn agy_ttft(home: &Path, rec: &Path, first_text: usize) -> Option<f64> {
     let log = home.join("direct-commits.log");
     let _ = std::fs::remove_file(&log);
     let conversations = home.join("direct");
@@ -316,13 +351,14 @@ fn agy_ttft(home: &Path, rec: &Path) -> Option<f64> {
         return None;
     }
     let text = std::fs::read_to_string(&log).ok()?;
-    let first_text = text.lines().find_map(|line| {
+    let number = first_text.to_string();
+    let committed = text.lines().find_map(|line| {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        (parts.len() >= 4 && parts[3] == "2")
+        (parts.len() >= 4 && parts[0] == number)
             .then(|| parts[1].parse::<u128>().ok())
             .flatten()
     })?;
-    Some(first_text.saturating_sub(start) as f64 / 1e6)
+    Some(committed.saturating_sub(start) as f64 / 1e6)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -545,24 +581,74 @@ fn main() {
     );
 
     println!("\n== time to first token: agy-bridge stream vs fake-agy alone ==");
+    ttft_case(
+        "growth recording (60 commits, 40 ms apart)",
+        &growth,
+        "gemini-3.7-flash",
+        true,
+    );
+    // fake-agy lists the models of the recording's agy version.
+    let pong = agy_bridge::recording::bundled_dir().join("outcomes/pong-1.2.17.jsonl");
+    ttft_case(
+        "pong-1.2.17 (follows a real agy 1.2.17 capture, at its pace)",
+        &pong,
+        "gemini-3.8-flash",
+        false,
+    );
+}
+
+/// Case 5 on one recording: 15 interleaved runs of fake-agy alone and of
+/// the bridge (and, with `probe`, of the bridge asking `agy --version`).
+/// `LATENCY_BASELINE_BRIDGE=PATH` adds another agy-bridge binary (an older
+/// build) to the same interleaving, for a before/after from one run.
+fn ttft_case(label: &str, rec: &Path, model: &str, probe: bool) {
+    let bridge = workspace_bin("agy-bridge");
+    let baseline = std::env::var_os("LATENCY_BASELINE_BRIDGE").map(PathBuf::from);
+    let first_text = Recording::load(rec)
+        .ok()
+        .as_ref()
+        .and_then(first_text_commit)
+        .expect("the recording has answer text");
     let home = tempfile::tempdir().expect("tempdir");
-    let (mut direct, mut cached, mut probed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut direct, mut cached, mut probed, mut before) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Warm the version cache and the page cache once.
-    let _ = bridge_ttft(home.path(), &growth, false);
-    for _ in 0..15 {
-        direct.extend(agy_ttft(home.path(), &growth));
-        cached.extend(bridge_ttft(home.path(), &growth, false));
-        probed.extend(bridge_ttft(home.path(), &growth, true));
+    for b in std::iter::once(&bridge).chain(baseline.as_ref()) {
+        bridge_ttft(b, home.path(), rec, model, false)
+            .expect("the bridge streams the recording's text");
     }
-    let (d, c, p) = (median(direct), median(cached), median(probed));
-    println!("fake-agy alone to its first text commit : median {d:7.2} ms");
+    for _ in 0..15 {
+        direct.extend(agy_ttft(home.path(), rec, first_text));
+        cached.extend(bridge_ttft(&bridge, home.path(), rec, model, false));
+        if probe {
+            probed.extend(bridge_ttft(&bridge, home.path(), rec, model, true));
+        }
+        if let Some(b) = &baseline {
+            before.extend(bridge_ttft(b, home.path(), rec, model, false));
+        }
+    }
+    println!("{label}:");
+    let (d, c) = (median(direct), median(cached));
+    println!("  fake-agy alone to its first text commit : median {d:7.2} ms");
     println!(
-        "bridge, agy version cached on disk       : median {c:7.2} ms  overhead {:6.2} ms (target <= 5 ms: {})",
+        "  bridge, agy version cached on disk       : median {c:7.2} ms  overhead {:6.2} ms (target <= 5 ms: {})",
         c - d,
         if c - d <= 5.0 { "met" } else { "NOT met" }
     );
-    println!(
-        "bridge, `agy --version` run every turn   : median {p:7.2} ms  overhead {:6.2} ms",
-        p - d
-    );
+    if probe {
+        let p = median(probed);
+        println!(
+            "  bridge, `agy --version` run every turn   : median {p:7.2} ms  overhead {:6.2} ms",
+            p - d
+        );
+    }
+    if let Some(b) = &baseline {
+        let m = median(before);
+        println!(
+            "  baseline {}, version cached: median {m:7.2} ms  overhead {:6.2} ms ({:.2}x this build's)",
+            b.display(),
+            m - d,
+            (m - d) / (c - d)
+        );
+    }
 }

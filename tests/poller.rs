@@ -31,6 +31,18 @@ fn text(idx: i64, status: StepStatus, t: &str) -> Step {
     }))
 }
 
+/// A database whose one step is still growing, and a poller that has read
+/// it (the temporary directory lives as long as the first value).
+fn one_growing_step(so_far: &str) -> (tempfile::TempDir, Connection, Poller) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Generating, so_far));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    (dir, w, p)
+}
+
 fn ready(p: &mut Poller) -> Vec<Event> {
     match p.poll() {
         Poll::Ready(e) => e,
@@ -68,12 +80,7 @@ fn missing_file_then_missing_table_mean_not_ready() {
 
 #[test]
 fn idle_polls_run_no_row_select() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "thinking about it"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
+    let (_dir, w, mut p) = one_growing_step("thinking about it");
     let before = p.stats();
     for _ in 0..50 {
         assert!(ready(&mut p).is_empty());
@@ -262,12 +269,7 @@ fn a_locked_database_is_not_ready_then_reads() {
 /// soon as it lands, without waiting out its window.
 #[test]
 fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "one"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
+    let (_dir, w, mut p) = one_growing_step("one");
     let before = p.stats();
 
     let late = std::thread::spawn(move || {
@@ -304,12 +306,7 @@ fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
 
 #[test]
 fn a_settling_poll_with_nothing_committed_reads_no_rows() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "one"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
+    let (_dir, w, mut p) = one_growing_step("one");
     let before = p.stats();
     let window = std::time::Duration::from_millis(5);
     let started = std::time::Instant::now();

@@ -461,6 +461,9 @@ pub fn cmd_stream(
             )))
         }
     };
+    // The turn's first blocking job (preparing it) finds a thread started
+    // while the request was on its way.
+    drop(rt.spawn_blocking(|| ()));
     let guardian = std::env::current_exe().ok().map(|exe| match standby {
         Some(standby) => Guardian::new(exe).with_standby(standby),
         None => Guardian::new(exe),
