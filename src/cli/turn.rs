@@ -589,7 +589,7 @@ struct StreamStart {
     req: agy_bridge::provider::StreamRequest,
     prepared: PreparedTurn,
     /// The runner's [`runner::Prelude`], computed while preparing.
-    prelude: Option<runner::Prelude>,
+    prelude: runner::Prelude,
     _turn_lock: Option<agy_bridge::sessions::TurnLock>,
 }
 
@@ -633,7 +633,7 @@ async fn stream_start(
     Ok(StreamStart {
         req,
         prepared,
-        prelude: Some(prelude),
+        prelude,
         _turn_lock: turn_lock,
     })
 }
@@ -653,14 +653,21 @@ async fn stream_turn(
     let mut pi = PiStream::new(StdoutThread::spawn());
     pi.start();
     cancel_on_signals(cancel.clone());
-    let mut start = match stream_start(&args, request_line, &cancel).await {
+    let start = match stream_start(&args, request_line, &cancel).await {
         Ok(start) => start,
         Err((aborted, message)) => {
             pi.fail(aborted, &message);
             return false;
         }
     };
-    let (req, prepared) = (&start.req, &start.prepared);
+    // The turn lock is held to the end of this function.
+    let StreamStart {
+        req,
+        prepared,
+        prelude,
+        _turn_lock: _held,
+    } = start;
+    let (req, prepared) = (&req, &prepared);
     for note in &prepared.notes {
         pi.thinking(note);
     }
@@ -689,13 +696,8 @@ async fn stream_turn(
         cfg.guardian = guardian;
     }
     let run_cancel = cancel.clone();
-    let prelude = start.prelude.take();
-    let runner = tokio::spawn(async move {
-        match prelude {
-            Some(prelude) => runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await,
-            None => runner::run(&cfg, &turn, run_cancel, tx).await,
-        }
-    });
+    let runner =
+        tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });
     let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
     agy_bridge::mcp::relay::relay(&mut rx, tools, &mut pi, &mut mapper, &cancel).await;
     let result = runner.await;

@@ -467,9 +467,14 @@ impl Prelude {
         };
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
+        let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
+        Prelude::of(cfg, stream_json, before)
+    }
+
+    fn of(cfg: &RunConfig, stream_json: Option<bool>, before: Snapshot) -> Prelude {
         Prelude {
             stream_json,
-            before: discovery::snapshot(&cfg.conversations_dir).unwrap_or_default(),
+            before,
             agy_bin: cfg.agy_bin.clone(),
             dir: cfg.conversations_dir.clone(),
             bind: cfg.bind,
@@ -487,13 +492,7 @@ async fn prelude(cfg: &RunConfig) -> Prelude {
     match tokio::task::spawn_blocking(move || Prelude::blocking(&for_thread)).await {
         Ok(prelude) => prelude,
         // It panicked: whatever it was, the turn asks agy and has no snapshot.
-        Err(_) => Prelude {
-            stream_json: None,
-            before: Snapshot::default(),
-            agy_bin: cfg.agy_bin.clone(),
-            dir: cfg.conversations_dir.clone(),
-            bind: cfg.bind,
-        },
+        Err(_) => Prelude::of(cfg, None, Snapshot::default()),
     }
 }
 

@@ -116,13 +116,19 @@ impl Standby {
                 let Some([stdin, stdout, stderr]) = forked.pipes.take() else {
                     return Err(io::Error::other("the guardian was already used"));
                 };
-                Spawned {
+                // Its exit is watched first: if a pipe cannot be taken over,
+                // dropping `spawned` closes the rest and collects it.
+                let mut spawned = Spawned {
                     pid: forked.pid,
-                    stdin: Some(ChildStdin::from_std(stdin.into())?),
-                    stdout: Some(ChildStdout::from_std(stdout.into())?),
-                    stderr: Some(ChildStderr::from_std(stderr.into())?),
+                    stdin: None,
+                    stdout: None,
+                    stderr: None,
                     exit: Exit::watch(forked.pid),
-                }
+                };
+                spawned.stdin = Some(ChildStdin::from_std(stdin.into())?);
+                spawned.stdout = Some(ChildStdout::from_std(stdout.into())?);
+                spawned.stderr = Some(ChildStderr::from_std(stderr.into())?);
+                spawned
             }
         };
         let stdin = spawned
