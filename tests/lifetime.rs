@@ -43,17 +43,20 @@ fn start_stream(
     home: &Path,
     marker: &str,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
-    start_stream_with(home, marker, home)
+    start_stream_with(home, marker, home, None)
 }
 
-/// [`start_stream`] with `TMPDIR` set (where a long prompt's file goes).
+/// [`start_stream`] with `TMPDIR` set (where a long prompt's file and the
+/// config of pi's tools go), and pi's `tools` in the request.
 fn start_stream_with(
     home: &Path,
     marker: &str,
     tmpdir: &Path,
+    tools: Option<Value>,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = bridge("stream", home, "long-answer", "0.2")
         .env("TMPDIR", tmpdir)
+        .env_remove("AGY_PI_TOOLS")
         .env("FAKE_AGY_GRANDCHILD", "1")
         .env("FAKE_AGY_GRANDCHILD_PIDFILE", home.join("grandchild.pid"))
         .stdin(Stdio::piped())
@@ -61,11 +64,14 @@ fn start_stream_with(
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let request = json!({
+    let mut request = json!({
         "model": "gemini-3.7-flash",
         "cwd": home,
         "messages": [{"role": "user", "content": marker}],
     });
+    if let Some(tools) = tools {
+        request["tools"] = tools;
+    }
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "{request}").expect("request");
     // Keep stdin open (pi does) by leaking it into the child's lifetime.
@@ -194,24 +200,40 @@ async fn dropping_a_turn_kills_agys_tree() {
     }
 }
 
-/// A prompt too long for agy's command line goes in a private directory;
-/// a SIGKILLed bridge cannot remove it, so the guardian does.
+/// A prompt too long for agy's command line goes in a private directory,
+/// and so does the config that serves pi's tools to agy; a SIGKILLed bridge
+/// cannot remove them, so the guardian does.
 #[test]
 fn sigkill_leaves_no_private_prompt_file_behind() {
-    let home = tempfile::tempdir().expect("tmp");
-    let tmp = tempfile::tempdir().expect("TMPDIR");
     let marker = format!("lifetime-long-{}", std::process::id());
     let message = format!("{marker}\n{}", "x".repeat(200 * 1024));
-    let (mut child, _lines) = start_stream_with(home.path(), &message, tmp.path());
-    let private: Vec<_> = std::fs::read_dir(tmp.path())
+    sigkill_leaves_no_private_dir_behind(&message, None, "agy-bridge-prompt-");
+}
+
+#[test]
+fn sigkill_leaves_no_config_of_pis_tools_behind() {
+    let marker = format!("lifetime-mcp-{}", std::process::id());
+    let tools = json!([{
+        "name": "only_pi_has_it",
+        "description": "a tool agy lacks",
+        "parameters": {"type": "object"},
+    }]);
+    sigkill_leaves_no_private_dir_behind(&marker, Some(tools), "agy-bridge-mcp-");
+}
+
+/// Start a turn whose private directory (named `prefix…`) goes in a TMPDIR
+/// of its own, SIGKILL the bridge, and see the directory go.
+fn sigkill_leaves_no_private_dir_behind(message: &str, tools: Option<Value>, prefix: &str) {
+    let home = tempfile::tempdir().expect("tmp");
+    let tmp = tempfile::tempdir().expect("TMPDIR");
+    let (mut child, _lines) = start_stream_with(home.path(), message, tmp.path(), tools);
+    let private: Vec<String> = std::fs::read_dir(tmp.path())
         .expect("tmp")
         .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(
-        private.len(),
-        1,
-        "the prompt's private directory: {private:?}"
-    );
+    assert_eq!(private.len(), 1, "one private directory: {private:?}");
+    assert!(private[0].starts_with(prefix), "{private:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
