@@ -257,12 +257,7 @@ impl Poller {
         let last = self.usage.values().next_back()?.clone();
         let mut sum = steps::Usage::default();
         for u in self.usage.values() {
-            sum.input_tokens += u.input_tokens;
-            sum.output_tokens += u.output_tokens;
-            sum.cache_write_tokens += u.cache_write_tokens;
-            sum.cache_read_tokens += u.cache_read_tokens;
-            sum.thinking_tokens += u.thinking_tokens;
-            sum.response_tokens += u.response_tokens;
+            sum += u;
         }
         Some((last, sum))
     }

@@ -557,6 +557,19 @@ pub struct Usage {
     pub response_tokens: u64,
 }
 
+/// Turn totals: the sum of each model call's counts (`model`, which names
+/// the model, is left as it is).
+impl std::ops::AddAssign<&Usage> for Usage {
+    fn add_assign(&mut self, u: &Usage) {
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        self.cache_write_tokens += u.cache_write_tokens;
+        self.cache_read_tokens += u.cache_read_tokens;
+        self.thinking_tokens += u.thinking_tokens;
+        self.response_tokens += u.response_tokens;
+    }
+}
+
 /// Metadata 24: the model agy ran, by name.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ModelInfo {
@@ -1546,5 +1559,21 @@ mod tests {
             .map(|p| format!("{}:{}", p.path, p.wire_type))
             .collect();
         assert_eq!(paths, vec!["20.99:i32", "777:i64"]);
+    }
+
+    #[test]
+    fn turn_totals_add_every_count_but_the_model() {
+        let call = |n: u64| Usage {
+            model: 7,
+            input_tokens: n,
+            output_tokens: 2 * n,
+            cache_write_tokens: 3 * n,
+            cache_read_tokens: 4 * n,
+            thinking_tokens: 5 * n,
+            response_tokens: 6 * n,
+        };
+        let mut turn = call(1);
+        turn += &call(10);
+        assert_eq!(turn, call(11));
     }
 }

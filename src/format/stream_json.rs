@@ -29,6 +29,17 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// Turn totals: the sum of each model call's counts.
+impl std::ops::AddAssign<&Usage> for Usage {
+    fn add_assign(&mut self, u: &Usage) {
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        self.thinking_tokens += u.thinking_tokens;
+        self.cache_read_tokens += u.cache_read_tokens;
+        self.total_tokens += u.total_tokens;
+    }
+}
+
 /// The `init` object (the conversation id is beside it, at top level).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Init {
@@ -490,5 +501,20 @@ mod tests {
             Line::UnknownEvent { .. }
         ));
         assert!(matches!(Line::parse("[1,2]"), Line::NotJson(_)));
+    }
+
+    #[test]
+    fn turn_totals_add_every_count() {
+        let call = |n: u64| Usage {
+            input_tokens: n,
+            output_tokens: 2 * n,
+            thinking_tokens: 3 * n,
+            cache_read_tokens: 4 * n,
+            total_tokens: 5 * n,
+        };
+        let mut turn = Usage::default();
+        turn += &call(1);
+        turn += &call(10);
+        assert_eq!(turn, call(11));
     }
 }

@@ -560,7 +560,7 @@ async fn run_after<'a>(
         .into_iter()
         .chain(req.private_dirs.iter().map(PathBuf::as_path))
         .collect();
-    let spawned = Agy::spawn(cfg, req, stream_json, &private, turn.db.shared_text.clone()).await;
+    let spawned = Agy::spawn(cfg, req, stream_json, &private, turn.db.text.clone()).await;
     let mut agy = match spawned {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
@@ -806,7 +806,7 @@ impl AgyStream {
                 self.ran_tools |= u.step_type == "tool";
                 if let Some(usage) = u.usage {
                     self.last_call = Some(usage);
-                    add_usage(&mut self.sum, &usage);
+                    self.sum += &usage;
                 }
                 if let Some(delta) = u.text_delta.filter(|d| !d.is_empty()) {
                     self.had_text = true;
@@ -838,25 +838,23 @@ impl AgyStream {
     }
 }
 
-fn add_usage(sum: &mut Usage, u: &Usage) {
-    sum.input_tokens += u.input_tokens;
-    sum.output_tokens += u.output_tokens;
-    sum.thinking_tokens += u.thinking_tokens;
-    sum.cache_read_tokens += u.cache_read_tokens;
-    sum.total_tokens += u.total_tokens;
-}
-
 /// What the database gave this turn, for classification and the fallback.
 #[derive(Debug, Default)]
 struct DbSeen {
-    text: bool,
-    /// `text`, for the stdout reader (it then drops agy's copy of the answer).
-    shared_text: Arc<std::sync::atomic::AtomicBool>,
+    /// Answer text came from the database. Shared with the stdout reader,
+    /// which then drops agy's copy of the answer.
+    text: Arc<std::sync::atomic::AtomicBool>,
     tools: bool,
     errors: Vec<String>,
     /// The database answered a poll at least once.
     ready: bool,
     last_problem: Option<String>,
+}
+
+impl DbSeen {
+    fn text(&self) -> bool {
+        self.text.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// How long the database may stay unreadable after agy's stream-json has
@@ -945,7 +943,7 @@ impl<'a> Turn<'a> {
 
     /// One stream-json line from agy.
     fn on_line(&mut self, line: Line) {
-        let keep_text = !self.db.text;
+        let keep_text = !self.db.text();
         // agy's own word on the id: its init line, else its result line.
         let result_id = match &line {
             Line::Result(r) if !r.conversation_id.is_empty() => Some(r.conversation_id.clone()),
@@ -1016,9 +1014,8 @@ impl<'a> Turn<'a> {
                 return;
             }
             Event::Text { .. } => {
-                self.db.text = true;
                 self.db
-                    .shared_text
+                    .text
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 self.agy.texts.clear();
             }
@@ -1264,7 +1261,7 @@ impl Turn<'_> {
     /// The database gave no answer text although agy answered: stream the
     /// answer from stream-json, saying why.
     fn fill_missing_text(&mut self) {
-        if self.db.text || self.result.degraded.is_some() {
+        if self.db.text() || self.result.degraded.is_some() {
             return;
         }
         let response = self
@@ -1303,7 +1300,7 @@ impl Turn<'_> {
             result: self.result.agy_result.as_ref(),
             db_errors: &self.db.errors,
             ran_tools: self.db.tools || self.agy.ran_tools,
-            answered: self.db.text
+            answered: self.db.text()
                 || self.agy.had_text
                 || self
                     .result
