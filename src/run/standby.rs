@@ -10,12 +10,13 @@
 //! pipe is the guardian's lifeline: nothing more is written, and its end
 //! (the bridge's death included) tells the guardian to take agy's tree down.
 //!
-//! Two ways to have one ([`Standby`]): start the binary again ([`Standby::spawn`],
-//! a program image of several megabytes, one to two milliseconds of CPU), or
-//! fork this process before it has a second thread ([`Standby::fork`]: a
-//! tenth of a millisecond, and nothing to compete for the CPU with the turn
-//! it waits for). [`Guardian`] is the runner's handle: a binary to start,
-//! and maybe a standby to take first.
+//! Two ways to have one ([`Standby`]): start the binary again
+//! ([`Standby::spawn`]: a program image of several megabytes, one to two
+//! milliseconds of CPU), or fork this process before it has a second thread
+//! ([`Standby::fork`]: about a quarter of a millisecond with its pipes, and
+//! nothing then competes for the CPU with the turn it waits for).
+//! [`Guardian`] is the runner's handle: a binary to start, and maybe a
+//! standby to take first.
 
 use crate::run::launch::Launch;
 use std::io;
