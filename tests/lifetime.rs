@@ -98,8 +98,16 @@ fn kill_bridge_with(sig: nix::sys::signal::Signal) {
     let gone = eventually(Duration::from_secs(10), || {
         pids_with(&marker).is_empty() && !alive(grandchild)
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    use nix::sys::signal::Signal::*;
+    let catchable = matches!(sig, SIGTERM | SIGINT | SIGHUP | SIGQUIT);
+    if catchable {
+        // It ends on its own once agy's tree and the guardian are reaped
+        // (agy's being gone does not mean the bridge has written its end).
+        common::wait_status(&mut child, common::CHILD_LIMIT);
+    } else {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     assert!(
         gone,
         "{sig:?}: left behind {:?} (grandchild {grandchild} alive: {})",
@@ -107,8 +115,7 @@ fn kill_bridge_with(sig: nix::sys::signal::Signal) {
         alive(grandchild)
     );
     // Signals the bridge can catch end the stream with one terminal event.
-    use nix::sys::signal::Signal::*;
-    if matches!(sig, SIGTERM | SIGINT | SIGHUP | SIGQUIT) {
+    if catchable {
         let rest: Vec<Value> = lines
             .map_while(Result::ok)
             .filter_map(|l| serde_json::from_str(&l).ok())
