@@ -452,7 +452,6 @@ pub fn cmd_stream(
     args: StreamArgs,
     standby: Option<agy_bridge::run::standby::Standby>,
 ) -> CmdResult {
-    use agy_bridge::run::standby::Guardian;
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -464,11 +463,7 @@ pub fn cmd_stream(
     // The turn's first blocking job (preparing it) finds a thread started
     // while the request was on its way.
     drop(rt.spawn_blocking(|| ()));
-    let guardian = std::env::current_exe().ok().map(|exe| match standby {
-        Some(standby) => Guardian::new(exe).with_standby(standby),
-        None => Guardian::new(exe),
-    });
-    let ok = rt.block_on(stream_turn(args, guardian));
+    let ok = rt.block_on(stream_turn(args, standby));
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
     Ok(if ok {
@@ -638,11 +633,8 @@ async fn stream_start(
     })
 }
 
-/// One `stream` turn, agy under `guardian` (which may be started already).
-async fn stream_turn(
-    args: StreamArgs,
-    guardian: Option<agy_bridge::run::standby::Guardian>,
-) -> bool {
+/// One `stream` turn; `standby` is agy's guardian, already started.
+async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
     use agy_bridge::provider::{EventMapper, PiStream};
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest
@@ -692,9 +684,11 @@ async fn stream_turn(
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let mut cfg = prepared.cfg.clone();
-    if guardian.is_some() {
-        cfg.guardian = guardian;
-    }
+    // This binary as agy's guardian (`run_config`), already started.
+    cfg.guardian = cfg.guardian.map(|guardian| match standby {
+        Some(standby) => guardian.with_standby(standby),
+        None => guardian,
+    });
     let run_cancel = cancel.clone();
     let runner =
         tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });

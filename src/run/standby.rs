@@ -106,13 +106,7 @@ impl Standby {
     /// lifeline. Needs a tokio runtime context.
     pub async fn launch(self, launch: &Launch) -> io::Result<Spawned> {
         let mut spawned = match self.0 {
-            Started::Spawned(mut child) => Spawned {
-                pid: child.id().unwrap_or(0),
-                stdin: child.stdin.take(),
-                stdout: child.stdout.take(),
-                stderr: child.stderr.take(),
-                exit: Exit::Tokio(child),
-            },
+            Started::Spawned(child) => Spawned::from_child(child),
             Started::Forked(mut forked) => {
                 let Some([stdin, stdout, stderr]) = forked.pipes.take() else {
                     return Err(io::Error::other("the guardian was already used"));
