@@ -378,6 +378,7 @@ fn cmd_sessions(args: SessionsArgs) -> CmdResult {
                 conversation_id: agy_bridge::discovery::ConversationId::parse(&conversation_id)?,
                 last_step_idx: last_idx,
                 message_count: message_count.unwrap_or(0),
+                context_lost: false,
             };
             store.update(&key, &entry).map(|()| {
                 if args.json {

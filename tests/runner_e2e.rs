@@ -387,10 +387,12 @@ async fn crash_mid_run_keeps_what_streamed() {
         .push(("FAKE_AGY_CRASH_MODE".into(), "sigkill".into()));
     let out = run(cfg, "q").await;
     assert_eq!(out.result.signal, Some(9));
-    assert!(matches!(
+    assert_eq!(
         out.result.failure,
-        Some(Failure::Killed { signal: 9 })
-    ));
+        Some(Failure::Stopped {
+            how: "signal 9".into()
+        })
+    );
     let text = out.transcript().text();
     assert!(!text.is_empty(), "nothing streamed before the crash");
     let full = load("hello").header.stdout;

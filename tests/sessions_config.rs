@@ -80,6 +80,7 @@ fn entry(id: &str, last: i64, count: u64) -> SessionEntry {
         conversation_id: ConversationId::parse(id).expect("valid id"),
         last_step_idx: last,
         message_count: count,
+        context_lost: false,
     }
 }
 

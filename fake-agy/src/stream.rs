@@ -81,6 +81,7 @@ pub const TOOLS: &[&str] = &[
 pub fn init(model: Option<String>, skip_permissions: bool) -> Init {
     Init {
         model,
+        agent: None,
         cwd: std::env::current_dir()
             .ok()
             .map(|p| p.display().to_string()),

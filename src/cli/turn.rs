@@ -720,12 +720,16 @@ fn end_turn<W: Write>(
     use agy_bridge::provider;
     // Remember where this conversation is, unless the run failed to bind.
     if let Some(store) = &prepared.store {
-        let last = result.last_idx.or(prepared.turn.after_idx).unwrap_or(-1);
-        if let Err(e) = store.update_if_bound(
+        // A new conversation (agy did not have ours) has no earlier cursor.
+        let lost = result.lost_conversation.is_some();
+        let before = prepared.turn.after_idx.filter(|_| !lost);
+        let last = result.last_idx.or(before).unwrap_or(-1);
+        if let Err(e) = store.record_turn(
             &prepared.session_key,
             result.conversation_id.as_deref(),
             last,
             req.messages.len() as u64,
+            lost,
         ) {
             eprintln!("agy-bridge: warning: could not save the session binding: {e}");
         }
@@ -877,22 +881,36 @@ fn prepare_turn(
         }
         None => None,
     };
+    let mut context = provider::AgyContext::Kept;
     if let Some(entry) = &existing {
         let db = agy_bridge::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
         if !db.is_file() {
             notes.push(format!(
-                "[agy-bridge: conversation {} is gone from {}; starting a new one]\n",
+                "[agy-bridge: conversation {} is gone from {}; starting a new one with pi's record of the earlier turns]\n",
                 entry.conversation_id,
                 cfg.conversations_dir.display()
             ));
             existing = None;
+            context = provider::AgyContext::Lost;
+        } else if entry.context_lost {
+            context = provider::AgyContext::Lost;
         }
+    } else if provider::has_own_turns(&req.messages) {
+        // Earlier agy turns with no conversation to resume (a cleared
+        // binding): agy has none of them.
+        context = provider::AgyContext::Lost;
     }
-    let watermark = existing
-        .as_ref()
-        .map(|e| e.message_count as usize)
-        .unwrap_or(0);
-    let digest = provider::context_digest(&req.messages, watermark, DIGEST_MAX_CHARS);
+    let (watermark, cap) = match context {
+        provider::AgyContext::Lost => (0, provider::LOST_DIGEST_MAX_CHARS),
+        provider::AgyContext::Kept => (
+            existing
+                .as_ref()
+                .map(|e| e.message_count as usize)
+                .unwrap_or(0),
+            DIGEST_MAX_CHARS,
+        ),
+    };
+    let digest = provider::context_digest_for(&req.messages, watermark, cap, context);
     if prompt.dropped_images > 0 {
         notes.push(format!(
             "[agy-bridge: {} image(s) not sent: agy -p takes text only]\n",
@@ -900,7 +918,7 @@ fn prepare_turn(
         ));
     }
     let turn = TurnRequest {
-        prompt: provider::compose_prompt(&prompt, &digest),
+        prompt: provider::compose_prompt_for(&prompt, &digest, context),
         cwd: Some(cwd.clone()),
         model: Some(resolved.model),
         effort: resolved.effort,
@@ -1041,6 +1059,9 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
     let mut notices = result.notices.clone();
     if let Some(reason) = &result.degraded {
         notices.push(runner::degraded_notice(reason));
+    }
+    if let (Some(lost), Some(id)) = (&result.lost_conversation, &result.conversation_id) {
+        notices.push(runner::new_conversation_notice(lost, id));
     }
     Ok(AskReport {
         answer: &answer,

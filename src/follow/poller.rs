@@ -177,8 +177,9 @@ pub struct Poller {
     unfinished: BTreeSet<i64>,
     tracker: Tracker,
     stats: PollStats,
-    /// Usage stats (metadata 9) of the model calls seen, by step.
-    usage: std::collections::BTreeMap<i64, steps::Usage>,
+    /// Usage stats (metadata 9) of the model calls seen, by step, and
+    /// whether the step is a checkpoint (a side call).
+    usage: std::collections::BTreeMap<i64, (steps::Usage, bool)>,
 }
 
 /// Make glibc hand freed buffers of 1 MiB or more straight back to the
@@ -252,13 +253,20 @@ impl Poller {
         self.tracker.tool_name(idx)
     }
 
-    /// The newest model call's usage and the sum over every call seen.
+    /// The newest model call's usage (never a checkpoint's side call: it
+    /// is not the context in use) and the sum over every call seen.
     pub fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
-        let last = self.usage.values().next_back()?.clone();
         let mut sum = steps::Usage::default();
-        for u in self.usage.values() {
+        for (u, _) in self.usage.values() {
             sum += u;
         }
+        let last = self
+            .usage
+            .values()
+            .rev()
+            .find(|(_, checkpoint)| !checkpoint)
+            .or_else(|| self.usage.values().next_back())
+            .map(|(u, _)| u.clone())?;
         Some((last, sum))
     }
 
@@ -369,7 +377,8 @@ impl Poller {
             let step = steps::decode(&row);
             events.extend(self.tracker.observe(&step));
             if let Some(u) = step.metadata.as_ref().and_then(|m| m.usage.as_ref()) {
-                self.usage.insert(row.idx, u.clone());
+                let checkpoint = step.step_type == steps::StepType::Checkpoint;
+                self.usage.insert(row.idx, (u.clone(), checkpoint));
             }
             if step.is_finished() {
                 self.unfinished.remove(&row.idx);

@@ -3,14 +3,17 @@
 //! Owns the protobuf wire walker and encoder ([`wire`]), agy's step model and
 //! field numbers ([`steps`]), its SQLite schema ([`schema`]), its
 //! stream-json lines ([`stream_json`]), conversation ids ([`ids`]), the words
-//! of agy's command line ([`agy_args`]) and the small text helpers every
+//! of agy's command line ([`agy_args`]), what each agy version offers
+//! ([`features`]), the stderr lines read live ([`stderr`]) and the small text helpers every
 //! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
 //!
 //! May import: nothing else in this crate. Everything above builds on it.
 
 pub mod agy_args;
+pub mod features;
 pub mod ids;
 pub mod schema;
+pub mod stderr;
 pub mod steps;
 pub mod stream_json;
 pub mod text;

@@ -47,6 +47,9 @@ pub struct Init {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// `--agent NAME`, echoed (1.1.9; even a name agy does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     #[serde(default)]
     pub tools: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

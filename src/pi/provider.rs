@@ -10,7 +10,10 @@
 use crate::diff::{self, TurnEdits};
 use crate::events::{self, Channel, Event};
 use crate::prompt_file::INLINE_PROMPT_MAX;
-use crate::runner::{degraded_notice, RunEvent, RunResult, TurnUsage};
+use crate::runner::{
+    answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
+    TurnUsage,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -24,6 +27,22 @@ pub const DIGEST_MAX_CHARS: usize = 8000;
 
 const COMPACTION_MARKER: &str = "compacted into the following summary";
 const DIGEST_PREAMBLE: &str = "[Context from the wider pi session that this Antigravity turn did not see: compaction summaries, turns by other providers, tool results and earlier user messages. Your own earlier turns are already in your conversation history. Use this for continuity only.]";
+const LOST_PREAMBLE: &str = "[Your earlier conversation for this pi session was not available to Antigravity, so this is pi's record of it: compaction summaries, earlier user messages, your own earlier answers, turns by other providers and tool results. Continue from where it left off.]";
+/// Upper bound on the digest that replaces a lost conversation: larger,
+/// since it carries agy's own earlier answers too.
+pub const LOST_DIGEST_MAX_CHARS: usize = 32000;
+
+/// What agy still has of a pi session, which decides what the context
+/// digest must carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgyContext {
+    /// agy's conversation holds its own earlier turns: only what it never
+    /// saw goes in the digest.
+    Kept,
+    /// agy's earlier conversation is gone (agy did not have it, or its
+    /// database vanished): its own earlier turns go in the digest too.
+    Lost,
+}
 
 /// The one request `agy-bridge stream` reads from stdin.
 #[derive(Debug, Clone, Deserialize)]
@@ -428,6 +447,19 @@ fn strip_compaction(t: &str) -> &str {
 /// turns are skipped (they are in its database). Capped at `max_chars`,
 /// keeping the summary and then the newest items.
 pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) -> String {
+    context_digest_for(messages, watermark, max_chars, AgyContext::Kept)
+}
+
+/// [`context_digest`] for what agy still has: with [`AgyContext::Lost`],
+/// agy's own earlier answers and the results of the tools it called
+/// through the bridge are in it too.
+pub fn context_digest_for(
+    messages: &[Value],
+    watermark: usize,
+    max_chars: usize,
+    context: AgyContext,
+) -> String {
+    let lost = context == AgyContext::Lost;
     if messages.is_empty() {
         return String::new();
     }
@@ -460,10 +492,14 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
                     .get("provider")
                     .and_then(Value::as_str)
                     .unwrap_or("unknown");
-                if provider == PROVIDER_ID || t.is_empty() {
+                if t.is_empty() || (provider == PROVIDER_ID && !lost) {
                     continue;
                 }
-                items.push(format!("[assistant turn from {provider}]\n{t}"));
+                if provider == PROVIDER_ID {
+                    items.push(format!("[your earlier answer]\n{t}"));
+                } else {
+                    items.push(format!("[assistant turn from {provider}]\n{t}"));
+                }
             }
             "user" => {
                 if t.is_empty() || t.contains(COMPACTION_MARKER) {
@@ -473,7 +509,7 @@ pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) ->
             }
             "toolResult" => {
                 let id = m.get("toolCallId").and_then(Value::as_str).unwrap_or("");
-                if bridged.contains(id) {
+                if bridged.contains(id) && !lost {
                     // agy called it through the bridge: it has the result.
                     continue;
                 }
@@ -549,6 +585,13 @@ fn bridged_call_ids(messages: &[Value]) -> std::collections::HashSet<&str> {
         .collect()
 }
 
+/// Whether pi's context holds earlier turns of agy's own.
+pub fn has_own_turns(messages: &[Value]) -> bool {
+    messages.iter().any(|m| {
+        role(m) == "assistant" && m.get("provider").and_then(Value::as_str) == Some(PROVIDER_ID)
+    })
+}
+
 /// The full prompt agy receives: digest (if any), then the user's text.
 ///
 /// agy takes the prompt as one command-line argument, so when both do not
@@ -557,6 +600,15 @@ fn bridged_call_ids(messages: &[Value]) -> std::collections::HashSet<&str> {
 /// trimmed: the runner hands the whole prompt to agy in a file
 /// (see [`crate::prompt_file`]).
 pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
+    compose_prompt_for(prompt, digest, AgyContext::Kept)
+}
+
+/// [`compose_prompt`], framing the digest for what agy still has.
+pub fn compose_prompt_for(prompt: &Prompt, digest: &str, context: AgyContext) -> String {
+    let preamble = match context {
+        AgyContext::Kept => DIGEST_PREAMBLE,
+        AgyContext::Lost => LOST_PREAMBLE,
+    };
     let mut text = prompt.text.clone();
     if prompt.dropped_images > 0 {
         text.push_str(&format!(
@@ -564,7 +616,7 @@ pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
             prompt.dropped_images
         ));
     }
-    let frame = DIGEST_PREAMBLE.len() + "\n\n\n\n---\n\n".len();
+    let frame = preamble.len() + "\n\n\n\n---\n\n".len();
     let whole = frame + digest.len() + text.len();
     let digest = match INLINE_PROMPT_MAX.checked_sub(frame + text.len()) {
         Some(room) if whole > INLINE_PROMPT_MAX => keep_tail(digest, room),
@@ -573,7 +625,7 @@ pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     if digest.is_empty() {
         text
     } else {
-        format!("{DIGEST_PREAMBLE}\n\n{digest}\n\n---\n\n{text}")
+        format!("{preamble}\n\n{digest}\n\n---\n\n{text}")
     }
 }
 
@@ -683,6 +735,18 @@ impl EventMapper {
             RunEvent::Agy(e) => e,
             RunEvent::Degraded { reason } => {
                 return out.thinking(&format!("\n[{}]\n", degraded_notice(reason)));
+            }
+            RunEvent::ConversationReplaced {
+                requested,
+                conversation_id,
+            } => {
+                return out.thinking(&format!(
+                    "\n[{}; this turn continues there, and pi's record of the earlier turns goes to agy with your next message]\n",
+                    new_conversation_notice(requested, conversation_id)
+                ));
+            }
+            RunEvent::AnswerFromAgy { reason } => {
+                return out.thinking(&format!("\n[{}]\n", answer_from_agy_notice(reason)));
             }
             _ => return,
         };

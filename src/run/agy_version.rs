@@ -1,13 +1,16 @@
 //! agy's version, asked of each agy binary once and remembered on disk.
 //!
-//! Whether a turn may bind by stream-json depends on the installed agy's
-//! version. Asking `agy --version` costs a process start on every turn, and
+//! Whether a turn may bind by stream-json, or pass `--disable-slash-commands`,
+//! depends on the installed agy's version and `--help`
+//! ([`crate::format::features`] says which). Asking `agy --version` costs a process start on every turn, and
 //! every `agy-bridge stream` turn is its own process, so an in-process cache
 //! does not help: the answer is kept in `agy-version.json` in the state
 //! directory, keyed by the binary itself ([`BinaryKey`]: its resolved path,
 //! size and modification time). Installing, upgrading or replacing agy
 //! changes the key and the next turn asks again. Only good answers are kept:
-//! a missing agy or a failed probe is asked again next time.
+//! a missing agy or a failed probe is asked again next time. `--help` is
+//! asked together with `--version` (an entry written before the bridge read
+//! it lacks it and is completed on the next probe).
 //!
 //! [`BinaryKey`] is also what keys the `agy models` cache (see
 //! [`crate::models`]), so that an answer about one agy never outlives it.
@@ -19,12 +22,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A parsed `agy --version`: (major, minor, patch).
-pub type Version = (u32, u32, u32);
+pub use crate::format::features::{AgyFeatures, Version};
 
 /// The first agy version known to print its conversation id with
 /// `--output-format stream-json` (docs/agy-format.md, "stream-json").
-pub const STREAM_JSON_MIN_VERSION: Version = (1, 1, 8);
+pub const STREAM_JSON_MIN_VERSION: Version = crate::format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
 pub const VERSION_CACHE_FILE: &str = "agy-version.json";
@@ -77,11 +79,30 @@ impl BinaryKey {
     }
 }
 
-/// One remembered answer: the binary as it was when asked, and its version.
+/// One remembered answer: the binary as it was when asked, its version and
+/// what its `--help` offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Entry {
     binary: BinaryKey,
     version: Version,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    help: Option<HelpFacts>,
+}
+
+/// What the bridge reads from `agy --help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HelpFacts {
+    disable_slash_commands: bool,
+}
+
+impl Entry {
+    fn features(&self) -> AgyFeatures {
+        AgyFeatures {
+            version: Some(self.version),
+            disable_slash_commands: self.help.is_some_and(|h| h.disable_slash_commands),
+        }
+    }
 }
 
 /// The on-disk version cache: `agy-version.json`, one entry per resolved
@@ -108,12 +129,24 @@ impl VersionCache {
         }
     }
 
-    /// The remembered version of exactly this binary (blocking file I/O).
-    pub fn lookup(&self, key: &BinaryKey) -> Option<Version> {
+    fn entry(&self, key: &BinaryKey) -> Option<Entry> {
         let file = self.file.as_ref()?;
         let map = file.read(None, &mut Vec::new()).ok()?;
         let entry: Entry = serde_json::from_value(map.get(&path_key(key))?.clone()).ok()?;
-        (entry.binary == *key).then_some(entry.version)
+        (entry.binary == *key).then_some(entry)
+    }
+
+    /// The remembered version of exactly this binary (blocking file I/O).
+    pub fn lookup(&self, key: &BinaryKey) -> Option<Version> {
+        self.entry(key).map(|e| e.version)
+    }
+
+    /// The remembered features of exactly this binary, `--help` included
+    /// (blocking file I/O); `None` when either is not remembered.
+    pub fn lookup_features(&self, key: &BinaryKey) -> Option<AgyFeatures> {
+        self.entry(key)
+            .filter(|e| e.help.is_some())
+            .map(|e| e.features())
     }
 
     /// `bin`'s key and the version remembered for it (blocking file I/O, no
@@ -127,6 +160,31 @@ impl VersionCache {
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
     pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), config::StateError> {
+        self.store_entry(Entry {
+            binary: key.clone(),
+            version,
+            help: None,
+        })
+    }
+
+    /// Remember `features` (version and `--help`) for `key`.
+    fn store_features(
+        &self,
+        key: &BinaryKey,
+        version: Version,
+        features: AgyFeatures,
+    ) -> Result<(), config::StateError> {
+        self.store_entry(Entry {
+            binary: key.clone(),
+            version,
+            help: Some(HelpFacts {
+                disable_slash_commands: features.disable_slash_commands,
+            }),
+        })
+    }
+
+    fn store_entry(&self, entry: Entry) -> Result<(), config::StateError> {
+        let key = entry.binary.clone();
         let Some(file) = &self.file else {
             return Ok(());
         };
@@ -134,14 +192,10 @@ impl VersionCache {
         let mut warnings: Vec<StateWarning> = Vec::new();
         let mut map = file.read(Some(&lock), &mut warnings)?;
         map.retain(|path, _| Path::new(path).exists());
-        let entry = Entry {
-            binary: key.clone(),
-            version,
-        };
         let Ok(value) = serde_json::to_value(entry) else {
             return Ok(());
         };
-        map.insert(path_key(key), value);
+        map.insert(path_key(&key), value);
         file.write(&lock, &map)
     }
 
@@ -150,23 +204,41 @@ impl VersionCache {
     /// version (neither is remembered). File I/O runs on tokio's blocking
     /// threads.
     pub async fn version(&self, bin: &Path) -> Option<Version> {
+        self.features(bin).await.and_then(|f| f.version)
+    }
+
+    /// What the agy `bin` names offers: remembered, else asked now
+    /// (`--version` and `--help` at once) and remembered. `None` when agy is
+    /// not there or its `--version` is not a version (nothing is
+    /// remembered then).
+    pub async fn features(&self, bin: &Path) -> Option<AgyFeatures> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
-        let (key, known) = tokio::task::spawn_blocking(move || this.remembered(&bin))
-            .await
-            .ok()??;
+        let (key, known) = tokio::task::spawn_blocking(move || {
+            let key = BinaryKey::of(&bin)?;
+            let known = this.lookup_features(&key);
+            Some((key, known))
+        })
+        .await
+        .ok()??;
         if known.is_some() {
             return known;
         }
-        let version = probe(&key.path).await?;
+        let (version, help) = tokio::join!(probe(&key.path), probe_help(&key.path));
+        let version = version?;
+        let features = AgyFeatures::from_probe(Some(version), help.as_deref().unwrap_or(""));
         let this = self.clone();
-        // Remember it only if the binary did not change while it was asked.
+        // Remember it only if the binary did not change while it was asked,
+        // and `--help` only if it answered.
         let _ = tokio::task::spawn_blocking(move || {
             if BinaryKey::of(&key.path).as_ref() == Some(&key) {
-                let _ = this.store(&key, version);
+                let _ = match help {
+                    Some(_) => this.store_features(&key, version, features),
+                    None => this.store(&key, version),
+                };
             }
         })
         .await;
-        Some(version)
+        Some(features)
     }
 }
 
@@ -183,6 +255,34 @@ async fn probe(bin: &Path) -> Option<Version> {
         Ok(out) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout)),
         _ => None,
     }
+}
+
+/// `BIN --help`, stdout and stderr together (where a CLI prints its help
+/// differs); `None` when it did not answer in time. Its exit code is not
+/// read: some CLIs exit 2 after printing help.
+async fn probe_help(bin: &Path) -> Option<String> {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("--help");
+    let out = run_with_timeout_async(cmd, PROBE_TIMEOUT).await.ok()?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Some(text)
+}
+
+/// What the installed agy offers, through the cache in the state directory;
+/// an agy whose version cannot be had offers nothing version-gated.
+pub async fn agy_features(bin: &Path) -> AgyFeatures {
+    VersionCache::from_env()
+        .features(bin)
+        .await
+        .unwrap_or_default()
+}
+
+/// [`agy_features`] from the cache alone (blocking file I/O, no agy run):
+/// `None` when they are not remembered.
+pub fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
+    let cache = VersionCache::from_env();
+    cache.lookup_features(&BinaryKey::of(bin)?)
 }
 
 /// The installed agy's version, through the cache in the state directory.
@@ -263,10 +363,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let log = dir.path().join("asked.log");
-        let body = |v: &str| format!("echo asked >> {}\necho {v}", log.display());
+        // Each run logs what it was asked; `--version` counts a probe.
+        let body = |v: &str| format!("echo \"$1\" >> {}\necho {v}", log.display());
         let asked = || {
             std::fs::read_to_string(&log)
-                .map(|s| s.lines().count())
+                .map(|s| s.lines().filter(|l| *l == "--version").count())
                 .unwrap_or(0)
         };
         let agy = script(dir.path(), "agy", &body("1.2.17"));
@@ -289,7 +390,7 @@ mod tests {
         let broken = script(
             dir.path(),
             "broken",
-            &format!("echo asked >> {}\nexit 1", log.display()),
+            &format!("echo \"$1\" >> {}\nexit 1", log.display()),
         );
         assert_eq!(cache.version(&broken).await, None);
         assert_eq!(cache.version(&broken).await, None);
@@ -304,5 +405,44 @@ mod tests {
         assert_eq!(entries.len(), 1, "{text}");
         let entry = &entries[&path_key(&BinaryKey::of(&agy).expect("key"))];
         assert_eq!(entry["version"], serde_json::json!([1, 1, 7]));
+        assert_eq!(
+            entry["help"],
+            serde_json::json!({"disableSlashCommands": false})
+        );
+    }
+
+    #[tokio::test]
+    async fn help_is_asked_once_with_the_version_and_names_the_slash_flag() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("asked.log");
+        let agy = script(
+            dir.path(),
+            "agy",
+            &format!(
+                "echo \"$1\" >> {}\ncase \"$1\" in --help) echo '      --disable-slash-commands   no / commands' >&2;; *) echo 1.2.14;; esac",
+                log.display()
+            ),
+        );
+        let cache = VersionCache::at(&dir.path().join("state"));
+        let features = cache.features(&agy).await.expect("features");
+        assert_eq!(features.version, Some((1, 2, 14)));
+        assert!(
+            features.disable_slash_commands,
+            "read from --help on stderr"
+        );
+        assert_eq!(cache.features(&agy).await, Some(features));
+        let asked = std::fs::read_to_string(&log).expect("log");
+        assert_eq!(asked.lines().collect::<Vec<_>>().len(), 2, "{asked}");
+        // An entry from before --help was read is completed, not trusted.
+        let old = VersionCache::at(&dir.path().join("old"));
+        let key = BinaryKey::of(&agy).expect("key");
+        old.store(&key, (1, 2, 14)).expect("store");
+        assert_eq!(old.lookup_features(&key), None);
+        assert!(
+            old.features(&agy)
+                .await
+                .expect("features")
+                .disable_slash_commands
+        );
     }
 }

@@ -58,21 +58,30 @@ pub enum Failure {
     TimedOut { minutes: u64 },
     #[error("Operation aborted")]
     Aborted,
-    #[error("agy gave up at its own print limit and returned partial output")]
+    /// agy's own `--print-timeout` ran out (on 1.1.x worded as
+    /// `timeout waiting for response`). Not retried: a retry meets the same
+    /// limit, and the work so far is kept in the conversation.
+    #[error("agy stopped at its own print time limit before the turn was finished; what it did so far is kept in the conversation, so send your message again to continue (and raise agy's print limit if AGY_EXTRA_ARGS sets one)")]
     PrintTimeout,
     #[error("agy canceled the turn without an answer")]
     Canceled,
     #[error("agy failed (exit {code}): {message}")]
     AgyFailed { code: i32, message: String },
-    #[error("agy was killed by signal {signal}")]
-    Killed { signal: i32 },
+    /// agy was killed from outside (a signal, or exit 1 with no result after
+    /// its conversation began). Its conversation keeps what was done.
+    #[error("agy was stopped from outside ({how}) before it finished; its conversation keeps the work so far, so send your message again to resume it")]
+    Stopped { how: String },
+    /// agy printed a result without starting a conversation: a slash
+    /// command's output (`num_turns` 0) instead of a model turn.
+    #[error("agy answered without starting a conversation ({detail}); nothing was sent to the model. If your message starts with '/', agy read it as one of its own commands: start it with another character")]
+    NoConversation { detail: String },
 }
 
 fn model_timeout_text(ran_tools: bool) -> String {
     if ran_tools {
         "agy's model stopped answering after agy had already run tools in this turn; not repeated automatically, so no edit runs twice. Ask again to continue.".into()
     } else {
-        "agy's model call timed out (timeout waiting for response)".into()
+        "agy's model call timed out (timeout waiting for response). Nothing ran yet, so it may be tried again; if it keeps timing out, the model is overloaded: switch to another agy model with /model or try later.".into()
     }
 }
 
@@ -171,6 +180,11 @@ pub struct AgyReport<'a> {
     pub answered: bool,
     /// The model we asked for, for the unknown-model sentence.
     pub model: Option<&'a str>,
+    /// What this agy offers (its version decides how some words read).
+    pub features: crate::format::features::AgyFeatures,
+    /// agy began a conversation this turn (an `init` line, or a bound
+    /// database): a run that ends without a result after that was stopped.
+    pub conversation_began: bool,
 }
 
 /// What agy's own report says about the turn: a failure, or `None` for
@@ -191,6 +205,10 @@ pub fn classify(r: &AgyReport<'_>) -> Option<Failure> {
     if error.contains("timeout waiting for response")
         || r.stderr.contains("timeout waiting for response")
     {
+        // agy 1.1.x said this when its print timeout expired.
+        if r.features.timeout_wording_is_print_timeout() {
+            return Some(Failure::PrintTimeout);
+        }
         return Some(Failure::ModelTimeout {
             ran_tools: r.ran_tools,
         });
@@ -198,8 +216,11 @@ pub fn classify(r: &AgyReport<'_>) -> Option<Failure> {
     if let Some(f) = denial(r) {
         return Some(f);
     }
-    if let Some(signal) = r.signal {
-        return Some(Failure::Killed { signal });
+    if let Some(f) = stopped(r) {
+        return Some(f);
+    }
+    if let Some(f) = without_conversation(r, error) {
+        return Some(f);
     }
     if let Some(code) = r.exit_code.filter(|c| *c != 0) {
         return Some(Failure::AgyFailed {
@@ -216,6 +237,44 @@ pub fn classify(r: &AgyReport<'_>) -> Option<Failure> {
         _ if r.stderr.contains("print timeout after") => Some(Failure::PrintTimeout),
         _ => None,
     }
+}
+
+/// Killed from outside: by a signal, or (as agy reports a kill on some
+/// platforms) exit 1 with no result and nothing said, after its
+/// conversation began (docs/agy-format.md, "stdin sessions", exit codes).
+fn stopped(r: &AgyReport<'_>) -> Option<Failure> {
+    if let Some(signal) = r.signal {
+        return Some(Failure::Stopped {
+            how: format!("signal {signal}"),
+        });
+    }
+    let silent = r.result.is_none() && human_sentence(r.stderr, "", None).is_empty();
+    (r.exit_code == Some(1) && silent && r.conversation_began).then(|| Failure::Stopped {
+        how: "exit 1 without a result".into(),
+    })
+}
+
+/// A result with an empty `conversation_id`: agy never started a turn.
+/// Failures with words (quota, sign-in, model) are classified before this.
+fn without_conversation(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
+    let result = r.result.filter(|t| t.conversation_id.is_empty())?;
+    // A slash command's result names its command (1.2.7); an empty one
+    // answered nothing at all.
+    let ran_command = result.extra.contains_key("command") || result.response.is_empty();
+    if result.status == "SUCCESS" && result.num_turns == 0 && !r.conversation_began && ran_command {
+        let first = result.response.lines().next().unwrap_or("").trim();
+        return Some(Failure::NoConversation {
+            detail: if first.is_empty() {
+                "an empty result".into()
+            } else {
+                format!("it printed {first:?}")
+            },
+        });
+    }
+    (result.status == "ERROR" && !error.trim().is_empty()).then(|| Failure::AgyFailed {
+        code: r.exit_code.unwrap_or(0),
+        message: format!("before starting a conversation: {}", error.trim()),
+    })
 }
 
 fn signed_out(stderr: &str, error: &str) -> Option<Failure> {
@@ -287,11 +346,20 @@ fn quota(
         return None;
     }
     // Older agy: the quota only as an error step's message.
-    db_errors
+    let quota = db_errors
         .iter()
         .chain(std::iter::once(&error.to_string()))
         .find(|m| is_quota_wording(m))
-        .map(|m| Failure::QuotaExceeded { message: m.clone() })
+        .map(|m| Failure::QuotaExceeded { message: m.clone() });
+    // "Eligibility check failed: RESOURCE_EXHAUSTED (code 429)", a result
+    // without AGY_ERROR (docs/agy-format.md, "Quota"): a rate outcome.
+    quota.or_else(|| {
+        (error.contains("RESOURCE_EXHAUSTED") || error.contains("(code 429)")).then(|| {
+            Failure::Throttled {
+                message: error.trim().to_string(),
+            }
+        })
+    })
 }
 
 fn is_quota_wording(message: &str) -> bool {

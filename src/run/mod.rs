@@ -10,6 +10,7 @@
 //!
 //! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::state`].
 
+pub mod agy_stream;
 pub mod agy_version;
 pub mod failure;
 pub mod guard;

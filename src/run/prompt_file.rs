@@ -20,7 +20,7 @@
 //! shape could fail, or worse, be misread, on a real agy.
 
 use crate::failure::Failure;
-use crate::runner::{agy_args, RunConfig, TurnRequest};
+use crate::runner::{agy_args, RunConfig, Surface, TurnRequest};
 use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -75,8 +75,8 @@ fn env_bytes(cfg: &RunConfig) -> usize {
 
 /// The longest prompt that can go inline for this turn: under one
 /// argument's cap, and leaving argv plus environment well under `ARG_MAX`.
-pub fn inline_budget(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> usize {
-    let args: usize = agy_args(cfg, req, stream_json)
+pub fn inline_budget(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> usize {
+    let args: usize = agy_args(cfg, req, surface)
         .iter()
         .map(|a| exec_cost(a.len()))
         .sum::<usize>()
@@ -167,18 +167,18 @@ pub fn file_instruction(file: &Path, bytes: usize) -> String {
 pub fn stage<'a>(
     cfg: &RunConfig,
     req: &'a TurnRequest,
-    stream_json: bool,
+    surface: Surface,
 ) -> Result<Staged<'a>, Failure> {
-    stage_in(cfg, req, stream_json, &std::env::temp_dir())
+    stage_in(cfg, req, surface, &std::env::temp_dir())
 }
 
 fn stage_in<'a>(
     cfg: &RunConfig,
     req: &'a TurnRequest,
-    stream_json: bool,
+    surface: Surface,
     parent: &Path,
 ) -> Result<Staged<'a>, Failure> {
-    let budget = inline_budget(cfg, req, stream_json);
+    let budget = inline_budget(cfg, req, surface);
     if req.prompt.len() <= budget {
         return Ok(Staged {
             request: Cow::Borrowed(req),
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn budget_stays_under_one_argument() {
         let cfg = RunConfig::default();
-        let budget = inline_budget(&cfg, &request(10), false);
+        let budget = inline_budget(&cfg, &request(10), Surface::default());
         assert!(budget <= INLINE_PROMPT_MAX);
         assert!(budget + 1 < MAX_ARG_STRLEN);
     }
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn a_short_prompt_stays_inline() {
         let req = request(1000);
-        let staged = stage(&RunConfig::default(), &req, false).expect("stage");
+        let staged = stage(&RunConfig::default(), &req, Surface::default()).expect("stage");
         assert!(staged.dir().is_none());
         assert_eq!(staged.request().prompt, req.prompt);
     }
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn a_long_prompt_goes_to_a_private_file_that_dies_with_the_stage() {
         let req = request(200 * 1024);
-        let staged = stage(&RunConfig::default(), &req, false).expect("stage");
+        let staged = stage(&RunConfig::default(), &req, Surface::default()).expect("stage");
         let dir = staged.dir().expect("private dir").to_path_buf();
         let file = dir.join(FILE_NAME);
         assert_eq!(std::fs::read_to_string(&file).expect("file"), req.prompt);
@@ -260,9 +260,14 @@ mod tests {
     fn an_unwritable_file_fails_with_a_sentence_giving_the_limit() {
         let req = request(200 * 1024);
         let cfg = RunConfig::default();
-        let budget = inline_budget(&cfg, &req, false) / 1024;
-        let err = stage_in(&cfg, &req, false, Path::new("/nonexistent/agy-bridge"))
-            .expect_err("no parent directory");
+        let budget = inline_budget(&cfg, &req, Surface::default()) / 1024;
+        let err = stage_in(
+            &cfg,
+            &req,
+            Surface::default(),
+            Path::new("/nonexistent/agy-bridge"),
+        )
+        .expect_err("no parent directory");
         let sentence = err.to_string();
         assert!(
             sentence.contains("the prompt is 200 KiB")

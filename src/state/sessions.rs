@@ -20,6 +20,9 @@
 //!   a missing value reads as -1, as in the TypeScript bridge).
 //! - `lastMessageCount` is the pi message-count watermark: how many of pi's
 //!   messages the last turn covered (missing, as in older files, reads as 0).
+//! - `agyContextLost` (ours; absent means false): agy did not have the
+//!   conversation the last turn resumed and began this one without the
+//!   earlier context, so the next turn sends pi's record of all of it.
 //! - Other fields in an entry are kept when the entry is rewritten.
 //!
 //! An entry whose conversation id does not pass
@@ -50,6 +53,7 @@ const CONVERSATION_ID: &str = "conversationId";
 const LAST_STEP_IDX: &str = "lastStepIdx";
 const MESSAGE_COUNT: &str = "lastMessageCount";
 const LEGACY_MESSAGE_COUNT: &str = "messageCount";
+const CONTEXT_LOST: &str = "agyContextLost";
 
 /// Session keys.
 pub struct SessionKey;
@@ -86,6 +90,8 @@ pub struct SessionEntry {
     pub last_step_idx: i64,
     /// How many pi messages the last turn covered.
     pub message_count: u64,
+    /// agy lost the earlier conversation (see the module comment).
+    pub context_lost: bool,
 }
 
 /// An entry as stored: ours plus whatever other fields it had.
@@ -104,6 +110,10 @@ impl Stored {
         );
         obj.insert(LAST_STEP_IDX.into(), Value::from(self.entry.last_step_idx));
         obj.insert(MESSAGE_COUNT.into(), Value::from(self.entry.message_count));
+        obj.remove(CONTEXT_LOST);
+        if self.entry.context_lost {
+            obj.insert(CONTEXT_LOST.into(), Value::Bool(true));
+        }
         Value::Object(obj)
     }
 }
@@ -156,11 +166,22 @@ fn parse_entry(value: Value) -> Result<Stored, String> {
             }
         },
     };
+    let context_lost = match obj.remove(CONTEXT_LOST) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(format!(
+                "{CONTEXT_LOST}: expected true or false, found {}",
+                json_kind(&other)
+            ))
+        }
+    };
     Ok(Stored {
         entry: SessionEntry {
             conversation_id,
             last_step_idx,
             message_count,
+            context_lost,
         },
         extra: obj,
     })
@@ -326,6 +347,20 @@ impl SessionStore {
         last_idx: i64,
         message_count: u64,
     ) -> Result<bool, StateError> {
+        self.record_turn(key, conversation_id, last_idx, message_count, false)
+    }
+
+    /// [`update_if_bound`](SessionStore::update_if_bound), also saying
+    /// whether agy lost the earlier context this turn (the next turn then
+    /// sends all of pi's record).
+    pub fn record_turn(
+        &self,
+        key: &str,
+        conversation_id: Option<&str>,
+        last_idx: i64,
+        message_count: u64,
+        context_lost: bool,
+    ) -> Result<bool, StateError> {
         let Some(id) = conversation_id else {
             return Ok(false);
         };
@@ -333,6 +368,7 @@ impl SessionStore {
             conversation_id: ConversationId::parse(id)?,
             last_step_idx: last_idx,
             message_count,
+            context_lost,
         };
         self.update(key, &entry)?;
         Ok(true)

@@ -7,7 +7,9 @@
 
 use crate::events::{self, Channel, Event};
 use crate::format::text::shorten;
-use crate::runner::{degraded_notice, RunEvent, RunResult};
+use crate::runner::{
+    answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
+};
 use std::io::{self, Write};
 
 /// Which block the cursor is in, so switching blocks starts a new line.
@@ -89,6 +91,18 @@ impl<W: Write> LiveView<W> {
             RunEvent::Degraded { reason } => {
                 let (d, r) = (self.paint(DIM), self.paint(RESET));
                 self.line(&format!("{d}[{}]{r}", degraded_notice(reason)))?
+            }
+            RunEvent::ConversationReplaced {
+                requested,
+                conversation_id,
+            } => {
+                let notice = new_conversation_notice(requested, conversation_id);
+                self.line(&format!(
+                    "[{notice}; continue it with --conversation {conversation_id}]"
+                ))?
+            }
+            RunEvent::AnswerFromAgy { reason } => {
+                self.line(&format!("[{}]", answer_from_agy_notice(reason)))?
             }
             RunEvent::Agy(e) => self.agy(e)?,
         }

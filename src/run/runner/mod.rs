@@ -14,9 +14,14 @@ use crate::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::events::Event;
 use crate::failure::AgyReport;
 pub use crate::format::agy_args::{BindMode, Effort, Mode};
+use crate::format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
 use crate::poller::{Poll, PollStats, Poller, ReadError};
+use crate::run::agy_stream::{AgyStream, TextDigest};
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
+use merge::Held;
+
+mod merge;
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -172,9 +177,21 @@ pub enum RunEvent {
     Aborted,
     /// Sent the moment the watchdog fires.
     TimedOut,
-    /// The database cannot be followed; from here on the answer text comes
-    /// from agy's stream-json alone (no thinking, tool results or edits).
+    /// The database cannot be followed; from here on the answer text and
+    /// tool steps come from agy's stream-json alone (no thinking or edits).
     Degraded {
+        reason: String,
+    },
+    /// agy did not have the conversation the turn resumed (`requested`) and
+    /// began a new one without its earlier context; the turn follows the
+    /// new one. Sent once, when it is bound.
+    ConversationReplaced {
+        requested: String,
+        conversation_id: String,
+    },
+    /// The database gave less (or other) answer text than agy printed;
+    /// agy's own answer follows as text events.
+    AnswerFromAgy {
         reason: String,
     },
     /// A decoded agy event (serialised as the event itself).
@@ -186,7 +203,18 @@ pub use crate::failure::Failure;
 
 /// The one sentence for a turn that runs degraded.
 pub fn degraded_notice(reason: &str) -> String {
-    format!("agy-bridge: cannot follow agy's conversation database ({reason}); the answer comes from agy's stream-json output alone, without thinking, tool results or edits")
+    format!("agy-bridge: cannot follow agy's conversation database ({reason}); the answer and tool steps come from agy's stream-json output alone, without thinking or edits")
+}
+
+/// The one sentence for a resumed conversation agy did not have; callers
+/// add what happens next where they are (pi, the command line).
+pub fn new_conversation_notice(requested: &str, new: &str) -> String {
+    format!("agy-bridge: agy did not have conversation {requested} (expired, deleted, or from another machine) and began a new one, {new}, without the earlier context")
+}
+
+/// The one sentence for an answer the database gave only part of.
+pub fn answer_from_agy_notice(reason: &str) -> String {
+    format!("agy-bridge: {reason}; agy's own answer follows in full")
 }
 
 /// Everything known about a finished turn.
@@ -196,6 +224,9 @@ pub struct RunResult {
     pub signal: Option<i32>,
     pub conversation_id: Option<String>,
     pub bind_method: Option<BindMethod>,
+    /// The conversation this turn asked to resume, which agy did not have:
+    /// it began `conversation_id` instead, without the earlier context.
+    pub lost_conversation: Option<String>,
     pub last_idx: Option<i64>,
     pub aborted: bool,
     pub timed_out: bool,
@@ -223,8 +254,15 @@ pub struct RunResult {
 /// Token usage of a turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct TurnUsage {
+    /// agy's last model call of the turn (never a `checkpoint` side call):
+    /// the context in use.
     pub last_call: Usage,
+    /// The sum over this turn's own model calls.
     pub turn: Usage,
+    /// agy's `result.usage`: the sum over the whole conversation so far
+    /// (docs/agy-format.md, "Usage and turns"), when agy printed it.
+    #[serde(rename = "conversation_total", skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Usage>,
 }
 
 impl RunResult {
@@ -234,6 +272,7 @@ impl RunResult {
             signal: None,
             conversation_id: None,
             bind_method: None,
+            lost_conversation: None,
             last_idx: None,
             aborted: false,
             timed_out: false,
@@ -300,8 +339,16 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
+/// How a turn's agy is driven: what this agy offers
+/// ([`crate::format::features`]) and whether the turn reads its stream-json.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Surface {
+    pub stream_json: bool,
+    pub features: AgyFeatures,
+}
+
 /// The argument list for one turn (docs/agy-format.md, "CLI surface").
-pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<String> {
+pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     for dir in &req.add_dirs {
         args.push("--add-dir".into());
@@ -331,12 +378,19 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<St
     args.push(go_duration(
         cfg.timeout.saturating_add(Duration::from_secs(60)),
     ));
-    if stream_json {
+    if surface.stream_json {
         args.push("--output-format".into());
         args.push("stream-json".into());
     }
+    // A prompt is never an agy slash command: the flag where agy has it,
+    // else a prompt starting with `/` is sent so that agy cannot expand it.
+    let slash_flag = surface.features.disable_slash_commands;
+    if slash_flag {
+        args.push(DISABLE_SLASH_COMMANDS.into());
+    }
     args.push("-p".into());
-    args.push(req.prompt.clone());
+    let shielded = (!slash_flag).then(|| shield_slash(&req.prompt)).flatten();
+    args.push(shielded.unwrap_or_else(|| req.prompt.clone()));
     args
 }
 
@@ -344,6 +398,24 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, stream_json: bool) -> Vec<St
 /// `agy --version`, remembered on disk per binary (see [`crate::agy_version`]).
 pub async fn supports_stream_json(bin: &Path) -> bool {
     crate::agy_version::stream_json_supported(bin).await
+}
+
+/// Whether a turn must know agy's features before it starts: to choose
+/// its binding (`auto`) or to keep a prompt starting with `/` a prompt.
+fn needs_features(cfg: &RunConfig, req: &TurnRequest) -> bool {
+    cfg.bind == BindMode::Auto || req.prompt.starts_with('/')
+}
+
+/// The turn's [`Surface`], from what is known of agy's features.
+fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
+    Surface {
+        stream_json: match cfg.bind {
+            BindMode::Discovery => false,
+            BindMode::StreamJson => true,
+            BindMode::Auto => features.stream_json_output(),
+        },
+        features,
+    }
 }
 
 /// The highest idx in a conversation database, if it can be read.
@@ -446,8 +518,9 @@ pub async fn run(
 /// prepares its turn, in the same hop ([`run_with`]).
 #[derive(Debug, Clone)]
 pub struct Prelude {
-    /// `None`: agy's version is not remembered; the turn asks agy.
-    stream_json: Option<bool>,
+    /// `None`: agy's features are not remembered; the turn asks agy if it
+    /// needs them ([`needs_features`]).
+    features: Option<AgyFeatures>,
     before: Snapshot,
     /// What it was computed for (see [`Prelude::fits`]).
     agy_bin: PathBuf,
@@ -460,20 +533,16 @@ impl Prelude {
     /// session's turn lock (a turn before ours may still create databases)
     /// and before agy starts.
     pub fn blocking(cfg: &RunConfig) -> Prelude {
-        let stream_json = match cfg.bind {
-            BindMode::Discovery => Some(false),
-            BindMode::StreamJson => Some(true),
-            BindMode::Auto => crate::agy_version::stream_json_remembered(&cfg.agy_bin),
-        };
+        let features = crate::agy_version::features_remembered(&cfg.agy_bin);
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
         let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
-        Prelude::of(cfg, stream_json, before)
+        Prelude::of(cfg, features, before)
     }
 
-    fn of(cfg: &RunConfig, stream_json: Option<bool>, before: Snapshot) -> Prelude {
+    fn of(cfg: &RunConfig, features: Option<AgyFeatures>, before: Snapshot) -> Prelude {
         Prelude {
-            stream_json,
+            features,
             before,
             agy_bin: cfg.agy_bin.clone(),
             dir: cfg.conversations_dir.clone(),
@@ -534,22 +603,22 @@ async fn run_after<'a>(
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
     let Prelude {
-        stream_json,
-        before,
-        ..
+        features, before, ..
     } = prelude;
-    let stream_json = match stream_json {
+    let features = match features {
         Some(known) => known,
-        None => supports_stream_json(&cfg.agy_bin).await,
+        None if needs_features(cfg, req) => crate::agy_version::agy_features(&cfg.agy_bin).await,
+        None => AgyFeatures::default(),
     };
+    let surface = surface_of(cfg, features);
     // Owns the private prompt file, if any: it goes when the turn does.
-    let staged = match crate::prompt_file::stage(cfg, req, stream_json) {
+    let staged = match crate::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
-        Err(f) => return Turn::new(cfg, req, events, observer, stream_json, before).fail_early(f),
+        Err(f) => return Turn::new(cfg, req, events, observer, surface, before).fail_early(f),
     };
     let req = staged.request();
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-    let mut turn = Turn::new(cfg, req, events, observer, stream_json, before);
+    let mut turn = Turn::new(cfg, req, events, observer, surface, before);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
         return turn.fail_early(Failure::NoWorkingDir {
             dir: cwd.display().to_string(),
@@ -560,7 +629,7 @@ async fn run_after<'a>(
         .into_iter()
         .chain(req.private_dirs.iter().map(PathBuf::as_path))
         .collect();
-    let spawned = Agy::spawn(cfg, req, stream_json, &private, turn.db.text.clone()).await;
+    let spawned = Agy::spawn(cfg, req, surface, &private).await;
     let mut agy = match spawned {
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
@@ -583,6 +652,9 @@ struct Agy {
     /// agy's stdout lines, parsed, when it prints stream-json.
     lines: mpsc::UnboundedReceiver<Line>,
     lines_open: bool,
+    /// Ids agy said it does not have (`warning: conversation "ID" not found`).
+    not_found: mpsc::UnboundedReceiver<String>,
+    not_found_open: bool,
     readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -592,17 +664,17 @@ impl Agy {
     async fn spawn(
         cfg: &RunConfig,
         req: &TurnRequest,
-        stream_json: bool,
+        surface: Surface,
         private: &[&Path],
-        db_text: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<Agy, Failure> {
+        let stream_json = surface.stream_json;
         let bin = cfg.agy_bin.display().to_string();
         if !is_installed(&cfg.agy_bin) {
             return Err(Failure::NotInstalled { bin });
         }
         let launch = Launch {
             program: cfg.agy_bin.clone().into_os_string(),
-            args: agy_args(cfg, req, stream_json)
+            args: agy_args(cfg, req, surface)
                 .into_iter()
                 .map(Into::into)
                 .collect(),
@@ -646,9 +718,14 @@ impl Agy {
             stdout: Arc::new(Mutex::new(Vec::new())),
         };
         let (tx, lines) = mpsc::unbounded_channel();
+        let (not_found_tx, not_found) = mpsc::unbounded_channel();
         let mut readers = Vec::new();
         if let Some(err) = child.stderr.take() {
-            readers.push(tokio::spawn(read_stderr(err, tails.stderr.clone())));
+            readers.push(tokio::spawn(read_stderr(
+                err,
+                tails.stderr.clone(),
+                not_found_tx,
+            )));
         }
         if let Some(out) = child.stdout.take() {
             let sink = tails.stdout.clone();
@@ -656,7 +733,6 @@ impl Agy {
                 out,
                 sink,
                 stream_json.then_some(tx),
-                db_text,
             )));
         }
         Ok(Agy {
@@ -667,6 +743,8 @@ impl Agy {
             tails,
             lines,
             lines_open: stream_json,
+            not_found,
+            not_found_open: true,
             readers,
         })
     }
@@ -716,11 +794,30 @@ fn die_with_parent(cmd: &mut Command) {
     let _ = cmd;
 }
 
-async fn read_stderr(mut err: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<u8>>>) {
+/// agy's stderr: its tail, kept for the end of the turn, and the lines that
+/// matter while it runs ([`crate::format::stderr`]), sent on at once.
+async fn read_stderr(
+    mut err: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<u8>>>,
+    not_found: mpsc::UnboundedSender<String>,
+) {
     let mut buf = [0u8; 4096];
+    // The line being read: only its start matters, so it is capped.
+    let mut line: Vec<u8> = Vec::new();
     while let Ok(n) = err.read(&mut buf).await {
         if n == 0 {
             break;
+        }
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                let text = String::from_utf8_lossy(&line);
+                if let Some(id) = crate::format::stderr::conversation_not_found(&text) {
+                    let _ = not_found.send(id.to_string());
+                }
+                line.clear();
+            } else if line.len() < 512 {
+                line.push(b);
+            }
         }
         if let Ok(mut t) = tail.lock() {
             t.extend(&buf[..n]);
@@ -732,18 +829,18 @@ async fn read_stderr(mut err: tokio::process::ChildStderr, tail: Arc<Mutex<VecDe
 }
 
 /// agy's stdout: with stream-json, each line parsed and sent on (only lines
-/// that are not JSON are kept as text); otherwise the text, capped.
-/// `db_text`: the database has given answer text, so a `result` line's
-/// copy of the answer is blanked before it is parsed (a long answer is then
-/// never held twice).
+/// that are not JSON are kept as text); otherwise the text, capped. Once
+/// agy has streamed its answer as `text_delta`s (which the runner keeps), a
+/// `result` line's copy of it is blanked before it is parsed, so a long
+/// answer is never held twice; the runner puts it back from the deltas.
 async fn read_stdout(
     out: tokio::process::ChildStdout,
     sink: Arc<Mutex<Vec<u8>>>,
     lines: Option<mpsc::UnboundedSender<Line>>,
-    db_text: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let mut reader = BufReader::new(out);
     let mut buf = Vec::new();
+    let mut saw_text = false;
     loop {
         // One huge line (a long answer's `result`) must not keep its buffer.
         if buf.capacity() > 1 << 20 {
@@ -754,13 +851,14 @@ async fn read_stdout(
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        if lines.is_some() && db_text.load(std::sync::atomic::Ordering::Relaxed) {
+        if lines.is_some() && saw_text {
             crate::stream_json::blank_response(&mut buf);
         }
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim_end_matches(['\n', '\r']);
         if let Some(tx) = &lines {
             let line = Line::parse(text);
+            saw_text |= matches!(&line, Line::StepUpdate(u) if u.text_delta.as_deref().is_some_and(|d| !d.is_empty()));
             let keep = matches!(line, Line::NotJson(_));
             let _ = tx.send(line);
             if !keep {
@@ -776,74 +874,15 @@ async fn read_stdout(
     }
 }
 
-/// What agy's stream-json said so far (docs/agy-format.md, "stream-json").
-#[derive(Debug, Default)]
-struct AgyStream {
-    /// `text_delta`s per step index, kept only while the database has not
-    /// given any text (then it is the text source and this is dropped).
-    texts: BTreeMap<i64, String>,
-    /// Bytes of each step's text already streamed in degraded mode.
-    streamed: BTreeMap<i64, usize>,
-    had_text: bool,
-    last_call: Option<Usage>,
-    sum: Usage,
-    result: Option<TurnResult>,
-    ran_tools: bool,
-    first_step: Option<Instant>,
-    stats: ParseStats,
-}
-
-impl AgyStream {
-    /// Take in one line; returns the conversation id of an `init` line.
-    fn observe(&mut self, line: Line, keep_text: bool) -> Option<String> {
-        self.stats.count(&line);
-        match line {
-            Line::Init {
-                conversation_id, ..
-            } => return Some(conversation_id),
-            Line::StepUpdate(u) => {
-                self.first_step.get_or_insert_with(Instant::now);
-                self.ran_tools |= u.step_type == "tool";
-                if let Some(usage) = u.usage {
-                    self.last_call = Some(usage);
-                    self.sum += &usage;
-                }
-                if let Some(delta) = u.text_delta.filter(|d| !d.is_empty()) {
-                    self.had_text = true;
-                    if keep_text {
-                        self.texts.entry(u.step_index).or_default().push_str(&delta);
-                    }
-                }
-            }
-            Line::Result(r) => self.result = Some(r),
-            Line::UnknownEvent { .. } | Line::NotJson(_) => {}
-        }
-        None
-    }
-
-    /// Text not streamed yet, as events (degraded mode).
-    fn unstreamed(&mut self) -> Vec<Event> {
-        let mut out = Vec::new();
-        for (idx, text) in &self.texts {
-            let done = self.streamed.entry(*idx).or_default();
-            if let Some(rest) = text.get(*done..).filter(|r| !r.is_empty()) {
-                out.push(Event::Text {
-                    idx: *idx,
-                    text: rest.to_string(),
-                });
-                *done = text.len();
-            }
-        }
-        out
-    }
-}
-
 /// What the database gave this turn, for classification and the fallback.
 #[derive(Debug, Default)]
 struct DbSeen {
-    /// Answer text came from the database. Shared with the stdout reader,
-    /// which then drops agy's copy of the answer.
-    text: Arc<std::sync::atomic::AtomicBool>,
+    /// The database gave events this turn.
+    events: bool,
+    /// Answer text came from the database.
+    text: bool,
+    /// The database's answer per step, as a digest (see [`TextDigest`]).
+    texts: BTreeMap<i64, TextDigest>,
     tools: bool,
     errors: Vec<String>,
     /// The database answered a poll at least once.
@@ -853,7 +892,7 @@ struct DbSeen {
 
 impl DbSeen {
     fn text(&self) -> bool {
-        self.text.load(std::sync::atomic::Ordering::Relaxed)
+        self.text
     }
 }
 
@@ -870,11 +909,21 @@ struct Turn<'a> {
     observer: Option<&'a mut dyn Observer>,
     started: Instant,
     stream_json: bool,
+    features: AgyFeatures,
     result: RunResult,
     before: Snapshot,
     followed: Option<Followed>,
     agy: AgyStream,
     db: DbSeen,
+    /// The conversation this turn asked to resume, once agy said it does not
+    /// have it; announced (and taken) when the new one is bound.
+    lost: Option<ConversationId>,
+    /// Database events waiting, in order, behind a failed tool result that
+    /// has no words yet (stream-json may bring agy's error text).
+    held: VecDeque<Held>,
+    /// Tool events come from stream-json (degraded): the database's are
+    /// then not repeated.
+    stream_tools: bool,
     ambiguous_since: Option<Instant>,
     last_ambiguity: Vec<String>,
     waiting_since: Option<(i64, Instant)>,
@@ -888,7 +937,7 @@ impl<'a> Turn<'a> {
         req: &'a TurnRequest,
         events: mpsc::UnboundedSender<RunEvent>,
         observer: Option<&'a mut dyn Observer>,
-        stream_json: bool,
+        surface: Surface,
         before: Snapshot,
     ) -> Turn<'a> {
         let mut turn = Turn {
@@ -899,11 +948,15 @@ impl<'a> Turn<'a> {
             events,
             observer,
             started: Instant::now(),
-            stream_json,
+            stream_json: surface.stream_json,
+            features: surface.features,
             result: RunResult::empty(),
             followed: None,
             agy: AgyStream::default(),
             db: DbSeen::default(),
+            lost: None,
+            held: VecDeque::new(),
+            stream_tools: false,
             ambiguous_since: None,
             last_ambiguity: Vec::new(),
             waiting_since: None,
@@ -926,6 +979,9 @@ impl<'a> Turn<'a> {
     }
 
     fn bind(&mut self, id: ConversationId, after_idx: Option<i64>, how: BindMethod) {
+        if let Some(requested) = self.lost.take().filter(|r| *r != id) {
+            self.announce_new_conversation(&requested, &id);
+        }
         self.followed = Some(Followed::bind(
             &self.dir,
             id,
@@ -939,28 +995,6 @@ impl<'a> Turn<'a> {
     fn send(&mut self, event: Event) {
         self.result.events += 1;
         let _ = self.events.send(RunEvent::Agy(event));
-    }
-
-    /// One stream-json line from agy.
-    fn on_line(&mut self, line: Line) {
-        let keep_text = !self.db.text();
-        // agy's own word on the id: its init line, else its result line.
-        let result_id = match &line {
-            Line::Result(r) if !r.conversation_id.is_empty() => Some(r.conversation_id.clone()),
-            _ => None,
-        };
-        if let Some(id) = self.agy.observe(line, keep_text).or(result_id) {
-            if self.followed.is_none() {
-                if let Ok(id) = ConversationId::parse(&id) {
-                    self.bind(id, None, BindMethod::StreamJson);
-                }
-            }
-        }
-        if self.result.degraded.is_some() {
-            for ev in self.agy.unstreamed() {
-                self.send(ev);
-            }
-        }
     }
 
     /// Poll the database once, forwarding what is new; right after a file
@@ -1007,25 +1041,6 @@ impl<'a> Turn<'a> {
         }
     }
 
-    fn on_db_event(&mut self, ev: Event) {
-        match &ev {
-            Event::Text { .. } | Event::Rewrite { .. } if self.result.degraded.is_some() => {
-                // stream-json is the text source now; do not say it twice.
-                return;
-            }
-            Event::Text { .. } => {
-                self.db
-                    .text
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                self.agy.texts.clear();
-            }
-            Event::ToolCall { .. } => self.db.tools = true,
-            Event::Error { message, .. } => self.db.errors.push(message.clone()),
-            _ => {}
-        }
-        self.send(ev);
-    }
-
     /// Switch to stream-json as the text source, saying so once.
     fn degrade(&mut self, reason: String) {
         if self.result.degraded.is_some() {
@@ -1035,7 +1050,10 @@ impl<'a> Turn<'a> {
             reason: reason.clone(),
         });
         self.result.degraded = Some(reason);
-        for ev in self.agy.unstreamed() {
+        // Tools from stream-json only where the database showed none.
+        self.stream_tools = !self.db.tools;
+        let stream_tools = self.stream_tools;
+        for ev in self.agy.unstreamed(stream_tools) {
             self.send(ev);
         }
     }
@@ -1122,6 +1140,7 @@ impl Turn<'_> {
         loop {
             self.try_bind(agy.pid).await;
             self.poll(notified).await;
+            self.release_held(false);
             self.check_stall();
             self.check_degraded();
             if self.stop_reason.is_some() {
@@ -1161,6 +1180,13 @@ impl Turn<'_> {
                     }
                     None => agy.lines_open = false,
                 },
+                id = agy.not_found.recv(), if agy.not_found_open => match id {
+                    Some(id) => {
+                        self.on_not_found(&id);
+                        return Waited::Poll { notified: false };
+                    }
+                    None => agy.not_found_open = false,
+                },
                 status = agy.child.wait() => return Waited::Exited(status.ok()),
                 Some(path) = recv_path(&mut wake.watcher) => {
                     if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
@@ -1187,6 +1213,9 @@ impl Turn<'_> {
             }
         };
         let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
+        while let Ok(id) = agy.not_found.try_recv() {
+            self.on_not_found(&id);
+        }
         for i in 0..=self.cfg.trailing_polls {
             if self.followed.is_none() {
                 self.bind_after_exit().await;
@@ -1251,10 +1280,13 @@ impl Turn<'_> {
         }
         self.result.stderr_tail = agy.tails.stderr();
         self.result.stdout = agy.tails.stdout();
+        self.release_held(true);
         if !stopping {
             self.fill_missing_text();
+            self.check_answer();
         }
         self.settle_result();
+        self.restore_response();
         self.result
     }
 
@@ -1264,20 +1296,40 @@ impl Turn<'_> {
         if self.db.text() || self.result.degraded.is_some() {
             return;
         }
+        // No conversation at all (a slash command's output): nothing to
+        // stream as an answer; the failure says what happened.
+        let no_conversation = self
+            .agy
+            .result
+            .as_ref()
+            .is_some_and(|r| r.conversation_id.is_empty());
+        if no_conversation && !self.agy.saw_init {
+            return;
+        }
         let response = self
             .agy
             .result
             .as_ref()
             .map(|r| r.response.clone())
             .unwrap_or_default();
-        if self.agy.texts.is_empty() && !response.is_empty() {
+        if !self.agy.has_texts() && !response.is_empty() {
             let idx = self.result.last_idx.unwrap_or(0);
-            self.agy.texts.insert(idx, response);
+            self.agy.set_text(idx, response);
         }
-        if !self.agy.texts.is_empty() {
+        // Tool steps only stream-json saw (no database to read) are shown
+        // too, even when agy gave no answer (a denial).
+        let unseen_tools = self.agy.ran_tools && !self.db.tools;
+        if self.agy.has_texts() || unseen_tools {
             let why = match &self.db.last_problem {
                 Some(p) if !self.db.ready => p.clone(),
-                _ => "agy's database held no answer text for this turn".into(),
+                None if !self.db.ready => match &self.followed {
+                    Some(f) => format!("{} was not readable", f.path.display()),
+                    None => "agy's conversation database could not be identified".into(),
+                },
+                _ if self.agy.has_texts() => {
+                    "agy's database held no answer text for this turn".into()
+                }
+                _ => "agy's database held none of this turn's tool steps".into(),
             };
             self.degrade(why);
         }
@@ -1308,6 +1360,8 @@ impl Turn<'_> {
                     .as_ref()
                     .is_some_and(|r| !r.response.is_empty()),
             model: self.req.model.as_deref(),
+            features: self.features,
+            conversation_began: self.conversation_began(),
         };
         let agy_failure = crate::failure::classify(&report);
         let notice = crate::failure::denial_notice(&report);
@@ -1316,6 +1370,16 @@ impl Turn<'_> {
             (self.followed.is_none() && self.result.degraded.is_none())
                 .then(|| self.unbound_failure())
         });
+    }
+
+    /// Whether agy began (or resumed) a conversation this turn: its init
+    /// line, a database it created, or steps read from the resumed one.
+    fn conversation_began(&self) -> bool {
+        let created = self
+            .followed
+            .as_ref()
+            .is_some_and(|f| f.how != BindMethod::Given);
+        self.agy.saw_init || created || self.db.events
     }
 
     /// Our own reasons, which win over anything agy said.
@@ -1343,24 +1407,6 @@ impl Turn<'_> {
                 )
             },
         }
-    }
-
-    /// Usage from stream-json, else from the database's metadata.
-    fn usage(&self) -> Option<TurnUsage> {
-        if let Some(last_call) = self.agy.last_call {
-            let turn = self
-                .agy
-                .result
-                .as_ref()
-                .and_then(|r| r.usage)
-                .unwrap_or(self.agy.sum);
-            return Some(TurnUsage { last_call, turn });
-        }
-        let (last, sum) = self.followed.as_ref()?.reader.as_ref()?.usage()?;
-        Some(TurnUsage {
-            last_call: usage_of(&last),
-            turn: usage_of(&sum),
-        })
     }
 }
 
@@ -1451,6 +1497,7 @@ async fn recv_path(w: &mut Option<Watcher>) -> Option<PathBuf> {
 /// The conversation this turn follows, once bound.
 struct Followed {
     id: ConversationId,
+    how: BindMethod,
     path: PathBuf,
     /// Out on a blocking thread while a poll runs; gone if it panicked.
     reader: Option<Poller>,
@@ -1478,6 +1525,7 @@ impl Followed {
             reader: Some(Poller::new(&path, after_idx)),
             path,
             id,
+            how,
         }
     }
 }
@@ -1516,6 +1564,50 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_starting_with_a_slash_stays_a_prompt() {
+        let cfg = RunConfig::default();
+        let req = TurnRequest {
+            prompt: "/model is wrong here, why?".into(),
+            ..TurnRequest::default()
+        };
+        let with_flag = Surface {
+            stream_json: true,
+            features: AgyFeatures {
+                version: Some((1, 2, 14)),
+                disable_slash_commands: true,
+            },
+        };
+        let args = agy_args(&cfg, &req, with_flag);
+        assert!(args.contains(&"--disable-slash-commands".to_string()));
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some("/model is wrong here, why?")
+        );
+        let without = Surface {
+            stream_json: true,
+            features: AgyFeatures {
+                version: Some((1, 1, 9)),
+                disable_slash_commands: false,
+            },
+        };
+        let args = agy_args(&cfg, &req, without);
+        assert!(!args.contains(&"--disable-slash-commands".to_string()));
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some(" /model is wrong here, why?")
+        );
+        // Any other prompt is sent as it is.
+        let plain = TurnRequest {
+            prompt: "a /path".into(),
+            ..TurnRequest::default()
+        };
+        assert_eq!(
+            agy_args(&cfg, &plain, without).last().map(String::as_str),
+            Some("a /path")
+        );
+    }
+
+    #[test]
     fn args_follow_agy_surface() {
         let cfg = RunConfig {
             extra_args: vec!["--sandbox".into()],
@@ -1531,7 +1623,7 @@ mod tests {
             add_dirs: vec![PathBuf::from("/tmp/x")],
             ..TurnRequest::default()
         };
-        let args = agy_args(&cfg, &req, false);
+        let args = agy_args(&cfg, &req, Surface::default());
         assert_eq!(
             args,
             [
