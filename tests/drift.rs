@@ -419,35 +419,37 @@ fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
     // The corpus re-recorded with a new agy that numbers file edits 6.
     let dir = tempfile::tempdir().unwrap();
     for name in recording::list(&corpus()).unwrap() {
-        let mut rec = load(&name);
-        if name == "tools" {
-            rec = mutate_steps(&rec, |w| {
-                if step_type(w) == 5 {
-                    w.values.insert("step_type".into(), SqlValue::Integer(6));
-                    let p = payload(w).unwrap();
-                    *p = rewrite(p, &mut |e, n, v| match (n, v) {
-                        (1, Value::Varint(_)) => {
-                            e.varint(1, 6);
-                            true
-                        }
-                        _ => false,
-                    });
-                }
-            });
-        }
+        let rec = mutate_steps(&load(&name), |w| {
+            if step_type(w) == 5 {
+                w.values.insert("step_type".into(), SqlValue::Integer(6));
+                let p = payload(w).unwrap();
+                *p = rewrite(p, &mut |e, n, v| match (n, v) {
+                    (1, Value::Varint(_)) => {
+                        e.varint(1, 6);
+                        true
+                    }
+                    _ => false,
+                });
+            }
+        });
         save(dir.path(), &format!("{name}.jsonl"), &rec);
     }
+    let edits = match baseline_steps(5, None) {
+        1 => "1 step".to_string(),
+        n => format!("{n} steps"),
+    };
+    let example = baseline_example(5);
     bin()
         .arg("drift")
         .arg(dir.path())
         .assert()
         .code(1)
-        .stdout(predicate::str::contains(
-            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: 1 step, e.g. tools.jsonl), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
-        ))
-        .stdout(predicate::str::contains(
-            "warning: step type 6 (unknown) is new: 1 step with ",
-        ));
+        .stdout(predicate::str::contains(format!(
+            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: {edits}, e.g. {example}), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
+        )))
+        .stdout(predicate::str::contains(format!(
+            "warning: step type 6 (unknown) is new: {edits} with ",
+        )));
 }
 
 #[test]
@@ -844,18 +846,30 @@ fn writing_a_table_agy_does_not_have_is_reported() {
     );
 }
 
+fn baseline_json() -> Json {
+    let text = std::fs::read_to_string(baseline()).expect("baseline");
+    serde_json::from_str(&text).expect("baseline JSON")
+}
+
 /// The baseline's count of steps of `step_type` carrying `path` (`None`:
 /// every step of the type), so that expectations follow the corpus when a
 /// recording is added.
 fn baseline_steps(step_type: i64, path: Option<&str>) -> u64 {
-    let text = std::fs::read_to_string(baseline()).expect("baseline");
-    let json: Json = serde_json::from_str(&text).expect("baseline JSON");
+    let json = baseline_json();
     let t = &json["step_types"][step_type.to_string()];
     let n = match path {
         Some(p) => &t["paths"][p]["steps"],
         None => &t["steps"],
     };
     n.as_u64().unwrap_or(0)
+}
+
+/// The baseline's example source of `step_type`.
+fn baseline_example(step_type: i64) -> String {
+    baseline_json()["step_types"][step_type.to_string()]["example"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// `("in 26 of 27", "chance 3.7%")`: the evidence a report gives that
