@@ -223,14 +223,15 @@ fn renumbered_text_field_is_breaking() {
         }
     });
     let path = save(dir.path(), "hello.jsonl", &rec);
+    let (had, chance) = baseline_share(15, "20.1", Some("20"), 1);
     bin()
         .arg("drift")
         .arg(&path)
         .assert()
         .code(1)
-        .stdout(predicate::str::contains(
-            "BREAKING: 15 (planner response): 20.1 (planner response text) is absent from the one step that carries 20 (planner response) (baseline: in 26 of 27; chance 3.7%; e.g. hello.jsonl), and new fields the decoder does not read appeared in its place (20.21 (len)): its content has probably moved there and would not be shown\n",
-        ))
+        .stdout(predicate::str::contains(format!(
+            "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.21 (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {had} steps that carry 20 (planner response); {chance}; e.g. hello.jsonl): its content probably moved there and would not be shown\n",
+        )))
         .stdout(predicate::str::contains(
             "warning: 15 (planner response): new field 20.21 (unknown to the decoder, inside planner response) with wire type len in 1 of 1 steps (e.g. hello.jsonl)\n",
         ))
@@ -418,35 +419,37 @@ fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
     // The corpus re-recorded with a new agy that numbers file edits 6.
     let dir = tempfile::tempdir().unwrap();
     for name in recording::list(&corpus()).unwrap() {
-        let mut rec = load(&name);
-        if name == "tools" {
-            rec = mutate_steps(&rec, |w| {
-                if step_type(w) == 5 {
-                    w.values.insert("step_type".into(), SqlValue::Integer(6));
-                    let p = payload(w).unwrap();
-                    *p = rewrite(p, &mut |e, n, v| match (n, v) {
-                        (1, Value::Varint(_)) => {
-                            e.varint(1, 6);
-                            true
-                        }
-                        _ => false,
-                    });
-                }
-            });
-        }
+        let rec = mutate_steps(&load(&name), |w| {
+            if step_type(w) == 5 {
+                w.values.insert("step_type".into(), SqlValue::Integer(6));
+                let p = payload(w).unwrap();
+                *p = rewrite(p, &mut |e, n, v| match (n, v) {
+                    (1, Value::Varint(_)) => {
+                        e.varint(1, 6);
+                        true
+                    }
+                    _ => false,
+                });
+            }
+        });
         save(dir.path(), &format!("{name}.jsonl"), &rec);
     }
+    let edits = match baseline_steps(5, None) {
+        1 => "1 step".to_string(),
+        n => format!("{n} steps"),
+    };
+    let example = baseline_example(5);
     bin()
         .arg("drift")
         .arg(dir.path())
         .assert()
         .code(1)
-        .stdout(predicate::str::contains(
-            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: 1 step, e.g. tools.jsonl), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
-        ))
-        .stdout(predicate::str::contains(
-            "warning: step type 6 (unknown) is new: 1 step with ",
-        ));
+        .stdout(predicate::str::contains(format!(
+            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: {edits}, e.g. {example}), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
+        )))
+        .stdout(predicate::str::contains(format!(
+            "warning: step type 6 (unknown) is new: {edits} with ",
+        )));
 }
 
 #[test]
@@ -556,21 +559,22 @@ fn omitted_zero_values_are_notes_not_breaking() {
         has(&json, "info", "absent_path", Some("metadata.9.5")),
         "{json}"
     );
-    // One step without a stop reason could be chance (24 of 27 had one):
-    // coverage, not a finding.
+    // One step without a stop reason could be chance (most, not all, planner
+    // responses have one): coverage, not a finding.
     assert!(!has(&json, "info", "absent_path", Some("20.12")), "{json}");
     assert!(json["not_seen"][0]
         .as_str()
         .unwrap()
         .contains("20.12 (planner response stop reason)"));
+    let (had, chance) = baseline_share(15, "5.9.5", Some("5.9"), 1);
     bin()
         .arg("drift")
         .arg(&path)
         .assert()
         .success()
-        .stdout(predicate::str::contains(
-            "note: 15 (planner response): 5.9.5 (metadata usage cache read tokens) is absent from the one step that carries 5.9 (metadata usage) (baseline: in 24 of 24; chance 0.0%; e.g. hello-zeros.jsonl); proto3 omits zero and empty values, so this loses nothing\n",
-        ))
+        .stdout(predicate::str::contains(format!(
+            "note: 15 (planner response): 5.9.5 (metadata usage cache read tokens) is absent from the one step that carries 5.9 (metadata usage) (baseline: {had}; {chance}; e.g. hello-zeros.jsonl); proto3 omits zero and empty values, so this loses nothing\n",
+        )))
         .stdout(predicate::str::ends_with("no drift\n"));
 }
 
@@ -840,4 +844,214 @@ fn writing_a_table_agy_does_not_have_is_reported() {
         has(&json, "breaking", "unknown_write", Some("traces")),
         "{json}"
     );
+}
+
+fn baseline_json() -> Json {
+    let text = std::fs::read_to_string(baseline()).expect("baseline");
+    serde_json::from_str(&text).expect("baseline JSON")
+}
+
+/// The baseline's count of steps of `step_type` carrying `path` (`None`:
+/// every step of the type), so that expectations follow the corpus when a
+/// recording is added.
+fn baseline_steps(step_type: i64, path: Option<&str>) -> u64 {
+    let json = baseline_json();
+    let t = &json["step_types"][step_type.to_string()];
+    let n = match path {
+        Some(p) => &t["paths"][p]["steps"],
+        None => &t["steps"],
+    };
+    n.as_u64().unwrap_or(0)
+}
+
+/// The baseline's example source of `step_type`.
+fn baseline_example(step_type: i64) -> String {
+    baseline_json()["step_types"][step_type.to_string()]["example"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `("in 26 of 27", "chance 3.7%")`: the evidence a report gives that
+/// `path` is missing from `n` steps of `step_type` that carry `scope` (the
+/// whole step when `None`), computed from the baseline.
+fn baseline_share(step_type: i64, path: &str, scope: Option<&str>, n: i32) -> (String, String) {
+    let (had, of) = (
+        baseline_steps(step_type, Some(path)),
+        baseline_steps(step_type, scope),
+    );
+    let chance = (1.0 - had as f64 / of as f64).powi(n);
+    (
+        format!("in {had} of {of}"),
+        format!("chance {:.1}%", chance * 100.0),
+    )
+}
+
+/// Move the planner text (20.1) of every version of every type-15 step to
+/// field `to`, still length-delimited, carrying the same text.
+fn move_planner_text(rec: &Recording, to: u32) -> Recording {
+    mutate_steps(rec, |w| {
+        if step_type(w) == 15 {
+            let p = payload(w).unwrap();
+            *p = renumber(p, &[20], 1, to);
+        }
+    })
+}
+
+/// Add a length-delimited field `number` (unknown to the decoder) to the
+/// planner body of every type-15 step.
+fn add_planner_field(rec: &Recording, number: u32) -> Recording {
+    mutate_steps(rec, |w| {
+        if step_type(w) == 15 {
+            let p = payload(w).unwrap();
+            *p = rewrite_at(p, &[], &mut |e, n, v| match (n, v) {
+                (20, Value::Len(body)) => {
+                    let mut body = body.to_vec();
+                    let mut extra = Encoder::new();
+                    extra.string(number, "a new planner field");
+                    body.extend(extra.finish());
+                    e.bytes(20, &body);
+                    true
+                }
+                _ => false,
+            });
+        }
+    })
+}
+
+/// A database holding what `rec` wrote, as agy would leave it.
+fn database_of(rec: &Recording, path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    schema::create(&conn).unwrap();
+    let opts = recording::ApplyOptions {
+        skip_permissions: true,
+        ..Default::default()
+    };
+    for (i, c) in rec.effective_commits(&opts) {
+        recording::apply_commit(&conn, i, c, &opts).unwrap();
+    }
+}
+
+#[test]
+fn text_moved_to_an_unread_field_the_baseline_knows_by_another_wire_type_is_breaking() {
+    // The baseline has 20.2 as fixed64 (unknown-steps.jsonl); here it is
+    // length-delimited and carries the text 20.1 no longer does.
+    let dir = tempfile::tempdir().unwrap();
+    let rec = move_planner_text(&load("hello"), 2);
+    let path = save(dir.path(), "hello-moved.jsonl", &rec);
+    let db = dir
+        .path()
+        .join(format!("{}.db", rec.header.root_conversation));
+    database_of(&rec, &db);
+    let (had, chance) = baseline_share(15, "20.1", Some("20"), 1);
+    for input in [&path, &db] {
+        let name = source_name(input);
+        let (code, json) = run_json(&[input]);
+        assert_eq!(code, 1, "{json}");
+        assert!(
+            has(&json, "breaking", "missing_load_bearing", Some("20.1")),
+            "{json}"
+        );
+        bin()
+            .arg("drift")
+            .arg(input)
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains(format!(
+                "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.2 (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {had} steps that carry 20 (planner response); {chance}; e.g. {name}): its content probably moved there and would not be shown\n",
+            )))
+            .stdout(predicate::str::contains("note: 15 (planner response): 20.1").not());
+    }
+}
+
+#[test]
+fn an_answer_without_text_stays_a_note_when_nothing_unread_takes_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty answer: proto3 leaves 20.1 out, and nothing takes its place.
+    let empty = mutate_steps(&load("hello"), |w| {
+        if step_type(w) == 15 {
+            let p = payload(w).unwrap();
+            *p = drop_field(p, &[20], 1);
+        }
+    });
+    // The same answer only calls a tool, and the tool call (another message
+    // than the one 20.1 belongs to) carries a new field the decoder does not
+    // read: that is not where the text went.
+    let tool_only = mutate_steps(&empty, |w| {
+        if step_type(w) == 15 {
+            let p = payload(w).unwrap();
+            *p = rewrite_at(p, &[], &mut |e, n, v| match (n, v) {
+                (20, Value::Len(body)) => {
+                    let mut body = body.to_vec();
+                    let mut call = Encoder::new();
+                    call.message(7, |c| {
+                        c.string(1, "call_1")
+                            .string(2, "run_command")
+                            .string(3, "{\"CommandLine\":\"ls\"}")
+                            .string(20, "a new tool call field");
+                    });
+                    body.extend(call.finish());
+                    e.bytes(20, &body);
+                    true
+                }
+                _ => false,
+            });
+        }
+    });
+    for (name, rec) in [
+        ("hello-empty.jsonl", &empty),
+        ("hello-tool-only.jsonl", &tool_only),
+    ] {
+        let path = save(dir.path(), name, rec);
+        let (code, json) = run_json(&[&path]);
+        assert_eq!(code, 0, "{name}: {json}");
+        assert_eq!(json["breaking"], 0, "{name}: {json}");
+        assert!(
+            has(&json, "info", "absent_path", Some("20.1")),
+            "{name}: {json}"
+        );
+        assert!(
+            classes(&json, "info").iter().any(|m| m.starts_with(
+                "15 (planner response): 20.1 (planner response text) is absent from the one step that carries 20 (planner response)"
+            ) && m.ends_with("so these steps most likely had none")),
+            "{name}: {json}"
+        );
+    }
+}
+
+#[test]
+fn an_unread_field_in_other_steps_is_not_paired_with_the_vanished_path() {
+    // Two inputs: in hello's planner step the text moved to 20.2; in
+    // thinking's, the text is still in 20.1 and a new field 20.9 sits
+    // beside it. The text is lost where 20.2 replaced it (breaking, naming
+    // 20.2), but 20.9 appears only in a step that kept its text: it is new,
+    // not where the text went.
+    let dir = tempfile::tempdir().unwrap();
+    let moved = save(
+        dir.path(),
+        "hello-moved.jsonl",
+        &move_planner_text(&load("hello"), 2),
+    );
+    let beside = save(
+        dir.path(),
+        "thinking-beside.jsonl",
+        &add_planner_field(&load("thinking"), 9),
+    );
+    let (code, json) = run_json(&[&moved, &beside]);
+    assert_eq!(code, 1, "{json}");
+    let breaking = classes(&json, "breaking");
+    assert_eq!(breaking.len(), 1, "{json}");
+    assert!(breaking[0].contains("20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.2 "), "{json}");
+    assert!(!breaking[0].contains("20.9"), "{json}");
+    assert!(has(&json, "additive", "new_path", Some("20.9")), "{json}");
+
+    // 20.9 alone, beside the text in every step: a new field, nothing lost.
+    let (code, json) = run_json(&[&beside]);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["breaking"], 0, "{json}");
+    assert!(has(&json, "additive", "new_path", Some("20.9")), "{json}");
+}
+
+fn source_name(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
 }

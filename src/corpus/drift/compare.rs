@@ -2,11 +2,19 @@
 //! out, judged the way a maintainer would judge them.
 //!
 //! **Breaking** means data a user sees would be lost or misread:
-//! - a load-bearing path (`steps::LOAD_BEARING`) gone from every step that
-//!   should carry it, when that is unlikely to be chance (see
-//!   [`super::SIGNIFICANCE`]), no alternative the decoder reads carries its
-//!   content ([`content_alternatives`]), and either the path is one a step
-//!   always has or a field the decoder does not read appeared in its place;
+//! - a load-bearing path (`steps::LOAD_BEARING`) whose content moved: absent
+//!   in steps where, in the message that encloses it, a length-delimited
+//!   field appeared that the decoder does not read, the baseline never saw
+//!   length-delimited there, and that never appears beside the path, when
+//!   so many such steps lacking the path is unlikely to be chance (see
+//!   [`super::SIGNIFICANCE`]). Judged step by step (the fingerprint's
+//!   [`super::StandIn`] tally), so a field in a tool call or in other steps
+//!   is not taken for where the text went, and steps of an older agy that
+//!   still carry the path hide nothing;
+//! - a load-bearing path gone from every step that should carry it, when
+//!   that is unlikely to be chance, no alternative the decoder reads carries
+//!   its content ([`content_alternatives`]), and the path is one a step
+//!   always has (a tool call's name, a subagent's child id);
 //! - a path the decoder reads arriving with a wire type the decoder does not
 //!   read it as;
 //! - content-bearing steps (user input, planner responses, tool steps, ...)
@@ -28,7 +36,7 @@
 //! [`compare`] runs one function per family of finding, each adding to a
 //! [`Findings`] builder.
 
-use super::fingerprint::{Fingerprint, PathKey, PathPrint, StepTypePrint};
+use super::fingerprint::{parent, Fingerprint, PathKey, StepTypePrint};
 use super::report::{describe_path, Report};
 use super::{NEEDED_STEP_COLUMNS, SIGNIFICANCE};
 use crate::steps::{self, Kind, Known, StepStatus, StepType, LOAD_BEARING};
@@ -210,7 +218,8 @@ pub fn known_paths() -> &'static BTreeMap<String, KnownPath> {
 /// often empty: the answer text (a response that only calls tools), thinking,
 /// a command's output (a command that printed nothing), a tool's arguments.
 /// Their absence is breaking only when something unread appears in its
-/// place. A path under one of these counts too (`28.21.1`).
+/// place in the same steps (see `moved_content`). A path under one of these
+/// counts too (`28.21.1`).
 pub const ZERO_ABLE: &[&str] = &["20.1", "20.3", "20.7.3", "28.21", "5.4.3", "metadata.4.3"];
 
 /// Paths the decoder reads the same content from when a load-bearing path
@@ -264,11 +273,10 @@ fn is_tool_name(path: &str) -> bool {
     matches!(path, "5.4.2" | "5.4.9" | "metadata.4.2" | "metadata.4.9")
 }
 
-/// The parent of a path (`20.7.2` -> `20.7`); `None` at the top (`20`,
-/// `metadata.4`: the column is not a path of its own).
-fn parent(path: &str) -> Option<&str> {
-    let (head, _) = path.rsplit_once('.')?;
-    head.contains(|c: char| c.is_ascii_digit()).then_some(head)
+/// Whether the step type itself says what `path` would: a dedicated tool
+/// step's type names its tool (GENERIC's does not).
+fn named_by_type(t: i64, path: &str) -> bool {
+    is_tool_name(path) && StepType::from_raw(t).tool_name().is_some() && t != GENERIC_TOOL_TYPE
 }
 
 /// `1 step`, `3 steps`.
@@ -344,7 +352,8 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
         };
         new_paths(&ctx, &pair, &mut f);
         wire_type_changes(&ctx, &pair, &mut f);
-        missing_paths(&ctx, &pair, &mut f);
+        let moved = moved_content(&ctx, &pair, &mut f);
+        missing_paths(&ctx, &pair, &moved, &mut f);
     }
     statuses(&ctx, &mut f);
     tables(&ctx, &mut f);
@@ -557,15 +566,49 @@ fn wire_type_changes(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) {
 /// the step, at the top), so that a tool call's name is judged only where
 /// tool calls are.
 struct Expectation {
-    /// Current steps that carry the enclosing message.
+    /// Current steps that lack the path although they carry the enclosing
+    /// message (all of them: [`expectation`]; those where another field
+    /// took its place: [`stand_in_expectation`]).
     n: u64,
     /// Baseline steps that carried the path, and the enclosing message.
     had: u64,
     of: u64,
     /// The chance that `n` steps all lack it by accident.
     chance: f64,
-    /// The nearest enclosing path present here (`None`: the step itself).
+    /// The enclosing message (`None`: the step itself).
     scope: Option<String>,
+}
+
+impl Expectation {
+    /// `path` missing from `n` current steps that carry `scope`.
+    fn new(p: &TypePair<'_>, path: &str, scope: Option<&str>, n: u64) -> Expectation {
+        let of = base_steps(p, scope);
+        let had = base_steps(p, Some(path));
+        let share = if of == 0 {
+            0.0
+        } else {
+            (had as f64 / of as f64).min(1.0)
+        };
+        Expectation {
+            n,
+            had,
+            of,
+            chance: (1.0 - share).powi(n.min(i32::MAX as u64) as i32),
+            scope: scope.map(str::to_string),
+        }
+    }
+}
+
+/// Baseline steps of this type that carry `path` (`None`: all of them).
+fn base_steps(p: &TypePair<'_>, path: Option<&str>) -> u64 {
+    match path {
+        Some(q) => p
+            .base
+            .paths
+            .get(&PathKey(q.to_string()))
+            .map_or(0, |pp| pp.steps),
+        None => p.base.steps,
+    }
 }
 
 fn expectation(p: &TypePair<'_>, path: &str) -> Expectation {
@@ -576,35 +619,29 @@ fn expectation(p: &TypePair<'_>, path: &str) -> Expectation {
         }
         scope = parent(s);
     }
-    let steps = |paths: &BTreeMap<PathKey, PathPrint>, total: u64| match scope {
-        Some(s) => paths.get(&PathKey(s.to_string())).map_or(0, |pp| pp.steps),
-        None => total,
+    let n = match scope {
+        Some(s) => p
+            .cur
+            .paths
+            .get(&PathKey(s.to_string()))
+            .map_or(0, |pp| pp.steps),
+        None => p.cur.steps,
     };
-    let n = steps(&p.cur.paths, p.cur.steps);
-    let of = steps(&p.base.paths, p.base.steps);
-    let had = p
-        .base
-        .paths
-        .get(&PathKey(path.to_string()))
-        .map_or(0, |pp| pp.steps);
-    let share = if of == 0 {
-        0.0
-    } else {
-        (had as f64 / of as f64).min(1.0)
-    };
-    Expectation {
-        n,
-        had,
-        of,
-        chance: (1.0 - share).powi(n.min(i32::MAX as u64) as i32),
-        scope: scope.map(str::to_string),
-    }
+    Expectation::new(p, path, scope, n)
 }
 
-fn missing_paths(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) {
+/// The expectation of `path` in the `n` current steps where `field` appeared
+/// instead of it, relative to the message that holds `field`.
+fn stand_in_expectation(p: &TypePair<'_>, path: &str, field: &str, n: u64) -> Expectation {
+    Expectation::new(p, path, parent(field), n)
+}
+
+/// Paths absent from every current step that could carry them, except
+/// `moved` (already reported where their content went).
+fn missing_paths(ctx: &Ctx<'_>, p: &TypePair<'_>, moved: &BTreeSet<String>, f: &mut Findings) {
     let mut chance_absent: Vec<String> = Vec::new();
     for path in p.base.paths.keys() {
-        if p.cur.paths.contains_key(path) {
+        if p.cur.paths.contains_key(path) || moved.contains(&path.0) {
             continue;
         }
         let lb = ctx.load_bearing.contains(path.0.as_str());
@@ -621,7 +658,7 @@ fn missing_paths(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) {
             continue;
         }
         if lb {
-            missing_load_bearing(ctx, p, &path.0, &e, f);
+            missing_load_bearing(p, &path.0, &e, f);
         } else {
             absent_optional(ctx, p, &path.0, &e, f);
         }
@@ -653,23 +690,13 @@ fn absence(p: &TypePair<'_>, e: &Expectation) -> String {
     )
 }
 
-fn missing_load_bearing(
-    ctx: &Ctx<'_>,
-    p: &TypePair<'_>,
-    path: &str,
-    e: &Expectation,
-    f: &mut Findings,
-) {
+fn missing_load_bearing(p: &TypePair<'_>, path: &str, e: &Expectation, f: &mut Findings) {
     let what = format!("{}: {} {}", p.name, describe_path(path), absence(p, e));
     let alternative = content_alternatives(path)
         .iter()
         .find(|a| p.cur.paths.contains_key(&PathKey(a.to_string())))
         .map(|a| describe_path(a))
-        .or_else(|| {
-            let dedicated =
-                StepType::from_raw(p.t).tool_name().is_some() && p.t != GENERIC_TOOL_TYPE;
-            (is_tool_name(path) && dedicated).then(|| "the step type itself".to_string())
-        });
+        .or_else(|| named_by_type(p.t, path).then(|| "the step type itself".to_string()));
     if let Some(alt) = alternative {
         f.add(
             Class::Info,
@@ -681,50 +708,82 @@ fn missing_load_bearing(
         .example(&p.cur.example);
         return;
     }
-    let unread = unread_in_place(ctx, p, e.scope.as_deref());
-    if unread.is_empty() && is_zero_able(path) {
+    // Moved content was reported by `moved_content`: what is left had
+    // nothing unread take its place in these steps.
+    if is_zero_able(path) {
         f.add(
             Class::Info,
             FindingKind::AbsentPath,
-            format!("{what}; nothing unread appeared in its place, and proto3 omits empty values, so these steps most likely had none"),
+            format!("{what}; nothing the decoder does not read took its place in these steps, and proto3 omits empty values, so these steps most likely had none"),
         )
         .at(p.t)
         .path(path)
         .example(&p.cur.example);
         return;
     }
-    let message = if unread.is_empty() {
-        format!("{what}, and nothing the decoder reads carries it: it would be lost")
-    } else {
-        format!(
-            "{what}, and new fields the decoder does not read appeared in its place ({}): its content has probably moved there and would not be shown",
-            unread.join(", ")
-        )
-    };
-    f.add(Class::Breaking, FindingKind::MissingLoadBearing, message)
-        .at(p.t)
-        .path(path)
-        .example(&p.cur.example);
+    f.add(
+        Class::Breaking,
+        FindingKind::MissingLoadBearing,
+        format!("{what}, and nothing the decoder reads carries it: it would be lost"),
+    )
+    .at(p.t)
+    .path(path)
+    .example(&p.cur.example);
 }
 
-/// New length-delimited fields the decoder does not read, inside `scope` (or
-/// anywhere at the top of the step and its columns): where moved content
-/// would show up.
-fn unread_in_place(ctx: &Ctx<'_>, p: &TypePair<'_>, scope: Option<&str>) -> Vec<String> {
-    p.cur
-        .paths
-        .iter()
-        .filter(|(q, pp)| {
-            !p.base.paths.contains_key(*q)
-                && !ctx.known.contains_key(&q.0)
-                && pp.wire.contains_key(WireType::Len.name())
-                && match scope {
-                    Some(s) => q.0.strip_prefix(s).is_some_and(|r| r.starts_with('.')),
-                    None => parent(&q.0).is_none(),
-                }
-        })
-        .map(|(q, pp)| format!("{q} ({})", wire_list(&pp.wire)))
-        .collect()
+/// Load-bearing paths whose content moved: absent in steps where a
+/// length-delimited field the decoder does not read appeared in the message
+/// enclosing them, a field the baseline never saw length-delimited there and
+/// that never appears beside the path. Each such pair is breaking, and
+/// names both; the paths reported are returned so that they are not
+/// reported again as merely absent. Unlike an absence from every step, this
+/// holds in mixed inputs too (steps of an older agy that still carry the
+/// path), because the fingerprint pairs them step by step.
+fn moved_content(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) -> BTreeSet<String> {
+    let mut moved = BTreeSet::new();
+    for (path, fields) in &p.cur.stand_ins {
+        if !p.base.paths.contains_key(path) || named_by_type(p.t, &path.0) {
+            continue;
+        }
+        for (field, s) in fields {
+            let known_len = p
+                .base
+                .paths
+                .get(field)
+                .is_some_and(|bp| bp.wire.contains_key(WireType::Len.name()));
+            if s.instead == 0 || s.beside > 0 || known_len {
+                continue;
+            }
+            let e = stand_in_expectation(p, &path.0, &field.0, s.instead);
+            if e.chance >= SIGNIFICANCE && !ctx.covered {
+                continue;
+            }
+            let scope = match &e.scope {
+                Some(m) => format!(" steps that carry {}", describe_path(m)),
+                None => " steps".to_string(),
+            };
+            f.add(
+                Class::Breaking,
+                FindingKind::MissingLoadBearing,
+                format!(
+                    "{}: {} is absent in {} where the unread length-delimited field {} now appears instead, never beside it (baseline: in {} of {}{scope}; chance {:.1}%; e.g. {}): its content probably moved there and would not be shown",
+                    p.name,
+                    describe_path(&path.0),
+                    plural(e.n, "step"),
+                    describe_path(&field.0),
+                    e.had,
+                    e.of,
+                    e.chance * 100.0,
+                    s.example
+                ),
+            )
+            .at(p.t)
+            .path(&path.0)
+            .example(&s.example);
+            moved.insert(path.0.clone());
+        }
+    }
+    moved
 }
 
 fn absent_optional(ctx: &Ctx<'_>, p: &TypePair<'_>, path: &str, e: &Expectation, f: &mut Findings) {
@@ -957,14 +1016,6 @@ mod tests {
         for p in ZERO_ABLE {
             assert!(known.contains_key(*p), "{p} is not in the known-field tree");
         }
-    }
-
-    #[test]
-    fn parents_stop_at_the_top_of_a_blob() {
-        assert_eq!(parent("20.7.2"), Some("20.7"));
-        assert_eq!(parent("20"), None);
-        assert_eq!(parent("metadata.4.2"), Some("metadata.4"));
-        assert_eq!(parent("metadata.4"), None);
     }
 
     #[test]

@@ -13,12 +13,19 @@
 //! per path however many versions carried it. Paths are walked with the
 //! decoder's own known-field tree ([`steps::walk_paths`]), so a path inside a
 //! message the decoder does not know is reported at its top.
+//!
+//! Counts per path cannot say *which* steps lost a path and gained another,
+//! so the current inputs also keep, per step type, how each load-bearing
+//! path met the length-delimited fields the decoder does not read in the
+//! message around it ([`StandIn`]): in the same step, or one instead of the
+//! other. That tally stays in memory; the baseline file does not carry it.
 
+use super::compare::content_alternatives;
 use crate::corpus::db::{self, TableRows};
 use crate::decode::{self, SourceKind};
 use crate::recording::{Op, Recording, SqlValue, Write};
 use crate::schema;
-use crate::steps::{self, StepType};
+use crate::steps::{self, StepType, LOAD_BEARING};
 use crate::wire::WireType;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,6 +90,29 @@ pub struct StepTypePrint {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub decode_errors: u64,
     pub paths: BTreeMap<PathKey, PathPrint>,
+    /// Load-bearing path -> a length-delimited field the decoder does not
+    /// read, in the message that encloses the path -> how the two met.
+    /// Computed for the inputs at hand, never written to (or read from) the
+    /// baseline file: only the current steps are paired.
+    #[serde(skip)]
+    pub stand_ins: BTreeMap<PathKey, BTreeMap<PathKey, StandIn>>,
+}
+
+/// How a length-delimited field the decoder does not read met a load-bearing
+/// path, counted in steps. "In the message that encloses the path" means a
+/// field directly inside the nearest ancestor of the path that the step
+/// carries (the top of the blob when it carries none), so that `20.2` meets
+/// `20.1`, but a new field inside a tool call (`20.7.20`) does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StandIn {
+    /// Steps where the field appeared while the path was absent and no
+    /// alternative the decoder reads carried its content: where the path's
+    /// content may have gone.
+    pub instead: u64,
+    /// Steps where both appeared: the field is something else.
+    pub beside: u64,
+    /// The first source (by name) where it appeared instead.
+    pub example: String,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -246,6 +276,9 @@ pub fn models_format(output: &str) -> Option<&'static str> {
 struct StepAcc {
     statuses: BTreeSet<i64>,
     paths: BTreeSet<(String, WireType)>,
+    /// Paths seen length-delimited where the known-field tree does not list
+    /// them so: fields whose content the decoder would not show.
+    unread_len: BTreeSet<String>,
     error: bool,
 }
 
@@ -266,6 +299,9 @@ fn observe_step(
         a.error = true;
     }
     let mut visit = |p: steps::FieldPath| {
+        if p.wire_type == WireType::Len && !p.known {
+            a.unread_len.insert(p.path.clone());
+        }
         a.paths.insert((p.path, p.wire_type));
     };
     if let Some(payload) = &row.payload {
@@ -516,7 +552,98 @@ fn count_steps(fp: &mut Fingerprint, acc: &Acc) {
             fp.decode_errors += 1;
         }
         add_paths(&mut t.paths, &a.paths, source);
+        add_stand_ins(&mut t.stand_ins, a, source);
     }
+}
+
+/// How one step's unread length-delimited fields met the load-bearing paths.
+fn add_stand_ins(
+    into: &mut BTreeMap<PathKey, BTreeMap<PathKey, StandIn>>,
+    a: &StepAcc,
+    source: &str,
+) {
+    if a.unread_len.is_empty() {
+        return;
+    }
+    let present: BTreeSet<&str> = a.paths.iter().map(|(p, _)| p.as_str()).collect();
+    for (path, _) in LOAD_BEARING {
+        for field in &a.unread_len {
+            let Some(met) = meeting(path, field, &present) else {
+                continue;
+            };
+            let s = into
+                .entry(PathKey(path.to_string()))
+                .or_default()
+                .entry(PathKey(field.clone()))
+                .or_default();
+            match met {
+                Meeting::Beside => s.beside += 1,
+                Meeting::Instead => {
+                    s.instead += 1;
+                    merge_example(&mut s.example, source);
+                }
+            }
+        }
+    }
+}
+
+/// How a field and a load-bearing path met in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meeting {
+    Beside,
+    Instead,
+}
+
+/// How `field` met `path` in a step carrying `present`: `None` when the
+/// field is not in the message enclosing the path (another message, another
+/// blob), or when an alternative the decoder reads carries the path's
+/// content, so nothing of it is lost there.
+fn meeting(path: &str, field: &str, present: &BTreeSet<&str>) -> Option<Meeting> {
+    if blob(path) != blob(field) {
+        return None;
+    }
+    if present.contains(path) {
+        return child_within(path, parent(field)).map(|_| Meeting::Beside);
+    }
+    // The field sits in the nearest ancestor of the path this step carries:
+    // the path's ancestor directly inside the field's message is absent.
+    let below = child_within(path, parent(field))?;
+    if present.contains(below) {
+        return None;
+    }
+    let carried = content_alternatives(path)
+        .iter()
+        .any(|alt| present.contains(alt));
+    (!carried).then_some(Meeting::Instead)
+}
+
+/// The ancestor of `path` (or `path` itself) that sits directly inside
+/// `message` (`None`: the top of the blob), if `message` encloses `path`.
+fn child_within<'a>(path: &'a str, message: Option<&str>) -> Option<&'a str> {
+    let mut at = path;
+    loop {
+        let up = parent(at);
+        if up == message {
+            return Some(at);
+        }
+        at = up?;
+    }
+}
+
+/// The parent of a path (`20.7.2` -> `20.7`); `None` at the top (`20`,
+/// `metadata.4`: the column is not a path of its own).
+pub(super) fn parent(path: &str) -> Option<&str> {
+    let (head, _) = path.rsplit_once('.')?;
+    head.contains(|c: char| c.is_ascii_digit()).then_some(head)
+}
+
+/// The blob a path is in: its column (`metadata` for `metadata.4.2`), or ``
+/// for `step_payload`, whose paths are bare.
+fn blob(path: &str) -> &str {
+    path.split('.')
+        .next()
+        .filter(|s| !s.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or("")
 }
 
 impl Fingerprint {
@@ -571,6 +698,39 @@ mod tests {
             models_format("[{\"id\":\"gemini-3.7-flash\"}]\n"),
             Some("unknown")
         );
+    }
+
+    #[test]
+    fn parents_stop_at_the_top_of_a_blob() {
+        assert_eq!(parent("20.7.2"), Some("20.7"));
+        assert_eq!(parent("20"), None);
+        assert_eq!(parent("metadata.4.2"), Some("metadata.4"));
+        assert_eq!(parent("metadata.4"), None);
+    }
+
+    #[test]
+    fn a_field_meets_a_path_only_in_the_message_that_encloses_it() {
+        let step = |paths: &[&'static str]| paths.iter().copied().collect::<BTreeSet<_>>();
+        let planner = step(&["20", "20.2", "20.7", "20.7.1", "20.7.20"]);
+        // The text gone, an unread field in the message it was in.
+        assert_eq!(meeting("20.1", "20.2", &planner), Some(Meeting::Instead));
+        // Inside a tool call: another message.
+        assert_eq!(meeting("20.1", "20.7.20", &planner), None);
+        // The tool call is there, its name gone: 20.2 is outside that call.
+        assert_eq!(meeting("20.7.2", "20.2", &planner), None);
+        // Beside the text.
+        let both = step(&["20", "20.1", "20.2"]);
+        assert_eq!(meeting("20.1", "20.2", &both), Some(Meeting::Beside));
+        // The whole body gone: a new top-level field stands in, one in a
+        // side column does not.
+        let renumbered = step(&["1", "21", "metadata.30"]);
+        assert_eq!(meeting("20.1", "21", &renumbered), Some(Meeting::Instead));
+        assert_eq!(meeting("20.1", "metadata.30", &renumbered), None);
+        // The body is there: a top-level field is not in its place.
+        assert_eq!(meeting("20.1", "21", &planner), None);
+        // The modified response (20.8) carries the text: nothing is lost.
+        let modified = step(&["20", "20.2", "20.8"]);
+        assert_eq!(meeting("20.1", "20.2", &modified), None);
     }
 
     #[test]

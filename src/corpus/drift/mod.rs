@@ -25,7 +25,7 @@ pub use compare::{
 };
 pub use fingerprint::{
     fingerprint, fingerprint_paths, load, models_format, source_name, DriftError, Fingerprint,
-    PathKey, PathPrint, Source, StepTypePrint, WriteTarget, FINGERPRINT_FORMAT,
+    PathKey, PathPrint, Source, StandIn, StepTypePrint, WriteTarget, FINGERPRINT_FORMAT,
 };
 pub use report::{describe_path, Report};
 
