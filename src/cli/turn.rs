@@ -665,8 +665,23 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     }
     let mut mapper = EventMapper::new(&prepared.cwd);
     let mut turn = prepared.turn.clone();
-    // pi's tools, served to agy for this turn only (dropped with it).
-    let bridge = match serve_pi_tools(req, &mut turn, &mut mapper).await {
+    // pi's tools, served to agy for this turn only (dropped with it), when
+    // this agy can reach them.
+    let tools_reach_agy = match prelude.features().filter(|f| !f.mcp_from_add_dir()) {
+        Some(old) => {
+            if prepared.first_turn && !req.tools.is_empty() {
+                pi.thinking(&no_pi_tools_note(old));
+            }
+            false
+        }
+        None => true,
+    };
+    let served = if tools_reach_agy {
+        serve_pi_tools(req, &mut turn, &mut mapper).await
+    } else {
+        Ok(None)
+    };
+    let bridge = match served {
         Ok(b) => b,
         Err(message) => {
             pi.fail(false, &message);
@@ -835,6 +850,20 @@ struct PreparedTurn {
     store: Option<agy_bridge::sessions::SessionStore>,
     /// Thinking lines to show before agy starts.
     notes: Vec<String>,
+    /// The pi session has no agy conversation yet: things said once per
+    /// session are said now.
+    first_turn: bool,
+}
+
+/// The one sentence for an agy too old to reach pi's tools.
+fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatures) -> String {
+    let version = features
+        .version
+        .map(|(a, b, c)| format!(" {a}.{b}.{c}"))
+        .unwrap_or_default();
+    format!(
+        "\n[agy-bridge: pi's tools are not offered to agy{version}: it loads MCP servers from --add-dir only from 1.2.0 on. Update agy (`agy update`) to let it call them.]\n"
+    )
 }
 
 /// pi's `reasoning`, if any. A level we do not know is the caller's
@@ -943,6 +972,7 @@ fn prepare_turn(
         session_key,
         store,
         notes,
+        first_turn: existing.is_none(),
     })
 }
 

@@ -550,6 +550,11 @@ impl Prelude {
         }
     }
 
+    /// What this agy offers, when it is remembered (no agy run).
+    pub fn features(&self) -> Option<AgyFeatures> {
+        self.features
+    }
+
     fn fits(&self, cfg: &RunConfig) -> bool {
         self.agy_bin == cfg.agy_bin && self.dir == cfg.conversations_dir && self.bind == cfg.bind
     }
