@@ -816,7 +816,7 @@ impl AgyStream {
                 }
             }
             Line::Result(r) => self.result = Some(r),
-            Line::UnknownEvent { .. } | Line::NotJson(_) => {}
+            Line::CommandResult(_) | Line::UnknownEvent { .. } | Line::NotJson(_) => {}
         }
         None
     }
