@@ -11,6 +11,14 @@ use agy_bridge::recording::{self, Recording};
 use agy_bridge::{poller, steps, synth};
 use std::path::Path;
 
+/// agy ended before it created a conversation (no database, no steps).
+fn before_conversation(rec: &Recording) -> bool {
+    rec.header
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.before_conversation)
+}
+
 fn decoded(rec: &Recording) -> Vec<Event> {
     let conn = rec
         .final_database(&rec.header.root_conversation)
@@ -219,6 +227,11 @@ fn answers_equal_the_recorded_stdout() {
         if rec.header.exit_code != 0 || rec.header.stdout.is_empty() {
             continue;
         }
+        // No conversation, no database: what agy printed (a slash
+        // command's answer) is in no step.
+        if before_conversation(&rec) {
+            continue;
+        }
         let transcript = events::Transcript::from_events(decoded(&rec));
         // The printed answer is the last planner response's text.
         let last_text = transcript
@@ -316,6 +329,12 @@ fn outcome_recordings_name_the_capture_they_follow() {
             format!("{}\n", rec.header.agy_version),
             "{name}"
         );
+        // A killed run printed no result: no status, no error to check.
+        if rec.header.outcome.as_ref().is_some_and(|o| o.killed) {
+            assert_ne!(rec.header.exit_code, 0, "{name}");
+            assert!(!rec.commits.is_empty(), "{name}: killed before starting");
+            continue;
+        }
         // A recorded failure says so in its outcome, and its error is what
         // stderr (or, when stderr is silent, the result alone) carries.
         if rec.header.exit_code != 0 {
@@ -330,12 +349,7 @@ fn outcome_recordings_name_the_capture_they_follow() {
                 "{name}: stderr does not name {first:?}"
             );
         }
-        if rec
-            .header
-            .outcome
-            .as_ref()
-            .is_some_and(|o| o.before_conversation)
-        {
+        if before_conversation(&rec) {
             assert!(rec.commits.is_empty(), "{name}");
         }
     }

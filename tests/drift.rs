@@ -297,6 +297,7 @@ fn new_step_type_is_additive() {
             op: Default::default(),
             key: BTreeMap::from([("idx".to_string(), SqlValue::Integer(3))]),
             values,
+            stream_error: None,
         }],
         ..last
     });
@@ -833,6 +834,7 @@ fn writing_a_table_agy_does_not_have_is_reported() {
             op: Default::default(),
             key: BTreeMap::from([("idx".to_string(), SqlValue::Integer(0))]),
             values: BTreeMap::new(),
+            stream_error: None,
         }],
         ..last
     });

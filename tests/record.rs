@@ -574,6 +574,7 @@ fn planted() -> Recording {
             op: Default::default(),
             key: BTreeMap::from([("idx".to_string(), SqlValue::Integer(idx))]),
             values,
+            stream_error: None,
         }
     };
     let kv = |table: &str, key: (&str, SqlValue), vals: Vec<(&str, SqlValue)>| Write {
@@ -581,6 +582,7 @@ fn planted() -> Recording {
         op: Default::default(),
         key: BTreeMap::from([(key.0.to_string(), key.1)]),
         values: vals.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        stream_error: None,
     };
     Recording {
         header: Header {

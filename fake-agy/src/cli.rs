@@ -4,8 +4,46 @@
 //! agy is a Go program with pflag-style flags: `--name value`, `--name=value`,
 //! `-p value`, `-p=value`; a flag that takes a value always consumes the next
 //! argument, even one that starts with `-`.
+//!
+//! Which flags exist depends on the agy version emulated ([`Surface`]): a
+//! caller probes `--help` to learn whether a flag is there, so the help text
+//! and the parser must agree on it.
 
 use std::time::Duration;
+
+/// The command line of the agy version emulated. The newest has every flag;
+/// `FAKE_AGY_NO_SLASH_FLAG=1` models an agy before 1.2.14, whose `--help`
+/// does not list `--disable-slash-commands` and which rejects it as an
+/// unknown flag (exit 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surface {
+    /// `--disable-slash-commands` exists (documented from agy 1.2.14).
+    pub slash_flag: bool,
+}
+
+impl Surface {
+    pub const NEWEST: Surface = Surface { slash_flag: true };
+
+    pub fn from_env() -> Surface {
+        let off = std::env::var("FAKE_AGY_NO_SLASH_FLAG").is_ok_and(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            !v.is_empty() && !matches!(v.as_str(), "0" | "false" | "no")
+        });
+        if off {
+            Surface { slash_flag: false }
+        } else {
+            Surface::NEWEST
+        }
+    }
+
+    /// Whether this command line has the flag `long` (its canonical name).
+    fn has(self, long: &str) -> bool {
+        long != SLASH_FLAG || self.slash_flag
+    }
+}
+
+/// The flag that keeps a prompt starting with `/` from being a command.
+const SLASH_FLAG: &str = "disable-slash-commands";
 
 /// Exit code agy uses for usage errors.
 pub const USAGE_EXIT: i32 = 2;
@@ -104,10 +142,10 @@ const FLAGS: &[(&[&str], Option<char>, Takes)] = &[
     (&["help"], Some('h'), Takes::Bool),
 ];
 
-fn find_long(name: &str) -> Option<(&'static str, Takes)> {
+fn find_long(name: &str, surface: Surface) -> Option<(&'static str, Takes)> {
     FLAGS
         .iter()
-        .find(|(longs, _, _)| longs.contains(&name))
+        .find(|(longs, _, _)| longs.contains(&name) && surface.has(longs[0]))
         .map(|(longs, _, t)| (longs[0], *t))
 }
 
@@ -159,7 +197,11 @@ fn subcommand(args: &[String]) -> Option<Invocation> {
 
 /// Read the flag at `args[*i]` and its value (the next argument for a flag
 /// that takes one, `"true"`/`"false"` for a boolean), advancing `i`.
-fn next_flag(args: &[String], i: &mut usize) -> Result<(&'static str, String), UsageError> {
+fn next_flag(
+    args: &[String],
+    i: &mut usize,
+    surface: Surface,
+) -> Result<(&'static str, String), UsageError> {
     let arg = &args[*i];
     *i += 1;
     let (name, takes, inline): (&str, Takes, Option<String>) =
@@ -174,7 +216,7 @@ fn next_flag(args: &[String], i: &mut usize) -> Result<(&'static str, String), U
                 None => (rest, None),
             };
             let (canon, takes) =
-                find_long(n).ok_or_else(|| UsageError(format!("unknown flag: --{n}")))?;
+                find_long(n, surface).ok_or_else(|| UsageError(format!("unknown flag: --{n}")))?;
             (canon, takes, v)
         } else if let Some(rest) = arg.strip_prefix('-').filter(|r| !r.is_empty()) {
             let mut chars = rest.chars();
@@ -322,15 +364,21 @@ impl Flags {
     }
 }
 
-/// Parse `args` (without the program name).
+/// Parse `args` (without the program name) as the newest agy would.
+#[cfg(test)]
 pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
+    parse_for(args, Surface::NEWEST)
+}
+
+/// Parse `args` (without the program name) on the command line `surface`.
+pub fn parse_for(args: &[String], surface: Surface) -> Result<Invocation, UsageError> {
     if let Some(sub) = subcommand(args) {
         return Ok(sub);
     }
     let mut flags = Flags::new();
     let mut i = 0;
     while i < args.len() {
-        let (name, value) = next_flag(args, &mut i)?;
+        let (name, value) = next_flag(args, &mut i, surface)?;
         flags.set(name, value)?;
     }
     flags.invocation()
@@ -429,8 +477,8 @@ pub fn go_duration_string(d: Duration) -> String {
 }
 
 /// The short usage block printed after a usage error (stderr) and at the top
-/// of `--help`.
-pub const USAGE: &str = "\
+/// of `--help`, for the newest command line (see [`usage`]).
+const USAGE: &str = "\
 Usage:
   fake-agy -p PROMPT [flags]
   fake-agy [command]
@@ -459,21 +507,38 @@ Flags:
       --project string                (accepted, ignored)
       --new-project                   (accepted, ignored)
       --json-schema string            (accepted, ignored)
-      --disable-slash-commands        (accepted, ignored)
+      --disable-slash-commands        Take a prompt that starts with / as text, not as an agy
+                                      slash command (agy 1.2.14 and later)
   -i, --prompt-interactive string     Interactive mode: not emulated (usage error)
       --version                       Print the recording's `agy --version` output
   -h, --help                          Show this help
 ";
 
+/// The usage block of `surface`: without the flags it lacks.
+pub fn usage(surface: Surface) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in USAGE.split_inclusive('\n') {
+        // A flag's description may continue on indented lines.
+        let continued = skipping && line.starts_with("                                      ");
+        skipping = (line.contains(&format!("--{SLASH_FLAG} ")) || continued) && !surface.slash_flag;
+        if !skipping {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 /// The full `--help` text: usage plus every environment knob.
-pub fn help_text() -> String {
+pub fn help_text(surface: Surface) -> String {
+    let usage = usage(surface);
     format!(
         "fake-agy: a stand-in for Google's Antigravity CLI (agy) that replays an
 agy-bridge recording into a real-schema SQLite conversation database.
 It never reads stdin. In text mode it prints only the answer on stdout; with
 --output-format stream-json or json it prints agy's JSON (see fake-agy/README.md).
 
-{USAGE}
+{usage}
 Environment:
   FAKE_AGY_RECORDING=NAME|PATH  Recording to replay: a .jsonl path or a name in the
                                 recordings dir (default: hello). Missing: exit 2.
@@ -487,6 +552,9 @@ Environment:
                                 models_output (whose progress line goes to stderr too)
   FAKE_AGY_MODELS_SIGNED_OUT=1  `models` prints agy 1.1.20's \"Error: Please sign in ...\"
                                 on stderr, nothing on stdout, and exits 1
+  FAKE_AGY_NO_SLASH_FLAG=1      Be an agy before 1.2.14, without the flag that disables
+                                slash commands (absent from this help, and an unknown
+                                flag: exit 2)
 
 Fault knobs:
   FAKE_AGY_DB_DELAY_MS=N        Wait N ms (not scaled) before creating the database;
@@ -496,7 +564,8 @@ Fault knobs:
   FAKE_AGY_CRASH_AT_COMMIT=N    Crash right after the Nth applied commit (1-based,
                                 counting every commit this run applies, any database)
   FAKE_AGY_CRASH_MODE=MODE      exit:CODE (default exit:3; a line goes to stderr first)
-                                or sigkill (SIGKILL to itself)
+                                or sigkill (SIGKILL to itself); also how a recording
+                                whose outcome is `killed` dies (default: its exit code)
   FAKE_AGY_GRANDCHILD=1         At start leave a grandchild (`sleep 600`) in fake-agy's
                                 process group that outlives fake-agy unless the whole
                                 group is killed
@@ -585,5 +654,26 @@ mod tests {
         ));
         assert!(matches!(parse(&args(&["models"])), Ok(Invocation::Models)));
         assert!(matches!(parse(&args(&["help"])), Ok(Invocation::Help)));
+    }
+
+    #[test]
+    fn an_older_surface_lacks_the_slash_flag_in_parse_and_usage() {
+        let flag = args(&["-p", "/model", "--disable-slash-commands"]);
+        let Ok(Invocation::Print(p)) = parse(&flag) else {
+            panic!("not print");
+        };
+        assert!(p.disable_slash_commands);
+        let old = Surface { slash_flag: false };
+        assert_eq!(
+            parse_for(&flag, old).err(),
+            Some(UsageError("unknown flag: --disable-slash-commands".into()))
+        );
+        assert!(usage(Surface::NEWEST).contains("--disable-slash-commands"));
+        let without = usage(old);
+        assert!(!without.contains("slash"), "{without}");
+        assert_eq!(
+            without.lines().count() + 2,
+            usage(Surface::NEWEST).lines().count()
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! The endings are agy's outcome table (docs/agy-format.md, "Outcomes"): a
 //! recorded run that finished (its header's `outcome` says how when it did
 //! not simply succeed), a print timeout, an auto-denied tool (worded by agy
-//! version) and a failure before any conversation existed.
+//! version), a failure before any conversation existed, and a run that was
+//! killed (no result at all).
 
 use crate::cli::{self, OutputFormat};
 use crate::stream::Emitter;
@@ -26,6 +27,8 @@ pub enum Ending {
     /// The recording's outcome says agy failed before creating a
     /// conversation.
     BeforeConversation,
+    /// The recording's outcome says agy was killed after its last commit.
+    Killed,
 }
 
 /// What agy does in print mode at a tool that needs permission.
@@ -33,9 +36,15 @@ pub enum Ending {
 pub enum PermissionPolicy {
     /// Before 1.1.7: waits for an answer nobody can give.
     Stall,
-    /// 1.1.7 to 1.2.16: auto-denies, ends CANCELED with a `jetski:` line.
+    /// 1.1.7 to 1.1.x: auto-denies, ends CANCELED with a `jetski:` line.
     Cancel,
-    /// 1.2.17 and later: auto-denies, ends SUCCESS with `denied_actions`.
+    /// 1.2.0 to 1.2.16: auto-denies, ends SUCCESS with `denied_actions`
+    /// and still prints the `jetski:` line (agy 1.2.7, simv/crt's
+    /// `mcp-denied-headless` capture). 1.1.18 still cancelled; where in
+    /// between it changed is unknown, 1.2.0 is our guess.
+    DenyWithNote,
+    /// 1.2.17 and later: auto-denies, ends SUCCESS with `denied_actions`,
+    /// nothing on stderr (none captured).
     Deny,
 }
 
@@ -43,8 +52,10 @@ impl PermissionPolicy {
     pub fn for_version(v: (u32, u32, u32)) -> PermissionPolicy {
         if v < (1, 1, 7) {
             PermissionPolicy::Stall
-        } else if v < (1, 2, 17) {
+        } else if v < (1, 2, 0) {
             PermissionPolicy::Cancel
+        } else if v < (1, 2, 17) {
+            PermissionPolicy::DenyWithNote
         } else {
             PermissionPolicy::Deny
         }
@@ -54,7 +65,8 @@ impl PermissionPolicy {
 /// Everything the end of a run prints and returns.
 #[derive(Debug)]
 pub struct Conclusion {
-    pub result: TurnResult,
+    /// `None` for a run that was killed: it printed no result.
+    pub result: Option<TurnResult>,
     /// What text mode prints on stdout.
     pub stdout_text: String,
     pub stderr: String,
@@ -108,14 +120,16 @@ fn error_from_stderr(stderr: &str) -> Option<String> {
     Some(line.to_string())
 }
 
+/// A result of a run on a conversation: usage, turns and duration count
+/// the whole conversation, earlier turns included, as agy's do.
 fn result(ctx: &Context, status: &str, response: String) -> TurnResult {
     TurnResult {
         conversation_id: ctx.conversation_id.to_string(),
         status: status.into(),
         response,
-        duration_seconds: ctx.emitter.elapsed_seconds(),
-        num_turns: 1,
-        usage: Some(ctx.emitter.usage()),
+        duration_seconds: ctx.emitter.conversation_seconds(),
+        num_turns: ctx.emitter.num_turns(),
+        usage: Some(ctx.emitter.conversation_usage()),
         ..TurnResult::default()
     }
 }
@@ -135,7 +149,7 @@ pub fn conclude(ending: Ending, ctx: &Context) -> Conclusion {
                 ..TurnResult::default()
             };
             Conclusion {
-                result: r,
+                result: Some(r),
                 stdout_text: h.stdout.clone(),
                 stderr: h.stderr.clone(),
                 exit_code: h.exit_code,
@@ -147,13 +161,20 @@ pub fn conclude(ending: Ending, ctx: &Context) -> Conclusion {
             // agy reports no duration for a turn it gave up waiting for.
             r.duration_seconds = 0.0;
             Conclusion {
-                result: r,
+                result: Some(r),
                 stdout_text: as_text(&partial),
                 stderr: print_timeout_line(ctx.print_timeout),
                 exit_code: 0,
             }
         }
         Ending::Denied(actions) => denied(ctx, actions),
+        // Nothing is printed after the kill.
+        Ending::Killed => Conclusion {
+            result: None,
+            stdout_text: String::new(),
+            stderr: h.stderr.clone(),
+            exit_code: h.exit_code,
+        },
     }
 }
 
@@ -183,7 +204,7 @@ fn finished(ctx: &Context) -> Conclusion {
     }
     r.denied_actions = outcome.denied_actions;
     Conclusion {
-        result: r,
+        result: Some(r),
         stdout_text: h.stdout.clone(),
         stderr: h.stderr.clone(),
         exit_code: h.exit_code,
@@ -197,19 +218,23 @@ fn denied(ctx: &Context, actions: Vec<DeniedAction>) -> Conclusion {
             .map(|a| a.action.clone())
             .unwrap_or_else(|| "command".into());
         return Conclusion {
-            result: result(ctx, "CANCELED", String::new()),
+            result: Some(result(ctx, "CANCELED", String::new())),
             stdout_text: String::new(),
             stderr: jetski_line(&kind),
             exit_code: 0,
         };
     }
+    let stderr = match (ctx.policy, actions.first()) {
+        (PermissionPolicy::DenyWithNote, Some(a)) => jetski_line(&a.action),
+        _ => String::new(),
+    };
     let response = ctx.emitter.response();
     let mut r = result(ctx, "SUCCESS", response.clone());
     r.denied_actions = actions;
     Conclusion {
-        result: r,
+        result: Some(r),
         stdout_text: as_text(&response),
-        stderr: String::new(),
+        stderr,
         exit_code: 0,
     }
 }
@@ -217,14 +242,15 @@ fn denied(ctx: &Context, actions: Vec<DeniedAction>) -> Conclusion {
 /// Print the conclusion in `format` (stdout, then stderr) and return the
 /// exit code.
 pub fn print(c: Conclusion, format: OutputFormat) -> i32 {
-    let stdout = match format {
-        OutputFormat::Text => c.stdout_text,
+    let stdout = match (format, c.result) {
+        (OutputFormat::Text, _) => c.stdout_text,
+        (_, None) => String::new(),
         // `--output-format json`: the bare result object.
-        OutputFormat::Json => format!(
+        (OutputFormat::Json, Some(r)) => format!(
             "{}\n",
-            serde_json::to_string(&c.result).unwrap_or_else(|_| "{}".into())
+            serde_json::to_string(&r).unwrap_or_else(|_| "{}".into())
         ),
-        OutputFormat::StreamJson => format!("{}\n", Line::Result(c.result).to_json()),
+        (OutputFormat::StreamJson, Some(r)) => format!("{}\n", Line::Result(r).to_json()),
     };
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(stdout.as_bytes());
@@ -252,6 +278,10 @@ mod tests {
         assert_eq!(
             PermissionPolicy::for_version((1, 1, 18)),
             PermissionPolicy::Cancel
+        );
+        assert_eq!(
+            PermissionPolicy::for_version((1, 2, 7)),
+            PermissionPolicy::DenyWithNote
         );
         assert_eq!(
             PermissionPolicy::for_version((1, 2, 17)),

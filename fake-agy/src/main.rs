@@ -11,6 +11,7 @@ mod ending;
 mod mcp;
 mod models;
 mod replay;
+mod slash;
 mod stream;
 
 use cli::Invocation;
@@ -42,13 +43,14 @@ fn main() {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     log_argv(&args);
-    let result = match cli::parse(&args) {
+    let surface = cli::Surface::from_env();
+    let result = match cli::parse_for(&args, surface) {
         Err(cli::UsageError(message)) => {
-            eprint!("Error: {message}\n\n{}", cli::USAGE);
+            eprint!("Error: {message}\n\n{}", cli::usage(surface));
             Ok(cli::USAGE_EXIT)
         }
         Ok(Invocation::Help) => {
-            print!("{}", cli::help_text());
+            print!("{}", cli::help_text(surface));
             Ok(0)
         }
         Ok(Invocation::Version) => replay::version(),

@@ -9,10 +9,15 @@
 //! for its acknowledgement. So commits land in exactly the recorded order
 //! across databases, and the commit log and the crash knob count them the
 //! same way whichever process wrote them.
+//!
+//! Which conversation a run writes is decided here too, as agy decides it:
+//! a new one, an existing one resumed (its earlier turns count in the
+//! result), or, for a `--conversation` id agy does not have, a new one after
+//! a warning.
 
 use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
-use crate::stream::{self, Emitter, TextMode};
+use crate::stream::{self, Earlier, Emitter, TextMode};
 use agy_bridge::recording::{
     self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
@@ -88,7 +93,8 @@ struct Knobs {
     db_delay: Option<Duration>,
     no_db: bool,
     crash_at: Option<usize>,
-    crash_mode: CrashMode,
+    /// `FAKE_AGY_CRASH_MODE`, when set.
+    crash_mode: Option<CrashMode>,
     grandchild: bool,
     grandchild_pidfile: Option<PathBuf>,
     commit_log: Option<PathBuf>,
@@ -105,10 +111,11 @@ impl Knobs {
             ));
         }
         let crash_mode = match env("FAKE_AGY_CRASH_MODE").as_deref().map(str::trim) {
-            None | Some("exit") => CrashMode::Exit(3),
-            Some("sigkill") | Some("SIGKILL") => CrashMode::SigKill,
+            None => None,
+            Some("exit") => Some(CrashMode::Exit(3)),
+            Some("sigkill") | Some("SIGKILL") => Some(CrashMode::SigKill),
             Some(other) => match other.strip_prefix("exit:").map(|c| c.trim().parse::<i32>()) {
-                Some(Ok(code)) => CrashMode::Exit(code),
+                Some(Ok(code)) => Some(CrashMode::Exit(code)),
                 _ => {
                     return Err(Fatal::new(
                         CONFIG_EXIT,
@@ -132,6 +139,11 @@ impl Knobs {
 
     fn scaled(&self, t_ms: u64) -> Duration {
         Duration::from_secs_f64(t_ms as f64 / 1000.0 / self.speed)
+    }
+
+    /// How `FAKE_AGY_CRASH_AT_COMMIT` crashes (default: exit 3).
+    fn crash_mode(&self) -> CrashMode {
+        self.crash_mode.unwrap_or(CrashMode::Exit(3))
     }
 }
 
@@ -499,6 +511,39 @@ fn denied_actions(commit: &Commit) -> Vec<DeniedAction> {
         .collect()
 }
 
+/// Which conversation a run writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// A new conversation: no `--conversation`, or `-c` with none to
+    /// continue.
+    New,
+    /// An existing conversation, resumed: its earlier turns are in its
+    /// database, so the recording's `pre` commits are skipped.
+    Existing,
+    /// `--conversation` named a conversation agy does not have: agy warns
+    /// and runs the turn in a new conversation, without the earlier turns
+    /// (docs/agy-format.md, "Resume"), so `pre` commits are skipped too.
+    Missing,
+}
+
+/// The conversation a run writes and its id (`None`: a fresh one).
+fn resolve_conversation(args: &PrintArgs, conv_dir: &Path) -> (Target, Option<String>) {
+    let resume = match &args.conversation {
+        Some(id) => Some(id.clone()),
+        None if args.continue_latest => latest_conversation(conv_dir),
+        None => None,
+    };
+    match resume {
+        Some(id) if conv_dir.join(format!("{id}.db")).is_file() => (Target::Existing, Some(id)),
+        Some(id) => {
+            // agy 1.1.9, 1.2.7 and 1.3.1 say exactly this, and go on.
+            err_raw(&format!("warning: conversation \"{id}\" not found\n"));
+            (Target::Missing, None)
+        }
+        None => (Target::New, None),
+    }
+}
+
 /// State of a run in progress.
 struct Run<'a> {
     args: &'a PrintArgs,
@@ -508,7 +553,9 @@ struct Run<'a> {
     conv_dir: PathBuf,
     root_id: String,
     root_path: PathBuf,
-    resumed: bool,
+    target: Target,
+    /// Whether the earlier turns have been read into the emitter.
+    earlier_read: bool,
     opts: ApplyOptions,
     conn: Option<Connection>,
     writers: HashMap<String, Writer>,
@@ -528,20 +575,7 @@ impl<'a> Run<'a> {
         knobs: &'a Knobs,
     ) -> Result<Run<'a>, Fatal> {
         let conv_dir = conversations_dir()?;
-        let resume = match &args.conversation {
-            Some(id) => Some(id.clone()),
-            None if args.continue_latest => latest_conversation(&conv_dir),
-            None => None,
-        };
-        if let Some(id) = &resume {
-            let path = conv_dir.join(format!("{id}.db"));
-            if !path.is_file() {
-                return Err(Fatal::new(
-                    1,
-                    format!("conversation {id} not found (no {})", path.display()),
-                ));
-            }
-        }
+        let (target, resume) = resolve_conversation(args, &conv_dir);
         let fresh = || uuid::Uuid::new_v4().to_string();
         let root_rec = rec.header.root_conversation.clone();
         let root_id = resume.clone().unwrap_or_else(fresh);
@@ -571,10 +605,11 @@ impl<'a> Run<'a> {
             conv_dir,
             emitter: Emitter::new(&root_id, TextMode::for_version(version)),
             root_id,
-            resumed: resume.is_some(),
+            target,
+            earlier_read: false,
             opts: ApplyOptions {
                 skip_permissions: args.skip_permissions,
-                skip_pre: resume.is_some(),
+                skip_pre: target != Target::New,
                 idx_offset: 0,
                 id_map,
             },
@@ -607,9 +642,23 @@ impl<'a> Run<'a> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Fatal::internal(format!("cannot create {}: {e}", dir.display())))?;
         let path = &self.root_path;
-        if !self.resumed {
-            self.conn = Some(create_db(path)?);
-            return Ok(());
+        match self.target {
+            Target::New => {
+                self.conn = Some(create_db(path)?);
+                return Ok(());
+            }
+            Target::Missing => {
+                let conn = create_db(path)?;
+                let rows = self.conversation_rows();
+                if !rows.writes.is_empty() {
+                    apply_commit(&conn, usize::MAX, &rows, &self.opts)
+                        .map_err(|e| Fatal::internal(e.to_string()))?;
+                }
+                self.conn = Some(conn);
+                self.continue_idx(None);
+                return Ok(());
+            }
+            Target::Existing => {}
         }
         let conn = Connection::open(path)
             .map_err(|e| Fatal::internal(format!("cannot open {}: {e}", path.display())))?;
@@ -617,6 +666,14 @@ impl<'a> Run<'a> {
         let max: Option<i64> = conn
             .query_row("SELECT MAX(idx) FROM steps", [], |r| r.get(0))
             .map_err(|e| Fatal::internal(format!("{}: {e}", path.display())))?;
+        self.conn = Some(conn);
+        self.continue_idx(max);
+        Ok(())
+    }
+
+    /// Number this run's steps from after `max` (the last idx the
+    /// conversation has; `None`: from 0, as in a new conversation).
+    fn continue_idx(&mut self, max: Option<i64>) {
         let root_rec = &self.rec.header.root_conversation;
         let first_recorded = self
             .rec
@@ -629,7 +686,48 @@ impl<'a> Run<'a> {
         if let Some(first) = first_recorded {
             self.opts.idx_offset = max.map_or(0, |m| m + 1) - first;
         }
-        self.conn = Some(conn);
+    }
+
+    /// What a new conversation has of the recording's `pre` commits: the
+    /// conversation's own rows (tables not keyed by step: trajectory_meta,
+    /// trajectory_metadata_blob), as one commit. The earlier turns' steps
+    /// are not among them.
+    fn conversation_rows(&self) -> Commit {
+        let root = &self.rec.header.root_conversation;
+        let writes = self
+            .rec
+            .commits
+            .iter()
+            .filter(|c| c.pre && &c.db == root)
+            .flat_map(|c| &c.writes)
+            .filter(|w| !schema::IDX_TABLES.contains(&w.table.as_str()))
+            .cloned()
+            .collect();
+        Commit {
+            t_ms: 0,
+            db: root.clone(),
+            pre: true,
+            gate: None,
+            mcp_call: None,
+            writes,
+        }
+    }
+
+    /// Read the conversation's earlier turns (what its database holds
+    /// before this run's first step) into the emitter, once.
+    fn read_earlier(&mut self) -> Result<(), Fatal> {
+        if self.earlier_read {
+            return Ok(());
+        }
+        let Some(conn) = self.conn.as_ref() else {
+            return Ok(());
+        };
+        let path = &self.root_path;
+        let rows = agy_bridge::poller::read_all(conn, path)
+            .map_err(|e| Fatal::internal(format!("{}: {e}", path.display())))?;
+        let steps: Vec<steps::Step> = rows.iter().map(steps::decode).collect();
+        self.emitter.set_earlier(Earlier::from_steps(&steps));
+        self.earlier_read = true;
         Ok(())
     }
 
@@ -646,7 +744,7 @@ impl<'a> Run<'a> {
         out_line(
             &Line::Init {
                 conversation_id: self.root_id.clone(),
-                init: stream::init(model, self.args.skip_permissions),
+                init: stream::init(model, self.args.agent.clone(), self.args.skip_permissions),
             }
             .to_json(),
         );
@@ -702,7 +800,8 @@ impl<'a> Run<'a> {
                 continue;
             };
             let step = steps::decode(&row);
-            if let Some(update) = self.emitter.observe(&step, commit.t_ms) {
+            let stream_error = w.stream_error.as_deref();
+            if let Some(update) = self.emitter.observe(&step, commit.t_ms, stream_error) {
                 if self.args.output_format == OutputFormat::StreamJson {
                     out_line(&Line::StepUpdate(update).to_json());
                 }
@@ -775,6 +874,11 @@ impl<'a> Run<'a> {
                 return Ok(Ending::PrintTimeout);
             }
             sleep_until(target);
+            let is_root = commit.db == rec.header.root_conversation;
+            if is_root && !commit.pre {
+                // The state before this run's first step: earlier turns.
+                self.read_earlier()?;
+            }
             if let Some(call) = &commit.mcp_call {
                 self.write_mcp_steps(commit.t_ms, vec![crate::mcp::step(call, None)])?;
                 self.mcp.start(call, &self.args.add_dirs);
@@ -784,7 +888,6 @@ impl<'a> Run<'a> {
             if let Some(f) = self.commit_log.as_mut() {
                 let _ = writeln!(f, "{n} {ns} {id} {}", idx_list(&written)).and_then(|_| f.flush());
             }
-            let is_root = commit.db == rec.header.root_conversation;
             if is_root && !commit.pre {
                 self.emit(commit);
             }
@@ -794,7 +897,7 @@ impl<'a> Run<'a> {
                 }
             }
             if self.knobs.crash_at == Some(n) {
-                crash(self.knobs.crash_mode, n);
+                crash(self.knobs.crash_mode(), n);
             }
             if commit.gate == Some(Gate::Permission) {
                 if self.policy == PermissionPolicy::Stall {
@@ -813,9 +916,23 @@ impl<'a> Run<'a> {
     /// Print how the run ended and return the exit code.
     fn end(mut self, ending: Ending) -> i32 {
         self.close_writers();
+        let killed = self.rec.header.outcome.as_ref().is_some_and(|o| o.killed);
+        let ending = match ending {
+            Ending::Finished if killed => {
+                if self.knobs.crash_mode == Some(CrashMode::SigKill) {
+                    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                    sleep_forever();
+                }
+                Ending::Killed
+            }
+            other => other,
+        };
         if self.knobs.hang && matches!(ending, Ending::Finished) {
             sleep_forever();
         }
+        // A run that ended before its first step still counts the
+        // conversation's earlier turns; a failed read leaves them out.
+        let _ = self.read_earlier();
         let ctx = Context {
             rec: self.rec,
             conversation_id: &self.root_id,
@@ -823,7 +940,11 @@ impl<'a> Run<'a> {
             policy: self.policy,
             emitter: &self.emitter,
         };
-        ending::print(ending::conclude(ending, &ctx), self.args.output_format)
+        let mut conclusion = ending::conclude(ending, &ctx);
+        if let (Some(CrashMode::Exit(code)), None) = (self.knobs.crash_mode, &conclusion.result) {
+            conclusion.exit_code = code;
+        }
+        ending::print(conclusion, self.args.output_format)
     }
 }
 
@@ -868,6 +989,11 @@ pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
     let (rec, rec_path) = load_recording()?;
     if knobs.grandchild {
         spawn_grandchild(knobs.grandchild_pidfile.as_deref())?;
+    }
+    if !args.disable_slash_commands {
+        if let Some(name) = crate::slash::command_of(&args.prompt) {
+            return Ok(crate::slash::run(name, args, &rec));
+        }
     }
     if rec
         .header

@@ -1,14 +1,17 @@
 //! agy's stream-json for a replay: the `init` line, one `step_update` per
 //! step state change of the replayed root conversation, and the numbers the
-//! final `result` needs (answer, turn usage).
+//! final `result` needs (answer, usage, turns, duration, counted over the
+//! whole conversation as agy counts them).
 //!
 //! Everything is derived from the committed step rows, decoded with the
 //! library's decoder, so the stream and the database of one replay can never
 //! disagree; every line is printed through `agy_bridge::stream_json`, the
-//! types the bridge parses. The shapes follow real agy 1.2.17 output
+//! types the bridge parses. The one exception is a tool error's text that a
+//! recording carries for the stream only (`stream_error`, see
+//! recordings/README.md). The shapes follow real agy output, 1.1.8 to 1.3.1
 //! (docs/agy-format.md, "stream-json").
 
-use agy_bridge::steps::{Body, Step, StepStatus};
+use agy_bridge::steps::{Body, Step, StepStatus, StepType};
 use agy_bridge::stream_json::{Init, StepUpdate, ToolError, ToolInfo, Usage};
 use std::collections::BTreeMap;
 
@@ -77,14 +80,14 @@ pub const TOOLS: &[&str] = &[
 ];
 
 /// The `init` object: `model` from `--model` or the recording, the process
-/// cwd, and the permission mode the flags give.
-pub fn init(model: Option<String>, skip_permissions: bool) -> Init {
+/// cwd, `--agent` as given, and the permission mode the flags give.
+pub fn init(model: Option<String>, agent: Option<String>, skip_permissions: bool) -> Init {
     Init {
         model,
-        agent: None,
         cwd: std::env::current_dir()
             .ok()
             .map(|p| p.display().to_string()),
+        agent,
         tools: TOOLS.iter().map(|t| t.to_string()).collect(),
         permission_mode: Some(
             if skip_permissions {
@@ -98,9 +101,12 @@ pub fn init(model: Option<String>, skip_permissions: bool) -> Init {
     }
 }
 
-/// How an agy version sends answer text: 1.2.x as one `text_delta` on the
-/// DONE update; 1.1.18 and 1.3.x as `text_delta`s on ACTIVE updates while
-/// the text grows, the rest on DONE.
+/// How an agy version sends answer text: 1.2.17 (and the corpus's 1.2.8)
+/// as one `text_delta` on the DONE update; 1.1.x, 1.2.7 and 1.3.x as
+/// `text_delta`s on ACTIVE updates while the text grows, the rest on DONE.
+/// 1.2.7 streams in every public capture of it (simv/crt); where between
+/// 1.2.7 and 1.2.17 that changed is unknown, so 1.2.8 keeps the corpus's
+/// shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextMode {
     AtDone,
@@ -109,7 +115,7 @@ pub enum TextMode {
 
 impl TextMode {
     pub fn for_version(v: (u32, u32, u32)) -> TextMode {
-        if ((1, 2, 0)..(1, 3, 0)).contains(&v) {
+        if ((1, 2, 8)..(1, 3, 0)).contains(&v) {
             TextMode::AtDone
         } else {
             TextMode::Streamed
@@ -179,23 +185,33 @@ fn tool_output(name: &str, body: Option<&Body>) -> Option<String> {
     }
 }
 
-fn tool_info(step: &Step, terminal: bool) -> ToolInfo {
+/// The `type` agy gives every tool error it prints (1.1.18, 1.2.7).
+const TOOL_ERROR: &str = "TOOL_ERROR";
+
+/// `tool_info` of a tool step in `state`. A step that ended in ERROR
+/// carries `error {type, message}`: the message is the row's own error
+/// text, else what the recording says agy printed (`stream_error`).
+fn tool_info(step: &Step, state: &str, stream_error: Option<&str>) -> ToolInfo {
     let name = tool_name(step);
     let parameters = step
         .tool_call()
         .and_then(|c| serde_json::from_str(&c.arguments).ok());
-    let output = if terminal {
-        tool_output(&name, step.body.as_ref())
-    } else {
-        None
+    let output = match state {
+        "DONE" => tool_output(&name, step.body.as_ref()),
+        _ => None,
     };
-    let error = (step.status != StepStatus::Done && terminal)
-        .then(|| step.errors.first())
-        .flatten()
-        .map(|e| ToolError {
-            message: e.message.clone(),
+    let error = (state == "ERROR").then(|| {
+        let from_row = step
+            .errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .find(|m| !m.is_empty());
+        ToolError {
+            kind: TOOL_ERROR.into(),
+            message: from_row.or(stream_error).unwrap_or_default().to_string(),
             ..ToolError::default()
-        });
+        }
+    });
     ToolInfo {
         name,
         parameters,
@@ -218,13 +234,68 @@ fn call_usage(step: &Step) -> Option<Usage> {
     })
 }
 
-/// Add `b` into `a`.
-pub fn add_usage(a: &mut Usage, b: &Usage) {
-    a.input_tokens += b.input_tokens;
-    a.output_tokens += b.output_tokens;
-    a.thinking_tokens += b.thinking_tokens;
-    a.cache_read_tokens += b.cache_read_tokens;
-    a.total_tokens += b.total_tokens;
+/// Whether agy reports a finished step of this kind with the usage of a
+/// model call: an answer, or a checkpoint's small side call (1.1.x).
+fn reports_usage(kind: &str) -> bool {
+    matches!(kind, "agent_response" | "checkpoint")
+}
+
+/// What a conversation's earlier turns add to a `result`: agy's `usage`,
+/// `num_turns` and `duration_seconds` count the whole conversation, not the
+/// turn (docs/agy-format.md, "Resume"). Read from the steps the database
+/// holds before this run, so a conversation resumed again and again
+/// accumulates as agy's does.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Earlier {
+    /// The model calls of the earlier turns, as their steps reported them.
+    pub usage: Usage,
+    /// The user turns: one per user_input step.
+    pub turns: u64,
+    /// The earlier turns' durations, in nanoseconds: each from its prompt's
+    /// `created_at` to the last time a step of that turn records (metadata
+    /// 1 and 8). agy counts from the conversation's creation; the idle time
+    /// between two runs is in no database, so fake-agy leaves it out.
+    /// Integers, so the printed sum is as short as agy's own numbers.
+    pub nanos: u64,
+}
+
+impl Earlier {
+    pub fn from_steps(steps: &[Step]) -> Earlier {
+        let mut e = Earlier::default();
+        // (start, end) of the turn being read.
+        let mut turn: Option<(u64, u64)> = None;
+        for step in steps {
+            let times = step_times(step);
+            if step.step_type == StepType::UserInput {
+                if let Some((start, end)) = turn.take() {
+                    e.nanos = e.nanos.saturating_add(end - start);
+                }
+                e.turns += 1;
+                turn = times.map(|(start, _)| (start, start));
+            } else if let (Some((_, end)), Some((_, t))) = (turn.as_mut(), times) {
+                *end = (*end).max(t);
+            }
+            if reports_usage(step_kind(step)) && step.is_finished() {
+                if let Some(u) = call_usage(step) {
+                    e.usage += &u;
+                }
+            }
+        }
+        if let Some((start, end)) = turn {
+            e.nanos = e.nanos.saturating_add(end - start);
+        }
+        e
+    }
+}
+
+/// A step's `created_at` and its latest recorded time (`completed_at`, else
+/// `created_at`), in nanoseconds since the epoch.
+fn step_times(step: &Step) -> Option<(u64, u64)> {
+    let m = step.metadata.as_ref()?;
+    let nanos = |(s, n): (u64, u64)| s.saturating_mul(1_000_000_000).saturating_add(n);
+    let created = nanos(m.created_at?);
+    let last = m.completed_at.map(nanos).unwrap_or(created).max(created);
+    Some((created, last))
 }
 
 /// What has been reported about one step.
@@ -249,6 +320,8 @@ pub struct Emitter {
     usage: Usage,
     /// Answer text by agent_response idx.
     answers: BTreeMap<i64, String>,
+    /// The conversation's turns before this run.
+    earlier: Earlier,
 }
 
 impl Emitter {
@@ -260,22 +333,36 @@ impl Emitter {
             last_ms: 0,
             usage: Usage::default(),
             answers: BTreeMap::new(),
+            earlier: Earlier::default(),
         }
+    }
+
+    /// The conversation's turns before this run (what the database held).
+    pub fn set_earlier(&mut self, earlier: Earlier) {
+        self.earlier = earlier;
+    }
+
+    /// `result.usage`: the earlier turns' model calls and this turn's.
+    pub fn conversation_usage(&self) -> Usage {
+        let mut u = self.earlier.usage;
+        u += &self.usage;
+        u
+    }
+
+    /// `result.num_turns`: the earlier user turns and this one.
+    pub fn num_turns(&self) -> u64 {
+        self.earlier.turns + 1
+    }
+
+    /// `result.duration_seconds`: the earlier turns' and this run's.
+    pub fn conversation_seconds(&self) -> f64 {
+        let nanos = (self.earlier.nanos).saturating_add(self.last_ms.saturating_mul(1_000_000));
+        nanos as f64 / 1e9
     }
 
     /// A commit at recorded time `t_ms` has been fully observed.
     pub fn commit_done(&mut self, t_ms: u64) {
         self.last_ms = self.last_ms.max(t_ms);
-    }
-
-    /// Recorded time of the last observed commit, in seconds.
-    pub fn elapsed_seconds(&self) -> f64 {
-        self.last_ms as f64 / 1000.0
-    }
-
-    /// The turn's usage: the sum of the finished model calls.
-    pub fn usage(&self) -> Usage {
-        self.usage
     }
 
     /// Whether any agent response was seen.
@@ -294,8 +381,14 @@ impl Emitter {
     }
 
     /// A new view of one step, written at recorded time `t_ms`: the update
-    /// to print, if agy would print one.
-    pub fn observe(&mut self, step: &Step, t_ms: u64) -> Option<StepUpdate> {
+    /// to print, if agy would print one. `stream_error` is the recording's
+    /// stream-only error text for this write (see [`tool_info`]).
+    pub fn observe(
+        &mut self,
+        step: &Step,
+        t_ms: u64,
+        stream_error: Option<&str>,
+    ) -> Option<StepUpdate> {
         let kind = step_kind(step);
         let state = state_of(step.status)?;
         let text = match &step.body {
@@ -329,15 +422,15 @@ impl Emitter {
         if !report {
             return None;
         }
-        let timed = terminal && matches!(kind, "agent_response" | "tool");
+        let timed = terminal && matches!(kind, "agent_response" | "tool" | "checkpoint");
         let duration = timed.then(|| t_ms.saturating_sub(seen.start_ms) as f64 / 1000.0);
-        let usage = if kind == "agent_response" && terminal && changed {
+        let usage = if reports_usage(kind) && terminal && changed {
             call_usage(step)
         } else {
             None
         };
         if let Some(u) = &usage {
-            add_usage(&mut self.usage, u);
+            self.usage += u;
         }
         let tool = kind == "tool";
         Some(StepUpdate {
@@ -348,7 +441,7 @@ impl Emitter {
             tool_name: tool.then(|| tool_name(step)),
             text_delta: delta,
             duration_seconds: duration,
-            tool_info: tool.then(|| tool_info(step, terminal)),
+            tool_info: tool.then(|| tool_info(step, state, stream_error)),
             usage,
             extra: Default::default(),
         })
@@ -396,7 +489,7 @@ mod tests {
                 (20, planner(1, StepStatus::Generating, "a")),
                 (30, planner(1, StepStatus::Done, "ab")),
             ] {
-                if let Some(u) = e.observe(&step, t) {
+                if let Some(u) = e.observe(&step, t, None) {
                     got.push((u.state.clone(), u.text_delta.clone()));
                 }
                 e.commit_done(t);
@@ -420,7 +513,7 @@ mod tests {
         };
         let running =
             Step::new(2, StepType::GenericTool, StepStatus::Running).with_tool_call(call.clone());
-        let u = e.observe(&running, 9).expect("tool update");
+        let u = e.observe(&running, 9, None).expect("tool update");
         assert_eq!((u.state.as_str(), u.step_type.as_str()), ("ACTIVE", "tool"));
         assert_eq!(u.tool_name.as_deref(), Some("run_command"));
         let info = u.tool_info.expect("tool_info");
@@ -429,7 +522,7 @@ mod tests {
             Some(serde_json::json!({"CommandLine": "ls"}))
         );
         assert_eq!(info.output, None);
-        assert_eq!(e.observe(&running, 10), None, "no change, no update");
+        assert_eq!(e.observe(&running, 10, None), None, "no change, no update");
         let done = running
             .clone()
             .with_body(Body::Generic(agy_bridge::steps::GenericTool {
@@ -440,7 +533,7 @@ mod tests {
             status: StepStatus::Done,
             ..done
         };
-        let u = e.observe(&done, 40).expect("done update");
+        let u = e.observe(&done, 40, None).expect("done update");
         assert_eq!(u.duration_seconds, Some(0.031), "from ACTIVE to DONE");
         assert_eq!(u.tool_info.and_then(|i| i.output).as_deref(), Some("a\r\n"));
     }
@@ -448,7 +541,85 @@ mod tests {
     #[test]
     fn version_picks_the_text_mode() {
         assert_eq!(TextMode::for_version((1, 2, 17)), TextMode::AtDone);
+        assert_eq!(TextMode::for_version((1, 2, 8)), TextMode::AtDone);
+        assert_eq!(TextMode::for_version((1, 2, 7)), TextMode::Streamed);
         assert_eq!(TextMode::for_version((1, 3, 1)), TextMode::Streamed);
         assert_eq!(TextMode::for_version((1, 1, 18)), TextMode::Streamed);
+    }
+
+    /// A step with `created_at` at `secs` and, for a model call, usage.
+    fn timed(step: Step, secs: u64, input: u64) -> Step {
+        let mut step = step;
+        let m = step.metadata.get_or_insert_with(Default::default);
+        m.created_at = Some((secs, 0));
+        if input > 0 {
+            m.usage = Some(agy_bridge::steps::Usage {
+                input_tokens: input,
+                output_tokens: 1,
+                ..Default::default()
+            });
+        }
+        step
+    }
+
+    #[test]
+    fn earlier_turns_count_prompts_calls_and_each_turns_span() {
+        let steps = [
+            timed(Step::new(0, StepType::UserInput, StepStatus::Done), 100, 0),
+            timed(planner(1, StepStatus::Done, "a"), 102, 10),
+            timed(Step::new(2, StepType::Checkpoint, StepStatus::Done), 103, 5),
+            timed(Step::new(3, StepType::UserInput, StepStatus::Done), 500, 0),
+            // Unfinished: its usage is not (yet) a call's.
+            timed(planner(4, StepStatus::Generating, ""), 501, 7),
+        ];
+        let e = Earlier::from_steps(&steps);
+        assert_eq!(e.turns, 2);
+        assert_eq!(e.usage.input_tokens, 15);
+        assert_eq!(e.usage.total_tokens, 17);
+        // 3 s, then 1 s: the idle time between the turns is not counted.
+        assert_eq!(e.nanos, 4_000_000_000);
+        let mut em = Emitter::new("c", TextMode::AtDone);
+        em.set_earlier(e);
+        assert_eq!(em.num_turns(), 3);
+        assert_eq!(em.conversation_usage().input_tokens, 15);
+        em.commit_done(1_500);
+        assert_eq!(em.conversation_seconds(), 5.5);
+    }
+
+    #[test]
+    fn a_checkpoint_reports_its_call_and_a_tool_error_its_text() {
+        let mut e = Emitter::new("c", TextMode::AtDone);
+        let cp = timed(Step::new(2, StepType::Checkpoint, StepStatus::Done), 1, 220);
+        let u = e.observe(&cp, 460, None).expect("checkpoint update");
+        assert_eq!(u.step_type, "checkpoint");
+        assert_eq!(u.usage.map(|u| u.input_tokens), Some(220));
+        assert_eq!(u.duration_seconds, Some(0.46));
+        assert_eq!(e.conversation_usage().total_tokens, 221);
+        let call = ToolCall {
+            id: "w".into(),
+            name: "write_to_file".into(),
+            arguments: r#"{"TargetFile":"/x"}"#.into(),
+        };
+        let failed = Step::new(3, StepType::GenericTool, StepStatus::Error).with_tool_call(call);
+        let u = e
+            .observe(&failed, 500, Some("denied"))
+            .expect("error update");
+        assert_eq!(u.state, "ERROR");
+        let error = u.tool_info.and_then(|i| i.error).expect("error");
+        assert_eq!(
+            (error.kind.as_str(), error.message.as_str()),
+            ("TOOL_ERROR", "denied")
+        );
+        // The row's own text wins over the recording's.
+        let mut own = failed.clone();
+        own.idx = 4;
+        own.errors.push(agy_bridge::steps::ErrorDetails {
+            message: "from the row".into(),
+            detail: None,
+            stack: None,
+        });
+        let u = e.observe(&own, 510, Some("denied")).expect("error update");
+        let error = u.tool_info.and_then(|i| i.error).expect("error");
+        assert_eq!(error.message, "from the row");
     }
 }

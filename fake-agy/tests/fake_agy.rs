@@ -35,6 +35,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_GRANDCHILD_PIDFILE",
     "FAKE_AGY_COMMIT_LOG",
     "FAKE_AGY_HANG",
+    "FAKE_AGY_NO_SLASH_FLAG",
 ];
 
 // ---------------------------------------------------------------------------
@@ -66,6 +67,7 @@ fn step_write(step: &Step) -> Write {
         op: Op::Upsert,
         key: BTreeMap::from([("idx".to_string(), int(row.idx))]),
         values,
+        stream_error: None,
     }
 }
 
@@ -113,12 +115,14 @@ fn meta_writes(conv: &str) -> Vec<Write> {
                 ("trajectory_type".to_string(), int(4)),
                 ("source".to_string(), int(17)),
             ]),
+            stream_error: None,
         },
         Write {
             table: "trajectory_metadata_blob".into(),
             op: Op::Upsert,
             key: BTreeMap::from([("id".to_string(), text("main"))]),
             values: BTreeMap::from([("data".to_string(), SqlValue::Blob(blob.finish()))]),
+            stream_error: None,
         },
     ]
 }
@@ -137,6 +141,7 @@ fn gen_metadata(idx: i64) -> Write {
             ("size".to_string(), int(data.len() as i64)),
             ("data".to_string(), SqlValue::Blob(data)),
         ]),
+        stream_error: None,
     }
 }
 
@@ -536,18 +541,266 @@ fn without_conversation_pre_commits_are_applied() {
     );
 }
 
+/// The lines fake-agy printed, as JSON.
+fn json_lines(o: &std::process::Output) -> Vec<serde_json::Value> {
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+/// `--conversation` with an id agy does not have is no error (agy 1.1.9,
+/// 1.2.7, 1.3.1): a warning, then the turn in a new conversation, without
+/// the recording's earlier turns, its steps numbered from 0.
 #[test]
-fn resume_of_a_missing_conversation_fails() {
-    let fx = Fixture::new(hello(100));
+fn resume_of_a_missing_conversation_starts_a_new_one() {
+    let fx = Fixture::new(second_turn());
+    let missing = "00000000-0000-4000-8000-000000000000";
     let out = fx.run(&[
         "-p",
-        "x",
+        "and again",
         "--conversation",
-        "00000000-0000-4000-8000-000000000000",
+        missing,
+        "--output-format",
+        "stream-json",
     ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "warning: conversation \"{missing}\" not found\nwarning: this is a recorded warning\n"
+        )
+    );
+    let lines = json_lines(&out);
+    let id = lines[0]["conversation_id"].as_str().expect("init id");
+    assert!(is_uuid_v4(id) && id != missing, "{id}");
+    let db = fx.only_db();
+    assert_eq!(stem(&db), id, "the new conversation, not {missing}");
+    // The pre commits' steps are not applied; the turn starts at 0.
+    let rows = steps_of(&db);
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.idx, r.step_type))
+            .collect::<Vec<_>>(),
+        vec![(0, 14), (1, 15)]
+    );
+    let updates: Vec<i64> = lines
+        .iter()
+        .filter_map(|l| l["step_update"]["step_index"].as_i64())
+        .collect();
+    assert_eq!(updates, vec![0, 1]);
+    // The conversation's own rows are there, naming the new id.
+    let cascade: String = open(&db)
+        .query_row("SELECT cascade_id FROM trajectory_meta", [], |r| r.get(0))
+        .expect("trajectory_meta");
+    assert_eq!(cascade, id);
+    let result = &lines[lines.len() - 1]["result"];
+    assert_eq!(result["conversation_id"], id);
+    assert_eq!(result["num_turns"], 1);
+    assert_eq!(result["response"], "Second answer");
+}
+
+/// Tool usage in metadata 9 of a planner step.
+fn planner_with_usage(idx: i64, answer: &str, input: u64, output: u64) -> Write {
+    let mut step = Step::new(idx, StepType::PlannerResponse, StepStatus::Done).with_body(
+        Body::Planner(PlannerResponse {
+            text: answer.into(),
+            ..Default::default()
+        }),
+    );
+    let meta = step.metadata.get_or_insert_with(Default::default);
+    meta.created_at = Some((1_000 + idx as u64, 0));
+    meta.usage = Some(steps::Usage {
+        input_tokens: input,
+        output_tokens: output,
+        ..Default::default()
+    });
+    step_write(&step)
+}
+
+/// A user turn at `idx` with a timestamp `idx` seconds in.
+fn timed_user_input(idx: i64, prompt: &str) -> Write {
+    let mut step = Step::new(idx, StepType::UserInput, StepStatus::Done).with_body(
+        Body::UserInput(UserInput {
+            text: prompt.into(),
+            workspace_uri: None,
+        }),
+    );
+    step.metadata
+        .get_or_insert_with(Default::default)
+        .created_at = Some((1_000 + idx as u64, 0));
+    step_write(&step)
+}
+
+/// One turn: the prompt and an answer with usage, at `t_ms`.
+fn one_turn(idx: i64, input: u64) -> Recording {
+    let mut first = meta_writes(ROOT);
+    first.push(timed_user_input(idx, "count"));
+    let mut h = header("counted\n");
+    h.stderr = String::new();
+    Recording {
+        header: h,
+        commits: vec![
+            commit(0, ROOT, first),
+            commit(
+                500,
+                ROOT,
+                vec![planner_with_usage(idx + 2, "counted", input, 10)],
+            ),
+        ],
+    }
+}
+
+/// A resumed conversation's result counts every turn, read from what the
+/// database holds, so resuming again and again accumulates.
+#[test]
+fn a_resumed_result_counts_the_whole_conversation() {
+    let fx = Fixture::new(one_turn(0, 100));
+    let result = |o: &std::process::Output| json_lines(o).pop().expect("result")["result"].clone();
+    let first = fx.run(&["-p", "count", "--output-format", "stream-json"]);
+    let r1 = result(&first);
+    assert_eq!(r1["num_turns"], 1);
+    assert_eq!(r1["usage"]["input_tokens"], 100);
+    assert_eq!(r1["duration_seconds"], 0.5);
+    let id = stem(&fx.only_db());
+    for (turn, want_input) in [(2, 200), (3, 300)] {
+        let out = fx.run(&[
+            "-p",
+            "count",
+            "--conversation",
+            &id,
+            "--output-format",
+            "stream-json",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let r = result(&out);
+        assert_eq!(r["conversation_id"], id.as_str());
+        assert_eq!(r["num_turns"], turn);
+        assert_eq!(r["usage"]["input_tokens"], want_input);
+        assert_eq!(r["usage"]["total_tokens"], want_input + 10 * turn);
+        // Each earlier turn: 2 s from its prompt to its answer (their
+        // timestamps), plus this run's 0.5 s.
+        assert_eq!(r["duration_seconds"], 2.0 * (turn - 1) as f64 + 0.5);
+        // Per-call usage stays per call.
+        let call = json_lines(&out)
+            .into_iter()
+            .find_map(|l| l["step_update"].get("usage").cloned())
+            .expect("a call's usage");
+        assert_eq!(call["input_tokens"], 100);
+    }
+}
+
+#[test]
+fn a_killed_recording_prints_no_result_and_exits_with_its_code_or_sigkill() {
+    let mut rec = one_turn(0, 100);
+    rec.commits.pop();
+    rec.header.exit_code = 1;
+    rec.header.stdout = String::new();
+    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+        killed: true,
+        ..Default::default()
+    });
+    let fx = Fixture::new(rec);
+    let out = fx.run(&["-p", "count", "--output-format", "stream-json"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
-    assert!(stdout(&out).is_empty());
+    assert_eq!(stderr(&out), "");
+    let events: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|l| l["event"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(events, vec!["init", "step_update"]);
+    let text = fx.run(&["-p", "count"]);
+    assert_eq!(
+        (text.status.code(), stdout(&text)),
+        (Some(1), String::new())
+    );
+    let killed = fx
+        .cmd()
+        .env("FAKE_AGY_CRASH_MODE", "sigkill")
+        .args(["-p", "count", "--output-format", "stream-json"])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9));
+    assert_eq!(json_lines(&killed).len(), 2, "init and the prompt's step");
+}
+
+/// A prompt that starts with `/` is agy's slash command unless
+/// `--disable-slash-commands`; a leading blank keeps it text.
+#[test]
+fn slash_commands_run_unless_disabled() {
+    let fx = Fixture::new(hello(100));
+    let model = fx.run(&["-p", "/model", "--output-format", "stream-json"]);
+    assert_eq!(model.status.code(), Some(0), "{}", stderr(&model));
+    assert!(fx.dbs().is_empty(), "a slash command writes no database");
+    let lines = json_lines(&model);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"event": "command_result", "command": {"name": "model", "data": {
+            "id": "gemini-3.6-flash-medium", "label": "Gemini 3.6 Flash (Medium)",
+            "effort": "medium", "is_default": false}}})
+    );
+    assert_eq!(lines[1]["result"]["conversation_id"], "");
+    assert_eq!(lines[1]["result"]["num_turns"], 0);
+    assert_eq!(
+        lines[1]["result"]["response"],
+        "gemini-3.6-flash-medium\tGemini 3.6 Flash (Medium)\n"
+    );
+    for (prompt, message) in [
+        (
+            "/clear",
+            "error: slash command \"/clear\" is not supported in print mode\n",
+        ),
+        (
+            "/frobnicate now",
+            "error: unknown slash command \"/frobnicate\"\n",
+        ),
+    ] {
+        let out = fx.run(&["-p", prompt, "--output-format", "stream-json"]);
+        assert_eq!(out.status.code(), Some(2), "{prompt}");
+        assert_eq!(stderr(&out), message);
+        assert_eq!(stdout(&out), "");
+    }
+    assert!(fx.dbs().is_empty());
+    // Disabled, or behind a blank: an ordinary prompt, replayed.
+    for args in [
+        &["-p", "/model", "--disable-slash-commands"][..],
+        &["-p", " /model"][..],
+    ] {
+        let out = fx.run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(stdout(&out), "Hello, world!\n", "{args:?}");
+    }
+    assert_eq!(fx.dbs().len(), 2);
+}
+
+/// An agy before 1.2.14 (`FAKE_AGY_NO_SLASH_FLAG=1`) neither lists nor
+/// takes `--disable-slash-commands`.
+#[test]
+fn an_older_agy_lacks_the_slash_flag() {
+    let fx = Fixture::new(hello(100));
+    let help = fx.run(&["--help"]);
+    assert!(stdout(&help).contains("--disable-slash-commands"));
+    let old = |args: &[&str]| {
+        fx.cmd()
+            .env("FAKE_AGY_NO_SLASH_FLAG", "1")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let help = old(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(!stdout(&help).contains("--disable-slash-commands"));
+    let out = old(&["-p", "/model", "--disable-slash-commands"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("Error: unknown flag: --disable-slash-commands\n\nUsage:"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("--disable-slash-commands  "));
+    assert!(fx.dbs().is_empty());
 }
 
 #[test]

@@ -95,8 +95,10 @@ fn shape(line: &str) -> Shape {
 /// The shapes of a stream, without agent_response ACTIVE updates: how the
 /// model chunks its text is not part of the format (agy 1.2.17 sent a short
 /// answer as ACTIVE "PONG" + DONE "\n" but longer ones whole on DONE).
+/// Lines starting with `#` (a capture's header) are skipped.
 fn stream_shape(text: &str) -> Vec<Shape> {
     text.lines()
+        .filter(|l| !l.starts_with('#'))
         .filter(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
             let u = &v["step_update"];
@@ -117,6 +119,15 @@ fn capture(rel: &str) -> Option<String> {
     };
     let path = PathBuf::from(dir).join(rel);
     Some(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// A `# key: value` line of a capture's header (simv/crt's captures name
+/// their command, exit code and stderr so).
+fn capture_header(text: &str, key: &str) -> Option<String> {
+    let prefix = format!("# {key}: ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_string)
 }
 
 fn last_lines(text: &str, n: usize) -> String {
@@ -155,6 +166,11 @@ impl Run {
 /// Replay `outcomes/NAME` with `args` (after `-p PROMPT`).
 fn run(name: &str, speed: &str, args: &[&str]) -> Run {
     let home = tempfile::tempdir().expect("tempdir");
+    run_in(home.path(), name, speed, args)
+}
+
+/// [`run`] with `HOME` at `home` (to run again on its conversations).
+fn run_in(home: &std::path::Path, name: &str, speed: &str, args: &[&str]) -> Run {
     let rec = agy_bridge::recording::Recording::load(
         &agy_bridge::recording::bundled_dir().join(format!("outcomes/{name}.jsonl")),
     )
@@ -163,7 +179,7 @@ fn run(name: &str, speed: &str, args: &[&str]) -> Run {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fake-agy"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
+        .env("HOME", home)
         .env("FAKE_AGY_RECORDING", format!("outcomes/{name}"))
         .env("FAKE_AGY_SPEED", speed)
         .arg("-p")
@@ -189,7 +205,10 @@ fn assert_round_trips(stdout: &str) {
             Line::Result(r) if !line.starts_with("{\"event\"") => {
                 assert_eq!(serde_json::to_string(&r).unwrap(), line)
             }
-            parsed @ (Line::Init { .. } | Line::StepUpdate(_) | Line::Result(_)) => {
+            parsed @ (Line::Init { .. }
+            | Line::StepUpdate(_)
+            | Line::Result(_)
+            | Line::CommandResult(_)) => {
                 assert!(parsed.unknown_fields().is_empty(), "{line}");
                 assert_eq!(parsed.to_json(), line);
             }
@@ -616,13 +635,15 @@ fn every_corpus_recording_prints_readable_stream_json() {
                         .outcome
                         .as_ref()
                         .is_some_and(|o| o.before_conversation);
+                    let killed = rec.header.outcome.as_ref().is_some_and(|o| o.killed);
                     let lines: Vec<Line> = stdout.lines().map(Line::parse).collect();
                     let first_ok = before || matches!(lines.first(), Some(Line::Init { .. }));
-                    let last_ok = matches!(lines.last(), Some(Line::Result(_)));
+                    // A killed run never prints its result.
+                    let last_ok = killed != matches!(lines.last(), Some(Line::Result(_)));
                     let middle_ok = lines
                         .iter()
                         .skip(1)
-                        .take(lines.len().saturating_sub(2))
+                        .take(lines.len().saturating_sub(2 - usize::from(killed)))
                         .all(|l| matches!(l, Line::StepUpdate(_)));
                     let round_trip = std::panic::catch_unwind(|| assert_round_trips(&stdout));
                     let code_ok = out.status.code() == Some(rec.header.exit_code);
@@ -638,4 +659,384 @@ fn every_corpus_recording_prints_readable_stream_json() {
             .collect()
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// agy 1.1.9 and 1.2.7: sessions, checkpoints, slash commands, denials by
+// tool, a killed run (jdiazromeral/agy-plugin-cc and simv/crt captures).
+// ---------------------------------------------------------------------------
+
+/// The step updates' (step_index, step_type, state).
+fn steps_seen(stdout: &str) -> Vec<(i64, String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            let u = v.get("step_update")?;
+            Some((
+                u["step_index"].as_i64()?,
+                u["step_type"].as_str()?.to_string(),
+                u["state"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn seen(list: &[(i64, &str, &str)]) -> Vec<(i64, String, String)> {
+    list.iter()
+        .map(|(i, t, s)| (*i, t.to_string(), s.to_string()))
+        .collect()
+}
+
+/// The one step update of `(idx, state)`.
+fn update(stdout: &str, idx: i64, state: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| v["step_update"].clone())
+        .find(|u| u["step_index"] == idx && u["state"] == state)
+        .unwrap_or_else(|| panic!("no update {idx} {state} in\n{stdout}"))
+}
+
+fn usage(input: u64, output: u64, thinking: u64, cache_read: u64) -> serde_json::Value {
+    serde_json::json!({"input_tokens": input, "output_tokens": output,
+        "thinking_tokens": thinking, "cache_read_tokens": cache_read,
+        "total_tokens": input + output})
+}
+
+/// The only conversation database under `home`.
+fn only_db(home: &std::path::Path) -> PathBuf {
+    let dir = home.join(".gemini/antigravity-cli/conversations");
+    let dbs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "db"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(dbs.len(), 1, "{dbs:?}");
+    dbs[0].clone()
+}
+
+/// The decoded step `idx` of the database at `path`.
+fn db_step(path: &std::path::Path, idx: i64) -> agy_bridge::steps::Step {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let rows = agy_bridge::poller::read_all(&conn, path).expect("rows");
+    let row = rows.iter().find(|r| r.idx == idx).expect("the step");
+    agy_bridge::steps::decode(row)
+}
+
+#[test]
+fn a_resumed_result_is_cumulative_over_the_conversation_like_1_1_9() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let args = [STREAM[0], STREAM[1], SKIP];
+    let r = run_in(home.path(), "resume-cumulative-1.1.9", "20", &args);
+    assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
+    assert_eq!(
+        steps_seen(&r.stdout()),
+        seen(&[
+            (8, "user_input", "DONE"),
+            (9, "system_message", "DONE"),
+            (10, "agent_response", "ACTIVE"),
+            (10, "agent_response", "DONE"),
+        ])
+    );
+    // Per call: this turn's one model call.
+    assert_eq!(
+        update(&r.stdout(), 10, "DONE")["usage"],
+        usage(3_200, 450, 240, 12_300)
+    );
+    // The result: two earlier turns (each an answer and a checkpoint, from
+    // the database's metadata 9) and this one; 3 s per earlier turn by its
+    // steps' timestamps, plus this run's 1.5 s.
+    let result = r.result();
+    assert_eq!(result["num_turns"], 3);
+    assert_eq!(
+        result["usage"],
+        usage(
+            9_800 + 99 + 10_100 + 99 + 3_200,
+            1_300 + 4 + 420 + 4 + 450,
+            1_100 + 380 + 240,
+            12_300
+        )
+    );
+    assert_eq!(result["duration_seconds"], 7.5);
+    assert_eq!(
+        result["response"],
+        "The bug is in `calc.py`: `add` returns `a - b` instead of `a + b`.\n"
+    );
+    if let Some(real) = capture("stream-json-more/jdiaz-1.1.9-resume-cumulative.ndjson") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+    }
+    // Resumed once more: the last turn counts again, read back from the
+    // database, and the steps continue after 10.
+    let id = result["conversation_id"].as_str().expect("id").to_string();
+    let mut again_args = args.to_vec();
+    again_args.extend(["--conversation", &id]);
+    let again = run_in(home.path(), "resume-cumulative-1.1.9", "20", &again_args);
+    assert_eq!(again.code(), Some(0), "{}", again.stderr());
+    let steps: Vec<i64> = steps_seen(&again.stdout()).iter().map(|s| s.0).collect();
+    assert_eq!(steps, vec![11, 12, 13, 13]);
+    let result = again.result();
+    assert_eq!(result["conversation_id"], id.as_str());
+    assert_eq!(result["num_turns"], 4);
+    assert_eq!(result["usage"]["input_tokens"], 23_298 + 3_200);
+    assert_eq!(result["usage"]["cache_read_tokens"], 2 * 12_300);
+    // The third turn now counts by its steps' timestamps (created 1 s
+    // apart, idx 8 to 10 as recorded: 2 s), this run by its 1.5 s.
+    assert_eq!(result["duration_seconds"], 6.0 + 2.0 + 1.5);
+}
+
+#[test]
+fn an_unknown_conversation_id_warns_and_starts_a_new_one_like_1_2_7() {
+    let missing = "00000000-0000-4000-8000-000000000000";
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = run_in(
+        home.path(),
+        "resume-unknown-id-1.2.7",
+        "20",
+        &[STREAM[0], STREAM[1], "--conversation", missing],
+    );
+    assert_eq!(r.code(), Some(0));
+    assert_eq!(
+        r.stderr(),
+        format!("warning: conversation \"{missing}\" not found\n")
+    );
+    let init: serde_json::Value =
+        serde_json::from_str(r.stdout().lines().next().expect("init")).expect("JSON");
+    let id = init["conversation_id"].as_str().expect("id").to_string();
+    assert!(uuid::Uuid::parse_str(&id).is_ok() && id != missing, "{id}");
+    assert_eq!(
+        only_db(home.path()).file_stem().and_then(|s| s.to_str()),
+        Some(id.as_str())
+    );
+    assert_eq!(
+        steps_seen(&r.stdout()),
+        seen(&[
+            (0, "user_input", "DONE"),
+            (1, "agent_response", "ACTIVE"),
+            (1, "agent_response", "DONE"),
+        ])
+    );
+    assert_eq!(update(&r.stdout(), 1, "ACTIVE")["text_delta"], "fresh");
+    assert_eq!(update(&r.stdout(), 1, "DONE")["text_delta"], "\n");
+    let result = r.result();
+    assert_eq!(result["conversation_id"], id.as_str());
+    assert_eq!(result["response"], "fresh\n");
+    assert_eq!(result["num_turns"], 1);
+    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-resume-unknown-id.jsonl") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+        let warned = capture_header(&real, "stderr").expect("stderr header");
+        assert!(warned.starts_with("warning: conversation \"") && warned.ends_with("\" not found"));
+        assert!(capture_header(&real, "exit").is_some_and(|e| e.starts_with("0 ")));
+    }
+}
+
+#[test]
+fn a_checkpoint_carries_its_side_calls_usage_into_the_result_like_1_1_9() {
+    let r = run(
+        "checkpoint-1.1.9",
+        "20",
+        &[STREAM[0], STREAM[1], "--agent", "agy-review"],
+    );
+    assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
+    let init: serde_json::Value =
+        serde_json::from_str(r.stdout().lines().next().expect("init")).expect("JSON");
+    assert_eq!(init["init"]["agent"], "agy-review");
+    assert_eq!(
+        steps_seen(&r.stdout()),
+        seen(&[
+            (0, "user_input", "DONE"),
+            (1, "agent_response", "ACTIVE"),
+            (1, "agent_response", "DONE"),
+            (2, "checkpoint", "DONE"),
+        ])
+    );
+    let checkpoint = update(&r.stdout(), 2, "DONE");
+    assert_eq!(checkpoint["usage"], usage(220, 4, 0, 0));
+    assert_eq!(checkpoint["duration_seconds"], 0.46);
+    assert_eq!(
+        r.result()["usage"],
+        usage(12_100 + 220, 1_400 + 4, 1_200, 0),
+        "answer call + checkpoint call"
+    );
+    assert_eq!(r.result()["num_turns"], 1);
+    if let Some(real) = capture("stream-json-more/jdiaz-1.1.9-review-checkpoint.ndjson") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+    }
+}
+
+#[test]
+fn slash_model_prints_a_command_result_and_no_conversation_like_1_2_7() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = run_in(home.path(), "slash-model-1.2.7", "20", &STREAM);
+    assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
+    let data = r#"{"name":"model","data":{"id":"gemini-3.8-flash-medium","label":"Gemini 3.8 Flash (Medium)","effort":"medium","is_default":false}}"#;
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "{{\"event\":\"command_result\",\"command\":{data}}}\n\
+             {{\"event\":\"result\",\"result\":{{\"conversation_id\":\"\",\"status\":\"SUCCESS\",\
+             \"response\":\"gemini-3.8-flash-medium\\tGemini 3.8 Flash (Medium)\\n\",\
+             \"duration_seconds\":0,\"num_turns\":0,\"usage\":{{\"input_tokens\":0,\"output_tokens\":0,\
+             \"thinking_tokens\":0,\"cache_read_tokens\":0,\"total_tokens\":0}},\"command\":{data}}}}}\n"
+        )
+    );
+    assert!(
+        !home.path().join(".gemini").exists(),
+        "no conversation database"
+    );
+    if let Some(real) = capture("stream-json-more/jdiaz-1.2.7-command-result-model.ndjson") {
+        // Our values are the capture's: the same bytes.
+        assert_eq!(r.stdout().trim_end(), real.trim_end());
+    }
+    let text = run("slash-model-1.2.7", "20", &[]);
+    assert_eq!(
+        text.stdout(),
+        "gemini-3.8-flash-medium\tGemini 3.8 Flash (Medium)\n"
+    );
+}
+
+/// Without `--dangerously-skip-permissions` agy 1.2.7 denies the tool:
+/// step ERROR with `tool_info.error` (text from the recording's
+/// `stream_error`: the database row has none), SUCCESS with
+/// `denied_actions`, the `jetski:` line, exit 0.
+fn assert_denied_in_error(r: &Run, tool: &str, (action, display_name): (&str, &str), target: &str) {
+    assert_eq!(r.code(), Some(0));
+    assert_eq!(r.stderr(), jetski(action));
+    let idx = steps_seen(&r.stdout())
+        .iter()
+        .find(|s| s.2 == "ERROR")
+        .expect("a step in ERROR")
+        .0;
+    let ended = update(&r.stdout(), idx, "ERROR");
+    assert_eq!(ended["step_type"], "tool");
+    assert_eq!(ended["tool_name"], tool);
+    assert_eq!(
+        ended["tool_info"]["error"],
+        serde_json::json!({"type": "TOOL_ERROR", "message": format!(
+            "permission check failed for {action} \"{target}\": user denied permission for {action}({target})\n\
+             Do not attempt to circumvent this denial by rephrasing the command, using alternative \
+             tools/scripts (e.g. python, sh, curl), or accessing the same target resource. Proceed \
+             without performing this action.")})
+    );
+    assert!(ended["tool_info"].get("output").is_none());
+    assert!(ended["duration_seconds"].is_number());
+    let result = r.result();
+    assert_eq!(result["status"], "SUCCESS");
+    assert_eq!(result["response"], "");
+    assert_eq!(
+        result["denied_actions"],
+        serde_json::json!([{"action": action, "display_name": display_name}])
+    );
+}
+
+fn jetski(kind: &str) -> String {
+    format!(
+        "jetski: no output produced — a tool required the \"{kind}\" permission that headless mode \
+         cannot prompt for, so it was auto-denied. Add an allow-rule under permissions.allow in \
+         settings.json (e.g. {kind}(<target>)). Alternatively, re-run with \
+         --dangerously-skip-permissions to auto-approve all tools.\n"
+    )
+}
+
+#[test]
+fn a_denied_write_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = run_in(home.path(), "denied-write-1.2.7", "20", &STREAM);
+    let target = "/home/dev/project/NOTES.md";
+    assert_denied_in_error(&r, "write_to_file", ("write_file", "WriteToFile"), target);
+    assert_eq!(
+        steps_seen(&r.stdout()),
+        seen(&[
+            (0, "user_input", "DONE"),
+            (1, "agent_response", "DONE"),
+            (2, "tool", "ACTIVE"),
+            (2, "tool", "ERROR"),
+        ])
+    );
+    assert_eq!(
+        update(&r.stdout(), 2, "ACTIVE")["tool_info"]["parameters"],
+        serde_json::json!({"TargetFile": target})
+    );
+    assert_eq!(r.result()["usage"], usage(18_400, 380, 230, 0));
+    // The database's step ended in ERROR without any error text.
+    let step = db_step(&only_db(home.path()), 2);
+    assert_eq!(step.status, agy_bridge::steps::StepStatus::Error);
+    assert!(step.errors.is_empty(), "{:?}", step.errors);
+    if let Some(real) = capture("stream-json-more/jdiaz-1.2.7-denied-write.ndjson") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+    }
+    // With the flag the file is written and agy answers.
+    let allowed = run("denied-write-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
+    assert_eq!(allowed.result()["response"], "Wrote NOTES.md.\n");
+    assert!(allowed.result().get("denied_actions").is_none());
+    assert_eq!(allowed.stderr(), "");
+}
+
+#[test]
+fn a_denied_mcp_call_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = run_in(home.path(), "mcp-denied-1.2.7", "20", &STREAM);
+    assert_denied_in_error(
+        &r,
+        "call_mcp_tool",
+        ("mcp", "CallMcpTool"),
+        "notes/add_note",
+    );
+    assert_eq!(
+        steps_seen(&r.stdout()),
+        seen(&[
+            (0, "user_input", "DONE"),
+            (1, "agent_response", "DONE"),
+            (2, "tool", "ACTIVE"),
+            (2, "tool", "DONE"),
+            (3, "agent_response", "DONE"),
+            (4, "tool", "ACTIVE"),
+            (4, "tool", "ERROR"),
+        ])
+    );
+    let schema = update(&r.stdout(), 2, "DONE");
+    assert_eq!(schema["tool_info"]["output"], "1 lines, 147 bytes");
+    assert_eq!(
+        update(&r.stdout(), 4, "ACTIVE")["tool_info"]["parameters"],
+        serde_json::json!({"Arguments": {"message": "hello"}, "ServerName": "notes", "ToolName": "add_note"})
+    );
+    assert_eq!(
+        r.result()["usage"],
+        usage(12_700 + 13_250, 250 + 220, 180 + 160, 0)
+    );
+    let step = db_step(&only_db(home.path()), 4);
+    assert_eq!(step.step_type, agy_bridge::steps::StepType::McpTool);
+    assert!(step.errors.is_empty(), "{:?}", step.errors);
+    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-mcp-denied-headless.jsonl") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+        assert_eq!(
+            capture_header(&real, "stderr").map(|l| format!("{l}\n")),
+            Some(r.stderr())
+        );
+    }
+    let allowed = run("mcp-denied-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
+    assert_eq!(
+        allowed.result()["response"],
+        "add_note returned: Note saved.\n"
+    );
+}
+
+#[test]
+fn a_killed_run_prints_init_and_the_prompt_only_like_1_2_7() {
+    let r = run("killed-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
+    assert_eq!((r.code(), r.stderr()), (Some(1), String::new()));
+    assert_eq!(
+        events(&r.stdout()),
+        ev(&[("init", "", ""), ("step_update", "user_input", "DONE")])
+    );
+    // The model was thinking for about 9 s (0.45 s at speed 20).
+    assert!(r.elapsed >= Duration::from_millis(400), "{:?}", r.elapsed);
+    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-killed.jsonl") {
+        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
+        assert!(capture_header(&real, "exit").is_some_and(|e| e.starts_with("1 ")));
+    }
+    assert_eq!(run("killed-1.2.7", "20", &[]).stdout(), "");
 }

@@ -82,6 +82,7 @@ pub fn step_write(step: &Step) -> Write {
         op: Default::default(),
         key,
         values,
+        stream_error: None,
     }
 }
 
@@ -188,6 +189,7 @@ pub fn diff_tables(prev: Option<&[TableRows]>, cur: &[TableRows]) -> Vec<Write> 
                     op: Op::Upsert,
                     key: row.key.clone(),
                     values: row.values.clone(),
+                    stream_error: None,
                 });
             }
         }
@@ -205,6 +207,7 @@ pub fn diff_tables(prev: Option<&[TableRows]>, cur: &[TableRows]) -> Vec<Write> 
                     op: Op::Delete,
                     key: row.key.clone(),
                     values: BTreeMap::new(),
+                    stream_error: None,
                 });
             }
         }

@@ -16,9 +16,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// 2 added the `denied` gate (a reader of version 1 would refuse it as an
-/// unknown variant) and the optional `outcome` and `follows`; version 1
-/// files read unchanged.
-pub const FORMAT_VERSION: u32 = 2;
+/// unknown variant) and the optional `outcome` and `follows`. 3 added a
+/// write's `stream_error` and the outcome's `killed`: a version-2 reader
+/// would silently drop them and replay a different run (a result for a run
+/// that was killed, a tool error without its text), so it must refuse them.
+/// Older files read unchanged.
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
@@ -115,7 +118,9 @@ pub struct Header {
 /// a replay prints the stream, stderr and exit code of one and the same run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
-    /// `result.status`: `SUCCESS`, `ERROR` or `CANCELED`.
+    /// `result.status`: `SUCCESS`, `ERROR` or `CANCELED` (empty for a run
+    /// that was `killed` and printed no result).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
     /// `result.error`: agy's human sentence (never the AGY_ERROR JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +139,12 @@ pub struct Outcome {
     /// denials with the `denied` gate instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_actions: Vec<crate::stream_json::DeniedAction>,
+    /// agy was killed after the last commit (a real capture of a run
+    /// stopped with `taskkill /F`): it printed nothing more, no `result`, and
+    /// the process ended with `exit_code` (fake-agy: or by SIGKILL, with
+    /// `FAKE_AGY_CRASH_MODE=sigkill`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub killed: bool,
 }
 
 /// What fake-agy does at a gated commit. Both kinds are skipped with
@@ -172,6 +183,15 @@ pub struct Write {
     pub key: BTreeMap<String, SqlValue>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, SqlValue>,
+    /// For a `steps` write that ends a tool step in ERROR: the error text
+    /// agy printed in stream-json (`tool_info.error.message`) when the row
+    /// itself holds none. Never written to the database. Why: real captures
+    /// (agy 1.2.7's denied `write_to_file` and MCP calls) show the text in
+    /// stream-json, and nobody has shown that agy's database holds it; a
+    /// recording must be able to give the stream its text while the step's
+    /// row lacks it, so the bridge can be tested on exactly that case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_error: Option<String>,
 }
 
 fn is_upsert(op: &Op) -> bool {

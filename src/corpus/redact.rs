@@ -442,6 +442,7 @@ impl Redactor {
             op: w.op,
             key,
             values,
+            stream_error: w.stream_error.as_deref().map(|t| self.text(t)),
         }
     }
 

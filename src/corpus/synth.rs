@@ -100,6 +100,7 @@ fn row_write(table: &str, key: (&str, SqlValue), values: Vec<(&str, SqlValue)>) 
             .into_iter()
             .map(|(c, v)| (c.to_string(), v))
             .collect(),
+        stream_error: None,
     }
 }
 

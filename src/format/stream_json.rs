@@ -3,7 +3,8 @@
 //! agy (1.1.8 and later) prints one JSON object per line, keyed by `event`:
 //! `init` (the conversation id, at top level), `step_update` per step state
 //! change (tool names and parameters, `text_delta`s, per-call usage) and a
-//! final `result` (status, response, error, denied actions, turn usage). See
+//! final `result` (status, response, error, denied actions, usage), or, for a
+//! prompt that is one of agy's slash commands, `command_result`. See
 //! docs/agy-format.md, "stream-json". The runner reads these lines for the
 //! binding, usage, the final status and as the fallback text source;
 //! fake-agy writes them with the same types, so the two can never disagree on
@@ -47,7 +48,7 @@ pub struct Init {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// `--agent NAME`, echoed (1.1.9; even a name agy does not know).
+    /// `--agent NAME`, echoed even when agy has no such agent (1.1.8, 1.1.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     #[serde(default)]
@@ -123,6 +124,54 @@ pub struct DeniedAction {
     pub display_name: String,
 }
 
+/// What agy's `/model` slash command reports: the model in use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelChoice {
+    pub id: String,
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub is_default: bool,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A slash command's `data`: typed where the shape is known (so it prints
+/// with agy's key order), else kept as it came.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CommandData {
+    /// `/model` (agy 1.2.7): `{id, label, effort, is_default}`.
+    Model(ModelChoice),
+    /// Any other command's data (`/usage`'s buckets, `/hooks`' list, ...).
+    Other(Value),
+}
+
+/// A slash command agy ran instead of a model turn (a `-p` prompt starting
+/// with `/`): the body of `command_result` and the result's `command`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlashCommand {
+    /// The command without its slash (`model`).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<CommandData>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl SlashCommand {
+    /// Names of the fields this build does not know, under `prefix`.
+    fn unknown_fields(&self, prefix: &str) -> Vec<String> {
+        let mut v: Vec<String> = self.extra.keys().map(|k| format!("{prefix}.{k}")).collect();
+        if let Some(CommandData::Model(m)) = &self.data {
+            v.extend(m.extra.keys().map(|k| format!("{prefix}.data.{k}")));
+        }
+        v
+    }
+}
+
 /// The final `result`. Field order is agy's.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnResult {
@@ -146,6 +195,10 @@ pub struct TurnResult {
     pub denied_actions: Vec<DeniedAction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<Value>,
+    /// The slash command the prompt ran instead of a turn (with
+    /// `conversation_id` `""` and `num_turns` 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<SlashCommand>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -165,6 +218,9 @@ pub enum Line {
     },
     StepUpdate(StepUpdate),
     Result(TurnResult),
+    /// `{"event":"command_result","command":{...}}`: a slash command's
+    /// output (its body sits under `command`, not under the event's name).
+    CommandResult(SlashCommand),
     /// Valid JSON with an event this build does not know (kept whole).
     UnknownEvent {
         event: String,
@@ -192,6 +248,7 @@ impl Line {
             Some("init") => parse_init(&mut value),
             Some("step_update") => body(&mut value, "step_update").map(Line::StepUpdate),
             Some("result") => body(&mut value, "result").map(Line::Result),
+            Some("command_result") => body(&mut value, "command").map(Line::CommandResult),
             // `--output-format json` prints the bare result object.
             None if value.get("status").is_some() => {
                 serde_json::from_value(value.take()).ok().map(Line::Result)
@@ -221,6 +278,9 @@ impl Line {
                 format!("{{\"event\":\"step_update\",\"step_update\":{}}}", ser(u))
             }
             Line::Result(r) => format!("{{\"event\":\"result\",\"result\":{}}}", ser(r)),
+            Line::CommandResult(c) => {
+                format!("{{\"event\":\"command_result\",\"command\":{}}}", ser(c))
+            }
             Line::UnknownEvent { value, .. } => ser(value),
             Line::NotJson(text) => text.clone(),
         }
@@ -241,7 +301,14 @@ impl Line {
                 }
                 v
             }
-            Line::Result(r) => keys(&r.extra, "result"),
+            Line::Result(r) => {
+                let mut v = keys(&r.extra, "result");
+                if let Some(c) = &r.command {
+                    v.extend(c.unknown_fields("result.command"));
+                }
+                v
+            }
+            Line::CommandResult(c) => c.unknown_fields("command"),
             Line::UnknownEvent { .. } | Line::NotJson(_) => Vec::new(),
         }
     }
@@ -401,10 +468,22 @@ mod tests {
     const TOOL_DONE: &str = r#"{"event":"step_update","step_update":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","step_index":2,"state":"DONE","step_type":"tool","tool_name":"run_command","duration_seconds":0.5,"tool_info":{"name":"run_command","parameters":{"CommandLine":"ls"},"output":"a\r\n"}}}"#;
     const TEXT: &str = r#"{"event":"step_update","step_update":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","step_index":3,"state":"DONE","step_type":"agent_response","text_delta":"done\n","duration_seconds":1.25,"usage":{"input_tokens":10,"output_tokens":4,"thinking_tokens":3,"cache_read_tokens":0,"total_tokens":14}}}"#;
     const RESULT: &str = r#"{"event":"result","result":{"conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","status":"SUCCESS","response":"","duration_seconds":2.5,"num_turns":1,"usage":{"input_tokens":10,"output_tokens":4,"thinking_tokens":3,"cache_read_tokens":0,"total_tokens":14},"denied_actions":[{"action":"command","display_name":"RunCommand"}]}}"#;
+    // agy 1.2.7's `/model` (docs/agy-format.md, "Slash commands"), our values.
+    const COMMAND: &str = r#"{"event":"command_result","command":{"name":"model","data":{"id":"gemini-3.8-flash-low","label":"Gemini 3.8 Flash (Low)","effort":"low","is_default":false}}}"#;
+    const COMMAND_RESULT: &str = r#"{"event":"result","result":{"conversation_id":"","status":"SUCCESS","response":"gemini-3.8-flash-low\tGemini 3.8 Flash (Low)\n","duration_seconds":0,"num_turns":0,"usage":{"input_tokens":0,"output_tokens":0,"thinking_tokens":0,"cache_read_tokens":0,"total_tokens":0},"command":{"name":"model","data":{"id":"gemini-3.8-flash-low","label":"Gemini 3.8 Flash (Low)","effort":"low","is_default":false}}}}"#;
+    const AGENT_INIT: &str = r#"{"event":"init","conversation_id":"0b6f3c1e-5d0a-4e43-9d7e-2a4c1f0e9b11","init":{"cwd":"/work","agent":"reviewer","tools":["view_file"],"permission_mode":"request-review"}}"#;
 
     #[test]
     fn lines_round_trip_byte_for_byte() {
-        for line in [INIT, TOOL_DONE, TEXT, RESULT] {
+        for line in [
+            INIT,
+            TOOL_DONE,
+            TEXT,
+            RESULT,
+            COMMAND,
+            COMMAND_RESULT,
+            AGENT_INIT,
+        ] {
             let parsed = Line::parse(line);
             assert!(
                 !matches!(parsed, Line::UnknownEvent { .. } | Line::NotJson(_)),
@@ -439,6 +518,32 @@ mod tests {
         let mut init = INIT.as_bytes().to_vec();
         assert!(!blank_response(&mut init));
         assert_eq!(init, INIT.as_bytes());
+    }
+
+    #[test]
+    fn a_slash_command_is_typed_and_other_data_kept() {
+        let Line::CommandResult(c) = Line::parse(COMMAND) else {
+            panic!("not a command_result");
+        };
+        assert_eq!(c.name, "model");
+        let Some(CommandData::Model(m)) = &c.data else {
+            panic!("not /model's data: {:?}", c.data);
+        };
+        assert_eq!(m.effort.as_deref(), Some("low"));
+        let Line::Result(r) = Line::parse(COMMAND_RESULT) else {
+            panic!("not a result");
+        };
+        assert_eq!(r.command, Some(c));
+        let usage = r#"{"event":"command_result","command":{"name":"usage","data":{"groups":[]}}}"#;
+        let parsed = Line::parse(usage);
+        assert!(matches!(
+            &parsed,
+            Line::CommandResult(SlashCommand {
+                data: Some(CommandData::Other(_)),
+                ..
+            })
+        ));
+        assert_eq!(parsed.to_json(), usage);
     }
 
     #[test]

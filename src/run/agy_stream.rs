@@ -107,7 +107,7 @@ impl AgyStream {
             }
             Line::StepUpdate(u) => self.step(u),
             Line::Result(r) => self.result = Some(r),
-            Line::UnknownEvent { .. } | Line::NotJson(_) => {}
+            Line::CommandResult(_) | Line::UnknownEvent { .. } | Line::NotJson(_) => {}
         }
         None
     }

@@ -260,7 +260,7 @@ fn without_conversation(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
     let result = r.result.filter(|t| t.conversation_id.is_empty())?;
     // A slash command's result names its command (1.2.7); an empty one
     // answered nothing at all.
-    let ran_command = result.extra.contains_key("command") || result.response.is_empty();
+    let ran_command = result.command.is_some() || result.response.is_empty();
     if result.status == "SUCCESS" && result.num_turns == 0 && !r.conversation_began && ran_command {
         let first = result.response.lines().next().unwrap_or("").trim();
         return Some(Failure::NoConversation {

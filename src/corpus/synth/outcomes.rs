@@ -4,14 +4,16 @@
 //! (`provenance.follows`).
 //!
 //! The values are our own; the shapes are agy's: step indices as real agy
-//! numbers them (the prompt at 0, no checkpoint), tools as GENERIC (132)
-//! steps as agy runs them since 1.1.18, per-call usage in metadata 9 (what
-//! the stream's `usage` reports), and the answer text exactly as the
-//! `result.response` carries it. They live in `recordings/outcomes/`: some
-//! never create a conversation, which the corpus-wide tests (binding,
-//! record round trip) cannot take.
+//! numbers them (the prompt at 0; a checkpoint only where a 1.1.x capture
+//! shows one), tools as GENERIC (132) steps as agy runs them since 1.1.18
+//! (an MCP call as its type-38 step), per-call usage in metadata 9 (what the
+//! stream's `usage` reports, a checkpoint's side call included), and the
+//! answer text exactly as the `result.response` carries it. They live in
+//! `recordings/outcomes/`: some never create a conversation, which the
+//! corpus-wide tests (binding, record round trip) cannot take.
 
 use super::{call, Builder, MODELS_FORMAT_2};
+mod sessions;
 use crate::recording::{Gate, Outcome, Provenance, Recording};
 use crate::steps::{
     Body, ErrorDetails, GenericTool, Metadata, ModelError, PlannerResponse, RunCommandResult, Step,
@@ -51,6 +53,19 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("outcomes/unknown-model-1.3.1", unknown_model_1_3_1()),
         ("outcomes/model-effort-1.2.17", model_effort()),
         ("outcomes/streaming-1.3.1", streaming()),
+        (
+            "outcomes/resume-cumulative-1.1.9",
+            sessions::resume_cumulative(),
+        ),
+        (
+            "outcomes/resume-unknown-id-1.2.7",
+            sessions::resume_unknown_id(),
+        ),
+        ("outcomes/checkpoint-1.1.9", sessions::checkpoint()),
+        ("outcomes/slash-model-1.2.7", sessions::slash_model()),
+        ("outcomes/denied-write-1.2.7", sessions::denied_write()),
+        ("outcomes/mcp-denied-1.2.7", sessions::mcp_denied()),
+        ("outcomes/killed-1.2.7", sessions::killed()),
     ]
 }
 
@@ -115,6 +130,19 @@ fn prompt_step(b: &mut Builder, prompt: &str) {
 /// One model call's tokens: (input, output, thinking).
 type Tokens = (u64, u64, u64);
 
+/// The usage stats (metadata 9) of one model call.
+fn usage(tokens: Tokens) -> Usage {
+    let (input, output, thinking) = tokens;
+    Usage {
+        model: 1026,
+        input_tokens: input,
+        output_tokens: output,
+        thinking_tokens: thinking,
+        response_tokens: output - thinking,
+        ..Usage::default()
+    }
+}
+
 /// One model call at step `idx`, taking `ms`: an empty placeholder with a
 /// first thought, `text` growing one piece per commit (the last piece
 /// arrives with DONE), then DONE with the `calls` it requests and its usage.
@@ -124,6 +152,18 @@ fn model_call(
     text: &[&str],
     calls: Vec<ToolCall>,
     tokens: Tokens,
+    ms: u64,
+) {
+    model_call_with(b, idx, text, calls, usage(tokens), ms);
+}
+
+/// [`model_call`] with the whole usage message (cache reads too).
+fn model_call_with(
+    b: &mut Builder,
+    idx: i64,
+    text: &[&str],
+    calls: Vec<ToolCall>,
+    stats: Usage,
     ms: u64,
 ) {
     let mut p = PlannerResponse {
@@ -146,16 +186,8 @@ fn model_call(
     p.tool_calls = calls;
     p.stop_reason = Some(2);
     let mut done = b.planner_step(idx, StepStatus::Done, p);
-    let (input, output, thinking) = tokens;
     if let Some(m) = done.metadata.as_mut() {
-        m.usage = Some(Usage {
-            model: 1026,
-            input_tokens: input,
-            output_tokens: output,
-            thinking_tokens: thinking,
-            response_tokens: output - thinking,
-            ..Usage::default()
-        });
+        m.usage = Some(stats);
     }
     b.step(gap, done);
 }
@@ -187,16 +219,23 @@ fn generic_tool(b: &mut Builder, idx: i64, call: ToolCall, result: Option<&str>,
     );
 }
 
+/// How agy ends a tool step it auto-denied: the step's status, and the
+/// error text stream-json shows for it when the row holds none.
+struct Denial<'a> {
+    status: StepStatus,
+    stream_error: Option<&'a str>,
+}
+
 /// agy asking for `kind` permission on `target` for the tool step `idx`
 /// (gate `permission`), then, on the denied path, the step ending without
-/// output in `denied_status` (gate `denied`).
+/// output as `denial` says (gate `denied`).
 fn ask_then_deny(
     b: &mut Builder,
     idx: i64,
     step_type: StepType,
     call: &ToolCall,
     (kind, target): (&str, &str),
-    denied_status: StepStatus,
+    denial: Denial,
 ) {
     let mut waiting = Step::new(idx, step_type, StepStatus::Waiting).with_tool_call(call.clone());
     waiting
@@ -215,8 +254,10 @@ fn ask_then_deny(
         .insert("permissions".into(), super::blob(perm.finish()));
     b.commit_gated(60, vec![write], Some(Gate::Permission));
     let mut ended = waiting;
-    ended.status = denied_status;
-    b.commit_gated(16, vec![super::step_write(&ended)], Some(Gate::Denied));
+    ended.status = denial.status;
+    let mut write = super::step_write(&ended);
+    write.stream_error = denial.stream_error.map(str::to_string);
+    b.commit_gated(16, vec![write], Some(Gate::Denied));
 }
 
 const PONG: &str = "READY\n";
@@ -359,7 +400,10 @@ fn denied_1_2_17() -> Recording {
         StepType::GenericTool,
         &run,
         ("command", "ls -la /srv"),
-        StepStatus::Done,
+        Denial {
+            status: StepStatus::Done,
+            stream_error: None,
+        },
     );
     generic_tool(&mut b, 2, run, Some(LISTING), 30);
     model_call(
@@ -403,7 +447,10 @@ fn denied_1_1_7() -> Recording {
         StepType::RunCommand,
         &du,
         ("command", "du -sh /var"),
-        StepStatus::Canceled,
+        Denial {
+            status: StepStatus::Canceled,
+            stream_error: None,
+        },
     );
     b.tool(
         2,
