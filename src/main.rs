@@ -611,7 +611,7 @@ struct DriftArgs {
     #[arg(required = true, value_name = "PATHS")]
     paths: Vec<PathBuf>,
     /// The baseline to compare with (default: recordings/schema-baseline.json
-    /// of this source tree).
+    /// of this source tree, else the copy built into agy-bridge).
     #[arg(long, value_name = "FILE", conflicts_with = "update_baseline")]
     baseline: Option<PathBuf>,
     /// Write the fingerprint of PATHS to FILE as the new baseline instead.
@@ -687,8 +687,11 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let baseline_path = args.baseline.unwrap_or_else(drift::bundled_baseline);
-    let baseline = match drift::Fingerprint::load(&baseline_path) {
+    let loaded = match args.baseline {
+        Some(path) => drift::Fingerprint::load(&path).map(|fp| (fp, path)),
+        None => drift::default_baseline(),
+    };
+    let (baseline, baseline_path) = match loaded {
         Ok(b) => b,
         Err(e) => return fail(e.to_string()),
     };

@@ -681,7 +681,7 @@ fn text_view_shows_notices_mcp_tools_permissions_and_denials() {
     let text = text_output(&path);
     for needle in [
         "#0 system message [101] done\n  notice: Subagent finished: 2 files changed\n",
-        "#1 mcp tool [38] done\n  → mcp:github/create_issue {\"title\":\"flaky test\"}\n  ← mcp:github/create_issue: created issue #12\n",
+        "#1 mcp tool [38] done\n  → mcp:github/create_issue flaky test\n      args: {\"title\":\"flaky test\"}\n  ← mcp:github/create_issue: created issue #12\n",
         "  → run_command rm -rf build\n",
         "  agy asked permission for command rm -rf build: denied (reason: cleanup)\n",
         "  ← run_command: tool call denied by pre-tool hook: not in CI [error]\n",

@@ -443,6 +443,31 @@ fn no_tools_when_turned_off() {
     turn.finish();
 }
 
+#[test]
+fn a_call_of_a_server_agy_lacks_is_one_line_and_its_failure_one_more() {
+    // pi's tools off: agy calls the server "pi", which it does not have.
+    let mut turn = Turn::start("mcp/pi-tool", &[("AGY_PI_TOOLS", "off")]);
+    let msg = turn.next_message();
+    assert_eq!(msg.last().expect("done")["reason"], "stop");
+    let thinking = thinking(&msg);
+    assert_eq!(
+        thinking.matches("[agy tool").count(),
+        2,
+        "one call line, one failure line: {thinking}"
+    );
+    assert!(
+        thinking.contains("\n[agy tool: mcp pi/pi_probe] what is the probe value?\n"),
+        "{thinking}"
+    );
+    assert!(
+        thinking.contains(
+            "\n[agy tool failed: mcp pi/pi_probe: MCP server \"pi\" is not configured]\n"
+        ),
+        "{thinking}"
+    );
+    turn.finish();
+}
+
 // ---------------------------------------------------------------------------
 // The relay alone, with events the runner would send (the watchdog).
 // ---------------------------------------------------------------------------

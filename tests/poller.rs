@@ -320,3 +320,43 @@ fn a_settling_poll_with_nothing_committed_reads_no_rows() {
     assert!(after.version_checks > before.version_checks);
     drop(w);
 }
+
+#[test]
+fn a_finished_subagent_carries_the_answer_of_its_own_conversation() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let child = "abc658f6-9dcd-4d28-aff1-9b0920303202";
+    let c = writer(&dir.path().join(format!("{child}.db")));
+    put(
+        &c,
+        &text(0, StepStatus::Done, "  two callers, both pass a path  "),
+    );
+    let path = dir.path().join("root.db");
+    let w = writer(&path);
+    let subagent = |status| {
+        Step::new(0, StepType::InvokeSubagent, status).with_body(Body::Subagent(
+            agy_bridge::steps::Subagent {
+                child_conversation_id: child.into(),
+                role: Some("researcher".into()),
+                ..Default::default()
+            },
+        ))
+    };
+    put(&w, &subagent(StepStatus::Running));
+    let mut p = Poller::new(&path, None);
+    ready(&mut p);
+    put(&w, &subagent(StepStatus::Done));
+    let ended = ready(&mut p);
+    assert_eq!(
+        ended,
+        vec![Event::SubagentEnded {
+            idx: 0,
+            conversation_id: child.into(),
+            role: Some("researcher".into()),
+            ok: true,
+            answer: Some("two callers, both pass a path".into()),
+            error: None,
+        }]
+    );
+    // An id that is not a conversation id is never a path.
+    assert_eq!(agy_bridge::poller::subagent_answer(&path, "../root"), None);
+}

@@ -26,12 +26,18 @@ fn readable_view_shows_text_thinking_tools_and_a_summary() {
         "→ view_file",
         "← grep_search: 2 hit(s) for \"sum_to\"",
         "✗ run_command: cargo test exited 101",
-        "error: run_command failed: ./deploy.sh: No such file or directory",
+        "✗ run_command: ./deploy.sh: No such file or directory\n",
         "`cargo test` failed before the fix (1 failing test)",
         "── ok · conversation ",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
+    // The failed step's reason is its line, not a second error line.
+    assert_eq!(
+        stdout.matches("No such file or directory").count(),
+        1,
+        "{stdout}"
+    );
     // No colour codes when stdout is not a terminal.
     assert!(!stdout.contains('\u{1b}'));
 }
@@ -95,6 +101,11 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
         let out = cmd.assert().failure();
         let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
         assert!(stderr.contains(want), "want {want:?}, got:\n{stderr}");
+        // Said once: agy's own error line is not printed beside it.
+        let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        let said = stdout.matches("exhausted your capacity").count()
+            + stderr.matches("exhausted your capacity").count();
+        assert!(said <= 1, "said {said} times:\n{stdout}\n{stderr}");
     }
 }
 

@@ -160,6 +160,15 @@ async fn subagent_run_binds_the_parent() {
     assert!(home.conversations().join(format!("{child}.db")).is_file());
     assert_eq!(out.transcript(), expected(&rec));
     assert!(out.transcript().text().contains("researcher subagent"));
+    // Its end carries its task's answer, read from its own database.
+    let answer = events.iter().find_map(|e| match e {
+        Event::SubagentEnded { answer, .. } => answer.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        answer.as_deref(),
+        Some("`parse_config` is called from src/main.rs:12 and src/cli.rs:40, both with a &Path.")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

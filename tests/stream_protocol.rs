@@ -146,7 +146,17 @@ fn tools_become_thinking_lines_and_never_pi_tool_calls() {
     assert!(thinking.contains("[agy tool: run_command]"));
     // The edit is announced as an edit (the file is outside any repo here).
     assert!(thinking.contains("[agy edit: "), "{thinking}");
-    assert!(thinking.contains("[agy error: run_command failed"));
+    // A failed step is one line in agy's words, not a second error line.
+    assert!(
+        thinking
+            .contains("\n[agy tool failed: run_command: ./deploy.sh: No such file or directory]\n"),
+        "{thinking}"
+    );
+    assert_eq!(
+        thinking.matches("deploy.sh: No such file").count(),
+        1,
+        "{thinking}"
+    );
     assert_eq!(terminal_count(&events), 1);
     assert_eq!(events.last().expect("last")["type"], "done");
 }
@@ -195,6 +205,13 @@ fn quota_error_is_not_retryable_wording() {
         "{msg}"
     );
     assert_eq!(terminal_count(&events), 1);
+    // agy's error step says what the failure says: pi shows it once.
+    let said: usize = events
+        .iter()
+        .filter_map(|e| e["delta"].as_str().or(e["errorMessage"].as_str()))
+        .map(|t| t.matches("exhausted your capacity").count())
+        .sum();
+    assert_eq!(said, 1, "{events:?}");
 }
 
 #[test]

@@ -664,6 +664,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         pi.thinking(note);
     }
     let mut mapper = EventMapper::new(&prepared.cwd);
+    mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     let mut turn = prepared.turn.clone();
     // pi's tools, served to agy for this turn only (dropped with it), when
     // this agy can reach them.

@@ -7,16 +7,17 @@
 //! finished database is the same tracker fed the final rows once, so a live
 //! stream and an after-the-fact decode agree by construction ([`Transcript`]).
 //!
-//! It also owns [`tool_subject`], the one place that says what a tool call
-//! acted on, so every readable view (pi's thinking line, `run`, `decode`)
-//! names it the same way.
+//! One MCP call is one tool call here however agy records it (its
+//! planner's `call_mcp_tool` and its type-38 step), and a subagent is
+//! announced with its role and task and ends with its own event, so that
+//! every view can show each once. What a tool call acted on is worded in
+//! [`super::subject`].
 
 use crate::format::text::{one_line, shorten};
 use crate::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 
 /// Which growing channel a delta or rewrite belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,11 +72,29 @@ pub enum Event {
         idx: i64,
         message: String,
     },
+    /// A subagent started (type 127): its own conversation, its role and
+    /// the task its call gave it.
     Subagent {
         idx: i64,
         conversation_id: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         role: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        task: Option<String>,
+    },
+    /// A subagent's step ended. `answer` is the subagent's final answer, read
+    /// from its own conversation by whoever can (the poller, when the
+    /// database is beside the one it follows); `error` is why it failed.
+    SubagentEnded {
+        idx: i64,
+        conversation_id: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        role: Option<String>,
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        answer: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<String>,
     },
     /// A system message agy wrote into the conversation (type 101): its own
     /// notes and its subagents' reports. Neither answer nor thinking.
@@ -154,59 +173,7 @@ pub fn permission_line(action: &str, target: &str, decision: PermissionDecision)
     format!("agy asked permission for {what}: {}", decision.label())
 }
 
-/// Characters of a tool's subject shown on one line.
-pub const SUBJECT_MAX_CHARS: usize = 80;
-
-/// Argument keys naming what a tool acts on, best first (compared without
-/// case). `toolSummary` is agy's own description and wins over all of them.
-const SUBJECT_KEYS: &[&str] = &[
-    "CommandLine",
-    "AbsolutePath",
-    "TargetFile",
-    "Query",
-    "Url",
-    "SearchPath",
-    "DirectoryPath",
-    "SearchDirectory",
-    "File",
-    "Path",
-];
-
-/// What a tool call acted on, from its arguments JSON, in one line cut with
-/// an ellipsis at [`SUBJECT_MAX_CHARS`]: agy's `toolSummary`, else the main
-/// argument (command line, path, query, URL; a path inside `cwd` is shown
-/// relative to it), else for `call_mcp_tool` the `SERVER/TOOL` it calls.
-/// `None` when the arguments are not a JSON object or name nothing.
-pub fn tool_subject(arguments: &str, cwd: Option<&Path>) -> Option<String> {
-    let value: Value = serde_json::from_str(arguments).ok()?;
-    let args = value.as_object()?;
-    let text = |key: &str| {
-        args.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .and_then(|(_, v)| v.as_str())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-    };
-    let subject = if let Some(summary) = text("toolSummary") {
-        summary.to_string()
-    } else if let (Some(server), Some(tool)) = (text("ServerName"), text("ToolName")) {
-        format!("{server}/{tool}")
-    } else {
-        let raw = SUBJECT_KEYS.iter().find_map(|k| text(k))?;
-        relative_to(raw, cwd)
-    };
-    Some(shorten(&one_line(&subject), SUBJECT_MAX_CHARS))
-}
-
-/// A path argument shown relative to `cwd` when it lies inside it.
-fn relative_to(raw: &str, cwd: Option<&Path>) -> String {
-    let path = Path::new(raw.strip_prefix("file://").unwrap_or(raw));
-    match cwd.and_then(|c| path.strip_prefix(c).ok()) {
-        Some(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-        Some(rel) if path.is_absolute() => rel.display().to_string(),
-        _ => raw.to_string(),
-    }
-}
+pub use super::subject::{tool_subject, SUBJECT_MAX_CHARS};
 
 impl Event {
     pub fn idx(&self) -> i64 {
@@ -219,6 +186,7 @@ impl Event {
             | Event::Title { idx, .. }
             | Event::Error { idx, .. }
             | Event::Subagent { idx, .. }
+            | Event::SubagentEnded { idx, .. }
             | Event::Notice { idx, .. }
             | Event::Permission { idx, .. }
             | Event::Unknown { idx, .. }
@@ -237,6 +205,7 @@ impl Event {
             Event::Title { .. } => "title",
             Event::Error { .. } => "error",
             Event::Subagent { .. } => "subagent",
+            Event::SubagentEnded { .. } => "subagent_ended",
             Event::Notice { .. } => "notice",
             Event::Permission { .. } => "permission",
             Event::Unknown { .. } => "unknown",
@@ -258,6 +227,8 @@ struct StepState {
     unknown: bool,
     decode_error: Option<String>,
     subagent: bool,
+    /// The role its start named, for its end.
+    subagent_role: Option<String>,
     notice: bool,
     permission: bool,
     finished: bool,
@@ -270,6 +241,13 @@ struct StepState {
 pub struct Tracker {
     steps: HashMap<i64, StepState>,
     call_ids: HashSet<String>,
+    /// The planner's `call_mcp_tool` calls whose MCP step has not been seen:
+    /// (server, tool, call id). agy's type-38 step may carry a call id of its
+    /// own, so it is matched to the planner's call by server and tool too.
+    mcp_calls: Vec<McpCall>,
+    /// The arguments of the planner's `invoke_subagent` calls whose subagent
+    /// step has not been seen, for a subagent step that carries no call.
+    subagent_calls: std::collections::VecDeque<String>,
 }
 
 impl Tracker {
@@ -311,11 +289,21 @@ impl Tracker {
             state.tool_name = Some(name.to_string());
         }
         state.problems(step, &mut out);
-        state.content(step, &mut out);
+        let started = match &step.body {
+            Some(Body::Subagent(s)) => !state.subagent && !s.child_conversation_id.is_empty(),
+            _ => false,
+        };
+        let call = if started {
+            subagent_call(&mut self.subagent_calls, own_call.as_ref())
+        } else {
+            None
+        };
+        state.content(step, call.as_deref(), &mut out);
         // Requested calls in a planner response, then the tool step's own call.
         if let Some(Body::Planner(p)) = &step.body {
             for call in &p.tool_calls {
                 if !call.name.is_empty() && remember_call(&mut self.call_ids, step.idx, call) {
+                    requested(&mut self.mcp_calls, &mut self.subagent_calls, call);
                     out.push(call_event(step.idx, call));
                 }
             }
@@ -323,7 +311,8 @@ impl Tracker {
         if !state.tool_call {
             if let Some(call) = tool_step_call(step, own_call) {
                 state.tool_call = true;
-                if remember_call(&mut self.call_ids, step.idx, &call) {
+                let announced = mcp_step_announced(&mut self.mcp_calls, step, &call);
+                if remember_call(&mut self.call_ids, step.idx, &call) && !announced {
                     out.push(call_event(step.idx, &call));
                 }
             }
@@ -333,6 +322,39 @@ impl Tracker {
         state.errors(step, &mut out);
         out
     }
+}
+
+/// (server, tool, call id) of a planner's MCP call.
+type McpCall = (String, String, String);
+
+/// Remember a planner's call that a later step of its own answers.
+fn requested(
+    mcp_calls: &mut Vec<McpCall>,
+    subagent_calls: &mut std::collections::VecDeque<String>,
+    call: &ToolCall,
+) {
+    if let Some((server, tool)) = super::subject::mcp_target(&call.name, &call.arguments) {
+        mcp_calls.push((server, tool, call.id.clone()));
+    } else if call.name == "invoke_subagent" {
+        subagent_calls.push_back(call.arguments.clone());
+    }
+}
+
+/// Whether an MCP step's call is one its planner already announced (by call
+/// id, else by server and tool, oldest first); that planner call is then
+/// answered.
+fn mcp_step_announced(mcp_calls: &mut Vec<McpCall>, step: &Step, call: &ToolCall) -> bool {
+    let Some(Body::McpTool(m)) = &step.body else {
+        return false;
+    };
+    let tool = m.call.as_ref().map(|c| c.name.as_str()).unwrap_or("");
+    let by_id = |c: &McpCall| !call.id.is_empty() && c.2 == call.id;
+    let by_target = |c: &McpCall| c.0 == m.server && c.1 == tool;
+    let found = match mcp_calls.iter().position(by_id) {
+        Some(i) => Some(i),
+        None => mcp_calls.iter().position(by_target),
+    };
+    found.map(|i| mcp_calls.remove(i)).is_some()
 }
 
 impl StepState {
@@ -358,8 +380,9 @@ impl StepState {
     }
 
     /// What the body says: the prompt, text and thinking, a title, a
-    /// subagent, a system message.
-    fn content(&mut self, step: &Step, out: &mut Vec<Event>) {
+    /// subagent (with `call`, the arguments of the call that started it), a
+    /// system message.
+    fn content(&mut self, step: &Step, call: Option<&str>, out: &mut Vec<Event>) {
         let idx = step.idx;
         match &step.body {
             Some(Body::UserInput(u)) if !self.user_input && !u.text.is_empty() => {
@@ -395,10 +418,15 @@ impl StepState {
             }
             Some(Body::Subagent(s)) if !self.subagent && !s.child_conversation_id.is_empty() => {
                 self.subagent = true;
+                let role = s.role.clone().filter(|r| !r.trim().is_empty());
+                self.subagent_role = role
+                    .or_else(|| call.and_then(super::subject::subagent_role))
+                    .or_else(|| s.kind.clone().filter(|k| !k.trim().is_empty()));
                 out.push(Event::Subagent {
                     idx,
                     conversation_id: s.child_conversation_id.clone(),
-                    role: s.role.clone(),
+                    role: self.subagent_role.clone(),
+                    task: call.and_then(super::subject::subagent_task),
                 });
             }
             Some(Body::SystemMessage { message }) if !self.notice && !message.trim().is_empty() => {
@@ -447,7 +475,13 @@ impl StepState {
             && !self.result
         {
             self.result = true;
-            out.push(result_event(step));
+            out.push(match &step.body {
+                Some(Body::Subagent(s)) if !s.child_conversation_id.is_empty() => {
+                    let role = self.subagent_role.clone();
+                    subagent_ended(step, s, role.or_else(|| s.role.clone()))
+                }
+                _ => result_event(step),
+            });
         }
     }
 
@@ -475,6 +509,24 @@ impl StepState {
     }
 }
 
+/// The arguments of the call that started a subagent: the step's own call
+/// (which then no longer waits in `requested`), else the oldest planner call
+/// of `invoke_subagent` not yet matched.
+fn subagent_call(
+    requested: &mut std::collections::VecDeque<String>,
+    own: Option<&ToolCall>,
+) -> Option<String> {
+    match own {
+        Some(call) => {
+            if let Some(i) = requested.iter().position(|a| *a == call.arguments) {
+                requested.remove(i);
+            }
+            Some(call.arguments.clone())
+        }
+        None => requested.pop_front(),
+    }
+}
+
 /// The call a tool step announces itself: its own call, or once finished
 /// the call its type stands for. Planner and user steps announce none.
 fn tool_step_call(step: &Step, own_call: Option<ToolCall>) -> Option<ToolCall> {
@@ -493,9 +545,11 @@ fn tool_step_call(step: &Step, own_call: Option<ToolCall>) -> Option<ToolCall> {
     {
         return None;
     }
+    // A subagent step without a call is announced by its subagent event.
+    let subagent = matches!(&step.body, Some(Body::Subagent(_)));
     match own_call {
         Some(c) => Some(c),
-        None if step.is_finished() => step.step_type.tool_name().map(|n| ToolCall {
+        None if step.is_finished() && !subagent => step.step_type.tool_name().map(|n| ToolCall {
             name: n.to_string(),
             arguments: generic_arguments(step).unwrap_or_default(),
             ..ToolCall::default()
@@ -623,6 +677,27 @@ fn first_line(text: &str) -> String {
 /// an MCP or generic tool's result).
 const RESULT_SUMMARY_MAX_CHARS: usize = 120;
 
+/// A subagent step's end: how it ended and, if it failed, agy's reason.
+/// The answer is the subagent's own conversation's, which this step does
+/// not hold (see [`Event::SubagentEnded`]).
+fn subagent_ended(step: &Step, s: &crate::steps::Subagent, role: Option<String>) -> Event {
+    let ok = step.status == StepStatus::Done;
+    let error = step
+        .errors
+        .iter()
+        .map(|e| e.message.clone())
+        .find(|m| !m.is_empty())
+        .or_else(|| (!ok).then(|| step.status.label().to_string()));
+    Event::SubagentEnded {
+        idx: step.idx,
+        conversation_id: s.child_conversation_id.clone(),
+        role: role.filter(|r| !r.trim().is_empty()),
+        ok,
+        answer: None,
+        error: error.filter(|_| !ok),
+    }
+}
+
 fn result_event(step: &Step) -> Event {
     let call = step_call(step);
     let name = call
@@ -632,8 +707,18 @@ fn result_event(step: &Step) -> Event {
         .unwrap_or_else(|| format!("step_type_{}", step.step_type.raw()));
     let (summary, output, exit_code) = body_summary(step.body.as_ref());
     let rejected = matches!(&step.body, Some(Body::McpTool(m)) if m.user_rejected);
-    let ok =
-        step.status == StepStatus::Done && exit_code.map(|c| c == 0).unwrap_or(true) && !rejected;
+    // An MCP call that failed (the server's isError, or a server agy does
+    // not have) can end DONE with a result reading `Error: ...`, as
+    // fake-agy writes it; how real agy words it is not captured, and a step
+    // that ends in ERROR is a failure by its status anyway.
+    let mcp_error = match &step.body {
+        Some(Body::McpTool(m)) => m.result.as_deref().and_then(mcp_error_text),
+        _ => None,
+    };
+    let ok = step.status == StepStatus::Done
+        && exit_code.map(|c| c == 0).unwrap_or(true)
+        && !rejected
+        && mcp_error.is_none();
     // A failed step's own error says why (e.g. "tool call denied by pre-tool
     // hook: ..."); a result with nothing else still says how the step ended.
     let error = step
@@ -641,8 +726,9 @@ fn result_event(step: &Step) -> Event {
         .iter()
         .map(|e| e.message.as_str())
         .find(|m| !m.is_empty());
-    let summary = match error {
-        Some(message) if step.status != StepStatus::Done => message.to_string(),
+    let summary = match (error, mcp_error) {
+        (Some(message), _) if step.status != StepStatus::Done => message.to_string(),
+        (_, Some(message)) => first_line(message),
         _ if summary.is_empty() => step.status.label().to_string(),
         _ => summary,
     };
@@ -656,6 +742,12 @@ fn result_event(step: &Step) -> Event {
         output,
         exit_code,
     }
+}
+
+/// The text of an MCP error result (`Error: ...`), if it is one.
+fn mcp_error_text(result: &str) -> Option<&str> {
+    let rest = result.trim_start().strip_prefix("Error:")?.trim();
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// A tool result body's summary, output and exit code.
@@ -834,80 +926,139 @@ impl Transcript {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::steps::{McpToolResult, PlannerResponse, Subagent};
 
-    fn subject(args: serde_json::Value, cwd: Option<&str>) -> Option<String> {
-        tool_subject(&args.to_string(), cwd.map(Path::new))
+    fn planner(idx: i64, calls: Vec<ToolCall>) -> Step {
+        Step::new(idx, StepType::PlannerResponse, StepStatus::Done).with_body(Body::Planner(
+            PlannerResponse {
+                tool_calls: calls,
+                ..PlannerResponse::default()
+            },
+        ))
     }
 
-    #[test]
-    fn tool_summary_wins_over_the_main_argument() {
-        let args =
-            serde_json::json!({"CommandLine": "cargo test --all", "toolSummary": "run the tests"});
-        assert_eq!(subject(args, None).as_deref(), Some("run the tests"));
-    }
-
-    #[test]
-    fn main_arguments_name_the_subject() {
-        for (args, want) in [
-            (
-                serde_json::json!({"CommandLine": "cargo test", "Cwd": "/w"}),
-                "cargo test",
-            ),
-            (
-                serde_json::json!({"AbsolutePath": "/elsewhere/a.rs"}),
-                "/elsewhere/a.rs",
-            ),
-            (serde_json::json!({"query": "rust 1.95"}), "rust 1.95"),
-            (
-                serde_json::json!({"Query": "sum_to", "SearchPath": "/w"}),
-                "sum_to",
-            ),
-            (
-                serde_json::json!({"Url": "https://example.com/x"}),
-                "https://example.com/x",
-            ),
-            (serde_json::json!({"DirectoryPath": "/w/src"}), "src"),
-            (
-                serde_json::json!({"TargetFile": "file:///w/src/lib.rs", "CodeContent": "x"}),
-                "src/lib.rs",
-            ),
-            (serde_json::json!({"SearchPath": "/w"}), "."),
-            (
-                serde_json::json!({"ServerName": "github", "ToolName": "create_issue", "Arguments": {"title": "x"}}),
-                "github/create_issue",
-            ),
-        ] {
-            assert_eq!(
-                subject(args.clone(), Some("/w")).as_deref(),
-                Some(want),
-                "{args}"
-            );
+    fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
         }
     }
 
-    #[test]
-    fn relative_arguments_are_not_rewritten() {
-        let args = serde_json::json!({"AbsolutePath": "src/lib.rs"});
-        assert_eq!(subject(args, Some("src")).as_deref(), Some("src/lib.rs"));
-    }
-
-    #[test]
-    fn subject_is_one_line_cut_with_an_ellipsis() {
-        let args = serde_json::json!({"CommandLine": format!("echo a\necho {}", "b".repeat(100))});
-        let got = subject(args, None).expect("a subject");
-        assert!(got.starts_with("echo a echo bbb"), "{got}");
-        assert!(got.ends_with('…'), "{got}");
-        assert_eq!(got.chars().count(), SUBJECT_MAX_CHARS + 1);
-    }
-
-    #[test]
-    fn nothing_to_name_is_none() {
-        assert_eq!(tool_subject("not json", None), None);
-        assert_eq!(tool_subject("[1,2]", None), None);
-        assert_eq!(
-            subject(serde_json::json!({"Other": "x", "CommandLine": "  "}), None),
-            None
+    /// The planner's `call_mcp_tool` and the MCP step it leads to, whose
+    /// call has an id of its own (as fake-agy writes it).
+    fn mcp_steps(result: &str) -> Vec<Step> {
+        let planner_call = call(
+            "c1",
+            "call_mcp_tool",
+            serde_json::json!({"ServerName": "pi", "ToolName": "memory", "Arguments": {"query": "x"}}),
         );
+        let step = |status| {
+            Step::new(2, StepType::McpTool, status).with_body(Body::McpTool(McpToolResult {
+                server: "pi".into(),
+                call: Some(call(
+                    "mcp-call-2",
+                    "memory",
+                    serde_json::json!({"query": "x"}),
+                )),
+                result: (status == StepStatus::Done).then(|| result.to_string()),
+                user_rejected: false,
+            }))
+        };
+        vec![
+            planner(1, vec![planner_call]),
+            step(StepStatus::Running),
+            step(StepStatus::Done),
+        ]
+    }
+
+    #[test]
+    fn an_mcp_call_is_announced_once_and_its_error_result_is_a_failure() {
+        let mut tracker = Tracker::new();
+        let events: Vec<Event> = mcp_steps("Error: MCP server \"pi\" is not configured")
+            .iter()
+            .flat_map(|s| tracker.observe(s))
+            .collect();
+        let calls: Vec<&Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::ToolCall { .. }))
+            .collect();
+        assert_eq!(calls.len(), 1, "{events:?}");
+        assert!(matches!(calls[0], Event::ToolCall { name, .. } if name == "call_mcp_tool"));
+        let result = events.iter().find_map(|e| match e {
+            Event::ToolResult { ok, summary, .. } => Some((*ok, summary.as_str())),
+            _ => None,
+        });
+        assert_eq!(
+            result,
+            Some((false, "MCP server \"pi\" is not configured")),
+            "{events:?}"
+        );
+        // A plain result is a success.
+        let ok = decode_all(&mcp_steps("42"));
+        assert!(ok
+            .iter()
+            .any(|e| matches!(e, Event::ToolResult { ok: true, summary, .. } if summary == "42")));
+    }
+
+    #[test]
+    fn a_subagent_starts_with_its_role_and_task_and_ends_once() {
+        let invoke = call(
+            "s1",
+            "invoke_subagent",
+            serde_json::json!({"Role": "researcher", "Task": "find callers"}),
+        );
+        let body = |role: Option<&str>| {
+            Body::Subagent(Subagent {
+                child_conversation_id: "abc".into(),
+                role: role.map(str::to_string),
+                ..Subagent::default()
+            })
+        };
+        // The step's own call, then a step without one (the planner's).
+        for (own, role) in [(true, Some("researcher")), (false, None)] {
+            let step = |status| {
+                let s = Step::new(2, StepType::InvokeSubagent, status).with_body(body(role));
+                if own {
+                    s.with_tool_call(invoke.clone())
+                } else {
+                    s
+                }
+            };
+            let events = decode_all(&[
+                planner(1, vec![invoke.clone()]),
+                step(StepStatus::Running),
+                step(StepStatus::Done),
+            ]);
+            let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+            assert_eq!(
+                kinds,
+                ["tool_call", "subagent", "subagent_ended"],
+                "{events:?}"
+            );
+            assert_eq!(
+                events[1],
+                Event::Subagent {
+                    idx: 2,
+                    conversation_id: "abc".into(),
+                    role: Some("researcher".into()),
+                    task: Some("find callers".into()),
+                }
+            );
+            assert!(
+                matches!(
+                    &events[2],
+                    Event::SubagentEnded {
+                        ok: true,
+                        error: None,
+                        answer: None,
+                        role: Some(r),
+                        ..
+                    } if r == "researcher"
+                ),
+                "{events:?}"
+            );
+        }
     }
 
     #[test]

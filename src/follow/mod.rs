@@ -2,11 +2,13 @@
 //! provider-neutral events.
 //!
 //! Owns the tracker that turns successive views of a step into deltas
-//! ([`events`]), the read-only poller over one database ([`poller`]) and the
-//! binding of the database a run created ([`discovery`]).
+//! ([`events`]), the words every readable view uses for a tool call
+//! ([`subject`]), the read-only poller over one database ([`poller`]) and
+//! the binding of the database a run created ([`discovery`]).
 //!
 //! May import: [`crate::format`](mod@crate::format).
 
 pub mod discovery;
 pub mod events;
 pub mod poller;
+pub mod subject;

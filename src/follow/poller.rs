@@ -9,12 +9,18 @@
 //! step that has not finished yet, and hands them to the [`Tracker`], which
 //! emits only what is new.
 //!
+//! A subagent writes a conversation of its own beside this one; when its
+//! step ends, the poller reads that database once, read-only, for the
+//! subagent's final answer ([`subagent_answer`]), the one thing of it a user
+//! of the parent conversation sees.
+//!
 //! Memory: a growing step is the largest thing the bridge holds, and it is
 //! re-read whole on every commit. Each row is dropped as soon as it is
 //! decoded, and [`release_large_buffers`] keeps those buffers from staying
 //! resident once freed.
 
-use crate::events::{Event, Tracker};
+use crate::events::{self, Event, Tracker, Transcript};
+use crate::format::ids::ConversationId;
 use crate::steps::{self, StepRow};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeSet;
@@ -145,6 +151,20 @@ pub fn read_all(conn: &Connection, path: &Path) -> Result<Vec<StepRow>, ReadErro
         .map_err(|e| ReadError::from_sqlite(path, e))?;
     rows.collect::<Result<Vec<_>, _>>()
         .map_err(|e| ReadError::from_sqlite(path, e))
+}
+
+/// The final answer of the subagent conversation `child`, read once from
+/// its database beside `root` (the conversation that started it). `None`
+/// when that database is not there, cannot be read or holds no answer, or
+/// `child` is not a conversation id (it never becomes a path then).
+pub fn subagent_answer(root: &Path, child: &str) -> Option<String> {
+    let id = ConversationId::parse(child.trim()).ok()?;
+    let path = root.parent()?.join(format!("{}.db", id.as_str()));
+    let conn = open_read_only(&path).ok()?;
+    let rows = read_all(&conn, &path).ok()?;
+    let decoded: Vec<steps::Step> = rows.iter().map(steps::decode).collect();
+    let transcript = Transcript::from_events(events::decode_all(&decoded));
+    transcript.last_answer().map(|a| a.trim().to_string())
 }
 
 /// Counters, so tests and benches can prove the idle path is free.
@@ -375,7 +395,17 @@ impl Poller {
         // its decoded text are the largest things the bridge ever holds.
         for row in rows {
             let step = steps::decode(&row);
-            events.extend(self.tracker.observe(&step));
+            for mut event in self.tracker.observe(&step) {
+                if let Event::SubagentEnded {
+                    conversation_id,
+                    answer: answer @ None,
+                    ..
+                } = &mut event
+                {
+                    *answer = subagent_answer(&self.path, conversation_id);
+                }
+                events.push(event);
+            }
             if let Some(u) = step.metadata.as_ref().and_then(|m| m.usage.as_ref()) {
                 let checkpoint = step.step_type == steps::StepType::Checkpoint;
                 self.usage.insert(row.idx, (u.clone(), checkpoint));

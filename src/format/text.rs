@@ -15,3 +15,62 @@ pub fn shorten(s: &str, max_chars: usize) -> String {
         None => s.to_string(),
     }
 }
+
+/// `s` with runs of whitespace (newlines included) made one space, trimmed,
+/// then cut as [`shorten`] cuts: a paragraph of agy's on one line.
+pub fn flat(s: &str, max_chars: usize) -> String {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    shorten(&words.join(" "), max_chars)
+}
+
+/// `s` as one word of a POSIX shell command line: as it is when it holds
+/// only characters no shell treats specially, else single-quoted. Commands
+/// the bridge tells a user to run name real paths, which may hold spaces.
+pub fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@,=%".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Whether `whole` says `sentence` again, spacing and a final full stop
+/// aside: agy's quota sentence inside "agy quota exceeded: ...", say. The
+/// views use it to say a failure once.
+pub fn repeats(whole: &str, sentence: &str) -> bool {
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let sentence = words(sentence);
+    let sentence = sentence.trim_end_matches('.');
+    !sentence.is_empty() && words(whole).contains(sentence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_joins_lines_and_cuts() {
+        assert_eq!(flat("  a\n\n b  c ", 10), "a b c");
+        assert_eq!(flat("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn a_sentence_is_repeated_whatever_its_spacing() {
+        let failure = "agy quota exceeded: Individual quota reached.  Resets in 3m.";
+        assert!(repeats(failure, "Individual quota reached. Resets in 3m."));
+        assert!(repeats(failure, "Individual quota reached.\nResets in 3m"));
+        assert!(!repeats(failure, "Something else."));
+        assert!(!repeats(failure, " "));
+    }
+
+    #[test]
+    fn shell_words_quote_only_what_needs_it() {
+        assert_eq!(
+            shell_word("/home/u/.gemini/c/0a-b.db"),
+            "/home/u/.gemini/c/0a-b.db"
+        );
+        assert_eq!(shell_word("/Users/Jo Doe/x.db"), "'/Users/Jo Doe/x.db'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

@@ -9,6 +9,8 @@
 
 use crate::diff::{self, TurnEdits};
 use crate::events::{self, Channel, Event};
+use crate::follow::subject;
+use crate::format::text::{flat, repeats, shell_word};
 use crate::prompt_file::INLINE_PROMPT_MAX;
 use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The provider id pi knows us by; assistant turns from it are agy's own.
 pub const PROVIDER_ID: &str = "antigravity";
@@ -165,12 +167,19 @@ enum BlockKind {
 /// Writes pi events, keeping pi's invariants: `start` first, at most one
 /// block open (switching type closes it), exactly one terminal event, nothing
 /// after it.
+///
+/// It also keeps the rule that a failure is said once: agy's error lines
+/// are held ([`Self::hold_error`]) until agy goes on or the message ends,
+/// and one that the turn's own failure repeats is not shown, since pi shows
+/// that failure as the message's error ([`Self::fail`]).
 pub struct PiStream<W: Write> {
     out: W,
     started: bool,
     finished: bool,
     open: Option<(BlockKind, usize)>,
     next_index: usize,
+    /// agy's error lines not shown yet: (agy's sentence, the line).
+    held: Vec<(String, String)>,
     /// The sink failed (pi went away); the caller should abort agy.
     pub broken: bool,
 }
@@ -183,6 +192,7 @@ impl<W: Write> PiStream<W> {
             finished: false,
             open: None,
             next_index: 0,
+            held: Vec::new(),
             broken: false,
         }
     }
@@ -279,6 +289,22 @@ impl<W: Write> PiStream<W> {
         self.push(BlockKind::Text, delta);
     }
 
+    /// Hold agy's error `line` (saying `sentence`) until
+    /// [`Self::release_held`], the end of the message, or a failure that
+    /// repeats it.
+    pub fn hold_error(&mut self, sentence: &str, line: &str) {
+        if !self.finished {
+            self.held.push((sentence.to_string(), line.to_string()));
+        }
+    }
+
+    /// Show the held error lines: agy went on, so they were not the end.
+    pub fn release_held(&mut self) {
+        for (_, line) in std::mem::take(&mut self.held) {
+            self.thinking(&line);
+        }
+    }
+
     pub fn thinking(&mut self, delta: &str) {
         self.push(BlockKind::Thinking, delta);
     }
@@ -290,6 +316,7 @@ impl<W: Write> PiStream<W> {
             return;
         }
         self.start();
+        self.release_held();
         if !self.has_content() {
             self.ensure(BlockKind::Text);
         }
@@ -309,6 +336,7 @@ impl<W: Write> PiStream<W> {
             return;
         }
         self.start();
+        self.release_held();
         self.close();
         for (id, name, arguments) in calls {
             let index = self.next_index;
@@ -347,12 +375,16 @@ impl<W: Write> PiStream<W> {
         self.start();
     }
 
-    /// End with an error (`reason` is `error` or `aborted`).
+    /// End with an error (`reason` is `error` or `aborted`). A held error
+    /// line whose sentence `message` repeats is dropped: pi shows `message`.
     pub fn fail(&mut self, aborted: bool, message: &str) {
         if self.finished {
             return;
         }
         self.start();
+        self.held
+            .retain(|(sentence, _)| !repeats(message, sentence));
+        self.release_held();
         self.close();
         self.finished = true;
         self.emit(&PiEvent::Error {
@@ -633,7 +665,9 @@ pub fn compose_prompt_for(prompt: &Prompt, digest: &str, context: AgyContext) ->
 // From agy's events to pi's.
 // ---------------------------------------------------------------------------
 
-/// Maps runner events onto a [`PiStream`] for one turn.
+/// Maps runner events onto a [`PiStream`] for one turn: one thinking line
+/// per event pi has no block for (a tool call, a failure, a subagent, a
+/// notice), each in words a user can act on.
 pub struct EventMapper {
     edits: TurnEdits,
     /// Edit calls announced but not finished yet, by call id (or name+args).
@@ -643,6 +677,14 @@ pub struct EventMapper {
     last_text_idx: Option<i64>,
     /// agy's calls of pi's tools are pi's own toolCalls: not repeated.
     hide_bridge_calls: bool,
+    /// The reason shown for each failed tool step: agy records it again as
+    /// that step's error, which is then not shown twice.
+    failed_steps: HashMap<i64, String>,
+    /// The conversation this turn is bound to (from [`RunEvent::Bound`]) and
+    /// where agy keeps conversations: the database named in the commands
+    /// the notices tell the user to run.
+    conversation: Option<String>,
+    conversations_dir: Option<PathBuf>,
 }
 
 fn call_key(id: &str, name: &str, arguments: &str) -> String {
@@ -661,12 +703,21 @@ impl EventMapper {
             errors: Vec::new(),
             last_text_idx: None,
             hide_bridge_calls: false,
+            failed_steps: HashMap::new(),
+            conversation: None,
+            conversations_dir: crate::discovery::default_conversations_dir(),
         }
     }
 
     /// Leave out agy's steps for the calls it made through the bridge.
     pub fn hide_bridge_calls(&mut self) {
         self.hide_bridge_calls = true;
+    }
+
+    /// Where agy keeps conversations, when it is not the default
+    /// (`$AGY_CONVERSATIONS_DIR`, else `~/.gemini/antigravity-cli/conversations`).
+    pub fn set_conversations_dir(&mut self, dir: &Path) {
+        self.conversations_dir = Some(dir.to_path_buf());
     }
 
     fn hidden(&self, e: &Event) -> bool {
@@ -681,8 +732,31 @@ impl EventMapper {
         }
     }
 
-    /// A tool call: an edit is remembered for its diff; anything else is
-    /// one line naming the tool and what it acted on.
+    /// The bound conversation's database as one shell word, for a command
+    /// the user can paste.
+    fn database(&self) -> String {
+        // Events come after the binding; the placeholder is for a caller
+        // that never forwards `Bound`.
+        let id = self.conversation.as_deref().unwrap_or("CONVERSATION_ID");
+        match &self.conversations_dir {
+            Some(dir) => shell_word(&dir.join(format!("{id}.db")).display().to_string()),
+            // No HOME: agy's default, for the shell to expand.
+            None => format!(
+                "~/.gemini/antigravity-cli/conversations/{}",
+                shell_word(&format!("{id}.db"))
+            ),
+        }
+    }
+
+    /// One thinking line; agy's held error lines come first (agy went on).
+    fn line<W: Write>(&self, out: &mut PiStream<W>, text: &str) {
+        out.release_held();
+        out.thinking(&format!("\n[{text}]\n"));
+    }
+
+    /// A tool call: an edit is remembered for its diff; a subagent's call is
+    /// left to its subagent line; anything else is one line naming the tool
+    /// and what it acted on.
     fn tool_call<W: Write>(
         &mut self,
         id: &str,
@@ -694,18 +768,19 @@ impl EventMapper {
             self.edits.before_edit(&target.path);
             self.pending_edits
                 .insert(call_key(id, name, arguments), target);
-        } else {
-            let subject = events::tool_subject(arguments, Some(self.edits.cwd()));
-            let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
-            out.thinking(&format!("\n[agy tool: {name}]{subject}\n"));
+        } else if name != "invoke_subagent" {
+            let line = subject::tool_line(name, arguments, Some(self.edits.cwd()));
+            let subject = line.subject.map(|s| format!(" {s}")).unwrap_or_default();
+            out.release_held();
+            out.thinking(&format!("\n[agy tool: {}]{subject}\n", line.label));
         }
     }
 
-    /// A tool's result: an edit's diff, or a failure line.
+    /// A tool's result: an edit's diff, or one failure line in agy's words.
     fn tool_result<W: Write>(
         &mut self,
-        id: &str,
-        name: &str,
+        idx: i64,
+        (id, name): (&str, &str),
         ok: bool,
         summary: &str,
         out: &mut PiStream<W>,
@@ -722,31 +797,68 @@ impl EventMapper {
                     .cloned()?;
                 self.pending_edits.remove(&k)
             });
-        if let Some(target) = target {
-            let rendered = self.edits.render(&target);
-            out.thinking(&format!("\n{}\n", rendered.trim_end()));
-        } else if !ok {
-            out.thinking(&format!("\n[agy tool failed: {name}: {summary}]\n"));
+        let reason = subject::failure_reason(name, summary);
+        match target {
+            Some(target) if ok => {
+                let rendered = self.edits.render(&target);
+                out.release_held();
+                out.thinking(&format!("\n{}\n", rendered.trim_end()));
+            }
+            Some(target) => {
+                let path = target
+                    .path
+                    .strip_prefix(self.edits.cwd())
+                    .unwrap_or(&target.path);
+                self.failed_steps.insert(idx, summary.to_string());
+                self.line(
+                    out,
+                    &format!("agy edit failed: {}: {reason}", path.display()),
+                );
+            }
+            None if !ok => {
+                self.failed_steps.insert(idx, summary.to_string());
+                let label = subject::tool_label(name);
+                self.line(out, &format!("agy tool failed: {label}: {reason}"));
+            }
+            None => {}
         }
+    }
+
+    /// agy's error: held, so that the turn's own failure is said once (see
+    /// [`PiStream::fail`]); not repeated when it is a failed tool step's
+    /// reason already shown.
+    fn error<W: Write>(&mut self, idx: i64, message: &str, out: &mut PiStream<W>) {
+        self.errors.push(message.to_string());
+        if self.failed_steps.get(&idx).map(String::as_str) == Some(message) {
+            return;
+        }
+        let sentence = subject::sentence(message);
+        out.hold_error(&sentence, &format!("\n[agy error: {sentence}]\n"));
     }
 
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
         let e = match event {
             RunEvent::Agy(e) => e,
-            RunEvent::Degraded { reason } => {
-                return out.thinking(&format!("\n[{}]\n", degraded_notice(reason)));
+            RunEvent::Bound {
+                conversation_id, ..
+            } => {
+                self.conversation = Some(conversation_id.clone());
+                return;
             }
+            RunEvent::Degraded { reason } => return self.line(out, &degraded_notice(reason)),
             RunEvent::ConversationReplaced {
                 requested,
                 conversation_id,
             } => {
-                return out.thinking(&format!(
-                    "\n[{}; this turn continues there, and pi's record of the earlier turns goes to agy with your next message]\n",
-                    new_conversation_notice(requested, conversation_id)
-                ));
+                self.conversation = Some(conversation_id.clone());
+                let notice = new_conversation_notice(requested, conversation_id);
+                return self.line(
+                    out,
+                    &format!("{notice}; this turn continues there, and pi's record of the earlier turns goes to agy with your next message"),
+                );
             }
             RunEvent::AnswerFromAgy { reason } => {
-                return out.thinking(&format!("\n[{}]\n", answer_from_agy_notice(reason)));
+                return self.line(out, &answer_from_agy_notice(reason))
             }
             _ => return,
         };
@@ -755,6 +867,7 @@ impl EventMapper {
         }
         match e {
             Event::Text { idx, text } => {
+                out.release_held();
                 // Text from a later planner step is a new paragraph.
                 if out.text_open() && self.last_text_idx.is_some_and(|i| i != *idx) {
                     out.text("\n\n");
@@ -762,25 +875,11 @@ impl EventMapper {
                 self.last_text_idx = Some(*idx);
                 out.text(text);
             }
-            Event::Thinking { text, .. } => out.thinking(text),
-            // pi cannot retract streamed text; say so, then give the new
-            // version in full so nothing agy wrote is lost.
-            Event::Rewrite {
-                channel: Channel::Text,
-                text,
-                ..
-            } => {
-                out.thinking("\n[agy revised its answer; the revised text follows]\n");
-                out.text(text);
-            }
-            Event::Rewrite {
-                channel: Channel::Thinking,
-                text,
-                ..
-            } => {
-                out.thinking("\n[agy revised its thinking]\n");
+            Event::Thinking { text, .. } => {
+                out.release_held();
                 out.thinking(text);
             }
+            Event::Rewrite { channel, text, .. } => self.rewrite(*channel, text, out),
             Event::ToolCall {
                 id,
                 name,
@@ -788,44 +887,80 @@ impl EventMapper {
                 ..
             } => self.tool_call(id, name, arguments, out),
             Event::ToolResult {
+                idx,
                 id,
                 name,
                 ok,
                 summary,
                 ..
-            } => self.tool_result(id, name, *ok, summary, out),
-            Event::Error { message, .. } => {
-                self.errors.push(message.clone());
-                out.thinking(&format!("\n[agy error: {message}]\n"));
+            } => self.tool_result(*idx, (id, name), *ok, summary, out),
+            Event::Error { idx, message } => self.error(*idx, message, out),
+            other => {
+                if let Some(line) = self.other_line(other) {
+                    self.line(out, &line);
+                }
             }
-            Event::Subagent {
-                conversation_id,
+        }
+    }
+
+    /// pi cannot retract streamed text: say so, then give the new version
+    /// in full so nothing agy wrote is lost.
+    fn rewrite<W: Write>(&mut self, channel: Channel, text: &str, out: &mut PiStream<W>) {
+        match channel {
+            Channel::Text => {
+                self.line(out, "agy revised its answer; the revised text follows");
+                out.text(text);
+            }
+            Channel::Thinking => {
+                self.line(out, "agy revised its thinking");
+                out.thinking(text);
+            }
+        }
+    }
+
+    /// The line of an event that is neither content nor a tool.
+    fn other_line(&self, e: &Event) -> Option<String> {
+        Some(match e {
+            Event::Subagent { role, task, .. } => {
+                format!("agy {}", subject::subagent_started(role.as_deref(), task.as_deref()))
+            }
+            Event::SubagentEnded {
                 role,
+                ok,
+                answer,
+                error,
                 ..
-            } => out.thinking(&format!(
-                "\n[agy subagent{}: {conversation_id}]\n",
-                role.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
-            )),
-            Event::Notice { text, .. } => out.thinking(&format!("\n[agy: {}]\n", text.trim())),
+            } => format!(
+                "agy {}",
+                subject::subagent_ended(role.as_deref(), *ok, answer.as_deref(), error.as_deref())
+            ),
+            Event::Notice { text, .. } => format!("agy: {}", flat(text, subject::SENTENCE_MAX_CHARS)),
             Event::Permission {
                 action,
                 target,
                 decision,
                 ..
-            } => out.thinking(&format!(
-                "\n[{}]\n",
-                events::permission_line(action, target, *decision)
-            )),
-            Event::Unknown { idx, step_type } => out.thinking(&format!(
-                "\n[agy step {idx} has a step type this agy-bridge does not know ({step_type}); run `agy-bridge drift` on the conversation]\n"
-            )),
+            } => events::permission_line(action, target, *decision),
+            Event::Unknown { idx, step_type } => format!(
+                "agy step {idx} is of a type this agy-bridge does not know ({step_type}) and is not shown; to see what changed in agy's format, run `agy-bridge drift {}`",
+                self.database()
+            ),
             // The wire detail (field paths) is for `agy-bridge decode`.
-            Event::DecodeError { idx, .. } => out.thinking(&format!(
-                "\n[agy step {idx} could not be read by this agy-bridge; `agy-bridge decode` on the conversation shows why]\n"
-            )),
-            // The prompt is ours; titles are conversation metadata.
-            Event::UserInput { .. } | Event::Title { .. } => {}
-        }
+            Event::DecodeError { idx, .. } => format!(
+                "agy step {idx} could not be read by this agy-bridge and is not shown; to see why, run `agy-bridge decode {}`",
+                self.database()
+            ),
+            // The prompt is ours; titles are conversation metadata; the
+            // rest has its own mapping in `map`.
+            Event::UserInput { .. }
+            | Event::Title { .. }
+            | Event::Text { .. }
+            | Event::Thinking { .. }
+            | Event::Rewrite { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolResult { .. }
+            | Event::Error { .. } => return None,
+        })
     }
 }
 
@@ -972,8 +1107,218 @@ mod tests {
             !hidden.contains("mcp:pi/") && !hidden.contains("call_mcp_tool"),
             "{hidden}"
         );
-        assert!(hidden.contains("[agy tool: mcp:github/issues]"), "{hidden}");
-        assert!(run(false).contains("[agy tool: mcp:pi/memory]"));
+        assert!(hidden.contains("[agy tool: mcp github/issues]"), "{hidden}");
+        assert!(run(false).contains("[agy tool: mcp pi/memory]"));
+    }
+
+    /// The thinking text and the final error message of `events` mapped
+    /// and ended with `end` (a failure's sentence, or `None` for done).
+    fn mapped(events: Vec<RunEvent>, hide: bool, end: Option<&str>) -> (String, String) {
+        let mut buf = Vec::new();
+        {
+            let mut mapper = EventMapper::new(Path::new("/w"));
+            mapper.set_conversations_dir(Path::new("/home/u/conversations"));
+            if hide {
+                mapper.hide_bridge_calls();
+            }
+            let mut s = PiStream::new(&mut buf);
+            for e in &events {
+                mapper.map(e, &mut s);
+            }
+            match end {
+                Some(message) => s.fail(false, message),
+                None => s.done(None),
+            }
+        }
+        let all = lines(&buf);
+        let thinking = all
+            .iter()
+            .filter(|v| v["type"] == "thinking_delta" || v["type"] == "text_delta")
+            .filter_map(|v| v["delta"].as_str())
+            .collect();
+        let error = all
+            .iter()
+            .find(|v| v["type"] == "error")
+            .and_then(|v| v["errorMessage"].as_str())
+            .unwrap_or("")
+            .to_string();
+        (thinking, error)
+    }
+
+    fn error(idx: i64, message: &str) -> RunEvent {
+        RunEvent::Agy(Event::Error {
+            idx,
+            message: message.into(),
+        })
+    }
+
+    #[test]
+    fn a_quota_failure_is_said_once() {
+        let quota = "Individual quota reached. Please upgrade your subscription to increase your limits. Resets in 34m13s.";
+        let failure = format!("agy quota exceeded: {quota}");
+        let (thinking, message) = mapped(vec![error(5, quota)], false, Some(&failure));
+        let said = thinking.matches(quota).count() + message.matches(quota).count();
+        assert_eq!(said, 1, "{thinking:?} / {message:?}");
+        assert_eq!(message, failure);
+        // An error the failure does not repeat, or one agy went on from, is shown.
+        let (thinking, _) = mapped(vec![error(5, "model hiccup")], false, Some(&failure));
+        assert!(
+            thinking.contains("\n[agy error: model hiccup]\n"),
+            "{thinking}"
+        );
+        let went_on = vec![
+            error(5, quota),
+            RunEvent::Agy(Event::Text {
+                idx: 6,
+                text: "after".into(),
+            }),
+        ];
+        let (thinking, _) = mapped(went_on, false, None);
+        assert!(
+            thinking.contains(&format!("[agy error: {quota}]\n")),
+            "{thinking}"
+        );
+        let (thinking, _) = mapped(vec![error(5, quota)], false, None);
+        assert!(
+            thinking.contains(quota),
+            "held lines show at the end: {thinking}"
+        );
+    }
+
+    #[test]
+    fn a_failed_tool_step_is_one_line_in_agys_words() {
+        let events = vec![
+            RunEvent::Agy(Event::ToolResult {
+                idx: 11,
+                id: "c".into(),
+                name: "run_command".into(),
+                status: "error".into(),
+                ok: false,
+                summary: "run_command failed: ./deploy.sh: No such file or directory".into(),
+                output: None,
+                exit_code: None,
+            }),
+            error(
+                11,
+                "run_command failed: ./deploy.sh: No such file or directory",
+            ),
+        ];
+        let (thinking, _) = mapped(events, false, None);
+        assert_eq!(
+            thinking,
+            "\n[agy tool failed: run_command: ./deploy.sh: No such file or directory]\n"
+        );
+    }
+
+    #[test]
+    fn one_mcp_call_is_one_line_and_its_failure_another() {
+        use crate::steps::{
+            Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall,
+        };
+        let call = |id: &str, name: &str, args: Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        let mcp = |status| {
+            Step::new(2, StepType::McpTool, status).with_body(Body::McpTool(McpToolResult {
+                server: "pi".into(),
+                call: Some(call(
+                    "mcp-call-2",
+                    "memory",
+                    json!({"query": "release notes"}),
+                )),
+                result: (status == StepStatus::Done)
+                    .then(|| "Error: MCP server \"pi\" is not configured".into()),
+                user_rejected: false,
+            }))
+        };
+        let steps = [
+            Step::new(1, StepType::PlannerResponse, StepStatus::Done).with_body(Body::Planner(
+                PlannerResponse {
+                    tool_calls: vec![call(
+                        "c1",
+                        "call_mcp_tool",
+                        json!({"ServerName": "pi", "ToolName": "memory", "Arguments": {"query": "release notes"}}),
+                    )],
+                    ..PlannerResponse::default()
+                },
+            )),
+            mcp(StepStatus::Running),
+            mcp(StepStatus::Done),
+        ];
+        let events: Vec<RunEvent> = events::decode_all(&steps)
+            .into_iter()
+            .map(RunEvent::Agy)
+            .collect();
+        let (thinking, _) = mapped(events.clone(), false, None);
+        assert_eq!(
+            thinking,
+            "\n[agy tool: mcp pi/memory] release notes\n\n[agy tool failed: mcp pi/memory: MCP server \"pi\" is not configured]\n"
+        );
+        // agy's calls of pi's own tools through the bridge stay hidden.
+        let (thinking, _) = mapped(events, true, None);
+        assert_eq!(thinking, "");
+    }
+
+    #[test]
+    fn a_subagent_shows_its_role_task_and_answer() {
+        let events = vec![
+            RunEvent::Agy(Event::ToolCall {
+                idx: 2,
+                id: "s1".into(),
+                name: "invoke_subagent".into(),
+                arguments: json!({"Role": "researcher", "Task": "find callers"}).to_string(),
+            }),
+            RunEvent::Agy(Event::Subagent {
+                idx: 3,
+                conversation_id: "abc".into(),
+                role: Some("researcher".into()),
+                task: Some("find callers".into()),
+            }),
+            RunEvent::Agy(Event::SubagentEnded {
+                idx: 3,
+                conversation_id: "abc".into(),
+                role: Some("researcher".into()),
+                ok: true,
+                answer: Some("Two callers:\nmain.rs and cli.rs.".into()),
+                error: None,
+            }),
+        ];
+        let (thinking, _) = mapped(events, false, None);
+        assert_eq!(
+            thinking,
+            "\n[agy subagent researcher: find callers]\n\n[agy subagent researcher answered: Two callers: main.rs and cli.rs.]\n"
+        );
+    }
+
+    #[test]
+    fn unknown_and_unreadable_steps_name_a_command_to_paste() {
+        let id = "0f0e0d0c-0b0a-4908-8706-050403020100";
+        let events = vec![
+            RunEvent::Bound {
+                conversation_id: id.into(),
+                method: crate::discovery::BindMethod::StreamJson,
+            },
+            RunEvent::Agy(Event::Unknown {
+                idx: 7,
+                step_type: 250,
+            }),
+            RunEvent::Agy(Event::DecodeError {
+                idx: 8,
+                message: "malformed".into(),
+            }),
+        ];
+        let (thinking, _) = mapped(events, false, None);
+        let db = format!("/home/u/conversations/{id}.db");
+        assert!(
+            thinking.contains(&format!("does not know (250) and is not shown; to see what changed in agy's format, run `agy-bridge drift {db}`]")),
+            "{thinking}"
+        );
+        assert!(
+            thinking.contains(&format!("run `agy-bridge decode {db}`]")),
+            "{thinking}"
+        );
     }
 
     #[test]

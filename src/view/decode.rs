@@ -447,6 +447,7 @@ fn render_event(out: &mut String, event: &Event) {
         Event::Subagent {
             conversation_id,
             role,
+            task,
             ..
         } => {
             let role = role
@@ -454,6 +455,25 @@ fn render_event(out: &mut String, event: &Event) {
                 .map(|r| format!(" (role {r})"))
                 .unwrap_or_default();
             let _ = writeln!(out, "  subagent: conversation {conversation_id}{role}");
+            if let Some(task) = task {
+                prefixed(out, "      task: ", task);
+            }
+        }
+        Event::SubagentEnded {
+            conversation_id,
+            ok,
+            answer,
+            error,
+            ..
+        } => {
+            let how = if *ok { "ended" } else { "failed" };
+            let _ = writeln!(out, "  subagent {how}: conversation {conversation_id}");
+            if let Some(error) = error {
+                prefixed(out, "      error: ", error);
+            }
+            if let Some(answer) = answer {
+                prefixed(out, "      answer: ", answer);
+            }
         }
         Event::Notice { text, .. } => prefixed(out, "  notice: ", text),
         Event::Permission {

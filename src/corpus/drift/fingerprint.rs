@@ -660,7 +660,16 @@ impl Fingerprint {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let fp: Fingerprint = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        Fingerprint::from_json(&text, path)
+    }
+
+    /// A baseline from its JSON text; `path` names it in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Fingerprint, DriftError> {
+        let err = |message: String| DriftError::Baseline {
+            path: path.to_path_buf(),
+            message,
+        };
+        let fp: Fingerprint = serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
         if fp.fingerprint_format > FINGERPRINT_FORMAT {
             return Err(err(format!(
                 "fingerprint format {} is newer than this build ({FINGERPRINT_FORMAT})",

@@ -39,6 +39,23 @@ pub fn bundled_baseline() -> PathBuf {
     crate::recording::bundled_dir().join(BASELINE_FILE)
 }
 
+/// The same baseline, built into the binary: an installed agy-bridge has no
+/// source tree, and `drift` on a conversation database (which the bridge
+/// tells users to run when agy writes a step it does not know) must work.
+const BUILT_IN_BASELINE: &str = include_str!("../../../recordings/schema-baseline.json");
+
+/// The baseline `drift` compares with when none is named, and the name it
+/// goes by in the report: this source tree's file when it is there (it may
+/// be newer than the build), else the copy built into the binary.
+pub fn default_baseline() -> Result<(Fingerprint, PathBuf), DriftError> {
+    let path = bundled_baseline();
+    if path.is_file() {
+        return Fingerprint::load(&path).map(|fp| (fp, path));
+    }
+    let name = PathBuf::from(format!("{BASELINE_FILE} (built into agy-bridge)"));
+    Fingerprint::from_json(BUILT_IN_BASELINE, &name).map(|fp| (fp, name))
+}
+
 /// The `steps` columns the reader needs: the four every `steps` table has,
 /// and the side columns the poller reads when all four are present.
 pub const NEEDED_STEP_COLUMNS: &[&str] = &[
@@ -60,3 +77,19 @@ pub const NEEDED_STEP_COLUMNS: &[&str] = &[
 /// so even one step is evidence; thinking, 20.3, is in 5 of 27: fifteen
 /// steps without it are needed.)
 pub const SIGNIFICANCE: f64 = 0.05;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_built_in_baseline_is_the_source_trees() {
+        let name = Path::new("built-in");
+        let built_in = Fingerprint::from_json(BUILT_IN_BASELINE, name).expect("built in");
+        let file = Fingerprint::load(&bundled_baseline()).expect("file");
+        assert_eq!(built_in.to_json(), file.to_json());
+        let (_, path) = default_baseline().expect("default");
+        assert_eq!(path, bundled_baseline());
+    }
+}
