@@ -60,8 +60,19 @@ fn agy_version_is_asked_once_per_binary_across_processes() {
 
     let first = turn(home.path(), &agy);
     assert_eq!(version_probes(&first), 1, "{first:?}");
-    assert_eq!(first[0], ["--version"], "asked before the turn");
+    // `--version` and `--help` are asked together, before the turn.
+    let mut probes: Vec<&Vec<String>> = first[..2].iter().collect();
+    probes.sort();
+    assert_eq!(
+        probes,
+        [&vec!["--help".to_string()], &vec!["--version".to_string()]]
+    );
     assert_turn_binds_by_stream_json(&first);
+    // fake-agy 1.2.8 lists the flag, so the turn passes it.
+    assert!(
+        first[2].iter().any(|a| a == "--disable-slash-commands"),
+        "{first:?}"
+    );
 
     // A second process: no `--version` at all.
     let second = turn(home.path(), &agy);

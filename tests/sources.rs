@@ -80,3 +80,48 @@ async fn agreeing_sources_add_nothing_and_the_response_is_kept() {
         "run --json reports agy's answer, not an empty string"
     );
 }
+
+/// A tool step the database ends in ERROR without words, while agy's
+/// stream-json gives the reason (`denied-write-1.2.7`, `mcp-denied-1.2.7`):
+/// the tool line carries agy's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_tool_without_words_in_the_database_gets_agys_reason() {
+    for (recording, tool, words) in [
+        (
+            "outcomes/denied-write-1.2.7",
+            "write_to_file",
+            "permission check failed for write_file",
+        ),
+        (
+            "outcomes/mcp-denied-1.2.7",
+            "mcp",
+            "permission check failed for mcp",
+        ),
+    ] {
+        let home = Home::new();
+        let mut cfg = home.config(recording, 8.0);
+        cfg.bind = BindMode::StreamJson;
+        cfg.skip_permissions = false;
+        let out = run(cfg, "go").await;
+        let failed: Vec<(String, String)> = out
+            .agy_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::ToolResult {
+                    name,
+                    ok: false,
+                    summary,
+                    ..
+                } => Some((name, summary)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed.len(), 1, "{recording}: {failed:?}");
+        assert!(failed[0].0.contains(tool), "{recording}: {failed:?}");
+        assert!(
+            failed[0].1.starts_with(words),
+            "{recording}: {:?}",
+            failed[0].1
+        );
+    }
+}

@@ -574,6 +574,8 @@ Fault knobs:
                                 `<n> <unix-time-ns> <db-uuid> <idx,idx,...|->`
   FAKE_AGY_ARGV_LOG=PATH        Append each invocation's arguments to PATH as a JSON array per line
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
+  FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation
+                                (agy's warning, then a new one), as when agy no longer has it
 
 Subagent conversations in a recording are written by a child fake-agy process
 (one per subagent database), as agy's subagents write their own databases.

@@ -25,13 +25,15 @@ fn log_argv(args: &[String]) {
     let Some(path) = std::env::var_os("FAKE_AGY_ARGV_LOG") else {
         return;
     };
-    let line = serde_json::Value::from(args.to_vec()).to_string();
+    // One write per line: processes started together (the bridge asks
+    // `--version` and `--help` at once) append whole lines, never pieces.
+    let line = format!("{}\n", serde_json::Value::from(args.to_vec()));
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
     {
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(line.as_bytes());
     }
 }
 

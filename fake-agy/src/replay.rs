@@ -533,8 +533,14 @@ fn resolve_conversation(args: &PrintArgs, conv_dir: &Path) -> (Target, Option<St
         None if args.continue_latest => latest_conversation(conv_dir),
         None => None,
     };
+    // `FAKE_AGY_FORGET_CONVERSATIONS=1`: agy's own record of every earlier
+    // conversation is gone (expired, another machine), whatever files the
+    // directory still holds.
+    let forgot = env_flag("FAKE_AGY_FORGET_CONVERSATIONS");
     match resume {
-        Some(id) if conv_dir.join(format!("{id}.db")).is_file() => (Target::Existing, Some(id)),
+        Some(id) if !forgot && conv_dir.join(format!("{id}.db")).is_file() => {
+            (Target::Existing, Some(id))
+        }
         Some(id) => {
             // agy 1.1.9, 1.2.7 and 1.3.1 say exactly this, and go on.
             err_raw(&format!("warning: conversation \"{id}\" not found\n"));

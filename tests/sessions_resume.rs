@@ -1,0 +1,293 @@
+//! Every pi turn after the first resumes an agy conversation. When agy no
+//! longer has it, agy does not fail: it warns on stderr and begins a new one
+//! (docs/agy-format.md, "Resume"). These tests hold the bridge to what the
+//! user needs then: the turn follows the new conversation, the session is
+//! rebound to it, the user is told once, and the next prompt carries pi's
+//! record of the earlier turns, agy's own answers included.
+
+mod common;
+
+use common::bridge;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const HELLO_ANSWER: &str = "Hello! I'm agy, running in print mode.";
+
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            home: tempfile::tempdir().expect("tmp"),
+        }
+    }
+
+    fn sessions(&self) -> Value {
+        let path = self
+            .home
+            .path()
+            .join(".pi/agent/antigravity-bridge/sessions.json");
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    fn argv_log(&self) -> PathBuf {
+        self.home.path().join("argv.jsonl")
+    }
+
+    /// One `stream` turn; `env` adds variables. Returns pi's events.
+    fn turn(&self, recording: &str, request: &str, env: &[(&str, &str)]) -> Vec<Value> {
+        let mut cmd = bridge("stream", self.home.path(), recording, "8");
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env("FAKE_AGY_ARGV_LOG", self.argv_log());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn");
+        writeln!(child.stdin.take().expect("stdin"), "{request}").expect("request");
+        let out = common::wait_output(child, common::CHILD_LIMIT);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    /// The last print-mode invocation's arguments.
+    fn last_print_argv(&self) -> Vec<String> {
+        std::fs::read_to_string(self.argv_log())
+            .expect("argv log")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Vec<String>>(l).ok())
+            .filter(|a| a.iter().any(|x| x == "-p"))
+            .last()
+            .expect("a print invocation")
+    }
+}
+
+fn request(prompt: &str, history: Vec<Value>) -> String {
+    let mut messages = history;
+    messages.push(json!({"role": "user", "content": prompt}));
+    json!({"model": "gemini-3.7-flash", "sessionId": "s1", "cwd": "/tmp", "messages": messages})
+        .to_string()
+}
+
+fn thinking(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect()
+}
+
+fn flag(argv: &[String], name: &str) -> Option<String> {
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .cloned()
+}
+
+fn db(home: &Path, id: &str) -> PathBuf {
+    home.join(format!(".gemini/antigravity-cli/conversations/{id}.db"))
+}
+
+/// The whole path, with `bind` as AGY_BIND (stream-json: agy's init line
+/// tells; discovery: its stderr warning, then the new database).
+fn a_forgotten_conversation_is_replaced_and_the_next_turn_gets_the_context(bind: &str) {
+    let env = Env::new();
+    let first = env.turn(
+        "hello",
+        &request("Say hello", vec![]),
+        &[("AGY_BIND", bind)],
+    );
+    assert_eq!(first.last().expect("last")["type"], "done");
+    let old = env.sessions()["sid:s1"]["conversationId"]
+        .as_str()
+        .expect("bound")
+        .to_string();
+
+    let history = vec![
+        json!({"role": "user", "content": "Say hello"}),
+        json!({"role": "assistant", "provider": "antigravity", "content": [{"type": "text", "text": HELLO_ANSWER}]}),
+    ];
+    let second = env.turn(
+        "hello",
+        &request("What did you say?", history.clone()),
+        &[("AGY_BIND", bind), ("FAKE_AGY_FORGET_CONVERSATIONS", "1")],
+    );
+    assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
+    assert_eq!(
+        flag(&env.last_print_argv(), "--conversation"),
+        Some(old.clone())
+    );
+    let said = thinking(&second);
+    let notice = format!("agy did not have conversation {old}");
+    assert_eq!(said.matches(&notice).count(), 1, "told once: {said}");
+    assert!(said.contains("pi's record of the earlier turns goes to agy with your next message"));
+    let text: String = second
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(
+        text.starts_with("Hello! I'm agy"),
+        "the new conversation's answer: {text}"
+    );
+    assert!(!said.contains("held no answer text"), "{said}");
+
+    let entry = env.sessions()["sid:s1"].clone();
+    let new = entry["conversationId"]
+        .as_str()
+        .expect("rebound")
+        .to_string();
+    assert_ne!(new, old, "{entry}");
+    assert!(db(env.home.path(), &new).is_file());
+    assert_eq!(entry["agyContextLost"], true, "{entry}");
+    assert_eq!(entry["lastStepIdx"], 2, "the new conversation's own steps");
+
+    // The next turn resumes the new conversation, with pi's whole record,
+    // agy's own earlier answer included.
+    let mut history = history;
+    history.push(json!({"role": "user", "content": "What did you say?"}));
+    history.push(json!({"role": "assistant", "provider": "antigravity", "content": [{"type": "text", "text": "I said hello."}]}));
+    let third = env.turn(
+        "resume",
+        &request("Any suggestions?", history),
+        &[("AGY_BIND", bind)],
+    );
+    assert_eq!(third.last().expect("last")["type"], "done", "{third:?}");
+    let argv = env.last_print_argv();
+    assert_eq!(flag(&argv, "--conversation"), Some(new.clone()));
+    let prompt = flag(&argv, "-p").expect("prompt");
+    assert!(
+        prompt.contains("was not available to Antigravity"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(&format!("[your earlier answer]\n{HELLO_ANSWER}")),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("[earlier user message]\nSay hello"),
+        "{prompt}"
+    );
+    assert!(prompt.ends_with("Any suggestions?"), "{prompt}");
+    let entry = env.sessions()["sid:s1"].clone();
+    assert_eq!(entry["conversationId"].as_str(), Some(new.as_str()));
+    assert!(entry.get("agyContextLost").is_none(), "cleared: {entry}");
+}
+
+#[test]
+fn init_line_rebinds_a_forgotten_conversation() {
+    a_forgotten_conversation_is_replaced_and_the_next_turn_gets_the_context("stream-json");
+}
+
+#[test]
+fn stderr_warning_and_discovery_rebind_a_forgotten_conversation() {
+    a_forgotten_conversation_is_replaced_and_the_next_turn_gets_the_context("discovery");
+}
+
+/// `run --conversation` with an id agy does not have: a line in text mode,
+/// an event and a field with `--json`, and the new id to continue with.
+#[test]
+fn run_names_the_new_conversation_in_words_and_in_json() {
+    const ASKED: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    let home = tempfile::tempdir().expect("home");
+    let out = bridge("run", home.path(), "hello", "8")
+        .args(["--conversation", ASKED, "--json", "Say hello"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let replaced: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["kind"] == "conversation_replaced")
+        .collect();
+    assert_eq!(replaced.len(), 1, "{lines:?}");
+    assert_eq!(replaced[0]["requested"], ASKED);
+    let result = &lines.last().expect("result")["result"];
+    assert_eq!(result["lost_conversation"], ASKED);
+    let new = result["conversation_id"].as_str().expect("id");
+    assert_eq!(replaced[0]["conversation_id"], new);
+    assert_ne!(new, ASKED);
+
+    let text = bridge("run", home.path(), "hello", "8")
+        .args(["--conversation", ASKED, "Say hello"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains(&format!("agy did not have conversation {ASKED}"))
+            && stdout.contains("continue it with --conversation "),
+        "{stdout}"
+    );
+}
+
+/// `run --json` on a recording: the final result object.
+fn run_json(recording: &str, prompt: &str) -> Value {
+    let home = tempfile::tempdir().expect("home");
+    let out = bridge("run", home.path(), recording, "8")
+        .args(["--json", prompt])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("a result line");
+    serde_json::from_str::<Value>(last).expect("json")["result"].clone()
+}
+
+/// A resumed conversation's `result.usage` counts every turn: the turn's own
+/// usage is its steps', and the cumulative figure is reported as such.
+#[test]
+fn a_resumed_turns_usage_is_its_own_and_the_cumulative_is_named() {
+    let result = run_json("outcomes/resume-cumulative-1.1.9", "Any bug?");
+    let usage = &result["usage"];
+    let agy_total = &result["agy_result"]["usage"];
+    assert_eq!(&usage["conversation_total"], agy_total, "{result}");
+    assert_eq!(result["agy_result"]["num_turns"], 3, "{result}");
+    let turn = usage["turn"]["input_tokens"].as_u64().expect("turn");
+    let whole = agy_total["input_tokens"].as_u64().expect("total");
+    assert!(
+        turn > 0 && turn < whole,
+        "turn {turn}, conversation {whole}"
+    );
+}
+
+/// 1.1.x's checkpoint side call comes last but is never pi's context.
+#[test]
+fn a_checkpoint_is_counted_but_never_the_context() {
+    let result = run_json(
+        "outcomes/checkpoint-1.1.9",
+        "Review the staged change to calc.py and reply with JSON findings.",
+    );
+    let usage = &result["usage"];
+    // A new conversation: the turn's sum is agy's result, checkpoint included.
+    assert_eq!(usage["turn"], result["agy_result"]["usage"], "{result}");
+    let last = usage["last_call"]["input_tokens"].as_u64().expect("last");
+    let turn = usage["turn"]["input_tokens"].as_u64().expect("turn");
+    assert!(
+        last > 1000,
+        "the answer call, not the checkpoint's: {usage}"
+    );
+    assert!(turn > last, "{usage}");
+
+    // And in pi: `done` carries the answer call's context.
+    let env = Env::new();
+    // This recording's agy lists the 3.6 models.
+    let req = json!({"model": "gemini-3.6-flash", "sessionId": "s1", "cwd": "/tmp",
+        "messages": [{"role": "user", "content": "Review the staged change"}]});
+    let events = env.turn("outcomes/checkpoint-1.1.9", &req.to_string(), &[]);
+    let done = events.last().expect("done");
+    assert_eq!(done["type"], "done", "{events:?}");
+    assert_eq!(done["usage"]["input"], last, "{done}");
+}
