@@ -12,10 +12,13 @@
 //! replayed as agy's own output through the real runner binds on its init
 //! line and streams its answer.
 
+mod common;
+
 use agy_bridge::discovery::BindMethod;
 use agy_bridge::failure::{self, AgyReport, Failure};
 use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest};
 use agy_bridge::stream_json::{Line, TurnResult};
+use common::pi_retries;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -43,20 +46,6 @@ fn result_of(stdout: &str) -> Option<TurnResult> {
         Line::Result(r) => Some(r),
         _ => None,
     })
-}
-
-/// pi's automatic retry, as pi matches an error message: never the
-/// non-retryable words, otherwise any transient word.
-fn pi_retries(message: &str) -> bool {
-    let never = regex::Regex::new(
-        r"(?i)usage limit reached|available balance|insufficient_quota|out of budget|quota exceeded|billing",
-    )
-    .expect("regex");
-    let transient = regex::Regex::new(
-        r"(?i)overloaded|rate.?limit|too many requests|\b(?:429|500|502|503|504|524)\b|service.?unavailable|server.?error|internal.?error|network.?error|connection.?error|connection.?refused|connection.?lost|fetch failed|socket hang up|timed? out|timeout|terminated",
-    )
-    .expect("regex");
-    !never.is_match(message) && transient.is_match(message)
 }
 
 /// One row of the outcome table: a capture, its exit code (from the

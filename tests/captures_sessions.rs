@@ -9,6 +9,8 @@
 //! as agy's stdout, the header's stderr as its stderr, and exits with the
 //! header's code, through the real runner.
 
+mod common;
+
 use agy_bridge::discovery::{BindMethod, ConversationId};
 use agy_bridge::events::Event;
 use agy_bridge::failure::{self, AgyReport, Failure};
@@ -335,11 +337,11 @@ async fn checkpoint_usage_is_summed_but_never_the_context() {
         let usage = result.usage.expect("usage");
         let last_answer = parsed(&cap)
             .into_iter()
-            .filter_map(|l| match l {
+            .rev()
+            .find_map(|l| match l {
                 Line::StepUpdate(u) if u.step_type == "agent_response" => u.usage,
                 _ => None,
             })
-            .last()
             .expect("an answer call");
         assert_eq!(usage.last_call, last_answer, "{name}");
         assert_eq!(Some(usage.turn), results(&cap)[0].usage, "{name}");
@@ -460,6 +462,7 @@ async fn a_slash_command_result_is_named_not_a_binding_failure() {
             let s = f.to_string();
             assert!(s.contains("starts with '/'"), "{s}");
             assert!(!f.retryable());
+            assert!(!common::pi_retries(&s), "{s}");
         }
         other => panic!("{other:?}"),
     }
@@ -484,6 +487,7 @@ async fn a_run_killed_from_outside_says_it_can_be_resumed() {
     );
     assert!(f.to_string().contains("resume"), "{f}");
     assert!(!f.retryable());
+    assert!(!common::pi_retries(&f.to_string()), "{f}");
 }
 
 /// An image block on stdin: agy's own sentence, exit 1.
@@ -522,8 +526,10 @@ fn the_1_1_9_timeout_is_the_print_limit_by_version() {
     let old = failure::classify(&report((1, 1, 9))).expect("failure");
     assert_eq!(old, Failure::PrintTimeout);
     assert!(!old.retryable());
+    assert!(!common::pi_retries(&old.to_string()), "{old}");
     let new = failure::classify(&report((1, 2, 17))).expect("failure");
     assert_eq!(new, Failure::ModelTimeout { ran_tools: false });
+    assert!(common::pi_retries(&new.to_string()), "{new}");
     assert!(
         new.to_string().contains("switch to another agy model"),
         "{new}"

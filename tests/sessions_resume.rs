@@ -65,9 +65,9 @@ impl Env {
         std::fs::read_to_string(self.argv_log())
             .expect("argv log")
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<Vec<String>>(l).ok())
-            .filter(|a| a.iter().any(|x| x == "-p"))
-            .last()
+            .find(|a| a.iter().any(|x| x == "-p"))
             .expect("a print invocation")
     }
 }

@@ -13,6 +13,7 @@
 //! from `result.usage`, which agy sums over the whole conversation.
 
 use crate::events::Event;
+use crate::follow::subject;
 use crate::format::text::shorten;
 use crate::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
 use std::collections::BTreeMap;
@@ -46,9 +47,45 @@ fn error_words(message: &str) -> Option<String> {
     Some(shorten(line, ERROR_MAX_CHARS))
 }
 
+/// agy's tool that starts a subagent: shown as a subagent, as the
+/// database's subagent steps are.
+const SUBAGENT_TOOL: &str = "invoke_subagent";
+
 impl StreamTool {
+    fn call_event(&self, idx: i64) -> Event {
+        let arguments = if self.arguments.is_empty() {
+            "{}".to_string()
+        } else {
+            self.arguments.clone()
+        };
+        if self.name == SUBAGENT_TOOL {
+            return Event::Subagent {
+                idx,
+                conversation_id: String::new(),
+                role: subject::subagent_role(&arguments),
+                task: subject::subagent_task(&arguments),
+            };
+        }
+        Event::ToolCall {
+            idx,
+            id: String::new(),
+            name: self.name.clone(),
+            arguments,
+        }
+    }
+
     fn result_event(&self, idx: i64) -> Option<Event> {
         let ok = self.ended?;
+        if self.name == SUBAGENT_TOOL {
+            return Some(Event::SubagentEnded {
+                idx,
+                conversation_id: String::new(),
+                role: subject::subagent_role(&self.arguments),
+                ok,
+                answer: self.output.clone().filter(|_| ok),
+                error: self.error.clone(),
+            });
+        }
         let first_line = |t: &str| {
             let line = t.lines().map(str::trim).find(|l| !l.is_empty());
             shorten(line.unwrap_or(""), SUMMARY_MAX_CHARS)
@@ -190,16 +227,7 @@ impl AgyStream {
             if let Some(tool) = self.tools.get_mut(&idx).filter(|_| with_tools) {
                 if !tool.call_sent && !tool.name.is_empty() {
                     tool.call_sent = true;
-                    out.push(Event::ToolCall {
-                        idx,
-                        id: String::new(),
-                        name: tool.name.clone(),
-                        arguments: if tool.arguments.is_empty() {
-                            "{}".into()
-                        } else {
-                            tool.arguments.clone()
-                        },
-                    });
+                    out.push(tool.call_event(idx));
                 }
                 if !tool.result_sent {
                     if let Some(ev) = tool.result_event(idx) {
@@ -249,7 +277,7 @@ impl AgyStream {
 /// A digest of a text that ignores trailing white space (agy's two outputs
 /// may differ in a final newline), built as the text arrives so the runner
 /// can compare the database's answer with agy's without a copy of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextDigest {
     /// FNV-1a over the text up to its last non-white-space character.
     core: u64,
@@ -261,12 +289,19 @@ pub struct TextDigest {
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-impl TextDigest {
-    pub fn new() -> TextDigest {
+impl Default for TextDigest {
+    fn default() -> TextDigest {
         TextDigest {
             core: FNV_OFFSET,
-            ..TextDigest::default()
+            core_len: 0,
+            tail: String::new(),
         }
+    }
+}
+
+impl TextDigest {
+    pub fn new() -> TextDigest {
+        TextDigest::default()
     }
 
     pub fn of(text: &str) -> TextDigest {
@@ -369,5 +404,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(s.unstreamed(true).is_empty(), "each event goes out once");
+    }
+
+    #[test]
+    fn a_subagent_from_stream_json_is_a_subagent() {
+        let mut s = AgyStream::default();
+        s.observe(update(r#"{"event":"step_update","step_update":{"step_index":4,"state":"ACTIVE","step_type":"tool","tool_name":"invoke_subagent","tool_info":{"name":"invoke_subagent","parameters":{"Role":"researcher","Task":"find callers of parse_config"}}}}"#));
+        s.observe(update(r#"{"event":"step_update","step_update":{"step_index":4,"state":"DONE","step_type":"tool","tool_name":"invoke_subagent","tool_info":{"name":"invoke_subagent","parameters":{"Role":"researcher","Task":"find callers of parse_config"},"output":"two callers: main.rs, cli.rs"}}}"#));
+        let evs = s.unstreamed(true);
+        match (&evs[0], &evs[1]) {
+            (Event::Subagent { role, task, .. }, Event::SubagentEnded { ok, answer, .. }) => {
+                assert_eq!(role.as_deref(), Some("researcher"));
+                assert_eq!(task.as_deref(), Some("find callers of parse_config"));
+                assert!(ok);
+                assert_eq!(answer.as_deref(), Some("two callers: main.rs, cli.rs"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

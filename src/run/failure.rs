@@ -538,6 +538,68 @@ mod tests {
     }
 
     #[test]
+    fn results_without_a_conversation_are_named_by_what_happened() {
+        let eligibility = TurnResult {
+            status: "ERROR".into(),
+            error: Some("Eligibility check failed: RESOURCE_EXHAUSTED (code 429)".into()),
+            ..TurnResult::default()
+        };
+        let f = classify(&AgyReport {
+            exit_code: Some(1),
+            result: Some(&eligibility),
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert!(matches!(f, Failure::Throttled { .. }), "{f:?}");
+        assert!(f.retryable(), "a rate outcome is retried");
+        let other = TurnResult {
+            status: "ERROR".into(),
+            error: Some("workspace is not trusted".into()),
+            ..TurnResult::default()
+        };
+        let f = classify(&AgyReport {
+            exit_code: Some(1),
+            result: Some(&other),
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f.to_string(),
+            "agy failed (exit 1): before starting a conversation: workspace is not trusted"
+        );
+        assert!(!f.retryable());
+    }
+
+    #[test]
+    fn a_killed_agy_says_the_conversation_can_be_resumed() {
+        let f = classify(&AgyReport {
+            signal: Some(9),
+            conversation_began: true,
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f,
+            Failure::Stopped {
+                how: "signal 9".into()
+            }
+        );
+        assert!(f
+            .to_string()
+            .contains("send your message again to resume it"));
+        assert!(!f.retryable());
+        // Exit 1 with nothing said, before any conversation: not "stopped".
+        let early = classify(&AgyReport {
+            exit_code: Some(1),
+            ..AgyReport::default()
+        });
+        assert!(
+            matches!(early, Some(Failure::AgyFailed { code: 1, .. })),
+            "{early:?}"
+        );
+    }
+
+    #[test]
     fn denial_with_an_answer_is_a_notice_not_a_failure() {
         let result = TurnResult {
             status: "SUCCESS".into(),

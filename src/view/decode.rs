@@ -410,38 +410,7 @@ fn render_event(out: &mut String, event: &Event) {
                 }
             }
         }
-        Event::ToolResult {
-            name,
-            status,
-            ok,
-            summary,
-            output,
-            ..
-        } => {
-            let summary = summary.trim().replace('\n', " ");
-            let flag = match (*ok, status.as_str()) {
-                (true, _) => String::new(),
-                (false, "done") => " [failed]".to_string(),
-                // A bodiless result's summary is already its status.
-                (false, status) if summary == status => String::new(),
-                (false, status) => format!(" [{status}]"),
-            };
-            let sep = if summary.is_empty() { "" } else { ": " };
-            let _ = writeln!(out, "  ← {name}{sep}{summary}{flag}");
-            if let Some(output) = output.as_deref().filter(|o| !o.trim().is_empty()) {
-                let lines: Vec<&str> = output.trim_end().lines().collect();
-                for line in lines.iter().take(OUTPUT_PREVIEW_LINES) {
-                    let _ = writeln!(out, "      {}", preview(line, OUTPUT_PREVIEW_CHARS));
-                }
-                if lines.len() > OUTPUT_PREVIEW_LINES {
-                    let _ = writeln!(
-                        out,
-                        "      … {} more line(s)",
-                        lines.len() - OUTPUT_PREVIEW_LINES
-                    );
-                }
-            }
-        }
+        Event::ToolResult { .. } => render_tool_result(out, event),
         Event::Title { title, .. } => prefixed(out, "  title: ", title),
         Event::Error { message, .. } => prefixed(out, "  error: ", message),
         Event::Subagent {
@@ -504,6 +473,45 @@ fn render_event(out: &mut String, event: &Event) {
             };
             let _ = writeln!(out, "  rewritten {label}:");
             verbatim(out, text);
+        }
+    }
+}
+
+/// A tool result: its summary (with how it ended, when that is not the
+/// summary itself) and the start of its output.
+fn render_tool_result(out: &mut String, event: &Event) {
+    let Event::ToolResult {
+        name,
+        status,
+        ok,
+        summary,
+        output,
+        ..
+    } = event
+    else {
+        return;
+    };
+    let summary = summary.trim().replace('\n', " ");
+    let flag = match (*ok, status.as_str()) {
+        (true, _) => String::new(),
+        (false, "done") => " [failed]".to_string(),
+        // A bodiless result's summary is already its status.
+        (false, status) if summary == status => String::new(),
+        (false, status) => format!(" [{status}]"),
+    };
+    let sep = if summary.is_empty() { "" } else { ": " };
+    let _ = writeln!(out, "  ← {name}{sep}{summary}{flag}");
+    if let Some(output) = output.as_deref().filter(|o| !o.trim().is_empty()) {
+        let lines: Vec<&str> = output.trim_end().lines().collect();
+        for line in lines.iter().take(OUTPUT_PREVIEW_LINES) {
+            let _ = writeln!(out, "      {}", preview(line, OUTPUT_PREVIEW_CHARS));
+        }
+        if lines.len() > OUTPUT_PREVIEW_LINES {
+            let _ = writeln!(
+                out,
+                "      … {} more line(s)",
+                lines.len() - OUTPUT_PREVIEW_LINES
+            );
         }
     }
 }

@@ -292,3 +292,17 @@ pub fn eventually(limit: Duration, mut holds: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// pi's automatic retry, as pi matches an error message: never the
+/// non-retryable words, otherwise any transient word.
+pub fn pi_retries(message: &str) -> bool {
+    let never = regex::Regex::new(
+        r"(?i)usage limit reached|available balance|insufficient_quota|out of budget|quota exceeded|billing",
+    )
+    .expect("regex");
+    let transient = regex::Regex::new(
+        r"(?i)overloaded|rate.?limit|too many requests|\b(?:429|500|502|503|504|524)\b|service.?unavailable|server.?error|internal.?error|network.?error|connection.?error|connection.?refused|connection.?lost|fetch failed|socket hang up|timed? out|timeout|terminated",
+    )
+    .expect("regex");
+    !never.is_match(message) && transient.is_match(message)
+}

@@ -127,11 +127,7 @@ impl Turn<'_> {
             Event::ToolCall { .. } | Event::ToolResult { .. } if self.stream_tools => return,
             Event::Text { idx, text } => {
                 self.db.text = true;
-                self.db
-                    .texts
-                    .entry(*idx)
-                    .or_insert_with(TextDigest::new)
-                    .push(text);
+                self.db.texts.entry(*idx).or_default().push(text);
             }
             Event::Rewrite {
                 idx,
