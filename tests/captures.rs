@@ -16,20 +16,13 @@ mod common;
 
 use agy_bridge::discovery::BindMethod;
 use agy_bridge::failure::{self, AgyReport, Failure};
-use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::runner::{self, RunEvent, TurnRequest};
 use agy_bridge::stream_json::{Line, TurnResult};
-use common::pi_retries;
+use common::{pi_retries, text_of};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 fn captures() -> Option<PathBuf> {
-    match std::env::var_os("AGY_CAPTURES_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!("skipped: AGY_CAPTURES_DIR is not set to a directory of real agy captures");
-            None
-        }
-    }
+    common::captures_dir()
 }
 
 fn read(dir: &Path, rel: &str) -> String {
@@ -408,34 +401,12 @@ async fn replay(
 ) -> Option<(runner::RunResult, Vec<RunEvent>)> {
     let dir = captures()?;
     let tmp = tempfile::tempdir().expect("tmp");
-    let cfg = RunConfig {
-        agy_bin: replay_script(&dir, tmp.path(), stdout, stderr, exit),
-        conversations_dir: tmp.path().join("conversations"),
-        bind: runner::BindMode::StreamJson,
-        timeout: Duration::from_secs(60),
-        ..RunConfig::default()
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let req = TurnRequest {
         prompt: "replay".into(),
         ..TurnRequest::default()
     };
-    let result = runner::run(&cfg, &req, Default::default(), tx).await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(e);
-    }
-    Some((result, events))
-}
-
-fn text_of(events: &[RunEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            RunEvent::Agy(agy_bridge::events::Event::Text { text, .. }) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+    let agy = replay_script(&dir, tmp.path(), stdout, stderr, exit);
+    Some(common::run_stand_in(agy, tmp.path().join("conversations"), req).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

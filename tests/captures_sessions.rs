@@ -15,21 +15,15 @@ use agy_bridge::discovery::{BindMethod, ConversationId};
 use agy_bridge::events::Event;
 use agy_bridge::failure::{self, AgyReport, Failure};
 use agy_bridge::format::features::AgyFeatures;
-use agy_bridge::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
+use agy_bridge::runner::{RunEvent, RunResult, TurnRequest};
 use agy_bridge::stream_json::{Line, TurnResult, Usage};
+use common::text_of;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 const MORE: &str = "stream-json-more";
 
 fn captures() -> Option<PathBuf> {
-    match std::env::var_os("AGY_CAPTURES_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!("skipped: AGY_CAPTURES_DIR is not set to a directory of real agy captures");
-            None
-        }
-    }
+    common::captures_dir()
 }
 
 /// One capture: agy's stdout lines, and what its header says.
@@ -117,35 +111,13 @@ async fn replay(name: &str, conversation: Option<&str>) -> Option<(RunResult, Ve
     let dir = captures()?;
     let cap = read_capture(&dir, name);
     let tmp = tempfile::tempdir().expect("tmp");
-    let cfg = RunConfig {
-        agy_bin: replay_script(tmp.path(), &cap),
-        conversations_dir: tmp.path().join("conversations"),
-        bind: runner::BindMode::StreamJson,
-        timeout: Duration::from_secs(60),
-        ..RunConfig::default()
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let req = TurnRequest {
         prompt: "replay".into(),
         conversation: conversation.map(|c| ConversationId::parse(c).expect("id")),
         ..TurnRequest::default()
     };
-    let result = runner::run(&cfg, &req, Default::default(), tx).await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(e);
-    }
-    Some((result, events))
-}
-
-fn text_of(events: &[RunEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            RunEvent::Agy(Event::Text { text, .. }) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+    let agy = replay_script(tmp.path(), &cap);
+    Some(common::run_stand_in(agy, tmp.path().join("conversations"), req).await)
 }
 
 /// (name, ok, summary) of each tool result event.

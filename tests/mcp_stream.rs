@@ -206,14 +206,6 @@ fn tool_calls(msg: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-fn thinking(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["type"] == "thinking_delta")
-        .filter_map(|e| e["delta"].as_str())
-        .collect()
-}
-
 fn port_closed(addr: &str) -> bool {
     std::net::TcpStream::connect(addr).is_err()
 }
@@ -269,9 +261,9 @@ fn a_call_becomes_tool_use_and_pis_result_reaches_agy() {
     assert!(text.contains("pi ran pi_probe"), "{text}");
     let all = turn.seen.clone();
     assert!(
-        !thinking(&all).contains("mcp:pi/"),
+        !common::pi_thinking(&all).contains("mcp:pi/"),
         "agy's own step for the call is not repeated: {}",
-        thinking(&all)
+        common::pi_thinking(&all)
     );
     let (rest, home) = turn.finish();
     assert!(
@@ -417,9 +409,9 @@ fn agy_cutting_a_call_off_is_reported() {
     let second = turn.next_message();
     assert_eq!(second.last().expect("end")["reason"], "stop");
     assert!(
-        thinking(&second).contains("agy stopped waiting for pi's tool pi_probe"),
+        common::pi_thinking(&second).contains("agy stopped waiting for pi's tool pi_probe"),
         "{}",
-        thinking(&second)
+        common::pi_thinking(&second)
     );
     let (_, home) = turn.finish();
     let steps = Turn::mcp_steps(home.path());
@@ -449,7 +441,7 @@ fn a_call_of_a_server_agy_lacks_is_one_line_and_its_failure_one_more() {
     let mut turn = Turn::start("mcp/pi-tool", &[("AGY_PI_TOOLS", "off")]);
     let msg = turn.next_message();
     assert_eq!(msg.last().expect("done")["reason"], "stop");
-    let thinking = thinking(&msg);
+    let thinking = common::pi_thinking(&msg);
     assert_eq!(
         thinking.matches("[agy tool").count(),
         2,

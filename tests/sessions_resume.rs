@@ -27,14 +27,7 @@ impl Env {
     }
 
     fn sessions(&self) -> Value {
-        let path = self
-            .home
-            .path()
-            .join(".pi/agent/antigravity-bridge/sessions.json");
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or(Value::Null)
+        common::sessions_json(self.home.path())
     }
 
     fn argv_log(&self) -> PathBuf {
@@ -79,14 +72,6 @@ fn request(prompt: &str, history: Vec<Value>) -> String {
         .to_string()
 }
 
-fn thinking(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["type"] == "thinking_delta")
-        .filter_map(|e| e["delta"].as_str())
-        .collect()
-}
-
 fn flag(argv: &[String], name: &str) -> Option<String> {
     argv.iter()
         .position(|a| a == name)
@@ -127,7 +112,7 @@ fn a_forgotten_conversation_is_replaced_and_the_next_turn_gets_the_context(bind:
         flag(&env.last_print_argv(), "--conversation"),
         Some(old.clone())
     );
-    let said = thinking(&second);
+    let said = common::pi_thinking(&second);
     let notice = format!("agy did not have conversation {old}");
     assert_eq!(said.matches(&notice).count(), 1, "told once: {said}");
     assert!(said.contains("pi's record of the earlier turns goes to agy with your next message"));

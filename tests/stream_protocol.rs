@@ -29,14 +29,7 @@ impl Env {
     }
 
     fn sessions(&self) -> Value {
-        let path = self
-            .home
-            .path()
-            .join(".pi/agent/antigravity-bridge/sessions.json");
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or(Value::Null)
+        common::sessions_json(self.home.path())
     }
 }
 

@@ -306,3 +306,67 @@ pub fn pi_retries(message: &str) -> bool {
     .expect("regex");
     !never.is_match(message) && transient.is_match(message)
 }
+
+/// One turn of `agy_bin` (a stand-in agy that prints real captures) through
+/// the runner with stream-json binding; its result and every event.
+pub async fn run_stand_in(
+    agy_bin: PathBuf,
+    conversations_dir: PathBuf,
+    req: TurnRequest,
+) -> (RunResult, Vec<RunEvent>) {
+    let cfg = RunConfig {
+        agy_bin,
+        conversations_dir,
+        bind: runner::BindMode::StreamJson,
+        timeout: Duration::from_secs(60),
+        ..RunConfig::default()
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let result = runner::run(&cfg, &req, CancellationToken::new(), tx).await;
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    (result, events)
+}
+
+/// The answer text among the runner's events.
+pub fn text_of(events: &[RunEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Agy(Event::Text { text, .. }) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The thinking text among pi's events (where the bridge's lines go).
+pub fn pi_thinking(events: &[serde_json::Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect()
+}
+
+/// The bridge's `sessions.json` in a test HOME (`null` when absent).
+pub fn sessions_json(home: &Path) -> serde_json::Value {
+    let path = home.join(".pi/agent/antigravity-bridge/sessions.json");
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The directory of real agy captures `AGY_CAPTURES_DIR` names; `None`
+/// (saying the test was skipped) when it is not set to one.
+pub fn captures_dir() -> Option<PathBuf> {
+    match std::env::var_os("AGY_CAPTURES_DIR") {
+        Some(d) if Path::new(&d).is_dir() => Some(PathBuf::from(d)),
+        _ => {
+            eprintln!("skipped: AGY_CAPTURES_DIR is not set to a directory of real agy captures");
+            None
+        }
+    }
+}
