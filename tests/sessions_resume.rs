@@ -276,3 +276,32 @@ fn a_checkpoint_is_counted_but_never_the_context() {
     assert_eq!(done["type"], "done", "{events:?}");
     assert_eq!(done["usage"]["input"], last, "{done}");
 }
+
+/// agy before 1.2 does not load MCP servers from `--add-dir`, so pi's tools
+/// cannot reach it: the pi session is told once, and agy is not given a
+/// configuration it would ignore.
+#[test]
+fn pi_tools_on_an_agy_too_old_for_them_are_named_once() {
+    let env = Env::new();
+    let req = |prompt: &str| {
+        json!({"model": "gemini-3.6-flash", "sessionId": "s1", "cwd": "/tmp",
+            "messages": [{"role": "user", "content": prompt}],
+            "tools": [{"name": "memory_search", "description": "pi's memory", "parameters": {"type": "object"}}]})
+        .to_string()
+    };
+    let notice = "pi's tools are not offered to agy 1.1.9";
+    let first = env.turn("outcomes/checkpoint-1.1.9", &req("Review it"), &[]);
+    assert_eq!(first.last().expect("last")["type"], "done", "{first:?}");
+    assert_eq!(common::pi_thinking(&first).matches(notice).count(), 1);
+    let argv = env.last_print_argv();
+    let add_dirs: Vec<&String> = argv
+        .iter()
+        .zip(argv.iter().skip(1))
+        .filter(|(flag, _)| *flag == "--add-dir")
+        .map(|(_, dir)| dir)
+        .collect();
+    assert_eq!(add_dirs, ["/tmp"], "only the workspace: {argv:?}");
+    let second = env.turn("outcomes/checkpoint-1.1.9", &req("And now?"), &[]);
+    assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
+    assert!(!common::pi_thinking(&second).contains(notice), "said once");
+}

@@ -656,9 +656,15 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let StreamStart {
         req,
         prepared,
-        prelude,
+        mut prelude,
         _turn_lock: _held,
     } = start;
+    // What this agy offers decides what the turn may use (pi's tools among
+    // it): asked of agy once per binary, then remembered.
+    if prelude.features().is_none() {
+        let features = agy_bridge::agy_version::agy_features(&prepared.cfg.agy_bin).await;
+        prelude.set_features(features);
+    }
     let (req, prepared) = (&req, &prepared);
     for note in &prepared.notes {
         pi.thinking(note);
@@ -668,7 +674,12 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let mut turn = prepared.turn.clone();
     // pi's tools, served to agy for this turn only (dropped with it), when
     // this agy can reach them.
-    let tools_reach_agy = match prelude.features().filter(|f| !f.mcp_from_add_dir()) {
+    // Only a known older version is held back: an agy that does not say its
+    // version is offered the tools as before.
+    let too_old = prelude
+        .features()
+        .filter(|f| f.version.is_some() && !f.mcp_from_add_dir());
+    let tools_reach_agy = match too_old {
         Some(old) => {
             if prepared.first_turn && !req.tools.is_empty() {
                 pi.thinking(&no_pi_tools_note(old));

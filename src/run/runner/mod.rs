@@ -555,6 +555,12 @@ impl Prelude {
         self.features
     }
 
+    /// Set what this agy offers, asked of it since (the turn then does not
+    /// ask again).
+    pub fn set_features(&mut self, features: AgyFeatures) {
+        self.features = Some(features);
+    }
+
     fn fits(&self, cfg: &RunConfig) -> bool {
         self.agy_bin == cfg.agy_bin && self.dir == cfg.conversations_dir && self.bind == cfg.bind
     }
