@@ -68,6 +68,14 @@ type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
     agy_bridge::guard::main_if_guard();
+    // A turn command notes a stop signal from its first instruction on, so
+    // even one in the first millisecond ends the turn in order.
+    let turn_command = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| ["stream", "run", "ask", "demo"].iter().any(|c| a == *c));
+    if turn_command {
+        cli::caller::hold_early_stops();
+    }
     let standby = guardian_for_stream();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

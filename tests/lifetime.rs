@@ -43,7 +43,7 @@ fn start_stream(
     home: &Path,
     marker: &str,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
-    start_stream_with(home, marker, home, None)
+    start_stream_inner(home, marker, home, None, "0.2")
 }
 
 /// [`start_stream`] with `TMPDIR` set (where a long prompt's file and the
@@ -54,7 +54,18 @@ fn start_stream_with(
     tmpdir: &Path,
     tools: Option<Value>,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
-    let mut child = bridge("stream", home, "long-answer", "0.2")
+    start_stream_inner(home, marker, tmpdir, tools, "0.2")
+}
+
+/// [`start_stream_with`] at replay `speed`.
+fn start_stream_inner(
+    home: &Path,
+    marker: &str,
+    tmpdir: &Path,
+    tools: Option<Value>,
+    speed: &str,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut child = bridge("stream", home, "long-answer", speed)
         .env("TMPDIR", tmpdir)
         .env_remove("AGY_PI_TOOLS")
         .env("FAKE_AGY_GRANDCHILD", "1")
@@ -319,5 +330,198 @@ fn the_guardian_stream_starts_first_leaves_with_a_bridge_that_never_ran_a_turn()
             children_of(guardian[0]).is_empty(),
             "{ending}: the guardian started something"
         );
+    }
+}
+
+/// An agy whose tree keeps forking (`sleep` in the background, every 2 ms,
+/// in agy's own group) while the bridge is SIGKILLed: one look at the tree
+/// is never enough. The guardian kills, reaps and looks again until nothing
+/// is left, then kills its own group. 20 of 20 runs, for `run` and `stream`.
+#[test]
+fn a_forking_agy_leaves_nothing_behind_when_the_bridge_is_sigkilled() {
+    let home = tempfile::tempdir().expect("tmp");
+    let marker = format!("forking-agy-{}", std::process::id());
+    let dir = home.path().join(&marker);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let agy = dir.join("agy");
+    // The loop's own command line names the script (the marker is in its
+    // path); each background child is `sleep 4242.<n>`, found by its value.
+    let sleep_value = format!("4242.{}", std::process::id() % 1000);
+    std::fs::write(
+        &agy,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --version) echo 1.2.17; exit 0;; --help) exit 0;; models) exec '{}' models;; esac\nwhile :; do sleep {sleep_value} & sleep 0.002; done\n",
+            fake_agy().display()
+        ),
+    )
+    .expect("script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let left = || {
+        let mut v = pids_with(&marker);
+        v.extend(pids_with(&sleep_value));
+        v
+    };
+    for round in 0..20 {
+        for command in ["run", "stream"] {
+            let mut cmd = bridge(command, home.path(), "hello", "1");
+            cmd.env("AGY_BIN", &agy)
+                .env("AGY_BIND", "discovery")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if command == "run" {
+                cmd.arg("go");
+            }
+            let mut child = cmd.spawn().expect("spawn");
+            let mut stdin = child.stdin.take().expect("stdin");
+            if command == "stream" {
+                let request = json!({"model": "gemini-3.7-flash", "cwd": home.path(),
+                    "messages": [{"role": "user", "content": "go"}]});
+                writeln!(stdin, "{request}").expect("request");
+            }
+            assert!(
+                eventually(Duration::from_secs(20), || pids_with(&sleep_value).len()
+                    >= 3),
+                "{command} round {round}: agy never started forking"
+            );
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .expect("kill");
+            let _ = child.wait();
+            drop(stdin);
+            let gone = eventually(Duration::from_secs(10), || left().is_empty());
+            assert!(gone, "{command} round {round}: left behind {:?}", left());
+        }
+    }
+}
+
+/// The request for a long turn whose prompt is `marker` (agy's argv holds
+/// it, so its tree can be found).
+fn long_request(home: &Path, marker: &str) -> String {
+    json!({"model": "gemini-3.7-flash", "cwd": home,
+        "messages": [{"role": "user", "content": marker}]})
+    .to_string()
+}
+
+/// pi SIGKILLed mid-turn: `stream`'s parent is gone, the kernel tells it
+/// (PR_SET_PDEATHSIG), and the turn ends as an abort, agy's tree with it,
+/// instead of agy working on for the rest of the turn.
+#[test]
+fn when_the_caller_is_killed_the_turn_ends() {
+    let home = tempfile::tempdir().expect("tmp");
+    let marker = format!("caller-killed-{}", std::process::id());
+    let request = home.path().join("request.json");
+    std::fs::write(
+        &request,
+        format!("{}\n", long_request(home.path(), &marker)),
+    )
+    .expect("req");
+    let out = home.path().join("out.jsonl");
+    let template = bridge("stream", home.path(), "long-answer", "0.2");
+    // `; true` keeps sh from exec'ing the bridge: sh stays its parent.
+    let mut parent = std::process::Command::new("sh");
+    parent.arg("-c").arg(format!(
+        "'{}' stream < '{}' > '{}' 2>/dev/null; true",
+        template.get_program().to_string_lossy(),
+        request.display(),
+        out.display()
+    ));
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => parent.env(k, v),
+            None => parent.env_remove(k),
+        };
+    }
+    let mut parent = parent.spawn().expect("sh");
+    assert!(
+        eventually(Duration::from_secs(30), || !pids_with(&marker).is_empty()),
+        "agy never started"
+    );
+    parent.kill().expect("kill the caller");
+    let _ = parent.wait();
+    let gone = eventually(Duration::from_secs(10), || pids_with(&marker).is_empty());
+    assert!(gone, "agy outlived its caller: {:?}", pids_with(&marker));
+    // The bridge ended the turn in order (to a reader that is gone, here a
+    // file): one terminal event, an abort.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            std::fs::read_to_string(&out).is_ok_and(|t| t.contains("\"reason\":\"aborted\""))
+        }),
+        "{}",
+        std::fs::read_to_string(&out).unwrap_or_default()
+    );
+}
+
+/// pi stopped reading (closed its end of our stdout) mid-turn: the turn
+/// ends within a second or two, not at the next write.
+#[test]
+fn when_the_caller_stops_reading_the_turn_ends() {
+    let home = tempfile::tempdir().expect("tmp");
+    let marker = format!("caller-closed-{}", std::process::id());
+    // Slow enough (a commit every 5 s) that no write would notice soon.
+    let (mut child, lines) = start_stream_inner(home.path(), &marker, home.path(), None, "0.05");
+    assert!(!pids_with(&marker).is_empty(), "agy is not running");
+    drop(lines);
+    let gone = eventually(Duration::from_secs(3), || pids_with(&marker).is_empty());
+    let status = common::wait_status(&mut child, common::CHILD_LIMIT);
+    assert!(
+        gone,
+        "agy outlived a caller that stopped reading: {:?}",
+        pids_with(&marker)
+    );
+    assert!(!status.success(), "{status:?}");
+}
+
+/// A stop signal the moment the bridge can catch one (its handler shows in
+/// /proc, from the first instructions of `main`) still ends the turn in
+/// order: `start`, then one `error` with reason `aborted`.
+#[test]
+fn a_stop_signal_at_once_still_ends_in_order() {
+    for round in 0..6 {
+        let home = tempfile::tempdir().expect("tmp");
+        let child = bridge("stream", home.path(), "long-answer", "0.2")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        let catches_term = || {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    let line = s.lines().find(|l| l.starts_with("SigCgt:"))?.to_string();
+                    u64::from_str_radix(line.trim_start_matches("SigCgt:").trim(), 16).ok()
+                })
+                .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+        };
+        assert!(
+            eventually(Duration::from_secs(10), catches_term),
+            "round {round}"
+        );
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("kill");
+        let out = common::wait_output(child, common::CHILD_LIMIT);
+        let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        assert_eq!(
+            events.first().map(|e| e["type"].clone()),
+            Some(json!("start")),
+            "round {round}: {events:?}"
+        );
+        let terminal: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "done" || e["type"] == "error")
+            .collect();
+        assert_eq!(terminal.len(), 1, "round {round}: {events:?}");
+        assert_eq!(terminal[0]["reason"], "aborted", "round {round}");
     }
 }

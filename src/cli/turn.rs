@@ -175,6 +175,10 @@ pub fn cancel_on_signals(token: CancellationToken) {
             }
         });
     }
+    // One that came before these handlers existed was noted, not lost.
+    if super::caller::stopped_early() {
+        token.cancel();
+    }
 }
 
 /// Run one turn, printing events as they come; returns the exit code.
@@ -645,6 +649,9 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let mut pi = PiStream::new(StdoutThread::spawn());
     pi.start();
     cancel_on_signals(cancel.clone());
+    // pi gone (killed, or no longer reading) ends the turn and agy's tree.
+    super::caller::stop_with_parent();
+    super::caller::cancel_when_stdout_closes(cancel.clone());
     let start = match stream_start(&args, request_line, &cancel).await {
         Ok(start) => start,
         Err((aborted, message)) => {

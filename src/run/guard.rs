@@ -103,9 +103,13 @@ fn guard_tree(launch: Launch) -> i32 {
     let on_eof = remove.clone();
     std::thread::spawn(move || {
         os::wait_for_eof_on_stdin();
-        // The bridge is gone: nothing of agy's may outlive it.
-        os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+        // The bridge is gone: nothing of agy's may outlive it, not even
+        // what its tree keeps forking while it is being killed.
+        os::kill_until_gone(KILL_PERSISTENCE);
         remove_all(&on_eof);
+        // Last, the whole process group, the guardian with it: anything of
+        // agy's that left the tree (it cannot leave the group unnoticed).
+        os::kill_own_group();
         std::process::exit(137);
     });
     let status = os::reap_until(agy);
@@ -114,11 +118,17 @@ fn guard_tree(launch: Launch) -> i32 {
     // the runner sees agy's exit at once.
     if os::kill_descendants(nix::sys::signal::Signal::SIGTERM) > 0 {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        os::kill_descendants(nix::sys::signal::Signal::SIGKILL);
+        os::kill_until_gone(KILL_PERSISTENCE);
     }
     remove_all(&remove);
     os::exit_like(status)
 }
+
+/// How long the guardian keeps killing a tree that keeps forking. Each
+/// round SIGKILLs every descendant it finds and reaps them; a process
+/// forked in the meantime is reparented to the guardian (a subreaper) and
+/// found in the next round, so a tree of any fork rate is gone in a few.
+const KILL_PERSISTENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 mod os {
     use nix::sys::signal::{self, SigHandler, Signal};
@@ -220,6 +230,28 @@ mod os {
             }
         }
         found
+    }
+
+    /// SIGKILL every descendant, reap, and look again, until none is left
+    /// (or `limit` passes: a tree that outforks us for that long is left to
+    /// the group kill).
+    pub fn kill_until_gone(limit: std::time::Duration) {
+        let until = std::time::Instant::now() + limit;
+        while kill_descendants(Signal::SIGKILL) > 0 && std::time::Instant::now() < until {
+            // Give the killed a moment to die (and their orphans to come
+            // to us) before the next look.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// SIGKILL the guardian's own process group, the guardian included, if
+    /// the guardian leads it (it does: it is started in a group of its own,
+    /// which agy's tree inherits). Never another's group.
+    pub fn kill_own_group() {
+        let own = nix::unistd::getpgrp();
+        if own == nix::unistd::getpid() && own.as_raw() > 1 {
+            let _ = signal::killpg(own, Signal::SIGKILL);
+        }
     }
 
     /// Exit as agy did: its code, or its signal.

@@ -39,6 +39,10 @@ pub fn find_program(bin: &Path) -> Option<PathBuf> {
 /// Signal `root`'s whole tree: its process group, the groups of descendants
 /// that made their own, and each process.
 pub fn signal_tree(root: u32, sig: Signal) {
+    // 0 would be our own group and 1 init's: never a tree of ours.
+    if root <= 1 {
+        return;
+    }
     let mut pids = discovery::process_tree(root);
     if !pids.contains(&root) {
         pids.push(root);
@@ -49,6 +53,9 @@ pub fn signal_tree(root: u32, sig: Signal) {
 /// Signal everything below `root` (not `root` itself, nor its group);
 /// returns how many processes there were.
 pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
+    if root <= 1 {
+        return 0;
+    }
     let pids: Vec<u32> = discovery::process_tree(root)
         .into_iter()
         .filter(|p| *p != root)
@@ -119,13 +126,21 @@ pub fn run_with_timeout_capped(
     cap: u64,
 ) -> Result<Output, RunError> {
     let deadline = Instant::now() + timeout;
-    let mut child = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(RunError::Spawn)?;
+        .process_group(0);
+    // It dies with the thread waiting for it, so a bridge killed outright
+    // (SIGKILL runs no code) does not leave it running.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
     let pid = child.id();
     let pipes = read_pipe(child.stdout.take(), cap).and_then(|out| {
         let err = read_pipe(child.stderr.take(), cap)?;

@@ -1275,9 +1275,16 @@ impl Turn<'_> {
         if stopping {
             terminate(&mut agy.child, agy.pid, self.cfg.kill_grace).await;
         } else {
+            // agy has exited and was reaped: its pid may be another's by
+            // now, so it is never signalled again. Under a guardian its
+            // leftovers are gone already (the guardian ends them before it
+            // exits); without one, they are in agy's process group, which
+            // outlives agy while it has members, and is ended now, before
+            // the trailing polls.
+            if self.cfg.guardian.is_none() {
+                kill_leftover_group(agy.pid, nix::sys::signal::Signal::SIGTERM);
+            }
             self.trailing(&mut agy).await;
-            // Leftovers in agy's group (background work) die with the turn.
-            signal_tree(agy.pid, nix::sys::signal::Signal::SIGTERM);
         }
         agy.reaped = true;
         if let Some(status) = exit_status.filter(|_| !stopping) {
@@ -1541,6 +1548,15 @@ impl Followed {
     }
 }
 
+/// Signal what is left of a reaped agy's process group. A group id stays
+/// taken while the group has members, so this reaches agy's leftovers or
+/// nothing (ESRCH).
+fn kill_leftover_group(pgid: u32, sig: nix::sys::signal::Signal) {
+    if pgid > 1 {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), sig);
+    }
+}
+
 /// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap.
 async fn terminate(child: &mut Spawned, pid: u32, grace: Duration) {
     use nix::sys::signal::Signal;
@@ -1549,8 +1565,9 @@ async fn terminate(child: &mut Spawned, pid: u32, grace: Duration) {
         signal_tree(pid, Signal::SIGKILL);
         let _ = child.wait().await;
     } else {
-        // agy is gone; anything left in its groups is not wanted either.
-        signal_tree(pid, Signal::SIGKILL);
+        // agy is gone and reaped (its pid is never signalled again); what
+        // is left of its group is not wanted either.
+        kill_leftover_group(pid, Signal::SIGKILL);
     }
 }
 
