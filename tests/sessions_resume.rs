@@ -305,3 +305,55 @@ fn pi_tools_on_an_agy_too_old_for_them_are_named_once() {
     assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
     assert!(!common::pi_thinking(&second).contains(notice), "said once");
 }
+
+/// A binding whose save failed keeps an older cursor: the next turn starts
+/// from what the database holds, and never replays the previous answer.
+#[test]
+fn a_stale_cursor_does_not_replay_the_previous_answer() {
+    let env = Env::new();
+    let first = env.turn("hello", &request("Say hello", vec![]), &[]);
+    assert_eq!(first.last().expect("last")["type"], "done");
+    // As if the first turn's save had failed after an earlier turn's.
+    let path = env
+        .home
+        .path()
+        .join(".pi/agent/antigravity-bridge/sessions.json");
+    let mut sessions = env.sessions();
+    sessions["sid:s1"]["lastStepIdx"] = json!(-1);
+    std::fs::write(&path, sessions.to_string()).expect("write");
+    let history = vec![
+        json!({"role": "user", "content": "Say hello"}),
+        json!({"role": "assistant", "provider": "antigravity", "content": [{"type": "text", "text": HELLO_ANSWER}]}),
+    ];
+    let second = env.turn("resume", &request("Any suggestions?", history), &[]);
+    assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
+    let text: String = second
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(!text.contains("Hello! I'm agy"), "replayed: {text}");
+    assert!(text.contains("proptest"), "{text}");
+}
+
+/// A state directory that cannot be written: the turn still runs, without
+/// session memory, and says so once.
+#[test]
+fn an_unwritable_state_dir_runs_the_turn_without_session_memory() {
+    let env = Env::new();
+    let not_a_dir = env.home.path().join("state-is-a-file");
+    std::fs::write(&not_a_dir, "x").expect("file");
+    let state = not_a_dir.display().to_string();
+    let events = env.turn(
+        "hello",
+        &request("Say hello", vec![]),
+        &[("AGY_BRIDGE_STATE_DIR", &state)],
+    );
+    assert_eq!(events.last().expect("last")["type"], "done", "{events:?}");
+    let said = common::pi_thinking(&events);
+    assert_eq!(
+        said.matches("runs without session memory").count(),
+        1,
+        "{said}"
+    );
+}

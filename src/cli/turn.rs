@@ -608,11 +608,22 @@ async fn stream_start(
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
     let (session_key, store) = session_of(&req);
+    let mut store = store;
+    let mut state_note = None;
     let turn_lock = match &store {
-        Some(store) => match wait_turn_lock(store, &session_key, cancel, timeout).await {
+        Some(s) => match wait_turn_lock(s, &session_key, cancel, timeout).await {
             Ok(lock) => Some(lock),
             Err(TurnWait::Aborted) => return Err((true, "Operation aborted".into())),
             Err(TurnWait::Failed(message)) => return Err((false, message)),
+            // A read-only or full state directory: the turn runs, without
+            // session memory, and says so.
+            Err(TurnWait::Unavailable(why)) => {
+                state_note = Some(format!(
+                    "\n[agy-bridge: the session state cannot be written ({why}); this turn runs without session memory: agy begins a new conversation, and pi's record of the earlier turns goes with the prompt]\n"
+                ));
+                store = None;
+                None
+            }
         },
         None => None,
     };
@@ -628,7 +639,8 @@ async fn stream_start(
     })
     .await
     .map_err(|e| (false, format!("agy-bridge: preparing the turn failed: {e}")))?;
-    let (prepared, prelude) = prepared.map_err(|m| (false, m))?;
+    let (mut prepared, prelude) = prepared.map_err(|m| (false, m))?;
+    prepared.notes.extend(state_note);
     Ok(StreamStart {
         req,
         prepared,
@@ -766,6 +778,9 @@ fn end_turn<W: Write>(
             lost,
         ) {
             eprintln!("agy-bridge: warning: could not save the session binding: {e}");
+            pi.thinking(&format!(
+                "\n[agy-bridge: could not save which agy conversation this pi session continues ({e}); the next turn may begin a new conversation, with pi's record of the earlier turns]\n"
+            ));
         }
     }
     for notice in &result.notices {
@@ -831,6 +846,9 @@ fn session_of(
 enum TurnWait {
     Aborted,
     Failed(String),
+    /// The lock file cannot be made (the state directory is read-only or
+    /// full): there is no session state to protect either.
+    Unavailable(String),
 }
 
 /// Take the session's turn lock, waiting (cancellably, at most `wait`) for
@@ -846,7 +864,7 @@ async fn wait_turn_lock(
         match store.try_lock_turn(key) {
             Ok(Some(lock)) => return Ok(lock),
             Ok(None) => {}
-            Err(e) => return Err(TurnWait::Failed(format!("agy-bridge: {e}"))),
+            Err(e) => return Err(TurnWait::Unavailable(e.to_string())),
         }
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(TurnWait::Failed(format!(
@@ -872,6 +890,19 @@ struct PreparedTurn {
     /// The pi session has no agy conversation yet: things said once per
     /// session are said now.
     first_turn: bool,
+}
+
+/// Where a resumed turn's new steps start: after the last step the
+/// database holds now, never before it. A binding whose save failed keeps
+/// an older cursor, which would replay the previous turn's answer.
+/// (Blocking: a SQLite read, on the thread that prepares the turn.)
+fn resume_cursor(
+    entry: &agy_bridge::sessions::SessionEntry,
+    conversations_dir: &std::path::Path,
+) -> i64 {
+    let db = agy_bridge::discovery::db_path(conversations_dir, &entry.conversation_id);
+    agy_bridge::poller::last_idx(&db)
+        .map_or(entry.last_step_idx, |now| now.max(entry.last_step_idx))
 }
 
 /// The one sentence for an agy too old to reach pi's tools.
@@ -972,7 +1003,9 @@ fn prepare_turn(
         effort: resolved.effort,
         mode: Some(settings.mode),
         conversation: existing.as_ref().map(|e| e.conversation_id.clone()),
-        after_idx: existing.as_ref().map(|e| e.last_step_idx),
+        after_idx: existing
+            .as_ref()
+            .map(|e| resume_cursor(e, &cfg.conversations_dir)),
         // agy's workspace: the directory pi works in.
         add_dirs: vec![cwd.clone()],
         private_dirs: Vec::new(),

@@ -68,6 +68,17 @@ impl ReadError {
     }
 }
 
+/// The highest step idx in a conversation database, if it can be read
+/// (blocking: a SQLite read).
+pub fn last_idx(path: &Path) -> Option<i64> {
+    let conn = open_read_only(path).ok()?;
+    conn.query_row("SELECT MAX(idx) FROM steps", [], |r| {
+        r.get::<_, Option<i64>>(0)
+    })
+    .ok()
+    .flatten()
+}
+
 /// Open a conversation database read-only, never creating it.
 pub fn open_read_only(path: &Path) -> Result<Connection, ReadError> {
     if !path.is_file() {

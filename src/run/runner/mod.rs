@@ -418,16 +418,6 @@ fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
     }
 }
 
-/// The highest idx in a conversation database, if it can be read.
-fn current_last_idx(path: &Path) -> Option<i64> {
-    let conn = crate::poller::open_read_only(path).ok()?;
-    conn.query_row("SELECT MAX(idx) FROM steps", [], |r| {
-        r.get::<_, Option<i64>>(0)
-    })
-    .ok()
-    .flatten()
-}
-
 /// Wake-up source: inotify on the conversations directory.
 struct Watcher {
     _inner: notify::RecommendedWatcher,
@@ -977,7 +967,7 @@ impl<'a> Turn<'a> {
         if let Some(id) = &req.conversation {
             let after = req
                 .after_idx
-                .or_else(|| current_last_idx(&discovery::db_path(&turn.dir, id)));
+                .or_else(|| crate::poller::last_idx(&discovery::db_path(&turn.dir, id)));
             turn.bind(id.clone(), after, BindMethod::Given);
         }
         turn
