@@ -55,7 +55,8 @@ impl Write for InstantPi {
 
 /// One request on a keep-alive connection; the response body.
 async fn post(s: &mut TcpStream, token: &str, body: &str) -> Vec<u8> {
-    let req = format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nx-token: {token}\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let host = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let req = format!("POST /mcp HTTP/1.1\r\nHost: {host}\r\nx-token: {token}\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];

@@ -1,20 +1,52 @@
 //! Just enough HTTP/1.1 for the bridge's MCP endpoint: read one bounded
-//! request from a keep-alive connection, write one response.
+//! request from a keep-alive connection in two steps (head, then body), and
+//! write one response.
 //!
-//! Why hand-written rather than hyper or the `rmcp` SDK's axum server: the
-//! endpoint serves one client (agy, on loopback) a handful of small JSON
-//! POSTs per turn. A bounded parser of ~150 lines adds no dependencies and no
-//! compile time, and leaves every decision that matters to agy in our hands
-//! (accept its `MCP-Protocol-Version: 2026-07-28`, cap headers and bodies,
-//! notice when agy hangs up on a parked call). Supported: request line,
-//! headers, `Content-Length` and `chunked` bodies, keep-alive, pipelining.
+//! Why not hyper or the `rmcp` SDK's axum server: the endpoint serves one
+//! client (agy, on loopback) a handful of small JSON POSTs per turn, and the
+//! decisions that matter (accept agy's `MCP-Protocol-Version: 2026-07-28`,
+//! authenticate from the head before a body byte is read, cap everything,
+//! notice when agy hangs up on a parked call) stay in our hands. The header
+//! block is parsed by `httparse` (a small, fuzzed, widely used parser); what
+//! is ours is the framing around it.
+//!
+//! Limits, and why (issue 17: anyone on the machine can connect):
+//! - the head is at most [`HEADER_CAP`] bytes and [`MAX_HEADERS`] fields
+//!   (431 beyond), so an endless header block costs us at most that;
+//! - the body is read only when the caller asks ([`read_body`]), after it
+//!   has authenticated the head, and never beyond the caller's cap (413);
+//! - every size sum is checked arithmetic: a chunk size of
+//!   `ffffffffffffffff` is a 413, not an overflow;
+//! - chunk-size lines are at most [`CHUNK_LINE_CAP`] bytes and trailers at
+//!   most [`HEADER_CAP`] in all;
+//! - a request with both `Content-Length` and `Transfer-Encoding`, two
+//!   different lengths, or a coding other than `chunked` is refused (400):
+//!   such requests are how smuggling starts, and agy never sends them.
+//!
+//! Time limits (slowloris) belong to the caller, which wraps each step in a
+//! deadline; see [`super::server`].
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Header block limit (request line and headers).
 pub const HEADER_CAP: usize = 32 * 1024;
+/// Header fields per request (agy sends about eight).
+pub const MAX_HEADERS: usize = 64;
+/// A chunk-size line with its extensions.
+pub const CHUNK_LINE_CAP: usize = 4 * 1024;
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
 
-/// One parsed request.
+/// How the body of a request is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (no `Content-Length`, no `Transfer-Encoding`).
+    Empty,
+    Length(usize),
+    Chunked,
+}
+
+/// One parsed request; `body` is empty until [`read_body`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
@@ -22,16 +54,25 @@ pub struct Request {
     pub path: String,
     /// Header names lower-cased, in order.
     pub headers: Vec<(String, String)>,
+    pub framing: Framing,
     pub body: Vec<u8>,
     /// HTTP/1.0, or `Connection: close`.
     pub close: bool,
 }
 
 impl Request {
+    /// The first header of that (lower-case) name.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
 }
@@ -41,7 +82,7 @@ impl Request {
 pub enum HttpError {
     #[error("malformed request: {0}")]
     Malformed(String),
-    #[error("request headers over {HEADER_CAP} bytes")]
+    #[error("request headers over {HEADER_CAP} bytes or {MAX_HEADERS} fields")]
     HeadersTooLarge,
     #[error("request body over {0} bytes")]
     BodyTooLarge(usize),
@@ -62,7 +103,7 @@ impl HttpError {
 
 /// Read more bytes into `buf`; `Closed` at end of stream.
 async fn fill<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> Result<(), HttpError> {
-    let mut chunk = [0u8; 8192];
+    let mut chunk = [0u8; READ_CHUNK];
     match r.read(&mut chunk).await {
         Ok(0) | Err(_) => Err(HttpError::Closed),
         Ok(n) => {
@@ -76,16 +117,17 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Read one request; `Ok(None)` when the peer closed between requests.
-/// `buf` carries bytes already read (keep-alive, pipelining) in and out.
-pub async fn read_request<R: AsyncRead + Unpin>(
+/// Read one request's head; `Ok(None)` when the peer closed between
+/// requests. `buf` carries bytes already read (keep-alive, pipelining) in and
+/// out; on success it holds what follows the head (the body, if any).
+pub async fn read_head<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
-    body_cap: usize,
 ) -> Result<Option<Request>, HttpError> {
-    let head_end = loop {
-        if let Some(end) = find(buf, b"\r\n\r\n") {
-            break end;
+    loop {
+        if let Some((len, req)) = parse_head(buf)? {
+            buf.drain(..len);
+            return Ok(Some(req));
         }
         if buf.len() > HEADER_CAP {
             return Err(HttpError::HeadersTooLarge);
@@ -94,105 +136,198 @@ pub async fn read_request<R: AsyncRead + Unpin>(
             Err(HttpError::Closed) if buf.is_empty() => return Ok(None),
             other => other?,
         }
+    }
+}
+
+/// The head at the start of `buf` and its length, once it is complete.
+fn parse_head(buf: &[u8]) -> Result<Option<(usize, Request)>, HttpError> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut slots);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
+        Err(e) => return Err(HttpError::Malformed(e.to_string())),
     };
-    if head_end > HEADER_CAP {
+    if len > HEADER_CAP {
         return Err(HttpError::HeadersTooLarge);
     }
-    let head = String::from_utf8(buf[..head_end].to_vec())
-        .map_err(|_| HttpError::Malformed("headers are not UTF-8".into()))?;
-    buf.drain(..head_end + 4);
-    let mut lines = head.split("\r\n");
-    let start = lines.next().unwrap_or("");
-    let mut parts = start.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(HttpError::Malformed(format!("request line {start:?}")));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(HttpError::Malformed(format!("version {version:?}")));
+    let mut headers = Vec::with_capacity(parsed.headers.len());
+    for h in parsed.headers.iter() {
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| HttpError::Malformed(format!("header {:?} is not UTF-8", h.name)))?;
+        headers.push((h.name.to_ascii_lowercase(), value.trim().to_string()));
     }
-    let mut headers = Vec::new();
-    for line in lines {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| HttpError::Malformed(format!("header line {line:?}")))?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
+    let target = parsed.path.unwrap_or("");
     let mut req = Request {
-        method: method.to_string(),
+        method: parsed.method.unwrap_or("").to_string(),
         path: target.split('?').next().unwrap_or("").to_string(),
-        close: version == "HTTP/1.0",
+        close: parsed.version != Some(1),
         headers,
+        framing: Framing::Empty,
         body: Vec::new(),
     };
-    req.close |= req
-        .header("connection")
-        .is_some_and(|c| c.eq_ignore_ascii_case("close"));
-    let chunked = req
-        .header("transfer-encoding")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
-    req.body = if chunked {
-        read_chunked(r, buf, body_cap).await?
-    } else {
-        let len = match req.header("content-length") {
-            Some(v) => v
-                .parse::<usize>()
-                .map_err(|_| HttpError::Malformed(format!("content-length {v:?}")))?,
-            None => 0,
+    let close = req
+        .all("connection")
+        .flat_map(|c| c.split(','))
+        .any(|c| c.trim().eq_ignore_ascii_case("close"));
+    req.close |= close;
+    req.framing = framing(&req)?;
+    Ok(Some((len, req)))
+}
+
+/// The body framing the headers declare, refusing ambiguous ones.
+fn framing(req: &Request) -> Result<Framing, HttpError> {
+    let codings: Vec<&str> = req
+        .all("transfer-encoding")
+        .flat_map(|t| t.split(','))
+        .map(str::trim)
+        .collect();
+    let lengths: Vec<&str> = req.all("content-length").collect();
+    if !codings.is_empty() {
+        if !lengths.is_empty() {
+            return Err(HttpError::Malformed(
+                "both Content-Length and Transfer-Encoding".into(),
+            ));
+        }
+        return match codings.as_slice() {
+            [one] if one.eq_ignore_ascii_case("chunked") => Ok(Framing::Chunked),
+            _ => Err(HttpError::Malformed(format!(
+                "transfer-encoding {codings:?}"
+            ))),
         };
-        if len > body_cap {
-            return Err(HttpError::BodyTooLarge(body_cap));
+    }
+    let mut length = None;
+    for v in lengths {
+        let n = (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse::<usize>().ok())
+            .flatten()
+            .ok_or_else(|| HttpError::Malformed(format!("content-length {v:?}")))?;
+        if length.is_some_and(|l| l != n) {
+            return Err(HttpError::Malformed("two different content-lengths".into()));
         }
-        while buf.len() < len {
-            fill(r, buf).await?;
+        length = Some(n);
+    }
+    Ok(length.map_or(Framing::Empty, Framing::Length))
+}
+
+/// Read the body `req.framing` declares into `req.body`, at most `cap`
+/// bytes (413 beyond, found out before those bytes are read where the
+/// framing says so up front).
+pub async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    req: &mut Request,
+    cap: usize,
+) -> Result<(), HttpError> {
+    req.body = match req.framing {
+        Framing::Empty => Vec::new(),
+        Framing::Chunked => read_chunked(r, buf, cap).await?,
+        Framing::Length(len) => {
+            if len > cap {
+                return Err(HttpError::BodyTooLarge(cap));
+            }
+            while buf.len() < len {
+                fill(r, buf).await?;
+            }
+            buf.drain(..len).collect()
         }
-        buf.drain(..len).collect()
     };
+    Ok(())
+}
+
+/// [`read_head`] then [`read_body`], for callers with nothing to check in
+/// between.
+pub async fn read_request<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    body_cap: usize,
+) -> Result<Option<Request>, HttpError> {
+    let Some(mut req) = read_head(r, buf).await? else {
+        return Ok(None);
+    };
+    read_body(r, buf, &mut req, body_cap).await?;
     Ok(Some(req))
 }
 
+/// One CRLF-terminated line of at most `cap` bytes, without its CRLF.
 async fn read_line<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
-) -> Result<String, HttpError> {
+    cap: usize,
+) -> Result<Vec<u8>, HttpError> {
     loop {
         if let Some(end) = find(buf, b"\r\n") {
-            let line = String::from_utf8_lossy(&buf[..end]).into_owned();
+            if end > cap {
+                return Err(HttpError::HeadersTooLarge);
+            }
+            let line = buf[..end].to_vec();
             buf.drain(..end + 2);
             return Ok(line);
         }
-        if buf.len() > HEADER_CAP {
+        if buf.len() > cap {
             return Err(HttpError::HeadersTooLarge);
         }
         fill(r, buf).await?;
     }
 }
 
+/// A chunk-size line's size: hex digits (at most 16), then extensions.
+fn chunk_size(line: &[u8]) -> Result<u64, HttpError> {
+    let digits = line.split(|b| *b == b';').next().unwrap_or(&[]);
+    let digits = String::from_utf8_lossy(digits);
+    let digits = digits.trim();
+    if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(HttpError::Malformed(format!("chunk size {digits:?}")));
+    }
+    u64::from_str_radix(digits, 16)
+        .map_err(|_| HttpError::Malformed(format!("chunk size {digits:?}")))
+}
+
 async fn read_chunked<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
-    body_cap: usize,
+    cap: usize,
 ) -> Result<Vec<u8>, HttpError> {
     let mut body = Vec::new();
     loop {
-        let line = read_line(r, buf).await?;
-        let size = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size, 16)
-            .map_err(|_| HttpError::Malformed(format!("chunk size {size:?}")))?;
+        let size = chunk_size(&read_line(r, buf, CHUNK_LINE_CAP).await?)?;
         if size == 0 {
-            // Trailers, up to the empty line.
-            while !read_line(r, buf).await?.is_empty() {}
-            return Ok(body);
+            return read_trailers(r, buf).await.map(|()| body);
         }
-        if body.len() + size > body_cap {
-            return Err(HttpError::BodyTooLarge(body_cap));
-        }
-        while buf.len() < size + 2 {
+        // `body.len() <= cap` holds here, so the subtraction cannot wrap.
+        let room = cap.saturating_sub(body.len());
+        let size = match usize::try_from(size) {
+            Ok(s) if s <= room => s,
+            _ => return Err(HttpError::BodyTooLarge(cap)),
+        };
+        let need = size.checked_add(2).ok_or(HttpError::BodyTooLarge(cap))?;
+        while buf.len() < need {
             fill(r, buf).await?;
+        }
+        if &buf[size..need] != b"\r\n" {
+            return Err(HttpError::Malformed("chunk not followed by CRLF".into()));
         }
         body.extend(buf.drain(..size));
         buf.drain(..2);
+    }
+}
+
+/// Trailer fields up to the empty line, discarded; at most [`HEADER_CAP`].
+async fn read_trailers<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+) -> Result<(), HttpError> {
+    let mut total = 0usize;
+    loop {
+        let line = read_line(r, buf, HEADER_CAP).await?;
+        if line.is_empty() {
+            return Ok(());
+        }
+        total = total.saturating_add(line.len() + 2);
+        if total > HEADER_CAP {
+            return Err(HttpError::HeadersTooLarge);
+        }
     }
 }
 
@@ -275,5 +410,140 @@ mod tests {
                 .0,
             Err(HttpError::Closed)
         );
+    }
+
+    #[tokio::test]
+    async fn a_chunk_size_of_all_ones_is_too_large_not_an_overflow() {
+        // Issue 17, finding 5: `body.len() + size` overflowed and panicked.
+        let raw = b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\nffffffffffffffff\r\n";
+        assert_eq!(parse(raw, 100).await.0, Err(HttpError::BodyTooLarge(100)));
+        let raw = b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+        assert_eq!(
+            parse(raw, usize::MAX).await.0,
+            Err(HttpError::BodyTooLarge(usize::MAX)),
+            "even an unbounded cap cannot make size + CRLF overflow"
+        );
+        let raw = b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n";
+        assert!(matches!(
+            parse(raw, 100).await.0,
+            Err(HttpError::Malformed(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn ambiguous_framing_is_refused() {
+        for raw in [
+            &b"POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        ] {
+            let got = parse(raw, 100).await.0;
+            assert!(matches!(got, Err(HttpError::Malformed(_))), "{got:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_head_is_read_without_the_body() {
+        // Issue 17, finding 6: the server can refuse a request from its head
+        // before a byte of a large body is read.
+        let raw = b"POST /mcp HTTP/1.1\r\nContent-Length: 4194304\r\n\r\n";
+        let mut r = &raw[..];
+        let mut buf = Vec::new();
+        let req = read_head(&mut r, &mut buf)
+            .await
+            .expect("ok")
+            .expect("head");
+        assert_eq!(req.framing, Framing::Length(4 * 1024 * 1024));
+        assert!(req.body.is_empty() && buf.is_empty());
+    }
+
+    /// A reader handing out its bytes a few at a time, like a slow socket.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            out: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let end = self
+                .data
+                .len()
+                .min(self.at + self.step)
+                .min(self.at + out.remaining());
+            let at = self.at;
+            out.put_slice(&self.data[at..end]);
+            self.at = end;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Parse `data` fed `step` bytes at a time; the request (if any) and the
+    /// most memory the buffer and body held.
+    fn run(data: Vec<u8>, step: usize, cap: usize) -> (Result<Option<Request>, HttpError>, usize) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let mut r = Trickle { data, at: 0, step };
+            let mut buf = Vec::new();
+            let got = read_request(&mut r, &mut buf, cap).await;
+            let held = buf.capacity()
+                + got
+                    .as_ref()
+                    .map_or(0, |o| o.as_ref().map_or(0, |q| q.body.capacity()));
+            (got, held)
+        })
+    }
+
+    /// What the framing may hold at most: a head, a body, a read's worth of
+    /// slack and the allocator's doubling.
+    fn bound(cap: usize) -> usize {
+        2 * (HEADER_CAP + cap + 2 * READ_CHUNK)
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic_or_hoard(
+            data in proptest::collection::vec(any::<u8>(), 0..4096),
+            step in 1usize..64,
+        ) {
+            let (_, held) = run(data, step, 1024);
+            prop_assert!(held <= bound(1024), "held {held}");
+        }
+
+        #[test]
+        fn arbitrary_chunk_sizes_never_panic_or_pass_the_cap(
+            sizes in proptest::collection::vec(any::<u64>(), 1..6),
+            small in proptest::collection::vec(0u64..64, 1..6),
+            ext in proptest::option::of("[a-z=;]{0,12}"),
+            step in 1usize..512,
+        ) {
+            let cap = 1024;
+            let mut data = b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            for (i, size) in sizes.iter().chain(&small).enumerate() {
+                let size = if i % 2 == 0 { *size } else { *size % 300 };
+                data.extend(format!("{size:x}{}\r\n", ext.as_deref().map(|e| format!(";{e}")).unwrap_or_default()).bytes());
+                let real = usize::try_from(size).unwrap_or(usize::MAX).min(2048);
+                data.extend(std::iter::repeat_n(b'x', real));
+                data.extend(b"\r\n");
+            }
+            data.extend(b"0\r\n\r\n");
+            let (got, held) = run(data, step, cap);
+            prop_assert!(held <= bound(cap), "held {held}");
+            if let Ok(Some(req)) = got {
+                prop_assert!(req.body.len() <= cap);
+            }
+        }
     }
 }
