@@ -237,6 +237,7 @@ fn write_state_output(text: &str) -> CmdResult {
 
 fn cmd_config(args: ConfigArgs) -> CmdResult {
     use agy_bridge::config::{ConfigChange, ConfigStore};
+    cli::env::check_all()?;
     let store = ConfigStore::open_default()?;
     let change = match args.change {
         None => None,
@@ -524,7 +525,8 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         };
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
-        let settings = cmd_turn::settings();
+        cli::env::check_all()?;
+        let settings = cmd_turn::settings()?;
         let mut cfg = cmd_turn::configured(&settings)?;
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);

@@ -422,6 +422,62 @@ fn run_ask_and_record_refuse_unknown_bind_and_wake_words() {
     );
 }
 
+/// Every variable with a value it does not take, and the words its
+/// sentence must hold.
+const BAD_ENV: &[(&str, &str, &str)] = &[
+    ("AGY_MODE", "plna", "accept-edits, plan"),
+    ("AGY_SKIP_PERMISSIONS", "bogus", "on or off"),
+    ("AGY_DEFAULT_THINKING", "max", "low, medium, high"),
+    ("AGY_DEFAULT_MODEL", "bogus", "flash"),
+    ("AGY_PI_TOOLS", "maybe", "on or off"),
+    ("AGY_PI_TOOL_BATCH_MS", "abc", "milliseconds"),
+    ("AGY_PI_TOOL_BATCH_MS", "-5", "milliseconds"),
+    ("AGY_TIMEOUT_MIN", "abc", "minutes"),
+    ("AGY_REQUEST_TIMEOUT_SECS", "abc", "seconds"),
+];
+
+#[test]
+fn every_bad_environment_value_is_a_sentence_in_every_command() {
+    let env = Env::new();
+    let out_file = env.home.path().join("rec.jsonl");
+    for &(var, value, takes) in BAD_ENV {
+        let named = format!("{var}=\"{value}\"");
+        for (sub, args) in [
+            ("run", vec!["hi"]),
+            ("ask", vec!["hi"]),
+            ("record", vec!["--out", out_file.to_str().expect("utf-8"), "hi"]),
+            ("config", vec![]),
+            ("config", vec!["mode", "plan"]),
+        ] {
+            let mut cmd = env.cmd(sub);
+            cmd.env(var, value);
+            let out = run(cmd, &args);
+            assert!(!out.success, "{sub} {named}: {}", out.stderr);
+            assert!(
+                out.stderr.starts_with("agy-bridge: error: ")
+                    && out.stderr.contains(&named)
+                    && out.stderr.contains(takes)
+                    && out.stderr.lines().count() == 1,
+                "{sub} {named}: {}",
+                out.stderr
+            );
+        }
+        let mut cmd = env.cmd("stream");
+        cmd.env(var, value);
+        let message = feed(cmd, request(json!({})).as_bytes()).stream_error();
+        assert!(
+            message.contains(&named) && message.contains(takes),
+            "stream {named}: {message}"
+        );
+    }
+    assert_eq!(
+        env.print_runs(),
+        Vec::<Vec<String>>::new(),
+        "agy ran despite a bad setting"
+    );
+    assert!(!out_file.exists());
+}
+
 #[test]
 fn a_huge_timeout_saturates_instead_of_panicking() {
     let env = Env::new();

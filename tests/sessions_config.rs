@@ -655,19 +655,30 @@ fn invalid_config_values_and_env_values_are_reported() {
         &path,
         r#"{ "mode": "yolo", "skipPermissions": "false", "defaultModel": 7, "defaultThinking": "max", "digest": true }"#,
     );
-    let env = |name: &str| match name {
-        "AGY_MODE" => Some("plna".to_string()),
-        "AGY_SKIP_PERMISSIONS" => Some("maybe".to_string()),
-        "AGY_DEFAULT_THINKING" => Some("HIGH".to_string()),
-        _ => None,
-    };
     let store = ConfigStore::open(dir.path());
+    // A variable holding a value it does not take is an error naming it and
+    // its values, never a default (AGY_MODE=plna must not allow file edits).
+    for (var, value, takes) in [
+        ("AGY_MODE", "plna", "expected one of: accept-edits, plan"),
+        ("AGY_SKIP_PERMISSIONS", "maybe", "expected on or off"),
+        ("AGY_DEFAULT_THINKING", "max", "expected one of: low, medium, high"),
+    ] {
+        let env = |name: &str| (name == var).then(|| value.to_string());
+        let err = store.load_with_env(&env).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{var}=\"{value}\" is not valid: ")) && err.contains(takes),
+            "{err}"
+        );
+        let err = store
+            .save_change_with_env(ConfigChange::Mode(Mode::Plan), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(var), "{err}");
+    }
+    let env = |name: &str| (name == "AGY_DEFAULT_THINKING").then(|| "HIGH".to_string());
     let status = store.load_with_env(&env).unwrap();
     assert_eq!(status.config.mode, Mode::AcceptEdits);
     assert_eq!(status.source(Setting::Mode), Some(Source::Default));
-    // An unknown switch value is off, as in the TypeScript bridge, and reported.
-    assert!(!status.config.skip_permissions);
-    assert_eq!(status.source(Setting::Permissions), Some(Source::Env));
     assert_eq!(status.config.default_model, "flash");
     assert_eq!(status.config.default_thinking, Effort::High);
     assert_eq!(status.source(Setting::Thinking), Some(Source::Env));
@@ -677,9 +688,7 @@ fn invalid_config_values_and_env_values_are_reported() {
         shown,
         [
             format!("{p}: ignoring \"mode\": unknown mode \"yolo\" (expected one of: accept-edits, plan); using the default"),
-            "AGY_MODE=\"plna\": unknown mode \"plna\" (expected one of: accept-edits, plan); ignored".to_string(),
             format!("{p}: ignoring \"skipPermissions\": expected true or false, found a string; using the default"),
-            "AGY_SKIP_PERMISSIONS=\"maybe\": unknown switch value \"maybe\" (expected on or off); treated as off".to_string(),
             format!("{p}: ignoring \"defaultModel\": expected a string, found a number; using the default"),
             format!("{p}: ignoring \"defaultThinking\": unknown effort \"max\" (expected one of: low, medium, high); using the default"),
         ]

@@ -2,4 +2,5 @@
 //! library's): one file per command group. `main.rs` parses the arguments
 //! and dispatches here.
 
+pub mod env;
 pub mod turn;

@@ -31,9 +31,9 @@ pub struct TurnOpts {
     /// Working directory for agy.
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Our own watchdog, in minutes.
-    #[arg(long, default_value_t = 10)]
-    timeout_min: u64,
+    /// Our own watchdog, in minutes (default: AGY_TIMEOUT_MIN, else 10).
+    #[arg(long)]
+    timeout_min: Option<u64>,
     /// The prompt: the task or question (`-` reads it from stdin, for a
     /// prompt longer than a command line takes).
     prompt: String,
@@ -48,7 +48,12 @@ pub fn turn_setup(
 ) -> Result<(RunConfig, TurnRequest), String> {
     let mut cfg = configured(settings)?;
     cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = watchdog(opts.timeout_min);
+    let minutes = match opts.timeout_min {
+        Some(m) => m,
+        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
+            .unwrap_or(TIMEOUT_MIN_DEFAULT),
+    };
+    cfg.timeout = watchdog(minutes);
     let conversation = opts
         .conversation
         .as_deref()
@@ -227,24 +232,30 @@ async fn drive(
     Ok((code, result))
 }
 
-/// The saved settings merged with the environment, warnings on stderr.
-pub fn settings() -> agy_bridge::config::Config {
-    match agy_bridge::config::Config::load() {
+/// The saved settings merged with the environment, warnings on stderr. A
+/// settings variable with a value it does not take is an error (the turn
+/// must not run in a mode nobody asked for); a state directory that cannot
+/// be read only costs the file's values.
+pub fn settings() -> Result<agy_bridge::config::Config, String> {
+    use agy_bridge::config::{Config, StateError};
+    match Config::load() {
         Ok(status) => {
             for w in &status.warnings {
                 eprintln!("agy-bridge: warning: {w}");
             }
-            status.config
+            Ok(status.config)
         }
+        Err(e @ StateError::Env { .. }) => Err(e.to_string()),
         Err(e) => {
             eprintln!("agy-bridge: warning: using default settings: {e}");
-            agy_bridge::config::Config::default()
+            Ok(Config::default())
         }
     }
 }
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
-    let (mut cfg, mut req) = turn_setup(&args.turn, &settings())?;
+    super::env::check_all()?;
+    let (mut cfg, mut req) = turn_setup(&args.turn, &settings()?)?;
     req.model = args.model;
     req.effort = args.effort;
     if let Some(bind) = args.bind {
@@ -357,21 +368,6 @@ const REQUEST_TIMEOUT_SECS: u64 = 30;
 /// The watchdog's default, in minutes.
 const TIMEOUT_MIN_DEFAULT: u64 = 10;
 
-/// A whole number from the environment variable `name`: `None` when unset
-/// or empty, an error naming the variable and its value otherwise.
-fn env_whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
-    let Some(raw) = std::env::var_os(name) else {
-        return Ok(None);
-    };
-    let text = raw.to_string_lossy();
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    text.trim().parse::<u64>().map(Some).map_err(|_| {
-        format!("{name}={text:?} is not a whole number of {unit}; unset it or give e.g. {name}=10")
-    })
-}
-
 /// The first stdin line, or why there is none.
 type RequestLine = Result<String, String>;
 
@@ -475,12 +471,15 @@ pub fn cmd_stream(
 
 /// The watchdog and the request-line wait from flags and environment.
 fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+    use super::env;
     let minutes = match args.timeout_min {
         Some(m) => m,
-        None => env_whole_number("AGY_TIMEOUT_MIN", "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
+        None => env::whole_number(env::TIMEOUT_MIN, "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
     };
-    let request_secs =
-        env_whole_number("AGY_REQUEST_TIMEOUT_SECS", "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
+    let request_secs = env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?
+        .unwrap_or(REQUEST_TIMEOUT_SECS);
+    // Every other variable too, before pi's request is even read.
+    env::check_words()?;
     Ok((watchdog(minutes), Duration::from_secs(request_secs.max(1))))
 }
 
@@ -704,7 +703,9 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         let lines = agy_bridge::mcp::relay::ToolLines {
             calls: b.calls,
             control,
-            window: agy_bridge::mcp::relay::batch_window(),
+            // Checked in `stream_limits`: a bad value never gets here.
+            window: agy_bridge::mcp::relay::batch_window()
+                .unwrap_or(agy_bridge::mcp::relay::DEFAULT_BATCH_WINDOW),
         };
         (b.server, b.dir, lines)
     });
@@ -782,7 +783,7 @@ async fn serve_pi_tools(
     mapper: &mut agy_bridge::provider::EventMapper,
 ) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
     use agy_bridge::mcp;
-    if mcp::disabled_by_env() {
+    if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {
         return Ok(None);
     }
     let bridge = mcp::ToolBridge::start(mcp::offered_tools(&req.tools))
@@ -904,9 +905,11 @@ fn prepare_turn(
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
-    let settings = settings();
+    let settings = settings().map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let resolved = models::catalog()
+    let catalog = models::catalog();
+    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let resolved = catalog
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
 
@@ -1066,7 +1069,8 @@ impl AskReport<'_> {
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
 fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> {
-    let settings = settings();
+    super::env::check_all()?;
+    let settings = settings()?;
     let alias = args
         .model
         .clone()
