@@ -445,7 +445,10 @@ fn every_bad_environment_value_is_a_sentence_in_every_command() {
         for (sub, args) in [
             ("run", vec!["hi"]),
             ("ask", vec!["hi"]),
-            ("record", vec!["--out", out_file.to_str().expect("utf-8"), "hi"]),
+            (
+                "record",
+                vec!["--out", out_file.to_str().expect("utf-8"), "hi"],
+            ),
             ("config", vec![]),
             ("config", vec!["mode", "plan"]),
         ] {
@@ -476,6 +479,53 @@ fn every_bad_environment_value_is_a_sentence_in_every_command() {
         "agy ran despite a bad setting"
     );
     assert!(!out_file.exists());
+}
+
+#[test]
+fn extra_args_print_timeout_is_the_users_and_flags_the_bridge_sets_are_refused() {
+    let env = Env::new();
+    for extra in ["--print-timeout 8s", "-print-timeout=8s"] {
+        let mut cmd = env.cmd("run");
+        cmd.env("AGY_EXTRA_ARGS", extra);
+        let out = run(cmd, &["hi"]);
+        assert!(out.success, "{extra}: {}", out.stderr);
+        let argv = env.last_print_argv();
+        let timeouts: Vec<&String> = argv
+            .iter()
+            .filter(|a| a.trim_start_matches('-').starts_with("print-timeout"))
+            .collect();
+        assert_eq!(timeouts.len(), 1, "{extra}: {argv:?}");
+        assert!(argv.join(" ").contains("print-timeout"), "{argv:?}");
+        assert!(argv.iter().any(|a| a.contains("8s")), "{extra}: {argv:?}");
+    }
+    let runs = env.print_runs().len();
+    for extra in [
+        "--output-format json",
+        "-p other",
+        "--conversation=3ac00ab7-1125-47fe-b16e-3c6ec504e26b",
+        "--model x",
+        "--mode plan",
+    ] {
+        for sub in ["run", "ask"] {
+            let mut cmd = env.cmd(sub);
+            cmd.env("AGY_EXTRA_ARGS", extra);
+            let out = run(cmd, &["hi"]);
+            assert!(!out.success, "{sub} {extra}");
+            let flag = extra.split(' ').next().expect("flag");
+            assert!(
+                out.stderr.starts_with(&format!(
+                    "agy-bridge: error: AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself"
+                )),
+                "{sub} {extra}: {}",
+                out.stderr
+            );
+        }
+        let mut cmd = env.cmd("stream");
+        cmd.env("AGY_EXTRA_ARGS", extra);
+        let message = feed(cmd, request(json!({})).as_bytes()).stream_error();
+        assert!(message.contains("AGY_EXTRA_ARGS holds"), "{message}");
+    }
+    assert_eq!(env.print_runs().len(), runs, "agy ran with a refused flag");
 }
 
 #[test]

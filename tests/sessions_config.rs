@@ -661,7 +661,11 @@ fn invalid_config_values_and_env_values_are_reported() {
     for (var, value, takes) in [
         ("AGY_MODE", "plna", "expected one of: accept-edits, plan"),
         ("AGY_SKIP_PERMISSIONS", "maybe", "expected on or off"),
-        ("AGY_DEFAULT_THINKING", "max", "expected one of: low, medium, high"),
+        (
+            "AGY_DEFAULT_THINKING",
+            "max",
+            "expected one of: low, medium, high",
+        ),
     ] {
         let env = |name: &str| (name == var).then(|| value.to_string());
         let err = store.load_with_env(&env).unwrap_err().to_string();

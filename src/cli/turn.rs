@@ -476,8 +476,8 @@ fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
         Some(m) => m,
         None => env::whole_number(env::TIMEOUT_MIN, "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
     };
-    let request_secs = env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?
-        .unwrap_or(REQUEST_TIMEOUT_SECS);
+    let request_secs =
+        env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
     // Every other variable too, before pi's request is even read.
     env::check_words()?;
     Ok((watchdog(minutes), Duration::from_secs(request_secs.max(1))))
