@@ -155,7 +155,8 @@ fn cmd_decode(args: DecodeArgs) -> CmdResult {
 #[command(
     after_help = "Environment variables win over config.json: AGY_MODE, AGY_SKIP_PERMISSIONS, \
 AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. Saving never writes them into the file. \
-The state directory is ~/.pi/agent/antigravity-bridge (AGY_BRIDGE_STATE_DIR overrides it)."
+The state directory is ~/.pi/agent/antigravity-bridge, $PI_CODING_AGENT_DIR/antigravity-bridge when \
+that is set (AGY_BRIDGE_STATE_DIR overrides both)."
 )]
 struct ConfigArgs {
     #[command(subcommand)]

@@ -21,7 +21,8 @@ const ID_A: &str = "0f3c2a9e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
 const ID_B: &str = "7d9e1f20-3a4b-4c5d-9e6f-708192a3b4c5";
 const ID_C: &str = "ABCDEF01-2345-4678-9ABC-DEF012345678";
 
-const ENV_VARS: [&str; 5] = [
+const ENV_VARS: [&str; 6] = [
+    "PI_CODING_AGENT_DIR",
     "AGY_MODE",
     "AGY_SKIP_PERMISSIONS",
     "AGY_DEFAULT_MODEL",
@@ -439,6 +440,31 @@ fn home_is_the_default_location() {
         .path()
         .join(".pi/agent/antigravity-bridge")
         .join(CONFIG_FILE);
+    assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
+}
+
+#[test]
+fn pi_coding_agent_dir_moves_the_state_and_agy_bridge_state_dir_still_wins() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let pi_dir = home.path().join("pi-agent");
+    let mut cmd = bin(home.path());
+    cmd.env_remove("AGY_BRIDGE_STATE_DIR")
+        .env("HOME", home.path())
+        .env("PI_CODING_AGENT_DIR", &pi_dir);
+    cmd.args(["config", "model", "pro"]).assert().success();
+    let path = pi_dir.join("antigravity-bridge").join(CONFIG_FILE);
+    assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
+    assert!(!home.path().join(".pi").exists());
+
+    let own = home.path().join("own");
+    let mut cmd = bin(&own);
+    cmd.env("HOME", home.path())
+        .env("PI_CODING_AGENT_DIR", &pi_dir);
+    cmd.args(["config", "model", "opus"]).assert().success();
+    assert_eq!(
+        read_json(&own.join(CONFIG_FILE)),
+        json!({ "defaultModel": "opus" })
+    );
     assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
 }
 

@@ -4,8 +4,11 @@
 //! # Where state lives
 //!
 //! `$HOME/.pi/agent/antigravity-bridge/`, the directory the TypeScript
-//! original uses, so existing users keep their settings and sessions. The
-//! environment variable `AGY_BRIDGE_STATE_DIR` replaces the whole path (tests
+//! original uses, so existing users keep their settings and sessions. When
+//! pi's own `PI_CODING_AGENT_DIR` moves pi's agent directory, the bridge's
+//! state moves with it (`$PI_CODING_AGENT_DIR/antigravity-bridge`), so one
+//! pi setup never reads another's sessions. The environment variable
+//! `AGY_BRIDGE_STATE_DIR` replaces the whole path and wins over both (tests
 //! point it at a temporary directory). The directory is created with mode
 //! 0700 the first time something is written.
 //!
@@ -77,11 +80,18 @@ pub const SESSIONS_FILE: &str = "sessions.json";
 /// A state file larger than this is treated as corrupt rather than read.
 const MAX_STATE_FILE: u64 = 64 << 20;
 
+/// pi's agent directory variable (pi's default is `~/.pi/agent`).
+pub const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
+
 /// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
+/// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else
 /// `$HOME/.pi/agent/antigravity-bridge`.
 pub fn state_dir() -> Result<PathBuf, StateError> {
     if let Some(dir) = env_nonempty(STATE_DIR_ENV) {
         return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = env_nonempty(PI_AGENT_DIR_ENV) {
+        return Ok(PathBuf::from(dir).join("antigravity-bridge"));
     }
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => Ok(PathBuf::from(home)
