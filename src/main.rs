@@ -584,7 +584,11 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         eprintln!("agy-bridge: {}", record::PRIVACY_WARNING);
         recording
     };
-    recording.save(&args.out)?;
+    if args.redact {
+        recording.save(&args.out)?;
+    } else {
+        recording.save_private(&args.out)?;
+    }
     eprintln!(
         "agy-bridge: wrote {} ({} commits)",
         args.out.display(),
