@@ -141,12 +141,7 @@ fn cmd_decode(args: DecodeArgs) -> CmdResult {
         decoded.write_text(&mut out)
     }
     .and_then(|_| out.flush());
-    match written {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        // `agy-bridge decode x | head` is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::finish(written, ExitCode::SUCCESS)
 }
 // ---------------------------------------------------------------------------
 // `agy-bridge config` and `agy-bridge sessions`: the `/agy` command's state.
@@ -228,12 +223,7 @@ fn report_state_warnings(warnings: &[agy_bridge::config::StateWarning]) {
 
 /// Write a command's whole output; a closed pipe is not an error.
 fn write_state_output(text: &str) -> CmdResult {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::print_then(text, ExitCode::SUCCESS)
 }
 
 fn cmd_config(args: ConfigArgs) -> CmdResult {
@@ -454,12 +444,7 @@ fn cmd_models(args: ModelsArgs) -> CmdResult {
         agy_bridge::models::write_table(&loaded.catalog, &mut buf)?;
         String::from_utf8_lossy(&buf).into_owned()
     };
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::print_then(&text, ExitCode::SUCCESS)
 }
 
 // ---------------------------------------------------------------------------
@@ -685,14 +670,14 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
         if let Err(e) = std::fs::write(out, current.to_json()) {
             return fail(format!("cannot write {}: {e}", out.display()));
         }
-        println!(
-            "wrote {}: {} sources, {} step types, {} steps",
+        let text = format!(
+            "wrote {}: {} sources, {} step types, {} steps\n",
             out.display(),
             current.sources.len(),
             current.step_types.len(),
             current.total_steps()
         );
-        return Ok(ExitCode::SUCCESS);
+        return cli::out::print_then(&text, ExitCode::SUCCESS);
     }
     let loaded = match args.baseline {
         Some(path) => drift::Fingerprint::load(&path).map(|fp| (fp, path)),
@@ -708,17 +693,13 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
     } else {
         report.to_text(&current, &baseline_path, &looked_at)
     };
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(format!("cannot write output: {e}").into()),
-    }
-    Ok(if report.nothing_to_compare {
+    let code = if report.nothing_to_compare {
         ExitCode::from(DRIFT_NOTHING_TO_COMPARE)
     } else if report.is_breaking() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    // A reader gone early does not hide a breaking finding.
+    cli::out::finish(cli::out::print(&text), code).map(|_| code)
 }

@@ -3,4 +3,5 @@
 //! and dispatches here.
 
 pub mod env;
+pub mod out;
 pub mod turn;

@@ -182,43 +182,34 @@ pub fn cancel_on_signals(token: CancellationToken) {
     }
 }
 
-/// Run one turn, printing events as they come; returns the exit code.
+/// Run one turn, printing events as they come; returns the exit code. A
+/// reader that closes stdout ends the turn (nobody sees the rest) and the
+/// command quietly, exit 0 (see `super::out`).
 async fn drive(
     cfg: RunConfig,
     req: TurnRequest,
     json: bool,
 ) -> io::Result<(ExitCode, runner::RunResult)> {
+    use super::out;
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let printer = tokio::spawn(async move {
-        let stdout = io::stdout();
-        let color = stdout.is_terminal();
-        let mut view = LiveView::new(stdout, color);
-        while let Some(ev) = rx.recv().await {
-            let r = if json {
-                serde_json::to_string(&ev)
-                    .map_err(io::Error::other)
-                    .and_then(|line| {
-                        let mut out = io::stdout().lock();
-                        writeln!(out, "{line}").and_then(|_| out.flush())
-                    })
-            } else {
-                view.event(&ev)
-            };
-            if r.is_err() {
-                break;
-            }
-        }
-        view
-    });
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let printer = tokio::spawn(print_events(rx, json, cancel.clone()));
     let result = runner::run(&cfg, &req, cancel, tx).await;
-    let mut view = printer.await.map_err(io::Error::other)?;
-    if json {
+    let (mut view, gone) = printer.await.map_err(io::Error::other)?;
+    let written = if gone {
+        Ok(())
+    } else if json {
         let line = serde_json::json!({"kind": "result", "result": &result});
-        println!("{line}");
+        out::print(&format!("{line}\n"))
     } else {
-        view.summary(&result)?;
+        view.summary(&result)
+    };
+    match written {
+        Err(e) if out::reader_gone(&e) => return Ok((ExitCode::SUCCESS, result)),
+        Err(e) => return Err(e),
+        Ok(()) if gone => return Ok((ExitCode::SUCCESS, result)),
+        Ok(()) => {}
     }
     // The failure's sentence goes to stderr, once; the summary line only
     // says "failed".
@@ -230,6 +221,36 @@ async fn drive(
         }
     };
     Ok((code, result))
+}
+
+/// Print the turn's events as they come; when stdout's reader is gone,
+/// cancel the turn and say so (`true`).
+async fn print_events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
+    json: bool,
+    cancel: CancellationToken,
+) -> (LiveView<io::Stdout>, bool) {
+    let stdout = io::stdout();
+    let color = stdout.is_terminal();
+    let mut view = LiveView::new(stdout, color);
+    while let Some(ev) = rx.recv().await {
+        let r = if json {
+            serde_json::to_string(&ev)
+                .map_err(io::Error::other)
+                .and_then(|line| super::out::print(&format!("{line}\n")))
+        } else {
+            view.event(&ev)
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if super::out::reader_gone(&e) => {
+                cancel.cancel();
+                return (view, true);
+            }
+            Err(_) => break,
+        }
+    }
+    (view, false)
 }
 
 /// The saved settings merged with the environment, warnings on stderr. A
@@ -296,10 +317,14 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     if !args.json {
         // Not the recording's description: it is written for developers
         // (step types, field numbers).
-        println!(
-            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
+        let intro = format!(
+            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n\n",
             args.recording, args.speed, rec.header.prompt
         );
+        if let Err(e) = super::out::print(&intro) {
+            let _ = std::fs::remove_dir_all(&home);
+            return super::out::finish(Err(e), ExitCode::SUCCESS);
+        }
     }
     let cfg = RunConfig {
         agy_bin: fake,
@@ -1033,7 +1058,10 @@ impl AskReport<'_> {
         }
     }
 
+    /// Print the report; a reader gone from stdout is not reported (the
+    /// exit code still says whether agy succeeded).
     fn print(&self, json: bool) -> ExitCode {
+        let mut text = String::new();
         if json {
             let v = serde_json::json!({
                 "answer": self.answer,
@@ -1043,14 +1071,24 @@ impl AskReport<'_> {
                 "error": self.error,
                 "notices": self.notices,
             });
-            println!("{v}");
+            text = format!("{v}\n");
         } else {
             if !self.answer.is_empty() {
-                println!("{}", self.answer);
+                text.push_str(&format!("{}\n", self.answer));
             }
             if let Some(id) = self.id {
-                println!("\n[agy conversation: {id}; continue with --conversation {id}]");
+                text.push_str(&format!(
+                    "\n[agy conversation: {id}; continue with --conversation {id}]\n"
+                ));
             }
+        }
+        match super::out::print(&text) {
+            Err(e) if !super::out::reader_gone(&e) => {
+                eprintln!("agy-bridge: error: cannot write output: {e}");
+            }
+            _ => {}
+        }
+        if !json {
             for notice in self.notices {
                 eprintln!("agy-bridge: note: {notice}");
             }
