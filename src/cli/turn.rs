@@ -362,7 +362,8 @@ fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
 
 /// A private temporary directory (removed by the caller).
 fn tempfile_dir() -> io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
+    let dir = agy_bridge::state::tmp::temp_dir()
+        .join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

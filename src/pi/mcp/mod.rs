@@ -105,8 +105,8 @@ impl PrivateDir {
     pub fn create(url: &str, token: &str) -> std::io::Result<PrivateDir> {
         use std::io::Write;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let path =
-            std::env::temp_dir().join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
+        let path = crate::state::tmp::temp_dir()
+            .join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         let dir = PrivateDir { path };
         let agents = dir.path.join(".agents");
