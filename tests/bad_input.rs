@@ -529,6 +529,72 @@ fn extra_args_print_timeout_is_the_users_and_flags_the_bridge_sets_are_refused()
 }
 
 #[test]
+fn a_nul_in_the_prompt_a_file_as_cwd_and_an_unknown_recording_db_are_named() {
+    let env = Env::new();
+    // A NUL byte: run (from stdin) and stream say what it is, agy never runs.
+    let mut cmd = env.cmd("run");
+    cmd.arg("-");
+    let out = feed(cmd, b"say\0hello");
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "the prompt contains a NUL byte (after 3 characters), which no command line can carry"
+        ),
+        "{}",
+        out.stderr
+    );
+    let req = request(json!({
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "say\u{0}hello"}]}],
+    }));
+    let message = feed(env.cmd("stream"), req.as_bytes()).stream_error();
+    assert!(message.contains("contains a NUL byte"), "{message}");
+    assert_eq!(env.print_runs(), Vec::<Vec<String>>::new());
+
+    // A file as the working directory.
+    let file = env.home.path().join("a-file");
+    std::fs::write(&file, "").expect("write");
+    for sub in ["run", "ask"] {
+        let out = run(
+            env.cmd(sub),
+            &["--cwd", file.to_str().expect("utf-8"), "hi"],
+        );
+        assert!(!out.success, "{sub}");
+        assert!(
+            out.stderr.contains(&format!(
+                "the working directory {} is not a directory",
+                file.display()
+            )),
+            "{sub}: {}",
+            out.stderr
+        );
+    }
+
+    // A recording whose conversation is none of the databases it writes.
+    let hello = agy_bridge::recording::resolve("hello", &agy_bridge::recording::bundled_dir())
+        .expect("bundled");
+    let mut rec = agy_bridge::recording::Recording::load(&hello).expect("load");
+    let real = rec.header.root_conversation.clone();
+    rec.header.root_conversation = "00000000-0000-4000-8000-000000000000".into();
+    let odd = env.home.path().join("odd.jsonl");
+    rec.save(&odd).expect("save");
+    let out = Transcript::of(
+        Command::new(env!("CARGO_BIN_EXE_agy-bridge"))
+            .arg("decode")
+            .arg(&odd)
+            .output()
+            .expect("decode"),
+    );
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("names database 00000000-0000-4000-8000-000000000000")
+            && out.stderr.contains(&real),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn a_huge_timeout_saturates_instead_of_panicking() {
     let env = Env::new();
     let out = run(

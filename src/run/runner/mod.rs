@@ -686,9 +686,16 @@ async fn run_after<'a>(
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, surface, before);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
-        return turn.fail_early(Failure::NoWorkingDir {
-            dir: cwd.display().to_string(),
+        let dir = cwd.display().to_string();
+        return turn.fail_early(if cwd.exists() {
+            Failure::WorkingDirNotADirectory { dir }
+        } else {
+            Failure::NoWorkingDir { dir }
         });
+    }
+    if let Some(at) = req.prompt.find('\0') {
+        let before = req.prompt[..at].chars().count();
+        return turn.fail_early(Failure::PromptHasNul { before });
     }
     let private: Vec<&Path> = staged
         .dir()
