@@ -729,9 +729,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         let lines = agy_bridge::mcp::relay::ToolLines {
             calls: b.calls,
             control,
-            // Checked in `stream_limits`: a bad value never gets here.
-            window: agy_bridge::mcp::relay::batch_window()
-                .unwrap_or(agy_bridge::mcp::relay::DEFAULT_BATCH_WINDOW),
+            window: tool_batch_window(),
         };
         (b.server, b.dir, lines)
     });
@@ -762,6 +760,13 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         }
     };
     end_turn(&mut pi, prepared, req, &result)
+}
+
+/// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
+/// never gets this far).
+fn tool_batch_window() -> Duration {
+    use agy_bridge::mcp::relay;
+    relay::batch_window().unwrap_or(relay::DEFAULT_BATCH_WINDOW)
 }
 
 /// Save the session's binding and end pi's message with the turn's outcome.
