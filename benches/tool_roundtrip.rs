@@ -91,7 +91,7 @@ fn main() {
         let (_events_tx, mut events) = unbounded_channel::<RunEvent>();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
-        let window = batch_window();
+        let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");
         tokio::spawn(async move {
             let mut lines = ToolLines { calls, control, window };
             let mut pi = PiStream::new(InstantPi { control: control_tx, ids: Vec::new() });

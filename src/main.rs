@@ -149,12 +149,7 @@ fn cmd_decode(args: DecodeArgs) -> CmdResult {
         decoded.write_text(&mut out)
     }
     .and_then(|_| out.flush());
-    match written {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        // `agy-bridge decode x | head` is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::finish(written, ExitCode::SUCCESS)
 }
 // ---------------------------------------------------------------------------
 // `agy-bridge config` and `agy-bridge sessions`: the `/agy` command's state.
@@ -163,7 +158,8 @@ fn cmd_decode(args: DecodeArgs) -> CmdResult {
 #[command(
     after_help = "Environment variables win over config.json: AGY_MODE, AGY_SKIP_PERMISSIONS, \
 AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. Saving never writes them into the file. \
-The state directory is ~/.pi/agent/antigravity-bridge (AGY_BRIDGE_STATE_DIR overrides it)."
+The state directory is ~/.pi/agent/antigravity-bridge, $PI_CODING_AGENT_DIR/antigravity-bridge when \
+that is set (AGY_BRIDGE_STATE_DIR overrides both)."
 )]
 struct ConfigArgs {
     #[command(subcommand)]
@@ -235,16 +231,12 @@ fn report_state_warnings(warnings: &[agy_bridge::config::StateWarning]) {
 
 /// Write a command's whole output; a closed pipe is not an error.
 fn write_state_output(text: &str) -> CmdResult {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::print_then(text, ExitCode::SUCCESS)
 }
 
 fn cmd_config(args: ConfigArgs) -> CmdResult {
     use agy_bridge::config::{ConfigChange, ConfigStore};
+    cli::env::check_all()?;
     let store = ConfigStore::open_default()?;
     let change = match args.change {
         None => None,
@@ -460,12 +452,7 @@ fn cmd_models(args: ModelsArgs) -> CmdResult {
         agy_bridge::models::write_table(&loaded.catalog, &mut buf)?;
         String::from_utf8_lossy(&buf).into_owned()
     };
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write output: {e}").into()),
-    }
+    cli::out::print_then(&text, ExitCode::SUCCESS)
 }
 
 // ---------------------------------------------------------------------------
@@ -532,7 +519,8 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         };
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
-        let settings = cmd_turn::settings();
+        cli::env::check_all()?;
+        let settings = cmd_turn::settings()?;
         let mut cfg = cmd_turn::configured(&settings)?;
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
@@ -589,7 +577,11 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
         eprintln!("agy-bridge: {}", record::PRIVACY_WARNING);
         recording
     };
-    recording.save(&args.out)?;
+    if args.redact {
+        recording.save(&args.out)?;
+    } else {
+        recording.save_private(&args.out)?;
+    }
     eprintln!(
         "agy-bridge: wrote {} ({} commits)",
         args.out.display(),
@@ -686,14 +678,14 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
         if let Err(e) = std::fs::write(out, current.to_json()) {
             return fail(format!("cannot write {}: {e}", out.display()));
         }
-        println!(
-            "wrote {}: {} sources, {} step types, {} steps",
+        let text = format!(
+            "wrote {}: {} sources, {} step types, {} steps\n",
             out.display(),
             current.sources.len(),
             current.step_types.len(),
             current.total_steps()
         );
-        return Ok(ExitCode::SUCCESS);
+        return cli::out::print_then(&text, ExitCode::SUCCESS);
     }
     let loaded = match args.baseline {
         Some(path) => drift::Fingerprint::load(&path).map(|fp| (fp, path)),
@@ -709,17 +701,13 @@ fn cmd_drift(args: DriftArgs) -> CmdResult {
     } else {
         report.to_text(&current, &baseline_path, &looked_at)
     };
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(format!("cannot write output: {e}").into()),
-    }
-    Ok(if report.nothing_to_compare {
+    let code = if report.nothing_to_compare {
         ExitCode::from(DRIFT_NOTHING_TO_COMPARE)
     } else if report.is_breaking() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    // A reader gone early does not hide a breaking finding.
+    cli::out::finish(cli::out::print(&text), code).map(|_| code)
 }

@@ -422,6 +422,178 @@ fn run_ask_and_record_refuse_unknown_bind_and_wake_words() {
     );
 }
 
+/// Every variable with a value it does not take, and the words its
+/// sentence must hold.
+const BAD_ENV: &[(&str, &str, &str)] = &[
+    ("AGY_MODE", "plna", "accept-edits, plan"),
+    ("AGY_SKIP_PERMISSIONS", "bogus", "on or off"),
+    ("AGY_DEFAULT_THINKING", "max", "low, medium, high"),
+    ("AGY_DEFAULT_MODEL", "bogus", "flash"),
+    ("AGY_PI_TOOLS", "maybe", "on or off"),
+    ("AGY_PI_TOOL_BATCH_MS", "abc", "milliseconds"),
+    ("AGY_PI_TOOL_BATCH_MS", "-5", "milliseconds"),
+    ("AGY_TIMEOUT_MIN", "abc", "minutes"),
+    ("AGY_REQUEST_TIMEOUT_SECS", "abc", "seconds"),
+];
+
+#[test]
+fn every_bad_environment_value_is_a_sentence_in_every_command() {
+    let env = Env::new();
+    let out_file = env.home.path().join("rec.jsonl");
+    for &(var, value, takes) in BAD_ENV {
+        let named = format!("{var}=\"{value}\"");
+        for (sub, args) in [
+            ("run", vec!["hi"]),
+            ("ask", vec!["hi"]),
+            (
+                "record",
+                vec!["--out", out_file.to_str().expect("utf-8"), "hi"],
+            ),
+            ("config", vec![]),
+            ("config", vec!["mode", "plan"]),
+        ] {
+            let mut cmd = env.cmd(sub);
+            cmd.env(var, value);
+            let out = run(cmd, &args);
+            assert!(!out.success, "{sub} {named}: {}", out.stderr);
+            assert!(
+                out.stderr.starts_with("agy-bridge: error: ")
+                    && out.stderr.contains(&named)
+                    && out.stderr.contains(takes)
+                    && out.stderr.lines().count() == 1,
+                "{sub} {named}: {}",
+                out.stderr
+            );
+        }
+        let mut cmd = env.cmd("stream");
+        cmd.env(var, value);
+        let message = feed(cmd, request(json!({})).as_bytes()).stream_error();
+        assert!(
+            message.contains(&named) && message.contains(takes),
+            "stream {named}: {message}"
+        );
+    }
+    assert_eq!(
+        env.print_runs(),
+        Vec::<Vec<String>>::new(),
+        "agy ran despite a bad setting"
+    );
+    assert!(!out_file.exists());
+}
+
+#[test]
+fn extra_args_print_timeout_is_the_users_and_flags_the_bridge_sets_are_refused() {
+    let env = Env::new();
+    for extra in ["--print-timeout 8s", "-print-timeout=8s"] {
+        let mut cmd = env.cmd("run");
+        cmd.env("AGY_EXTRA_ARGS", extra);
+        let out = run(cmd, &["hi"]);
+        assert!(out.success, "{extra}: {}", out.stderr);
+        let argv = env.last_print_argv();
+        let timeouts: Vec<&String> = argv
+            .iter()
+            .filter(|a| a.trim_start_matches('-').starts_with("print-timeout"))
+            .collect();
+        assert_eq!(timeouts.len(), 1, "{extra}: {argv:?}");
+        assert!(argv.join(" ").contains("print-timeout"), "{argv:?}");
+        assert!(argv.iter().any(|a| a.contains("8s")), "{extra}: {argv:?}");
+    }
+    let runs = env.print_runs().len();
+    for extra in [
+        "--output-format json",
+        "-p other",
+        "--conversation=3ac00ab7-1125-47fe-b16e-3c6ec504e26b",
+        "--model x",
+        "--mode plan",
+    ] {
+        for sub in ["run", "ask"] {
+            let mut cmd = env.cmd(sub);
+            cmd.env("AGY_EXTRA_ARGS", extra);
+            let out = run(cmd, &["hi"]);
+            assert!(!out.success, "{sub} {extra}");
+            let flag = extra.split(' ').next().expect("flag");
+            assert!(
+                out.stderr.starts_with(&format!(
+                    "agy-bridge: error: AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself"
+                )),
+                "{sub} {extra}: {}",
+                out.stderr
+            );
+        }
+        let mut cmd = env.cmd("stream");
+        cmd.env("AGY_EXTRA_ARGS", extra);
+        let message = feed(cmd, request(json!({})).as_bytes()).stream_error();
+        assert!(message.contains("AGY_EXTRA_ARGS holds"), "{message}");
+    }
+    assert_eq!(env.print_runs().len(), runs, "agy ran with a refused flag");
+}
+
+#[test]
+fn a_nul_in_the_prompt_a_file_as_cwd_and_an_unknown_recording_db_are_named() {
+    let env = Env::new();
+    // A NUL byte: run (from stdin) and stream say what it is, agy never runs.
+    let mut cmd = env.cmd("run");
+    cmd.arg("-");
+    let out = feed(cmd, b"say\0hello");
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "the prompt contains a NUL byte (after 3 characters), which no command line can carry"
+        ),
+        "{}",
+        out.stderr
+    );
+    let req = request(json!({
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "say\u{0}hello"}]}],
+    }));
+    let message = feed(env.cmd("stream"), req.as_bytes()).stream_error();
+    assert!(message.contains("contains a NUL byte"), "{message}");
+    assert_eq!(env.print_runs(), Vec::<Vec<String>>::new());
+
+    // A file as the working directory.
+    let file = env.home.path().join("a-file");
+    std::fs::write(&file, "").expect("write");
+    for sub in ["run", "ask"] {
+        let out = run(
+            env.cmd(sub),
+            &["--cwd", file.to_str().expect("utf-8"), "hi"],
+        );
+        assert!(!out.success, "{sub}");
+        assert!(
+            out.stderr.contains(&format!(
+                "the working directory {} is not a directory",
+                file.display()
+            )),
+            "{sub}: {}",
+            out.stderr
+        );
+    }
+
+    // A recording whose conversation is none of the databases it writes.
+    let hello = agy_bridge::recording::resolve("hello", &agy_bridge::recording::bundled_dir())
+        .expect("bundled");
+    let mut rec = agy_bridge::recording::Recording::load(&hello).expect("load");
+    let real = rec.header.root_conversation.clone();
+    rec.header.root_conversation = "00000000-0000-4000-8000-000000000000".into();
+    let odd = env.home.path().join("odd.jsonl");
+    rec.save(&odd).expect("save");
+    let out = Transcript::of(
+        Command::new(env!("CARGO_BIN_EXE_agy-bridge"))
+            .arg("decode")
+            .arg(&odd)
+            .output()
+            .expect("decode"),
+    );
+    assert!(!out.success, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("names database 00000000-0000-4000-8000-000000000000")
+            && out.stderr.contains(&real),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn a_huge_timeout_saturates_instead_of_panicking() {
     let env = Env::new();

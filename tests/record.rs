@@ -281,6 +281,23 @@ fn record_warns_about_private_data_unless_redacted() {
     check(&result, "record");
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(stderr.contains("holds private data"), "{stderr}");
+    assert_eq!(mode_of(&out), 0o600, "the unredacted recording is private");
+    // Also over an existing file someone else could read.
+    let from = home.path().join("from.jsonl");
+    std::fs::copy(&out, &from).unwrap();
+    let open = home.path().join("open.jsonl");
+    std::fs::write(&open, "").unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let result = Command::new(bin())
+        .args(["record", "--from"])
+        .arg(&from)
+        .arg("--out")
+        .arg(&open)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    check(&result, "record --from");
+    assert_eq!(mode_of(&open), 0o600, "an existing file is made private");
 
     let out2 = home.path().join("r.jsonl");
     let result = record_cmd(home.path(), &path, 20.0)
@@ -301,6 +318,12 @@ fn record_warns_about_private_data_unless_redacted() {
         rec.header.provenance,
         Provenance::Captured { redacted: true, .. }
     ));
+}
+
+/// A file's permission bits.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
 /// Everything one corpus recording's round trip found.

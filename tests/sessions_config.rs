@@ -21,7 +21,8 @@ const ID_A: &str = "0f3c2a9e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
 const ID_B: &str = "7d9e1f20-3a4b-4c5d-9e6f-708192a3b4c5";
 const ID_C: &str = "ABCDEF01-2345-4678-9ABC-DEF012345678";
 
-const ENV_VARS: [&str; 5] = [
+const ENV_VARS: [&str; 6] = [
+    "PI_CODING_AGENT_DIR",
     "AGY_MODE",
     "AGY_SKIP_PERMISSIONS",
     "AGY_DEFAULT_MODEL",
@@ -442,6 +443,31 @@ fn home_is_the_default_location() {
     assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
 }
 
+#[test]
+fn pi_coding_agent_dir_moves_the_state_and_agy_bridge_state_dir_still_wins() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let pi_dir = home.path().join("pi-agent");
+    let mut cmd = bin(home.path());
+    cmd.env_remove("AGY_BRIDGE_STATE_DIR")
+        .env("HOME", home.path())
+        .env("PI_CODING_AGENT_DIR", &pi_dir);
+    cmd.args(["config", "model", "pro"]).assert().success();
+    let path = pi_dir.join("antigravity-bridge").join(CONFIG_FILE);
+    assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
+    assert!(!home.path().join(".pi").exists());
+
+    let own = home.path().join("own");
+    let mut cmd = bin(&own);
+    cmd.env("HOME", home.path())
+        .env("PI_CODING_AGENT_DIR", &pi_dir);
+    cmd.args(["config", "model", "opus"]).assert().success();
+    assert_eq!(
+        read_json(&own.join(CONFIG_FILE)),
+        json!({ "defaultModel": "opus" })
+    );
+    assert_eq!(read_json(&path), json!({ "defaultModel": "pro" }));
+}
+
 // ---------------------------------------------------------------------------
 // The binding rule.
 
@@ -655,19 +681,34 @@ fn invalid_config_values_and_env_values_are_reported() {
         &path,
         r#"{ "mode": "yolo", "skipPermissions": "false", "defaultModel": 7, "defaultThinking": "max", "digest": true }"#,
     );
-    let env = |name: &str| match name {
-        "AGY_MODE" => Some("plna".to_string()),
-        "AGY_SKIP_PERMISSIONS" => Some("maybe".to_string()),
-        "AGY_DEFAULT_THINKING" => Some("HIGH".to_string()),
-        _ => None,
-    };
     let store = ConfigStore::open(dir.path());
+    // A variable holding a value it does not take is an error naming it and
+    // its values, never a default (AGY_MODE=plna must not allow file edits).
+    for (var, value, takes) in [
+        ("AGY_MODE", "plna", "expected one of: accept-edits, plan"),
+        ("AGY_SKIP_PERMISSIONS", "maybe", "expected on or off"),
+        (
+            "AGY_DEFAULT_THINKING",
+            "max",
+            "expected one of: low, medium, high",
+        ),
+    ] {
+        let env = |name: &str| (name == var).then(|| value.to_string());
+        let err = store.load_with_env(&env).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{var}=\"{value}\" is not valid: ")) && err.contains(takes),
+            "{err}"
+        );
+        let err = store
+            .save_change_with_env(ConfigChange::Mode(Mode::Plan), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(var), "{err}");
+    }
+    let env = |name: &str| (name == "AGY_DEFAULT_THINKING").then(|| "HIGH".to_string());
     let status = store.load_with_env(&env).unwrap();
     assert_eq!(status.config.mode, Mode::AcceptEdits);
     assert_eq!(status.source(Setting::Mode), Some(Source::Default));
-    // An unknown switch value is off, as in the TypeScript bridge, and reported.
-    assert!(!status.config.skip_permissions);
-    assert_eq!(status.source(Setting::Permissions), Some(Source::Env));
     assert_eq!(status.config.default_model, "flash");
     assert_eq!(status.config.default_thinking, Effort::High);
     assert_eq!(status.source(Setting::Thinking), Some(Source::Env));
@@ -677,9 +718,7 @@ fn invalid_config_values_and_env_values_are_reported() {
         shown,
         [
             format!("{p}: ignoring \"mode\": unknown mode \"yolo\" (expected one of: accept-edits, plan); using the default"),
-            "AGY_MODE=\"plna\": unknown mode \"plna\" (expected one of: accept-edits, plan); ignored".to_string(),
             format!("{p}: ignoring \"skipPermissions\": expected true or false, found a string; using the default"),
-            "AGY_SKIP_PERMISSIONS=\"maybe\": unknown switch value \"maybe\" (expected on or off); treated as off".to_string(),
             format!("{p}: ignoring \"defaultModel\": expected a string, found a number; using the default"),
             format!("{p}: ignoring \"defaultThinking\": unknown effort \"max\" (expected one of: low, medium, high); using the default"),
         ]

@@ -3,4 +3,6 @@
 //! and dispatches here.
 
 pub mod caller;
+pub mod env;
+pub mod out;
 pub mod turn;

@@ -31,9 +31,9 @@ pub struct TurnOpts {
     /// Working directory for agy.
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Our own watchdog, in minutes.
-    #[arg(long, default_value_t = 10)]
-    timeout_min: u64,
+    /// Our own watchdog, in minutes (default: AGY_TIMEOUT_MIN, else 10).
+    #[arg(long)]
+    timeout_min: Option<u64>,
     /// The prompt: the task or question (`-` reads it from stdin, for a
     /// prompt longer than a command line takes).
     prompt: String,
@@ -48,7 +48,12 @@ pub fn turn_setup(
 ) -> Result<(RunConfig, TurnRequest), String> {
     let mut cfg = configured(settings)?;
     cfg.skip_permissions = settings.skip_permissions;
-    cfg.timeout = watchdog(opts.timeout_min);
+    let minutes = match opts.timeout_min {
+        Some(m) => m,
+        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
+            .unwrap_or(TIMEOUT_MIN_DEFAULT),
+    };
+    cfg.timeout = watchdog(minutes);
     let conversation = opts
         .conversation
         .as_deref()
@@ -181,43 +186,34 @@ pub fn cancel_on_signals(token: CancellationToken) {
     }
 }
 
-/// Run one turn, printing events as they come; returns the exit code.
+/// Run one turn, printing events as they come; returns the exit code. A
+/// reader that closes stdout ends the turn (nobody sees the rest) and the
+/// command quietly, exit 0 (see `super::out`).
 async fn drive(
     cfg: RunConfig,
     req: TurnRequest,
     json: bool,
 ) -> io::Result<(ExitCode, runner::RunResult)> {
+    use super::out;
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let printer = tokio::spawn(async move {
-        let stdout = io::stdout();
-        let color = stdout.is_terminal();
-        let mut view = LiveView::new(stdout, color);
-        while let Some(ev) = rx.recv().await {
-            let r = if json {
-                serde_json::to_string(&ev)
-                    .map_err(io::Error::other)
-                    .and_then(|line| {
-                        let mut out = io::stdout().lock();
-                        writeln!(out, "{line}").and_then(|_| out.flush())
-                    })
-            } else {
-                view.event(&ev)
-            };
-            if r.is_err() {
-                break;
-            }
-        }
-        view
-    });
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let printer = tokio::spawn(print_events(rx, json, cancel.clone()));
     let result = runner::run(&cfg, &req, cancel, tx).await;
-    let mut view = printer.await.map_err(io::Error::other)?;
-    if json {
+    let (mut view, gone) = printer.await.map_err(io::Error::other)?;
+    let written = if gone {
+        Ok(())
+    } else if json {
         let line = serde_json::json!({"kind": "result", "result": &result});
-        println!("{line}");
+        out::print(&format!("{line}\n"))
     } else {
-        view.summary(&result)?;
+        view.summary(&result)
+    };
+    match written {
+        Err(e) if out::reader_gone(&e) => return Ok((ExitCode::SUCCESS, result)),
+        Err(e) => return Err(e),
+        Ok(()) if gone => return Ok((ExitCode::SUCCESS, result)),
+        Ok(()) => {}
     }
     // The failure's sentence goes to stderr, once; the summary line only
     // says "failed".
@@ -231,24 +227,60 @@ async fn drive(
     Ok((code, result))
 }
 
-/// The saved settings merged with the environment, warnings on stderr.
-pub fn settings() -> agy_bridge::config::Config {
-    match agy_bridge::config::Config::load() {
+/// Print the turn's events as they come; when stdout's reader is gone,
+/// cancel the turn and say so (`true`).
+async fn print_events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
+    json: bool,
+    cancel: CancellationToken,
+) -> (LiveView<io::Stdout>, bool) {
+    let stdout = io::stdout();
+    let color = stdout.is_terminal();
+    let mut view = LiveView::new(stdout, color);
+    while let Some(ev) = rx.recv().await {
+        let r = if json {
+            serde_json::to_string(&ev)
+                .map_err(io::Error::other)
+                .and_then(|line| super::out::print(&format!("{line}\n")))
+        } else {
+            view.event(&ev)
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if super::out::reader_gone(&e) => {
+                cancel.cancel();
+                return (view, true);
+            }
+            Err(_) => break,
+        }
+    }
+    (view, false)
+}
+
+/// The saved settings merged with the environment, warnings on stderr. A
+/// settings variable with a value it does not take is an error (the turn
+/// must not run in a mode nobody asked for); a state directory that cannot
+/// be read only costs the file's values.
+pub fn settings() -> Result<agy_bridge::config::Config, String> {
+    use agy_bridge::config::{Config, StateError};
+    match Config::load() {
         Ok(status) => {
             for w in &status.warnings {
                 eprintln!("agy-bridge: warning: {w}");
             }
-            status.config
+            Ok(status.config)
         }
+        Err(e @ StateError::Env { .. }) => Err(e.to_string()),
         Err(e) => {
             eprintln!("agy-bridge: warning: using default settings: {e}");
-            agy_bridge::config::Config::default()
+            Ok(Config::default())
         }
     }
 }
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
-    let (mut cfg, mut req) = turn_setup(&args.turn, &settings())?;
+    super::env::check_all()?;
+    let (mut cfg, mut req) = turn_setup(&args.turn, &settings()?)?;
     req.model = args.model;
     req.effort = args.effort;
     if let Some(bind) = args.bind {
@@ -289,10 +321,14 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     if !args.json {
         // Not the recording's description: it is written for developers
         // (step types, field numbers).
-        println!(
-            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n",
+        let intro = format!(
+            "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n\n",
             args.recording, args.speed, rec.header.prompt
         );
+        if let Err(e) = super::out::print(&intro) {
+            let _ = std::fs::remove_dir_all(&home);
+            return super::out::finish(Err(e), ExitCode::SUCCESS);
+        }
     }
     let cfg = RunConfig {
         agy_bin: fake,
@@ -330,7 +366,8 @@ fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
 
 /// A private temporary directory (removed by the caller).
 fn tempfile_dir() -> io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
+    let dir = agy_bridge::state::tmp::temp_dir()
+        .join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }
@@ -360,21 +397,6 @@ const REQUEST_TIMEOUT_SECS: u64 = 30;
 
 /// The watchdog's default, in minutes.
 const TIMEOUT_MIN_DEFAULT: u64 = 10;
-
-/// A whole number from the environment variable `name`: `None` when unset
-/// or empty, an error naming the variable and its value otherwise.
-fn env_whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
-    let Some(raw) = std::env::var_os(name) else {
-        return Ok(None);
-    };
-    let text = raw.to_string_lossy();
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    text.trim().parse::<u64>().map(Some).map_err(|_| {
-        format!("{name}={text:?} is not a whole number of {unit}; unset it or give e.g. {name}=10")
-    })
-}
 
 /// The first stdin line, or why there is none.
 type RequestLine = Result<String, String>;
@@ -479,12 +501,15 @@ pub fn cmd_stream(
 
 /// The watchdog and the request-line wait from flags and environment.
 fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+    use super::env;
     let minutes = match args.timeout_min {
         Some(m) => m,
-        None => env_whole_number("AGY_TIMEOUT_MIN", "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
+        None => env::whole_number(env::TIMEOUT_MIN, "minutes")?.unwrap_or(TIMEOUT_MIN_DEFAULT),
     };
     let request_secs =
-        env_whole_number("AGY_REQUEST_TIMEOUT_SECS", "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
+        env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
+    // Every other variable too, before pi's request is even read.
+    env::check_words()?;
     Ok((watchdog(minutes), Duration::from_secs(request_secs.max(1))))
 }
 
@@ -723,7 +748,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         let lines = agy_bridge::mcp::relay::ToolLines {
             calls: b.calls,
             control,
-            window: agy_bridge::mcp::relay::batch_window(),
+            window: tool_batch_window(),
         };
         (b.server, b.dir, lines)
     });
@@ -754,6 +779,13 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         }
     };
     end_turn(&mut pi, prepared, req, &result)
+}
+
+/// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
+/// never gets this far).
+fn tool_batch_window() -> Duration {
+    use agy_bridge::mcp::relay;
+    relay::batch_window().unwrap_or(relay::DEFAULT_BATCH_WINDOW)
 }
 
 /// Save the session's binding and end pi's message with the turn's outcome.
@@ -804,7 +836,7 @@ async fn serve_pi_tools(
     mapper: &mut agy_bridge::provider::EventMapper,
 ) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
     use agy_bridge::mcp;
-    if mcp::disabled_by_env() {
+    if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {
         return Ok(None);
     }
     let bridge = mcp::ToolBridge::start(mcp::offered_tools(&req.tools))
@@ -942,9 +974,11 @@ fn prepare_turn(
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
-    let settings = settings();
+    let settings = settings().map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let resolved = models::catalog()
+    let catalog = models::catalog();
+    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let resolved = catalog
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
 
@@ -1070,7 +1104,10 @@ impl AskReport<'_> {
         }
     }
 
+    /// Print the report; a reader gone from stdout is not reported (the
+    /// exit code still says whether agy succeeded).
     fn print(&self, json: bool) -> ExitCode {
+        let mut text = String::new();
         if json {
             let v = serde_json::json!({
                 "answer": self.answer,
@@ -1080,14 +1117,24 @@ impl AskReport<'_> {
                 "error": self.error,
                 "notices": self.notices,
             });
-            println!("{v}");
+            text = format!("{v}\n");
         } else {
             if !self.answer.is_empty() {
-                println!("{}", self.answer);
+                text.push_str(&format!("{}\n", self.answer));
             }
             if let Some(id) = self.id {
-                println!("\n[agy conversation: {id}; continue with --conversation {id}]");
+                text.push_str(&format!(
+                    "\n[agy conversation: {id}; continue with --conversation {id}]\n"
+                ));
             }
+        }
+        match super::out::print(&text) {
+            Err(e) if !super::out::reader_gone(&e) => {
+                eprintln!("agy-bridge: error: cannot write output: {e}");
+            }
+            _ => {}
+        }
+        if !json {
             for notice in self.notices {
                 eprintln!("agy-bridge: note: {notice}");
             }
@@ -1106,7 +1153,8 @@ impl AskReport<'_> {
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
 fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> {
-    let settings = settings();
+    super::env::check_all()?;
+    let settings = settings()?;
     let alias = args
         .model
         .clone()

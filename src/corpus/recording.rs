@@ -454,6 +454,29 @@ impl Recording {
         })
     }
 
+    /// Write the recording readable by its owner alone (mode 0600, also
+    /// when `path` already existed with a wider mode): an unredacted
+    /// recording holds the prompt, paths, the user's name and ids.
+    pub fn save_private(&self, path: &Path) -> Result<(), RecordingError> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let io_err = |source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io_err)?;
+        // `mode` applies only to a file this call created.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err)?;
+        file.write_all(self.to_jsonl().as_bytes()).map_err(io_err)
+    }
+
     /// The conversation ids the recording writes, root first.
     pub fn conversations(&self) -> Vec<String> {
         let mut ids = vec![self.header.root_conversation.clone()];

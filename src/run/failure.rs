@@ -26,6 +26,12 @@ pub enum Failure {
     SpawnFailed { bin: String, message: String },
     #[error("the working directory {dir} does not exist")]
     NoWorkingDir { dir: String },
+    #[error("the working directory {dir} is not a directory")]
+    WorkingDirNotADirectory { dir: String },
+    /// A NUL ends a C string: exec cannot pass such an argument, and agy
+    /// would otherwise fail with a bare exit 126.
+    #[error("the prompt contains a NUL byte (after {before} characters), which no command line can carry; remove it and send the message again")]
+    PromptHasNul { before: usize },
     #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
     NotSignedIn,
     /// A quota with a reset time: hours away, so never retried.

@@ -169,7 +169,7 @@ pub fn stage<'a>(
     req: &'a TurnRequest,
     surface: Surface,
 ) -> Result<Staged<'a>, Failure> {
-    stage_in(cfg, req, surface, &std::env::temp_dir())
+    stage_in(cfg, req, surface, &crate::state::tmp::temp_dir())
 }
 
 fn stage_in<'a>(

@@ -4,8 +4,11 @@
 //! # Where state lives
 //!
 //! `$HOME/.pi/agent/antigravity-bridge/`, the directory the TypeScript
-//! original uses, so existing users keep their settings and sessions. The
-//! environment variable `AGY_BRIDGE_STATE_DIR` replaces the whole path (tests
+//! original uses, so existing users keep their settings and sessions. When
+//! pi's own `PI_CODING_AGENT_DIR` moves pi's agent directory, the bridge's
+//! state moves with it (`$PI_CODING_AGENT_DIR/antigravity-bridge`), so one
+//! pi setup never reads another's sessions. The environment variable
+//! `AGY_BRIDGE_STATE_DIR` replaces the whole path and wins over both (tests
 //! point it at a temporary directory). The directory is created with mode
 //! 0700 the first time something is written.
 //!
@@ -40,13 +43,15 @@
 //!
 //! Environment variables win over the file. An empty variable counts as
 //! unset (as in the runner). Differences from the TypeScript bridge, on purpose:
-//! - an invalid `AGY_MODE` or `AGY_DEFAULT_THINKING` is ignored with a
-//!   warning instead of silently meaning `accept-edits` / `medium` (a typo in
-//!   `AGY_MODE=plna` must not quietly let agy edit files);
+//! - an invalid `AGY_MODE`, `AGY_SKIP_PERMISSIONS`, `AGY_DEFAULT_THINKING`
+//!   or `AGY_DEFAULT_MODEL` is an error ([`StateError::Env`]) naming the
+//!   variable and the values it takes, never a default: a typo in
+//!   `AGY_MODE=plna` must not quietly let agy edit files, and a user who set
+//!   a variable meant it;
 //! - `AGY_SKIP_PERMISSIONS` is on for `1`, `true`, `on`, `yes` and off for
-//!   `0`, `false`, `off`, `no` (any case); anything else is off, as in the
-//!   original, with a warning;
-//! - an invalid value in the file is reported and the default used.
+//!   `0`, `false`, `off`, `no` (any case);
+//! - an invalid value in the file is reported and the default used (the file
+//!   is ours to repair with `agy-bridge config`).
 //!
 //! **Saving never writes a value that came from the environment:**
 //! [`ConfigStore::save_change`] re-reads the file under the lock, sets only
@@ -75,11 +80,18 @@ pub const SESSIONS_FILE: &str = "sessions.json";
 /// A state file larger than this is treated as corrupt rather than read.
 const MAX_STATE_FILE: u64 = 64 << 20;
 
+/// pi's agent directory variable (pi's default is `~/.pi/agent`).
+pub const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
+
 /// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
+/// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else
 /// `$HOME/.pi/agent/antigravity-bridge`.
 pub fn state_dir() -> Result<PathBuf, StateError> {
     if let Some(dir) = env_nonempty(STATE_DIR_ENV) {
         return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = env_nonempty(PI_AGENT_DIR_ENV) {
+        return Ok(PathBuf::from(dir).join("antigravity-bridge"));
     }
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => Ok(PathBuf::from(home)
@@ -94,6 +106,27 @@ pub fn state_dir() -> Result<PathBuf, StateError> {
 /// the process environment as [`ConfigStore::load_with_env`] wants it.
 pub fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// An environment variable holding a value it does not take. Every
+/// variable the bridge reads is checked into one of these rather than
+/// ignored: a user who set a variable meant it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?} is not valid: it takes {takes}; unset it or give one of those")]
+pub struct BadEnv {
+    pub var: &'static str,
+    pub value: String,
+    /// The values the variable takes, in words.
+    pub takes: &'static str,
+}
+
+/// The four settings variables checked against what they take, without
+/// reading any file: `Err` names the first one that holds a bad value.
+pub fn check_env_settings() -> Result<(), StateError> {
+    for setting in Setting::ALL {
+        env_setting(setting, &env_nonempty)?;
+    }
+    Ok(())
 }
 
 /// What can go wrong reading or writing state. Bad *content* is never an
@@ -115,6 +148,13 @@ pub enum StateError {
     InvalidConversationId(#[from] crate::format::ids::InvalidId),
     #[error("invalid model alias {0:?}: {1}")]
     InvalidModel(String, &'static str),
+    /// A settings variable holds a value it does not take.
+    #[error("{var}={value:?} is not valid: {reason}; unset it or give one of the values it takes")]
+    Env {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StateError {
@@ -730,7 +770,7 @@ impl ConfigStore {
     ) -> Result<ConfigStatus, StateError> {
         let mut warnings = Vec::new();
         let map = self.file.read(None, &mut warnings)?;
-        Ok(self.resolve(&map, env, warnings))
+        self.resolve(&map, env, warnings)
     }
 
     /// Save one change: re-read the file under the lock, set that one key,
@@ -748,6 +788,10 @@ impl ConfigStore {
         if let ConfigChange::DefaultModel(alias) = &change {
             validate_model_alias(alias)?;
         }
+        // A bad variable fails before anything is written.
+        for setting in Setting::ALL {
+            env_setting(setting, env)?;
+        }
         let mut warnings = Vec::new();
         let map = {
             let lock = self.file.lock()?;
@@ -756,7 +800,7 @@ impl ConfigStore {
             self.file.write(&lock, &map)?;
             map
         };
-        Ok(self.resolve(&map, env, warnings))
+        self.resolve(&map, env, warnings)
     }
 
     fn resolve(
@@ -764,12 +808,12 @@ impl ConfigStore {
         map: &Map<String, Value>,
         env: &dyn Fn(&str) -> Option<String>,
         mut warnings: Vec<StateWarning>,
-    ) -> ConfigStatus {
+    ) -> Result<ConfigStatus, StateError> {
         let mut config = Config::default();
         let mut settings = Vec::with_capacity(4);
         for setting in Setting::ALL {
             let file_value = self.file_setting(setting, map, &mut warnings);
-            let env_value = env_setting(setting, env, &mut warnings);
+            let env_value = env_setting(setting, env)?;
             let default = default_value(setting);
             let (value, source) = match (&env_value, &file_value) {
                 (Some(v), _) => (v.clone(), Source::Env),
@@ -786,13 +830,13 @@ impl ConfigStore {
                 file_value,
             });
         }
-        ConfigStatus {
+        Ok(ConfigStatus {
             config,
             settings,
             config_path: self.file.path().to_path_buf(),
             sessions_path: self.file.dir.join(SESSIONS_FILE),
             warnings,
-        }
+        })
     }
 
     /// The file's valid value for `setting` (normalised), if any.
@@ -851,39 +895,30 @@ fn parse_text(setting: Setting, text: &str) -> Result<Value, String> {
         Setting::Permissions => match t.to_ascii_lowercase().as_str() {
             "1" | "true" | "on" | "yes" => Ok(Value::Bool(true)),
             "0" | "false" | "off" | "no" => Ok(Value::Bool(false)),
-            _ => Err(format!("unknown switch value {t:?} (expected on or off)")),
+            _ => Err(format!(
+                "unknown switch value {t:?} (expected on or off; also 1/0, true/false, yes/no)"
+            )),
         },
     }
 }
 
+/// The environment's value for `setting`: `None` when unset or blank, an
+/// error naming the variable and the values it takes when it is not one.
 fn env_setting(
     setting: Setting,
     env: &dyn Fn(&str) -> Option<String>,
-    warnings: &mut Vec<StateWarning>,
-) -> Option<Value> {
+) -> Result<Option<Value>, StateError> {
     let var = setting.env_var();
-    let raw = env(var).filter(|v| !v.trim().is_empty())?;
-    match parse_text(setting, &raw) {
-        Ok(v) => Some(v),
-        Err(reason) => {
-            // The original reads anything but 1/true as "off"; keep that
-            // (the safe side) but say so.
-            let (value, reason) = if setting == Setting::Permissions {
-                (
-                    Some(Value::Bool(false)),
-                    format!("{reason}; treated as off"),
-                )
-            } else {
-                (None, format!("{reason}; ignored"))
-            };
-            warnings.push(StateWarning::Env {
-                var: var.to_string(),
-                value: raw,
-                reason,
-            });
-            value
-        }
-    }
+    let Some(raw) = env(var).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    parse_text(setting, &raw)
+        .map(Some)
+        .map_err(|reason| StateError::Env {
+            var,
+            value: raw,
+            reason,
+        })
 }
 
 fn default_value(setting: Setting) -> Value {

@@ -54,6 +54,14 @@ pub enum LoadError {
         path: PathBuf,
         source: RecordingError,
     },
+    /// The header's conversation is not a database the recording writes
+    /// (decoding it would show "steps: 0" as if agy had done nothing).
+    #[error("recording {path} names database {root} as its conversation, but writes only {}", .written.join(", "))]
+    UnknownDatabase {
+        path: PathBuf,
+        root: String,
+        written: Vec<String>,
+    },
 }
 
 /// Decide from its first bytes whether `path` is a database or (maybe) a
@@ -132,6 +140,19 @@ fn read_recording(path: &Path) -> Result<Vec<StepRow>, LoadError> {
         path: path.to_path_buf(),
         source,
     };
+    let root = &recording.header.root_conversation;
+    let written: Vec<String> = recording
+        .conversations()
+        .into_iter()
+        .filter(|db| recording.commits.iter().any(|c| &c.db == db))
+        .collect();
+    if !written.is_empty() && !written.contains(root) {
+        return Err(LoadError::UnknownDatabase {
+            path: path.to_path_buf(),
+            root: root.clone(),
+            written,
+        });
+    }
     let conn = recording
         .final_database(&recording.header.root_conversation)
         .map_err(replay)?;

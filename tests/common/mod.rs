@@ -188,6 +188,7 @@ pub fn bridge(
         .env("FAKE_AGY_SPEED", speed);
     for var in [
         "AGY_BRIDGE_STATE_DIR",
+        "PI_CODING_AGENT_DIR",
         "AGY_CONVERSATIONS_DIR",
         "AGY_MODE",
         "AGY_SKIP_PERMISSIONS",

@@ -42,16 +42,23 @@ pub const NATIVE_TOOLS: &[&str] = &[
 /// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
 pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
 
-/// Whether the environment turned pi's tools off.
-pub fn disabled_by_env() -> bool {
-    std::env::var(ENV_SWITCH)
-        .map(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "off" | "0" | "false" | "no"
-            )
-        })
-        .unwrap_or(false)
+/// Whether the environment turned pi's tools off: `off`, `0`, `false`,
+/// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;
+/// any other word is an error, since guessing either way would surprise
+/// whoever typed it.
+pub fn disabled_by_env() -> Result<bool, crate::config::BadEnv> {
+    let Some(value) = crate::config::env_nonempty(ENV_SWITCH) else {
+        return Ok(false);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "off" | "0" | "false" | "no" => Ok(true),
+        "on" | "1" | "true" | "yes" => Ok(false),
+        _ => Err(crate::config::BadEnv {
+            var: ENV_SWITCH,
+            value,
+            takes: "on or off (also 1/0, true/false, yes/no)",
+        }),
+    }
 }
 
 /// The tools agy is offered: pi's, minus those agy has natively, minus
@@ -98,8 +105,8 @@ impl PrivateDir {
     pub fn create(url: &str, token: &str) -> std::io::Result<PrivateDir> {
         use std::io::Write;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let path =
-            std::env::temp_dir().join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
+        let path = crate::state::tmp::temp_dir()
+            .join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         let dir = PrivateDir { path };
         let agents = dir.path.join(".agents");

@@ -63,16 +63,28 @@ impl Control {
     }
 }
 
+/// [`batch_window`] when `AGY_PI_TOOL_BATCH_MS` is unset.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
+
 /// `AGY_PI_TOOL_BATCH_MS`: how long after a call further calls join its
 /// message (default 2 ms: calls agy sends together reach the loopback
 /// server within microseconds of each other; every millisecond here is
 /// added to each tool round trip, see benches/tool_roundtrip.rs).
-pub fn batch_window() -> Duration {
-    let ms = std::env::var("AGY_PI_TOOL_BATCH_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(2);
-    Duration::from_millis(ms.min(1000))
+/// A value that is not a whole number of milliseconds up to 1000 is an
+/// error: a longer window would hold every tool call that long.
+pub fn batch_window() -> Result<Duration, crate::config::BadEnv> {
+    const VAR: &str = "AGY_PI_TOOL_BATCH_MS";
+    let Some(value) = crate::config::env_nonempty(VAR) else {
+        return Ok(DEFAULT_BATCH_WINDOW);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms <= 1000 => Ok(Duration::from_millis(ms)),
+        _ => Err(crate::config::BadEnv {
+            var: VAR,
+            value,
+            takes: "a whole number of milliseconds from 0 to 1000 (default 2)",
+        }),
+    }
 }
 
 /// The tool side of a turn: calls from the MCP server, control lines from pi.

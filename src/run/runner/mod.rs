@@ -115,6 +115,9 @@ impl RunConfig {
         }
         if let Some(extra) = env_nonempty("AGY_EXTRA_ARGS") {
             cfg.extra_args = extra.split_whitespace().map(str::to_string).collect();
+            if let Some((flag, hint)) = cfg.extra_args.iter().find_map(|a| bridge_flag(a)) {
+                return Err(EnvError::ExtraArgs { flag, hint });
+            }
         }
         if let Some(value) = env_nonempty("AGY_BIND") {
             cfg.bind = value.trim().parse().map_err(|_| EnvError::Bind { value })?;
@@ -138,6 +141,50 @@ pub enum EnvError {
     Bind { value: String },
     #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
     Wake { value: String },
+    #[error("AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself on every turn; remove it ({hint})")]
+    ExtraArgs { flag: String, hint: &'static str },
+}
+
+/// The flags of agy's command line the bridge must decide itself (the
+/// prompt, how agy prints, which conversation, and the settings it reports
+/// and stores), each with where the user sets it instead. Any other flag in
+/// `AGY_EXTRA_ARGS` is agy's to take; one the bridge also passes
+/// (`--print-timeout`) is left to the user's value by [`agy_args`].
+const BRIDGE_FLAGS: &[(&[&str], &str)] = &[
+    (
+        &["p", "print", "prompt", "i", "prompt-interactive"],
+        "the prompt is the bridge's argument",
+    ),
+    (
+        &["output-format"],
+        "the bridge reads agy's output in the format it asks for; AGY_BIND chooses",
+    ),
+    (
+        &["conversation"],
+        "use --conversation of run or ask; stream resumes pi's session itself",
+    ),
+    (
+        &["model", "effort"],
+        "use --model/--effort of run, ask's --model, AGY_DEFAULT_MODEL or pi's model picker",
+    ),
+    (&["mode"], "use AGY_MODE or `agy-bridge config mode`"),
+];
+
+/// A flag's name without its dashes or `=value` (agy parses flags the Go
+/// way: `-x`, `--x` and `--x=v` are one flag); `None` for a non-flag.
+fn flag_name(arg: &str) -> Option<&str> {
+    let name = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    let name = name.split('=').next().unwrap_or(name);
+    (!name.is_empty()).then_some(name)
+}
+
+/// `arg` as one of [`BRIDGE_FLAGS`], with its hint.
+fn bridge_flag(arg: &str) -> Option<(String, &'static str)> {
+    let name = flag_name(arg)?;
+    BRIDGE_FLAGS
+        .iter()
+        .find(|(names, _)| names.contains(&name))
+        .map(|(_, hint)| (arg.to_string(), *hint))
 }
 
 use crate::config::env_nonempty;
@@ -374,10 +421,18 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
         args.push("--conversation".into());
         args.push(id.as_str().into());
     }
-    args.push("--print-timeout".into());
-    args.push(go_duration(
-        cfg.timeout.saturating_add(Duration::from_secs(60)),
-    ));
+    // The user's own --print-timeout in AGY_EXTRA_ARGS wins: agy would
+    // take the later flag, ours, and the user's would silently do nothing.
+    let users_timeout = cfg
+        .extra_args
+        .iter()
+        .any(|a| flag_name(a) == Some("print-timeout"));
+    if !users_timeout {
+        args.push("--print-timeout".into());
+        args.push(go_duration(
+            cfg.timeout.saturating_add(Duration::from_secs(60)),
+        ));
+    }
     if surface.stream_json {
         args.push("--output-format".into());
         args.push("stream-json".into());
@@ -621,9 +676,16 @@ async fn run_after<'a>(
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, surface, before);
     if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
-        return turn.fail_early(Failure::NoWorkingDir {
-            dir: cwd.display().to_string(),
+        let dir = cwd.display().to_string();
+        return turn.fail_early(if cwd.exists() {
+            Failure::WorkingDirNotADirectory { dir }
+        } else {
+            Failure::NoWorkingDir { dir }
         });
+    }
+    if let Some(at) = req.prompt.find('\0') {
+        let before = req.prompt[..at].chars().count();
+        return turn.fail_early(Failure::PromptHasNul { before });
     }
     let private: Vec<&Path> = staged
         .dir()

@@ -1,0 +1,66 @@
+//! The environment variables every command that runs or configures agy
+//! reads, checked before it acts: a value a variable does not take is one
+//! sentence naming the variable and the values it takes, never a default
+//! (README's environment table promises that). Each variable is parsed where
+//! it is used (the runner, the settings, pi's tools); this module only makes
+//! sure every command asks all of them up front, so `run` cannot pass a
+//! typo that only `stream` would have caught.
+
+use agy_bridge::config::env_nonempty;
+
+/// The watchdog's variable, in minutes.
+pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
+/// How long `stream` waits for its request line, in seconds.
+pub const REQUEST_TIMEOUT_SECS: &str = "AGY_REQUEST_TIMEOUT_SECS";
+/// AskAntigravity's default model alias.
+const DEFAULT_MODEL: &str = "AGY_DEFAULT_MODEL";
+
+/// A whole number from the environment variable `name`: `None` when unset
+/// or empty, an error naming the variable and its value otherwise.
+pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
+    let Some(raw) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let text = raw.to_string_lossy();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    text.trim().parse::<u64>().map(Some).map_err(|_| {
+        format!("{name}={text:?} is not a whole number of {unit}; unset it or give e.g. {name}=10")
+    })
+}
+
+/// Every variable whose values are words or numbers: the settings, the
+/// runner's, the watchdog's, pi's tools'. Reads no file and runs nothing.
+pub fn check_words() -> Result<(), String> {
+    agy_bridge::config::check_env_settings().map_err(|e| e.to_string())?;
+    agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
+    whole_number(TIMEOUT_MIN, "minutes")?;
+    whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
+    agy_bridge::mcp::disabled_by_env().map_err(|e| e.to_string())?;
+    agy_bridge::mcp::relay::batch_window().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
+/// the cache, else `agy models`, else the built-in catalog): an alias no
+/// model answers to is an error naming the ones there are.
+pub fn check_default_model(catalog: &agy_bridge::models::Catalog) -> Result<(), String> {
+    let Some(alias) = env_nonempty(DEFAULT_MODEL) else {
+        return Ok(());
+    };
+    catalog
+        .resolve_alias(&alias, None)
+        .map(drop)
+        .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
+}
+
+/// [`check_words`], then [`check_default_model`] (which loads the catalog
+/// only when the variable is set).
+pub fn check_all() -> Result<(), String> {
+    check_words()?;
+    if env_nonempty(DEFAULT_MODEL).is_some() {
+        check_default_model(&agy_bridge::models::catalog())?;
+    }
+    Ok(())
+}
