@@ -716,27 +716,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let mut mapper = EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     let mut turn = prepared.turn.clone();
-    // pi's tools, served to agy for this turn only (dropped with it), when
-    // this agy can reach them.
-    // Only a known older version is held back: an agy that does not say its
-    // version is offered the tools as before.
-    let too_old = prelude
-        .features()
-        .filter(|f| f.version.is_some() && !f.mcp_from_add_dir());
-    let tools_reach_agy = match too_old {
-        Some(old) => {
-            if prepared.first_turn && !req.tools.is_empty() {
-                pi.thinking(&no_pi_tools_note(old));
-            }
-            false
-        }
-        None => true,
-    };
-    let served = if tools_reach_agy {
-        serve_pi_tools(req, &mut turn, &mut mapper).await
-    } else {
-        Ok(None)
-    };
+    let served = offer_pi_tools(req, prepared, &prelude, &mut turn, &mut mapper, &mut pi).await;
     let bridge = match served {
         Ok(b) => b,
         Err(message) => {
@@ -779,6 +759,30 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         }
     };
     end_turn(&mut pi, prepared, req, &result)
+}
+
+/// pi's tools, served to agy for this turn only (dropped with it), when
+/// this agy can reach them. Only a known older version is held back (said
+/// once per pi session): an agy that does not say its version is offered
+/// the tools as before.
+async fn offer_pi_tools<W: Write>(
+    req: &agy_bridge::provider::StreamRequest,
+    prepared: &PreparedTurn,
+    prelude: &runner::Prelude,
+    turn: &mut TurnRequest,
+    mapper: &mut agy_bridge::provider::EventMapper,
+    pi: &mut agy_bridge::provider::PiStream<W>,
+) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
+    let too_old = prelude
+        .features()
+        .filter(|f| f.version.is_some() && !f.mcp_from_add_dir());
+    if let Some(old) = too_old {
+        if prepared.first_turn && !req.tools.is_empty() {
+            pi.thinking(&no_pi_tools_note(old));
+        }
+        return Ok(None);
+    }
+    serve_pi_tools(req, turn, mapper).await
 }
 
 /// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
