@@ -53,24 +53,6 @@ pub(crate) fn serve() -> i32 {
     }
 }
 
-/// Start `cmd`, trying again for a moment while its file is busy
-/// (`ETXTBSY`): agy being replaced as it starts (`agy update`), or a file
-/// another process still holds open for writing between its fork and exec.
-pub fn spawn_retrying_busy(
-    cmd: &mut std::process::Command,
-) -> std::io::Result<std::process::Child> {
-    let mut tries = 0;
-    loop {
-        match cmd.spawn() {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 20 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => return other,
-        }
-    }
-}
-
 fn remove_all(dirs: &[PathBuf]) {
     for dir in dirs {
         let _ = std::fs::remove_dir_all(dir);
@@ -99,7 +81,7 @@ fn guard_tree(launch: Launch) -> i32 {
     let mut cmd = launch.command();
     cmd.stdin(std::process::Stdio::null());
     os::reset_signals_in_child(&mut cmd);
-    let child = match spawn_retrying_busy(&mut cmd) {
+    let child = match crate::process::retry_while_busy(|| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             // The runner words this from the exit code and stderr.

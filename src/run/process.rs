@@ -36,6 +36,23 @@ pub fn find_program(bin: &Path) -> Option<PathBuf> {
         })
 }
 
+/// Start a program with `spawn`, trying again for a moment while its file
+/// is busy (`ETXTBSY`): agy being replaced as it starts (`agy update`), or
+/// its file still open for writing in a process between fork and exec.
+/// Sleeps only on that error, at most 0.2 s in all.
+pub fn retry_while_busy<T>(mut spawn: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    let mut tries = 0;
+    loop {
+        match spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Signal `root`'s whole tree: its process group, the groups of descendants
 /// that made their own, and each process.
 pub fn signal_tree(root: u32, sig: Signal) {

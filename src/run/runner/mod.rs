@@ -837,18 +837,7 @@ fn spawn_unguarded(launch: &Launch) -> std::io::Result<tokio::process::Child> {
         .process_group(0)
         .kill_on_drop(true);
     die_with_parent(&mut cmd);
-    // As the guardian does (`guard::spawn_retrying_busy`): a file busy for
-    // a moment is tried again.
-    let mut tries = 0;
-    loop {
-        match cmd.spawn() {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 20 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            other => return other,
-        }
-    }
+    crate::process::retry_while_busy(|| cmd.spawn())
 }
 
 /// Without a guardian, agy at least dies with the thread that spawned it
