@@ -175,39 +175,33 @@ impl Turn<'_> {
 
     /// Where the database gave less (or other) answer text than agy
     /// printed, agy's own answer follows, with the reason, so the user
-    /// never gets the shorter text alone.
+    /// never gets the shorter text alone. A step's text agy printed counts
+    /// as given when any step of the database holds the same text: that
+    /// stream-json's `step_index` is the database's `idx` is only reported,
+    /// and a wrong guess must not repeat a whole answer.
     pub(super) fn check_answer(&mut self) {
         if !self.db.text() || self.result.degraded.is_some() {
             return;
         }
-        let mut short = Vec::new();
-        let mut differs = false;
-        for (idx, text) in self.agy.texts() {
-            let printed = TextDigest::of(text);
-            if printed.is_blank() {
-                continue;
-            }
-            match self.db.texts.get(idx) {
-                Some(db) if db.same_text(&printed) => {}
-                Some(_) => {
-                    differs = true;
-                    short.push(*idx);
-                }
-                None => short.push(*idx),
-            }
-        }
-        if short.is_empty() {
+        let missing: Vec<i64> = self
+            .agy
+            .texts()
+            .iter()
+            .filter(|(_, text)| {
+                let printed = TextDigest::of(text);
+                !printed.is_blank() && !self.db.texts.values().any(|d| d.same_text(&printed))
+            })
+            .map(|(idx, _)| *idx)
+            .collect();
+        if missing.is_empty() {
             return;
         }
-        let reason = if differs {
-            "agy's conversation database holds other answer text than agy printed"
-        } else {
-            "agy's conversation database holds less of the answer than agy printed"
-        };
+        let reason =
+            "agy's conversation database holds less (or other) answer text than agy printed";
         let _ = self.events.send(RunEvent::AnswerFromAgy {
             reason: reason.into(),
         });
-        for idx in short {
+        for idx in missing {
             if let Some(text) = self.agy.texts().get(&idx).cloned() {
                 self.send(Event::Text { idx, text });
             }
