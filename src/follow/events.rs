@@ -669,8 +669,7 @@ fn generic_arguments(step: &Step) -> Option<String> {
 
 /// The first non-empty line of `text`, cut for a summary.
 fn first_line(text: &str) -> String {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty());
-    shorten(line.unwrap_or(""), RESULT_SUMMARY_MAX_CHARS)
+    crate::format::text::first_line(text, RESULT_SUMMARY_MAX_CHARS)
 }
 
 /// Characters of a result summary taken from free text (a search summary,

@@ -16,6 +16,13 @@ pub fn shorten(s: &str, max_chars: usize) -> String {
     }
 }
 
+/// The first non-blank line of `text`, trimmed and cut as [`shorten`]
+/// cuts (empty when there is none): a summary or an error's own sentence.
+pub fn first_line(text: &str, max_chars: usize) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty());
+    shorten(line.unwrap_or(""), max_chars)
+}
+
 /// `s` with runs of whitespace (newlines included) made one space, trimmed,
 /// then cut as [`shorten`] cuts: a paragraph of agy's on one line.
 pub fn flat(s: &str, max_chars: usize) -> String {

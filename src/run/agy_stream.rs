@@ -14,7 +14,7 @@
 
 use crate::events::Event;
 use crate::follow::subject;
-use crate::format::text::shorten;
+use crate::format::text::first_line;
 use crate::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -43,8 +43,7 @@ const ERROR_MAX_CHARS: usize = 400;
 /// agy's advice to the model ("Do not attempt to circumvent this denial
 /// ..."), not news for the user.
 fn error_words(message: &str) -> Option<String> {
-    let line = message.lines().map(str::trim).find(|l| !l.is_empty())?;
-    Some(shorten(line, ERROR_MAX_CHARS))
+    Some(first_line(message, ERROR_MAX_CHARS)).filter(|w| !w.is_empty())
 }
 
 /// agy's tool that starts a subagent: shown as a subagent, as the
@@ -86,13 +85,11 @@ impl StreamTool {
                 error: self.error.clone(),
             });
         }
-        let first_line = |t: &str| {
-            let line = t.lines().map(str::trim).find(|l| !l.is_empty());
-            shorten(line.unwrap_or(""), SUMMARY_MAX_CHARS)
-        };
         let summary = match (&self.error, &self.output) {
             (Some(e), _) if !e.is_empty() => e.clone(),
-            (_, Some(o)) if !first_line(o).is_empty() => first_line(o),
+            (_, Some(o)) if !first_line(o, SUMMARY_MAX_CHARS).is_empty() => {
+                first_line(o, SUMMARY_MAX_CHARS)
+            }
             _ => if ok { "done" } else { "error" }.to_string(),
         };
         Some(Event::ToolResult {
