@@ -525,3 +525,96 @@ fn a_stop_signal_at_once_still_ends_in_order() {
         assert_eq!(terminal[0]["reason"], "aborted", "round {round}");
     }
 }
+
+/// A process's state letter from `/proc/PID/stat` (`T`: stopped).
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// Ctrl-Z on `run` (SIGTSTP, as the terminal sends it) stops the bridge
+/// and agy's tree with it: no commit is written while stopped. The
+/// guardian is not stopped (it must stay able to take the tree down). `fg`
+/// (SIGCONT to the bridge) resumes agy, and the turn completes.
+#[test]
+fn ctrl_z_pauses_agys_tree_and_fg_resumes_it() {
+    use nix::sys::signal::{kill, Signal};
+    let home = tempfile::tempdir().expect("tmp");
+    let commits = home.path().join("commits.log");
+    let pidfile = home.path().join("grandchild.pid");
+    let child = bridge("run", home.path(), "long-answer", "0.1")
+        .args(["--json", "pause me"])
+        .env("FAKE_AGY_GRANDCHILD", "1")
+        .env("FAKE_AGY_GRANDCHILD_PIDFILE", &pidfile)
+        .env("FAKE_AGY_COMMIT_LOG", &commits)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let bridge_pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    assert!(
+        eventually(Duration::from_secs(30), || lines_in(&commits) >= 1
+            && read_pid(&pidfile).is_some()),
+        "agy never committed"
+    );
+    let grandchild = read_pid(&pidfile).expect("grandchild pid");
+    // The grandchild's shell has exited: it belongs to the guardian (a
+    // subreaper), whose other child is agy.
+    let guardian = parent_of(grandchild).expect("guardian");
+    let agy: Vec<u32> = children_of(guardian)
+        .into_iter()
+        .filter(|p| *p != grandchild)
+        .collect();
+    assert_eq!(agy.len(), 1, "agy under guardian {guardian}: {agy:?}");
+    let agy = agy[0];
+
+    kill(bridge_pid, Signal::SIGTSTP).expect("SIGTSTP");
+    let stopped = |pid: u32| state_of(pid) == Some('T');
+    assert!(
+        eventually(Duration::from_secs(10), || stopped(child.id())
+            && stopped(agy)
+            && stopped(grandchild)),
+        "bridge {:?}, agy {:?}, grandchild {:?}",
+        state_of(child.id()),
+        state_of(agy),
+        state_of(grandchild)
+    );
+    assert!(!stopped(guardian), "the guardian was stopped");
+    let before = lines_in(&commits);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lines_in(&commits), before, "agy committed while stopped");
+
+    kill(bridge_pid, Signal::SIGCONT).expect("SIGCONT");
+    assert!(
+        eventually(Duration::from_secs(10), || !stopped(agy)),
+        "agy was not resumed"
+    );
+    let out = common::wait_output(child, common::CHILD_LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(lines_in(&commits) > before, "agy never went on");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"kind\":\"result\""), "{stdout}");
+}

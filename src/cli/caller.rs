@@ -14,6 +14,10 @@
 //!   pipe's error and cancels the turn, instead of agy working on until the
 //!   next write fails.
 //!
+//! - Ctrl-Z (SIGTSTP) stops the bridge, and agy, in a process group of its
+//!   own, would work on: [`forward_job_control`] pauses agy's trees first,
+//!   and resumes them when the bridge is continued.
+//!
 //! End of stdin is not a sign: `echo REQUEST | agy-bridge stream` is an
 //! ordinary way to run one turn, and pi keeps stdin open for tool results.
 
@@ -98,6 +102,36 @@ pub fn cancel_when_stdout_closes(token: CancellationToken) {
                 }
                 Err(nix::errno::Errno::EINTR) | Ok(_) => {}
                 Err(_) => return,
+            }
+        }
+    });
+}
+
+/// Forward the terminal's job control to agy's trees: on SIGTSTP, pause
+/// them, then stop the bridge itself (its handler replaced the default
+/// stop); on SIGCONT (`fg`, `bg`, `kill -CONT`), resume them.
+pub fn forward_job_control() {
+    use agy_bridge::run::job_control;
+    use tokio::signal::unix::{signal, SignalKind};
+    let tstp = signal(SignalKind::from_raw(Signal::SIGTSTP as i32));
+    let cont = signal(SignalKind::from_raw(Signal::SIGCONT as i32));
+    let (Ok(mut tstp), Ok(mut cont)) = (tstp, cont) else {
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = tstp.recv() => {
+                    // Walking /proc blocks: not on a runtime worker.
+                    let _ = tokio::task::spawn_blocking(job_control::pause_all).await;
+                    // Stops the whole process until SIGCONT.
+                    let _ = signal::raise(Signal::SIGSTOP);
+                    let _ = tokio::task::spawn_blocking(job_control::resume_all).await;
+                }
+                Some(()) = cont.recv() => {
+                    let _ = tokio::task::spawn_blocking(job_control::resume_all).await;
+                }
+                else => return,
             }
         }
     });

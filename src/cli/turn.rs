@@ -180,6 +180,8 @@ pub fn cancel_on_signals(token: CancellationToken) {
             }
         });
     }
+    // Ctrl-Z stops agy's tree with the bridge, `fg` resumes both.
+    super::caller::forward_job_control();
     // One that came before these handlers existed was noted, not lost.
     if super::caller::stopped_early() {
         token.cancel();

@@ -4,7 +4,8 @@
 //! database and stream-json ([`runner`]); why a turn failed ([`failure`]);
 //! agy's process tree ([`process`]) and the guardian that takes it down when
 //! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
-//! told what to run ([`launch`]); agy's version, cached per binary
+//! told what to run ([`launch`]); pausing and resuming agy's trees with
+//! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached per binary
 //! ([`agy_version`]); and prompts too long for agy's command line, handed
 //! over in a private file ([`prompt_file`]).
 //!
@@ -14,6 +15,7 @@ pub mod agy_stream;
 pub mod agy_version;
 pub mod failure;
 pub mod guard;
+pub mod job_control;
 pub mod launch;
 pub mod process;
 pub mod prompt_file;

@@ -53,18 +53,52 @@ pub fn retry_while_busy<T>(mut spawn: impl FnMut() -> std::io::Result<T>) -> std
     }
 }
 
+/// The pid of a process this bridge started: never 0 (to `kill`, our own
+/// group) nor 1 (init), which no child can have, so a signal meant for a
+/// child's tree cannot reach the bridge's own group or every process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChildPid(u32);
+
+impl ChildPid {
+    /// `None` for 0 and 1, and for what does not fit a `pid_t`.
+    pub fn new(raw: u32) -> Option<ChildPid> {
+        (raw > 1 && i32::try_from(raw).is_ok()).then_some(ChildPid(raw))
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    fn nix(self) -> Pid {
+        // In range: checked by `new`.
+        Pid::from_raw(self.0 as i32)
+    }
+}
+
+impl std::fmt::Display for ChildPid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// Signal `root`'s whole tree: its process group, the groups of descendants
-/// that made their own, and each process.
-pub fn signal_tree(root: u32, sig: Signal) {
-    // 0 would be our own group and 1 init's: never a tree of ours.
-    if root <= 1 {
-        return;
+/// that made their own, and each process. The caller has not reaped `root`
+/// (else its pid, and group, may be another's by now).
+pub fn signal_tree(root: ChildPid, sig: Signal) {
+    let mut pids = discovery::process_tree(root.get());
+    if !pids.contains(&root.get()) {
+        pids.push(root.get());
     }
-    let mut pids = discovery::process_tree(root);
-    if !pids.contains(&root) {
-        pids.push(root);
+    signal_all(&pids, Some(root.nix()), sig);
+}
+
+/// Signal the process group `leader` leads (not our own). The caller has not
+/// reaped `leader`: a zombie still holds its pid, so the group cannot be a
+/// stranger's.
+pub fn signal_group(leader: ChildPid, sig: Signal) {
+    if leader.nix() != getpgrp() {
+        let _ = killpg(leader.nix(), sig);
     }
-    signal_all(&pids, Some(Pid::from_raw(root as i32)), sig);
 }
 
 /// Signal everything below `root` (not `root` itself, nor its group);
@@ -78,6 +112,21 @@ pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
         .filter(|p| *p != root)
         .collect();
     signal_all(&pids, None, sig);
+    pids.len()
+}
+
+/// Signal each process below `root`, one by one, never a process group
+/// (`root`'s own group holds `root`, which must not get `sig`); returns how
+/// many there were.
+pub fn signal_each_below(root: ChildPid, sig: Signal) -> usize {
+    let me = std::process::id();
+    let pids: Vec<u32> = discovery::process_tree(root.get())
+        .into_iter()
+        .filter(|p| *p != root.get() && *p != me)
+        .collect();
+    for pid in &pids {
+        let _ = kill(Pid::from_raw(*pid as i32), sig);
+    }
     pids.len()
 }
 
@@ -158,7 +207,6 @@ pub fn run_with_timeout_capped(
         });
     }
     let mut child = cmd.spawn().map_err(RunError::Spawn)?;
-    let pid = child.id();
     let pipes = read_pipe(child.stdout.take(), cap).and_then(|out| {
         let err = read_pipe(child.stderr.take(), cap)?;
         Ok((out, err))
@@ -181,7 +229,6 @@ pub fn run_with_timeout_capped(
             return Err(RunError::Wait(e));
         }
     };
-    kill_group(pid);
     let grace = deadline
         .saturating_duration_since(Instant::now())
         .max(PIPE_GRACE);
@@ -212,12 +259,56 @@ pub async fn run_with_timeout_async(
         .map_err(|e| RunError::Wait(std::io::Error::other(e)))?
 }
 
-/// Poll `child` until it exits (`Some`) or `deadline` passes (`None`).
+/// Whether our child `pid` has exited, leaving it unreaped: a zombie keeps
+/// its pid and its process group, so both can still be signalled safely.
+/// `block`: wait until it has.
+pub(crate) fn exited_unreaped(pid: ChildPid, block: bool) -> std::io::Result<bool> {
+    use nix::libc;
+    let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: waitid writes only into `info`, which outlives the call.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::waitid(libc::P_PID, pid.get() as libc::id_t, &mut info, flags) };
+        if r == 0 {
+            // With WNOHANG, a child still running leaves `si_pid` zero.
+            return Ok(siginfo_pid(&info) != 0);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(target_vendor = "apple")]
+fn siginfo_pid(info: &nix::libc::siginfo_t) -> nix::libc::pid_t {
+    info.si_pid
+}
+
+#[cfg(not(target_vendor = "apple"))]
+fn siginfo_pid(info: &nix::libc::siginfo_t) -> nix::libc::pid_t {
+    // SAFETY: `info` is waitid's (or zeroed): a SIGCHLD siginfo, whose pid
+    // field this reads.
+    unsafe { info.si_pid() }
+}
+
+/// Poll `child` until it exits (`Some`, reaped) or `deadline` passes
+/// (`None`). Once it has exited, and before it is reaped, what is left of
+/// its process group is killed: the group cannot be a stranger's while its
+/// leader is an unreaped zombie.
 fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+    let pid = ChildPid::new(child.id());
     let mut pause = Duration::from_millis(1);
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
+        let exited = match pid {
+            Some(pid) => exited_unreaped(pid, false)?,
+            None => true,
+        };
+        if exited {
+            if let Some(pid) = pid {
+                signal_group(pid, Signal::SIGKILL);
+            }
+            return child.wait().map(Some);
         }
         let now = Instant::now();
         if now >= deadline {
@@ -231,16 +322,11 @@ fn wait_until(child: &mut Child, deadline: Instant) -> std::io::Result<Option<Ex
 /// Kill a child that has not been reaped yet, with its whole tree (walked
 /// while the child still holds it together), then reap it.
 fn kill_tree_and_reap(child: &mut Child) {
-    signal_tree(child.id(), Signal::SIGKILL);
+    if let Some(pid) = ChildPid::new(child.id()) {
+        signal_tree(pid, Signal::SIGKILL);
+    }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// Kill process group `pgid`.
-fn kill_group(pgid: u32) {
-    if pgid > 1 && pgid as i32 != getpgrp().as_raw() {
-        let _ = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
-    }
 }
 
 /// Read a pipe to its end (at most `cap` bytes) on a thread of its own, so

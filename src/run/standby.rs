@@ -18,9 +18,11 @@
 //! [`Guardian`] is the runner's handle: a binary to start, and maybe a
 //! standby to take first.
 
+use crate::process::ChildPid;
 use crate::run::launch::Launch;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -31,22 +33,18 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 /// stdout and stderr become agy's (agy inherits them), and it leads a
 /// process group of its own, which agy joins. Dropped unused, its stdin
 /// closes and it exits without starting anything.
+///
+/// Started either way, it is a pid and our ends of its stdio pipes, and we
+/// reap it ourselves (never tokio): its exit is seen without reaping it, so
+/// its pid and group stay its own while the runner may still signal them.
 #[derive(Debug)]
-pub struct Standby(Started);
+pub struct Standby(Forked);
 
-#[derive(Debug)]
-enum Started {
-    /// The binary started again: tokio owns and reaps it.
-    Spawned(tokio::process::Child),
-    /// A fork of this process: we reap it ourselves.
-    Forked(Forked),
-}
-
-/// A forked guardian's pid and our ends of its stdio pipes (taken by its
-/// launch; still here means it was never used).
+/// A guardian's pid and our ends of its stdio pipes (taken by its launch;
+/// still here means it was never used).
 #[derive(Debug)]
 struct Forked {
-    pid: u32,
+    pid: ChildPid,
     pipes: Option<[OwnedFd; 3]>,
 }
 
@@ -62,18 +60,32 @@ impl Drop for Forked {
 
 impl Standby {
     /// Start `bin` (the agy-bridge binary, or any binary that calls
-    /// [`crate::guard::main_if_guard`] first) as a guardian. Needs a tokio
-    /// runtime context.
+    /// [`crate::guard::main_if_guard`] first) as a guardian.
     pub fn spawn(bin: &Path) -> io::Result<Standby> {
-        let child = tokio::process::Command::new(bin)
+        let mut child = std::process::Command::new(bin)
             .arg(crate::guard::GUARD_ARG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
             .spawn()?;
-        Ok(Standby(Started::Spawned(child)))
+        let pipes = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => Some([i.into(), o.into(), e.into()]),
+            _ => None,
+        };
+        let pid = ChildPid::new(child.id());
+        match (pid, pipes) {
+            (Some(pid), Some(pipes)) => Ok(Standby(Forked {
+                pid,
+                pipes: Some(pipes),
+            })),
+            // Cannot happen (piped stdio, a child's pid); if it did, the
+            // pipes just taken are closed, so the guardian exits.
+            _ => {
+                std::thread::spawn(move || child.wait());
+                Err(io::Error::other("the guardian started without its pipes"))
+            }
+        }
     }
 
     /// Fork this process into a guardian, without starting any program.
@@ -95,37 +107,29 @@ impl Standby {
                 let theirs = [stdin_w, stdout_r, stderr_r];
                 std::process::exit(become_guardian(ours, theirs))
             }
-            nix::unistd::ForkResult::Parent { child } => Ok(Standby(Started::Forked(Forked {
-                pid: child.as_raw() as u32,
-                pipes: Some([stdin_w, stdout_r, stderr_r]),
-            }))),
+            nix::unistd::ForkResult::Parent { child } => {
+                let pipes = Some([stdin_w, stdout_r, stderr_r]);
+                match ChildPid::new(child.as_raw() as u32) {
+                    Some(pid) => Ok(Standby(Forked { pid, pipes })),
+                    None => Err(io::Error::other("fork gave no child pid")),
+                }
+            }
         }
     }
 
     /// Hand over the command; the guardian's stdin stays open as its
     /// lifeline. Needs a tokio runtime context.
-    pub async fn launch(self, launch: &Launch) -> io::Result<Spawned> {
-        let mut spawned = match self.0 {
-            Started::Spawned(child) => Spawned::from_child(child),
-            Started::Forked(mut forked) => {
-                let Some([stdin, stdout, stderr]) = forked.pipes.take() else {
-                    return Err(io::Error::other("the guardian was already used"));
-                };
-                // Its exit is watched first: if a pipe cannot be taken over,
-                // dropping `spawned` closes the rest and collects it.
-                let mut spawned = Spawned {
-                    pid: forked.pid,
-                    stdin: None,
-                    stdout: None,
-                    stderr: None,
-                    exit: Exit::watch(forked.pid),
-                };
-                spawned.stdin = Some(ChildStdin::from_std(stdin.into())?);
-                spawned.stdout = Some(ChildStdout::from_std(stdout.into())?);
-                spawned.stderr = Some(ChildStderr::from_std(stderr.into())?);
-                spawned
-            }
+    pub async fn launch(mut self, launch: &Launch) -> io::Result<Spawned> {
+        let Some([stdin, stdout, stderr]) = self.0.pipes.take() else {
+            return Err(io::Error::other("the guardian was already used"));
         };
+        // Its exit is watched first: if a pipe cannot be taken over,
+        // dropping `spawned` closes the rest and collects it.
+        let mut spawned = Spawned::watch(self.0.pid);
+        crate::run::job_control::set_guardian(self.0.pid);
+        spawned.stdin = Some(ChildStdin::from_std(stdin.into())?);
+        spawned.stdout = Some(ChildStdout::from_std(stdout.into())?);
+        spawned.stderr = Some(ChildStderr::from_std(stderr.into())?);
         let stdin = spawned
             .stdin
             .as_mut()
@@ -169,10 +173,12 @@ fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
 }
 
 /// A process a launch started (the guardian, or agy itself without one):
-/// its pid, its pipes, and its exit.
+/// its pid, its pipes, and its exit. It is never reaped behind our back:
+/// its exit is seen first ([`Spawned::exited`]), and only [`Spawned::wait`]
+/// reaps it, after which it is never signalled again.
 #[derive(Debug)]
 pub struct Spawned {
-    pid: u32,
+    pid: ChildPid,
     /// The guardian's lifeline (none without a guardian).
     pub stdin: Option<ChildStdin>,
     pub stdout: Option<ChildStdout>,
@@ -182,53 +188,72 @@ pub struct Spawned {
 
 #[derive(Debug)]
 enum Exit {
-    /// Spawned through tokio, which reaps it.
-    Tokio(tokio::process::Child),
-    /// Forked by us: a thread reports its exit without reaping it, so its
-    /// pid cannot be reused while the runner may still signal it.
+    /// Running, as far as we know: a thread reports its exit without
+    /// reaping it.
     Watched(tokio::sync::oneshot::Receiver<()>),
+    /// Exited and not reaped: a zombie, holding its pid and group.
+    Exited,
     Reaped(ExitStatus),
     /// Reaped by someone else: no status to give.
     Lost,
 }
 
-impl Exit {
-    fn watch(pid: u32) -> Exit {
+impl Spawned {
+    /// Our child `pid`, watched from now on.
+    fn watch(pid: ChildPid) -> Spawned {
+        crate::run::job_control::register(pid, false);
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
-            wait_exited(pid);
+            // An error means it is not our child to wait for (reaped
+            // elsewhere): then it has exited as far as we can tell.
+            let _ = crate::process::exited_unreaped(pid, true);
             let _ = tx.send(());
         });
-        Exit::Watched(rx)
-    }
-}
-
-impl Spawned {
-    /// A process tokio spawned (agy, without a guardian).
-    pub fn from_child(mut child: tokio::process::Child) -> Spawned {
         Spawned {
-            pid: child.id().unwrap_or(0),
-            stdin: child.stdin.take(),
-            stdout: child.stdout.take(),
-            stderr: child.stderr.take(),
-            exit: Exit::Tokio(child),
+            pid,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            exit: Exit::Watched(rx),
         }
     }
 
-    pub fn id(&self) -> u32 {
+    /// A program started with `std::process` (agy, without a guardian):
+    /// its pipes move to tokio, and it is watched, not reaped, by us. Needs
+    /// a tokio runtime context.
+    pub fn from_std(mut child: std::process::Child) -> io::Result<Spawned> {
+        let Some(pid) = ChildPid::new(child.id()) else {
+            return Err(io::Error::other("the child has no pid of its own"));
+        };
+        let mut spawned = Spawned::watch(pid);
+        spawned.stdin = child.stdin.take().map(ChildStdin::from_std).transpose()?;
+        spawned.stdout = child.stdout.take().map(ChildStdout::from_std).transpose()?;
+        spawned.stderr = child.stderr.take().map(ChildStderr::from_std).transpose()?;
+        Ok(spawned)
+    }
+
+    pub fn id(&self) -> ChildPid {
         self.pid
+    }
+
+    /// Wait until it has exited, without reaping it (cancel-safe).
+    pub async fn exited(&mut self) {
+        if let Exit::Watched(rx) = &mut self.exit {
+            let _ = rx.await;
+            self.exit = Exit::Exited;
+        }
     }
 
     /// Wait for it to exit and reap it (cancel-safe; again after that, the
     /// same status).
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        match &mut self.exit {
-            Exit::Tokio(child) => child.wait().await,
+        self.exited().await;
+        match &self.exit {
             Exit::Reaped(status) => Ok(*status),
             Exit::Lost => Err(lost(self.pid)),
-            Exit::Watched(exited) => {
-                let _ = exited.await;
-                let reaped = reap_now(self.pid);
+            Exit::Watched(_) | Exit::Exited => {
+                let pid = self.pid;
+                let reaped = crate::run::job_control::unregister_then(pid, || reap_now(pid));
                 self.exit = match &reaped {
                     Ok(status) => Exit::Reaped(*status),
                     Err(_) => Exit::Lost,
@@ -237,60 +262,66 @@ impl Spawned {
             }
         }
     }
+
+    /// Not reaped yet: its pid and group are still its own.
+    fn unreaped(&self) -> bool {
+        matches!(self.exit, Exit::Watched(_) | Exit::Exited)
+    }
+
+    /// Signal its whole tree, if it is not reaped yet (a reaped pid is
+    /// never signalled: it may be another's by now). Whether it was.
+    pub fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
+        let unreaped = self.unreaped();
+        if unreaped {
+            crate::process::signal_tree(self.pid, sig);
+        }
+        unreaped
+    }
+
+    /// Signal the process group it leads, if it is not reaped yet.
+    pub fn signal_group(&self, sig: nix::sys::signal::Signal) {
+        if self.unreaped() {
+            crate::process::signal_group(self.pid, sig);
+        }
+    }
 }
 
 impl Drop for Spawned {
     fn drop(&mut self) {
-        if matches!(self.exit, Exit::Watched(_)) {
-            // The runner kills a tree it has not reaped; collect it then.
+        if self.unreaped() {
+            // Dropped before it was reaped (a dropped turn, a panic): its
+            // tree goes with it, and it is collected off-thread.
             let pid = self.pid;
+            crate::run::job_control::unregister_then(pid, || {
+                crate::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+            });
             std::thread::spawn(move || reap(pid));
         }
     }
 }
 
-/// Block until `pid` (our child) has exited, leaving it to be reaped.
-fn wait_exited(pid: u32) {
-    use nix::libc;
-    loop {
-        // SAFETY: waitid writes only into `info`, which outlives the call.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if r == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-    }
-}
-
 /// Reap `pid`, which has exited (no waiting).
-fn reap_now(pid: u32) -> io::Result<ExitStatus> {
+fn reap_now(pid: ChildPid) -> io::Result<ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
     let mut status = 0;
     // SAFETY: waitpid writes only into `status`.
-    let r = unsafe { nix::libc::waitpid(pid as i32, &mut status, nix::libc::WNOHANG) };
-    if r == pid as i32 {
+    let r = unsafe { nix::libc::waitpid(pid.get() as i32, &mut status, nix::libc::WNOHANG) };
+    if r == pid.get() as i32 {
         Ok(ExitStatus::from_raw(status))
     } else {
         Err(lost(pid))
     }
 }
 
-fn lost(pid: u32) -> io::Error {
+fn lost(pid: ChildPid) -> io::Error {
     io::Error::other(format!("process {pid} exited but its status is gone"))
 }
 
 /// Block until `pid` (our child) exits, and reap it.
-fn reap(pid: u32) {
+fn reap(pid: ChildPid) {
     let mut status = 0;
     // SAFETY: waitpid writes only into `status`.
-    while unsafe { nix::libc::waitpid(pid as i32, &mut status, 0) } < 0
+    while unsafe { nix::libc::waitpid(pid.get() as i32, &mut status, 0) } < 0
         && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
     {}
 }
@@ -335,5 +366,79 @@ impl Guardian {
             }
         }
         Standby::spawn(&self.bin)?.launch(launch).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::signal::Signal;
+    use std::io::BufRead;
+
+    fn state_of(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .next()?
+            .chars()
+            .next()
+    }
+
+    #[test]
+    fn pids_0_and_1_are_never_a_childs() {
+        assert_eq!(ChildPid::new(0), None);
+        assert_eq!(ChildPid::new(1), None);
+        assert_eq!(ChildPid::new(u32::MAX), None);
+        assert_eq!(ChildPid::new(2).map(ChildPid::get), Some(2));
+    }
+
+    /// Once reaped, a child is never signalled again: its pid may be
+    /// another's by now.
+    #[tokio::test]
+    async fn a_reaped_child_is_never_signalled() {
+        let child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let mut spawned = Spawned::from_std(child).expect("spawned");
+        assert!(spawned.wait().await.expect("status").success());
+        assert!(!spawned.signal_tree(Signal::SIGKILL));
+        // Waiting again gives the same status, without another reap.
+        assert!(spawned.wait().await.expect("again").success());
+    }
+
+    /// A child that has exited stays a zombie until `wait`: its group, with
+    /// what it left running there, is signalled while it cannot be a
+    /// stranger's, and only then is the child reaped.
+    #[tokio::test]
+    async fn an_exited_childs_group_is_ended_before_it_is_reaped() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "sleep 300 & echo $!"])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        let mut spawned = Spawned::from_std(child).expect("spawned");
+        let stdout = spawned.stdout.take().expect("stdout").into_owned_fd();
+        let mut line = String::new();
+        std::io::BufReader::new(std::fs::File::from(stdout.expect("fd")))
+            .read_line(&mut line)
+            .expect("read");
+        let left: u32 = line.trim().parse().expect("pid");
+        spawned.exited().await;
+        let pid = spawned.id().get();
+        assert_eq!(
+            state_of(pid),
+            Some('Z'),
+            "reaped before its group was ended"
+        );
+        spawned.signal_group(Signal::SIGKILL);
+        assert!(spawned.wait().await.is_ok());
+        let gone = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            !matches!(state_of(left), Some(s) if s != 'Z')
+        });
+        assert!(gone, "what the child left in its group still runs");
+        assert_eq!(state_of(pid), None, "the child was not reaped");
     }
 }

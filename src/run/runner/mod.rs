@@ -25,12 +25,12 @@ mod merge;
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -508,7 +508,7 @@ fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     }
 }
 
-use crate::process::signal_tree;
+use crate::process::ChildPid;
 
 struct Tails {
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -697,9 +697,9 @@ async fn run_after<'a>(
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
     };
-    let _ = turn.events.send(RunEvent::Started { pid: agy.pid });
-    let exit_status = turn.follow(&mut agy, &cancel).await;
-    turn.finish(agy, exit_status).await
+    let _ = turn.events.send(RunEvent::Started { pid: agy.pid.get() });
+    turn.follow(&mut agy, &cancel).await;
+    turn.finish(agy).await
 }
 
 /// agy's process (or the guardian running it) and the readers of its
@@ -708,9 +708,8 @@ async fn run_after<'a>(
 struct Agy {
     child: Spawned,
     /// The guardian's stdin: closing it (our death included) kills agy's tree.
-    lifeline: Option<tokio::process::ChildStdin>,
-    reaped: bool,
-    pid: u32,
+    _lifeline: Option<tokio::process::ChildStdin>,
+    pid: ChildPid,
     tails: Tails,
     /// agy's stdout lines, parsed, when it prints stream-json.
     lines: mpsc::UnboundedReceiver<Line>,
@@ -761,18 +760,16 @@ impl Agy {
                         guardian.bin().display()
                     ),
                 }),
-            None => spawn_unguarded(&launch)
-                .map(Spawned::from_child)
-                .map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        Failure::NotInstalled { bin: bin.clone() }
-                    } else {
-                        Failure::SpawnFailed {
-                            bin: bin.clone(),
-                            message: e.to_string(),
-                        }
+            None => spawn_unguarded(&launch).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Failure::NotInstalled { bin: bin.clone() }
+                } else {
+                    Failure::SpawnFailed {
+                        bin: bin.clone(),
+                        message: e.to_string(),
                     }
-                }),
+                }
+            }),
         };
         let mut child = spawned?;
         let pid = child.id();
@@ -799,8 +796,7 @@ impl Agy {
             )));
         }
         Ok(Agy {
-            lifeline: child.stdin.take(),
-            reaped: false,
+            _lifeline: child.stdin.take(),
             child,
             pid,
             tails,
@@ -813,15 +809,6 @@ impl Agy {
     }
 }
 
-impl Drop for Agy {
-    fn drop(&mut self) {
-        if !self.reaped {
-            signal_tree(self.pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        self.lifeline.take();
-    }
-}
-
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
 fn is_installed(bin: &Path) -> bool {
     crate::process::find_program(bin).is_some()
@@ -829,20 +816,23 @@ fn is_installed(bin: &Path) -> bool {
 
 /// agy as our own child, in a process group of its own, as the guardian
 /// would have started it.
-fn spawn_unguarded(launch: &Launch) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = Command::from(launch.command());
+fn spawn_unguarded(launch: &Launch) -> std::io::Result<Spawned> {
+    let mut cmd = launch.command();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     die_with_parent(&mut cmd);
-    crate::process::retry_while_busy(|| cmd.spawn())
+    let child = crate::process::retry_while_busy(|| cmd.spawn())?;
+    // Dropped on error, `child` would be neither killed nor reaped: this
+    // cannot fail inside a runtime, and if it did the process dies with
+    // its pipes closed.
+    Spawned::from_std(child)
 }
 
 /// Without a guardian, agy at least dies with the thread that spawned it
 /// (Linux); its own children are then the drop guard's and the tree kill's.
-fn die_with_parent(cmd: &mut Command) {
+fn die_with_parent(cmd: &mut std::process::Command) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl is async-signal-safe.
@@ -1192,26 +1182,21 @@ impl Turn<'_> {
     }
 
     /// Follow agy until it exits or we stop it; returns its exit status if
-    /// it exited on its own.
-    async fn follow(
-        &mut self,
-        agy: &mut Agy,
-        cancel: &CancellationToken,
-    ) -> Option<std::process::ExitStatus> {
+    /// it exited on its own (left unreaped for [`Turn::finish`]).
+    async fn follow(&mut self, agy: &mut Agy, cancel: &CancellationToken) {
         let mut wake = Wake::new(self.cfg, &self.dir);
         let mut notified = false;
         loop {
-            self.try_bind(agy.pid).await;
+            self.try_bind(agy.pid.get()).await;
             self.poll(notified).await;
             self.release_held(false);
             self.check_stall();
             self.check_degraded();
             if self.stop_reason.is_some() {
-                return None;
+                return;
             }
             match self.wait(agy, &mut wake, cancel).await {
-                Waited::Exited(status) => return status,
-                Waited::Stop => return None,
+                Waited::Exited | Waited::Stop => return,
                 Waited::Poll { notified: n } => notified = n,
             }
         }
@@ -1250,7 +1235,7 @@ impl Turn<'_> {
                     }
                     None => agy.not_found_open = false,
                 },
-                status = agy.child.wait() => return Waited::Exited(status.ok()),
+                _ = agy.child.exited() => return Waited::Exited,
                 Some(path) = recv_path(&mut wake.watcher) => {
                     if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
                         return Waited::Poll { notified: true };
@@ -1318,31 +1303,24 @@ impl Turn<'_> {
     }
 
     /// Reap agy, settle the text source, and classify the turn.
-    async fn finish(
-        mut self,
-        mut agy: Agy,
-        exit_status: Option<std::process::ExitStatus>,
-    ) -> RunResult {
+    async fn finish(mut self, mut agy: Agy) -> RunResult {
         let stopping = self.result.aborted || self.result.timed_out || self.stop_reason.is_some();
         if stopping {
-            terminate(&mut agy.child, agy.pid, self.cfg.kill_grace).await;
+            terminate(&mut agy.child, self.cfg.kill_grace).await;
         } else {
-            // agy has exited and was reaped: its pid may be another's by
-            // now, so it is never signalled again. Under a guardian its
-            // leftovers are gone already (the guardian ends them before it
-            // exits); without one, they are in agy's process group, which
-            // outlives agy while it has members, and is ended now, before
-            // the trailing polls.
-            if self.cfg.guardian.is_none() {
-                kill_leftover_group(agy.pid, nix::sys::signal::Signal::SIGTERM);
+            // agy has exited and is not reaped yet: as a zombie it keeps
+            // its pid and its process group, so what its tree left in that
+            // group (background work; under a guardian nothing, unless the
+            // guardian itself was killed) can be ended without any risk of
+            // reaching a stranger. Then it is reaped, and never signalled
+            // again.
+            agy.child.signal_group(nix::sys::signal::Signal::SIGTERM);
+            if let Ok(status) = agy.child.wait().await {
+                use std::os::unix::process::ExitStatusExt;
+                self.result.exit_code = status.code();
+                self.result.signal = status.signal();
             }
             self.trailing(&mut agy).await;
-        }
-        agy.reaped = true;
-        if let Some(status) = exit_status.filter(|_| !stopping) {
-            use std::os::unix::process::ExitStatusExt;
-            self.result.exit_code = status.code();
-            self.result.signal = status.signal();
         }
         // Grandchildren can hold the pipes open; do not wait on them for long.
         for r in agy.readers.drain(..) {
@@ -1496,7 +1474,8 @@ enum Waited {
     Poll {
         notified: bool,
     },
-    Exited(Option<std::process::ExitStatus>),
+    /// agy (or its guardian) exited; not reaped yet.
+    Exited,
     Stop,
 }
 
@@ -1603,24 +1582,18 @@ impl Followed {
 /// Signal what is left of a reaped agy's process group. A group id stays
 /// taken while the group has members, so this reaches agy's leftovers or
 /// nothing (ESRCH).
-fn kill_leftover_group(pgid: u32, sig: nix::sys::signal::Signal) {
-    if pgid > 1 {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid as i32), sig);
-    }
-}
-
-/// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap.
-async fn terminate(child: &mut Spawned, pid: u32, grace: Duration) {
+/// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap. Every
+/// signal goes out before the reap, while the pid and group are its own.
+async fn terminate(child: &mut Spawned, grace: Duration) {
     use nix::sys::signal::Signal;
-    signal_tree(pid, Signal::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        signal_tree(pid, Signal::SIGKILL);
-        let _ = child.wait().await;
+    child.signal_tree(Signal::SIGTERM);
+    if tokio::time::timeout(grace, child.exited()).await.is_err() {
+        child.signal_tree(Signal::SIGKILL);
     } else {
-        // agy is gone and reaped (its pid is never signalled again); what
-        // is left of its group is not wanted either.
-        kill_leftover_group(pid, Signal::SIGKILL);
+        // What is left of its group is not wanted either.
+        child.signal_group(Signal::SIGKILL);
     }
+    let _ = child.wait().await;
 }
 
 #[cfg(test)]
