@@ -93,7 +93,7 @@ fn main() {
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
         let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");
         tokio::spawn(async move {
-            let mut lines = ToolLines { calls, control, window };
+            let mut lines = ToolLines::new(calls, control, window);
             let mut pi = PiStream::new(InstantPi { control: control_tx, ids: Vec::new() });
             pi.start();
             let mut mapper = EventMapper::new(std::path::Path::new("/"));

@@ -1,19 +1,23 @@
 //! Conformance with a client nobody here wrote: the official MCP TypeScript
-//! SDK (`@modelcontextprotocol/sdk`) runs initialize, tools/list and
-//! tools/call against a live bridge MCP server. The SDK comes from npm into
-//! CI's cache (`.ci/mcp-sdk.sh`), which names its install directory in
-//! `AGY_BRIDGE_MCP_SDK`; without that variable the test says it was skipped.
+//! SDK (`@modelcontextprotocol/sdk`) runs against a live bridge MCP server,
+//! once with its own sequence (initialize, tools/list, tools/call) and once
+//! with agy's (`server/discover` refused with -32601, then initialize at
+//! `2025-11-25` as `antigravity-client`; docs/agy-format.md, "MCP"). The
+//! SDK comes from npm into CI's cache (`.ci/mcp-sdk.sh`), which names its
+//! install directory in `AGY_BRIDGE_MCP_SDK`; without that variable the
+//! tests say they were skipped.
 
 use agy_bridge::mcp::server::McpServer;
 use agy_bridge::mcp::{PiTool, ToolOutcome};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-#[tokio::test]
-async fn the_official_sdk_client_initializes_lists_and_calls() {
+/// What one run of `tests/mcp_sdk/client.mjs` in `mode` printed, and the
+/// arguments of the calls that reached pi; `None` when the SDK is not there.
+async fn sdk_run(mode: &str) -> Option<(Value, Vec<Value>)> {
     let Some(sdk) = std::env::var_os("AGY_BRIDGE_MCP_SDK") else {
         eprintln!("skipped: AGY_BRIDGE_MCP_SDK is not set (.ci/mcp-sdk.sh sets it)");
-        return;
+        return None;
     };
     let tool = PiTool {
         name: "echo".into(),
@@ -41,16 +45,25 @@ async fn the_official_sdk_client_initializes_lists_and_calls() {
         .arg(&sdk)
         .arg(server.url())
         .arg(&server.token)
+        .arg(mode)
         .output()
         .await
         .expect("node runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK client failed: {stderr}");
+    assert!(out.status.success(), "SDK client ({mode}) failed: {stderr}");
     let got: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     eprintln!(
-        "SDK {} negotiated {}",
+        "SDK {} ({mode}) negotiated {}",
         got["sdkVersion"], got["protocolVersion"]
     );
+    drop(server);
+    let seen = answering.await.expect("join");
+    Some((got, seen))
+}
+
+/// What both sequences must get: the server's name, the one tool, pi's
+/// answer, a refusal of non-object arguments that never reaches pi.
+fn assert_served(got: &Value, seen: &[Value]) {
     assert_eq!(got["server"]["name"], "agy-bridge");
     assert_eq!(got["tools"], json!(["echo"]));
     assert_eq!(
@@ -58,11 +71,62 @@ async fn the_official_sdk_client_initializes_lists_and_calls() {
         json!([{"type":"text","text":"hi back"}])
     );
     assert_eq!(got["refused"], json!(-32602), "{got}");
-    drop(server);
-    let seen = answering.await.expect("join");
     assert_eq!(
         seen,
         [json!({"text":"hi"})],
         "only the object arguments reached pi"
     );
+}
+
+#[tokio::test]
+async fn the_official_sdk_client_initializes_lists_and_calls() {
+    let Some((got, seen)) = sdk_run("sdk").await else {
+        return;
+    };
+    assert_served(&got, &seen);
+}
+
+#[tokio::test]
+async fn the_sdk_speaking_agys_handshake_is_served() {
+    let Some((got, seen)) = sdk_run("agy").await else {
+        return;
+    };
+    assert_eq!(
+        got["discovered"]["error"]["code"],
+        json!(-32601),
+        "server/discover is refused as agy expects: {got}"
+    );
+    assert_eq!(got["discovered"]["id"], json!(0));
+    assert_eq!(got["protocolVersion"], "2025-11-25", "{got}");
+    assert_served(&got, &seen);
+    let sent = got["sent"].as_array().cloned().unwrap_or_default();
+    let methods: Vec<&str> = sent.iter().filter_map(|s| s["method"].as_str()).collect();
+    assert_eq!(
+        methods,
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call",
+            "tools/call"
+        ],
+        "{got}"
+    );
+    assert_eq!(
+        sent[0]["params"],
+        json!({"_meta": {"protocolVersion": "2026-07-28"}})
+    );
+    assert_eq!(
+        sent[1]["params"],
+        json!({"protocolVersion": "2025-11-25",
+               "capabilities": {"elicitation": {}, "roots": {}},
+               "clientInfo": {"name": "antigravity-client", "version": "1.0.0"}})
+    );
+    for (i, s) in sent.iter().enumerate() {
+        assert_eq!(s["token"], true, "the token on request {i}");
+        if i >= 2 {
+            assert_eq!(s["protocolHeader"], "2025-11-25", "request {i}: {s}");
+        }
+    }
 }

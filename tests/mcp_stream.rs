@@ -375,17 +375,236 @@ fn pi_going_away_ends_the_turn() {
         .contains("without a result"));
 }
 
+/// The one call of a `toolUse` message: its id and arguments.
+fn only_call(msg: &[Value]) -> (String, Value) {
+    assert_eq!(msg.last().expect("end")["reason"], "toolUse", "{msg:?}");
+    let calls = tool_calls(msg);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let id = calls[0]["id"].as_str().expect("id").to_string();
+    (id, calls[0]["arguments"].clone())
+}
+
+fn result_line(id: &str, content: Value) -> Value {
+    json!({"type": "tool_result", "toolCallId": id, "content": content, "isError": false})
+}
+
+fn text(t: &str) -> Value {
+    json!([{"type": "text", "text": t}])
+}
+
 #[test]
-fn a_result_for_another_call_is_a_mismatch() {
-    let second = ended_while_parked(Some(
-        json!({"type": "tool_result", "toolCallId": "call_from_elsewhere", "content": [], "isError": false}),
-    ));
-    assert_eq!(types(&second), ["start", "error"]);
-    assert_eq!(second[1]["reason"], "error");
-    let msg = second[1]["errorMessage"].as_str().unwrap_or("");
+fn a_result_for_another_call_is_refused_and_the_call_still_waits() {
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    let (id, _) = only_call(&turn.next_message());
+    turn.send(result_line("call_from_elsewhere", text("forged")));
+    turn.send(result_line(&id, text("probe=real")));
+    let second = turn.next_message();
+    assert_eq!(second.last().expect("end")["reason"], "stop", "{second:?}");
+    let thinking = common::pi_thinking(&second);
     assert!(
-        msg.contains("call_from_elsewhere") && msg.contains("not waiting"),
-        "{msg}"
+        thinking.contains("\"call_from_elsewhere\", which is not waiting")
+            && thinking.contains(&id),
+        "pi is told, naming both ids: {thinking}"
+    );
+    let (_, home) = turn.finish();
+    assert_eq!(
+        Turn::mcp_steps(home.path()),
+        [(3, "done".to_string(), Some("probe=real".to_string()))]
+    );
+}
+
+#[test]
+fn a_call_answered_twice_leaves_the_next_call_its_own_result() {
+    // Item 14: the second answer of the first call used to wait in line and
+    // then stop the second call's wait, ending the turn.
+    let mut turn = Turn::start("mcp/pi-tools-sequential", &[]);
+    let (first, args) = only_call(&turn.next_message());
+    assert_eq!(args, json!({"question": "first"}));
+    turn.send(result_line(&first, text("answer to first")));
+    turn.send(result_line(&first, text("answer to first, again")));
+    let middle = turn.next_message();
+    let (second, args) = only_call(&middle);
+    assert_eq!(args, json!({"question": "second"}));
+    turn.send(result_line(&second, text("answer to second")));
+    let last = turn.next_message();
+    assert_eq!(last.last().expect("end")["reason"], "stop", "{last:?}");
+    let all = common::pi_thinking(&turn.seen);
+    assert!(
+        all.contains(&format!(
+            "second result for tool call \"{first}\", which was already answered"
+        )),
+        "pi is told about the repeat: {all}"
+    );
+    let (_, home) = turn.finish();
+    assert_eq!(
+        Turn::mcp_steps(home.path()),
+        [
+            (3, "done".to_string(), Some("answer to first".to_string())),
+            (5, "done".to_string(), Some("answer to second".to_string()))
+        ]
+    );
+}
+
+#[test]
+fn a_result_before_any_call_never_answers_a_later_one() {
+    // Item 14: a line that came while nothing was parked was queued, then
+    // taken as the answer (or a mismatch) of the next call.
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    turn.send(result_line("call_never_given", text("forged")));
+    let first = turn.next_message();
+    let (id, _) = only_call(&first);
+    turn.send(result_line(&id, text("probe=real")));
+    let second = turn.next_message();
+    assert_eq!(second.last().expect("end")["reason"], "stop", "{second:?}");
+    let all = common::pi_thinking(&turn.seen);
+    assert!(
+        all.contains("\"call_never_given\", which is not waiting (waiting: none)"),
+        "{all}"
+    );
+    let (_, home) = turn.finish();
+    assert_eq!(
+        Turn::mcp_steps(home.path()),
+        [(3, "done".to_string(), Some("probe=real".to_string()))]
+    );
+}
+
+#[test]
+fn a_plain_string_result_is_text_and_other_shapes_are_refused() {
+    // Item 17: a string `content` became an empty result.
+    let mut turn = Turn::start("mcp/pi-tools-sequential", &[]);
+    let (first, _) = only_call(&turn.next_message());
+    turn.send(result_line(&first, json!("answer as a plain string")));
+    let (second, _) = only_call(&turn.next_message());
+    turn.send(result_line(&second, json!({"text": "not a list"})));
+    let last = turn.next_message();
+    assert_eq!(last.last().expect("end")["reason"], "stop", "{last:?}");
+    let thinking = common::pi_thinking(&last);
+    assert!(
+        thinking.contains(&format!("pi's result for tool call \"{second}\""))
+            && thinking
+                .contains("its content is an object, not a list of content blocks or a string"),
+        "{thinking}"
+    );
+    let (_, home) = turn.finish();
+    let steps = Turn::mcp_steps(home.path());
+    assert_eq!(
+        steps[0],
+        (
+            3,
+            "done".to_string(),
+            Some("answer as a plain string".to_string())
+        )
+    );
+    let refused = steps[1].2.as_deref().unwrap_or("");
+    assert!(
+        steps[1].0 == 5
+            && refused.starts_with("Error: ")
+            && refused.contains("its content is an object"),
+        "agy is told the call failed and why: {steps:?}"
+    );
+}
+
+/// How many descriptors `pid` has open.
+fn open_fds(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
+}
+
+/// `pid`'s CPU time so far (user + system, all threads), in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command's closing parenthesis: state is the first,
+    // utime the 12th, stime the 13th (proc(5) numbers them 3, 14 and 15).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse::<u64>().expect("a tick count"))
+        .sum();
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1);
+    ticks as f64 / per_second as f64
+}
+
+/// Set `pid`'s descriptor limit (soft and hard stay as given); the old one.
+fn set_fd_limit(pid: u32, soft: u64) -> nix::libc::rlimit {
+    let mut old = nix::libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit reads `new` and writes `old`, both live locals.
+    let got = unsafe {
+        nix::libc::prlimit(
+            pid as i32,
+            nix::libc::RLIMIT_NOFILE,
+            std::ptr::null(),
+            &mut old,
+        )
+    };
+    assert_eq!(got, 0, "read the bridge's descriptor limit");
+    let new = nix::libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: as above.
+    let set = unsafe {
+        nix::libc::prlimit(
+            pid as i32,
+            nix::libc::RLIMIT_NOFILE,
+            &new,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "lower the bridge's descriptor limit");
+    old
+}
+
+#[test]
+fn accept_errors_back_off_when_descriptors_run_out() {
+    // Item 8: with its descriptors used up, the bridge's `accept` fails
+    // (EMFILE) while connections wait in the backlog; retried at once, it
+    // would spin a core. The bridge's limit is lowered to a few more than it
+    // holds while a call is parked, then far more sockets than that connect.
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    let (id, _) = only_call(&turn.next_message());
+    let pid = turn.child.id();
+    let addr = turn.server_addr();
+    let limit = open_fds(pid) + 6;
+    set_fd_limit(pid, limit);
+    let flood: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connect (the backlog takes it)"))
+        .collect();
+    let full = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        open_fds(pid) >= limit
+    });
+    assert!(
+        full,
+        "the bridge took sockets up to its limit ({} of {limit})",
+        open_fds(pid)
+    );
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_seconds(pid) - before;
+    eprintln!("the bridge used {used:.3} s of CPU in 3 s with accept failing");
+    // A busy retry burns most of a core (well over a second here even on a
+    // crowded machine); backing off costs a few milliseconds.
+    assert!(
+        used < 1.0,
+        "the bridge used {used:.2} s of CPU in 3 s with accept failing"
+    );
+    drop(flood);
+    turn.send(result_line(&id, text("probe=after the flood")));
+    let second = turn.next_message();
+    assert_eq!(second.last().expect("end")["reason"], "stop", "{second:?}");
+    let (_, home) = turn.finish();
+    assert_eq!(
+        Turn::mcp_steps(home.path()),
+        [(
+            3,
+            "done".to_string(),
+            Some("probe=after the flood".to_string())
+        )]
     );
 }
 
@@ -490,11 +709,7 @@ async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
     let (call_tx, calls) = tokio::sync::mpsc::unbounded_channel::<ToolCall>();
     let (_ctl_tx, control) = tokio::sync::mpsc::unbounded_channel::<Control>();
     let (out_tx, mut out) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    let mut lines = ToolLines {
-        calls,
-        control,
-        window: Duration::ZERO,
-    };
+    let mut lines = ToolLines::new(calls, control, Duration::ZERO);
     let cancel = tokio_util::sync::CancellationToken::new();
     let (call, answer) = ToolCall::new(PROBE.into(), json!({}));
     let relay_task = tokio::spawn(async move {

@@ -1,9 +1,15 @@
 //! fake-agy as an MCP client, as agy is one: it reads the servers of
-//! `<dir>/.agents/mcp_config.json` for each `--add-dir` dir, and a
-//! recording's `mcp_call` makes it initialise (protocol `2026-07-28`, sent
-//! back in `MCP-Protocol-Version` on every follow-up, as agy does), list the
-//! tools, call one and wait for the result, cut off after
-//! `FAKE_AGY_MCP_CUTOFF_MS` (agy's own limit is about 180 s).
+//! `<dir>/.agents/mcp_config.json` for each `--add-dir` dir (sending the
+//! entry's `headers` on every request, as agy does), and a recording's
+//! `mcp_call` makes it shake hands as agy 1.2.x does (docs/agy-format.md,
+//! "MCP"): `server/discover` with `2026-07-28` in `_meta`; on an error
+//! (the bridge answers -32601) `initialize` with protocol `2025-11-25`,
+//! client `antigravity-client` 1.0.0 and capabilities `elicitation` and
+//! `roots`; then `notifications/initialized`, `tools/list` and the call,
+//! each with the negotiated `MCP-Protocol-Version`. It waits for the
+//! result, cut off after `FAKE_AGY_MCP_CUTOFF_MS` (agy's own limit is about
+//! 180 s). `FAKE_AGY_MCP_HANDSHAKE=legacy` initialises with `2026-07-28`
+//! straight away instead, as earlier reports had agy do.
 //!
 //! A small blocking HTTP/1.1 client on `std::net::TcpStream`: one request
 //! per connection, `Content-Length` bodies (what the bridge's server sends).
@@ -13,8 +19,18 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// The protocol version agy asks for (newer than current SDKs know).
-pub const AGY_PROTOCOL: &str = "2026-07-28";
+/// The version agy 1.2.x names in `server/discover`'s `_meta` (newer than
+/// current SDKs know); the legacy handshake initialises with it.
+pub const AGY_DISCOVER_PROTOCOL: &str = "2026-07-28";
+/// The version agy 1.2.x asks `initialize` for once discovery failed.
+pub const AGY_PROTOCOL: &str = "2025-11-25";
+/// The client agy names in `initialize`.
+pub const AGY_CLIENT: (&str, &str) = ("antigravity-client", "1.0.0");
+
+/// `FAKE_AGY_MCP_HANDSHAKE`: `legacy` for the old one-step handshake.
+fn legacy_handshake() -> bool {
+    std::env::var("FAKE_AGY_MCP_HANDSHAKE").is_ok_and(|v| v.trim() == "legacy")
+}
 
 /// One server entry of agy's MCP configuration.
 #[derive(Debug, Clone)]
@@ -23,6 +39,8 @@ pub struct Server {
     authority: String,
     path: String,
     headers: Vec<(String, String)>,
+    /// The old one-step handshake (`FAKE_AGY_MCP_HANDSHAKE=legacy`).
+    legacy: bool,
 }
 
 /// Find server `name` in the `.agents/mcp_config.json` of `dirs`.
@@ -50,6 +68,7 @@ pub fn find_server(dirs: &[String], name: &str) -> Option<Server> {
             authority: authority.to_string(),
             path: path.to_string(),
             headers,
+            legacy: legacy_handshake(),
         })
     })
 }
@@ -70,12 +89,33 @@ impl CallResult {
     }
 }
 
+/// The text of a `CallToolResult`'s content blocks, one per line.
+fn content_text(result: &Value) -> String {
+    let Some(blocks) = result.get("content").and_then(Value::as_array) else {
+        return String::new();
+    };
+    blocks
+        .iter()
+        .map(|b| match b.get("type").and_then(Value::as_str) {
+            Some("text") => b
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            Some(other) => format!("[{other}]"),
+            None => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl Server {
-    /// POST one JSON-RPC message; the response body's JSON (None for 202).
+    /// POST one JSON-RPC message (with `MCP-Protocol-Version: version` once
+    /// negotiated); the response body's JSON (None for 202).
     fn post(
         &self,
         body: &Value,
-        negotiated: bool,
+        version: Option<&str>,
         timeout: Duration,
     ) -> Result<Option<Value>, String> {
         let mut s = TcpStream::connect(&self.authority)
@@ -89,8 +129,8 @@ impl Server {
             self.authority,
             body.len()
         );
-        if negotiated {
-            req.push_str(&format!("MCP-Protocol-Version: {AGY_PROTOCOL}\r\n"));
+        if let Some(v) = version {
+            req.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
         }
         for (k, v) in &self.headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -119,22 +159,50 @@ impl Server {
         }
     }
 
-    /// Initialise, list the tools, call `tool` and wait for its result.
+    /// agy's handshake up to `notifications/initialized`; the version the
+    /// server agreed to, for the header of every later request.
+    fn handshake(&self, quick: Duration) -> Result<String, String> {
+        let (name, version) = AGY_CLIENT;
+        let init = |protocol: &str| {
+            json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+                "protocolVersion": protocol,
+                "capabilities": {"elicitation": {}, "roots": {}},
+                "clientInfo": {"name": name, "version": version}}})
+        };
+        let asked = if self.legacy {
+            AGY_DISCOVER_PROTOCOL
+        } else {
+            let discover = json!({"jsonrpc":"2.0","id":0,"method":"server/discover",
+                "params":{"_meta":{"protocolVersion": AGY_DISCOVER_PROTOCOL}}});
+            let found = self.post(&discover, None, quick)?;
+            if found.as_ref().and_then(|f| f.get("error")).is_none() {
+                return Err(format!(
+                    "server/discover did not fail, and fake-agy speaks only the {AGY_PROTOCOL} handshake: {found:?}"
+                ));
+            }
+            AGY_PROTOCOL
+        };
+        let answer = self.post(&init(asked), None, quick)?;
+        let agreed = answer
+            .as_ref()
+            .and_then(|a| a.pointer("/result/protocolVersion"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("initialize did not agree on a version: {answer:?}"))?
+            .to_string();
+        let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+        self.post(&note, Some(&agreed), quick)?;
+        Ok(agreed)
+    }
+
+    /// Shake hands, list the tools, call `tool` and wait for its result.
     pub fn call(&self, tool: &str, arguments: &Value, cutoff: Duration) -> CallResult {
         let quick = Duration::from_secs(10);
-        let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
-            "protocolVersion": AGY_PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "fake-agy", "version": env!("CARGO_PKG_VERSION")}}});
         let steps = || -> Result<CallResult, String> {
-            self.post(&init, false, quick)?;
-            self.post(
-                &json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-                true,
-                quick,
-            )?;
+            let version = self.handshake(quick)?;
+            let v = Some(version.as_str());
             let listed = self.post(
                 &json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
-                true,
+                v,
                 quick,
             )?;
             let known = listed
@@ -152,32 +220,13 @@ impl Server {
                 )));
             }
             let call = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name": tool, "arguments": arguments}});
-            let answer = self.post(&call, true, cutoff)?.unwrap_or(Value::Null);
+            let answer = self.post(&call, v, cutoff)?.unwrap_or(Value::Null);
             if let Some(err) = answer.get("error") {
                 return Ok(CallResult::failed(format!("MCP error: {err}")));
             }
             let result = answer.get("result").cloned().unwrap_or(Value::Null);
-            let text = result
-                .get("content")
-                .and_then(Value::as_array)
-                .map(|blocks| {
-                    blocks
-                        .iter()
-                        .map(|b| match b.get("type").and_then(Value::as_str) {
-                            Some("text") => b
-                                .get("text")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
-                            Some(other) => format!("[{other}]"),
-                            None => String::new(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-                .unwrap_or_default();
             Ok(CallResult {
-                text,
+                text: content_text(&result),
                 is_error: result
                     .get("isError")
                     .and_then(Value::as_bool)
@@ -264,5 +313,157 @@ impl InFlight {
                 step(&call, Some(&result))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+    use std::net::TcpListener;
+
+    /// One request as a scripted server saw it: its headers (lower-case
+    /// names) and JSON body.
+    type Seen = (Vec<(String, String)>, Value);
+
+    /// Read one `Content-Length` request off `s`.
+    fn read_request(s: &TcpStream) -> Option<Seen> {
+        let mut r = std::io::BufReader::new(s);
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).ok()?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok())?;
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body).ok()?;
+        Some((headers, serde_json::from_slice(&body).ok()?))
+    }
+
+    /// What the bridge's server answers each method with.
+    fn reply(body: &Value) -> String {
+        let id = body.get("id").cloned().unwrap_or(Value::Null);
+        let answer = match body.get("method").and_then(Value::as_str) {
+            Some("server/discover") => {
+                json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}})
+            }
+            Some("initialize") => {
+                json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion": body.pointer("/params/protocolVersion")}})
+            }
+            Some("tools/list") => json!({"jsonrpc":"2.0","id":id,"result":{"tools":[{"name":"probe"}]}}),
+            Some("tools/call") => {
+                json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"ok"}],"isError":false}})
+            }
+            _ => return "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".into(),
+        }
+        .to_string();
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}",
+            answer.len()
+        )
+    }
+
+    /// Run a call against a scripted server; the requests it saw.
+    fn scripted_call(legacy: bool) -> (CallResult, Vec<Seen>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let authority = listener.local_addr().expect("addr").to_string();
+        let seen = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for s in listener.incoming().flatten() {
+                let Some(req) = read_request(&s) else { break };
+                let last = req.1.get("method") == Some(&json!("tools/call"));
+                let _ = (&s).write_all(reply(&req.1).as_bytes());
+                seen.push(req);
+                if last {
+                    break;
+                }
+            }
+            seen
+        });
+        let server = Server {
+            authority,
+            path: "/mcp".into(),
+            headers: vec![("x-token".into(), "secret".into())],
+            legacy,
+        };
+        let got = server.call("probe", &json!({"q": 1}), Duration::from_secs(10));
+        (got, seen.join().expect("server thread"))
+    }
+
+    fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+        seen.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn the_handshake_is_agys() {
+        let (got, seen) = scripted_call(false);
+        assert_eq!(
+            got,
+            CallResult {
+                text: "ok".into(),
+                is_error: false
+            }
+        );
+        let methods: Vec<&str> = seen.iter().filter_map(|s| s.1["method"].as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "server/discover",
+                "initialize",
+                "notifications/initialized",
+                "tools/list",
+                "tools/call"
+            ]
+        );
+        assert_eq!(
+            seen[0].1["params"],
+            json!({"_meta": {"protocolVersion": "2026-07-28"}})
+        );
+        assert_eq!(
+            seen[1].1["params"],
+            json!({"protocolVersion": "2025-11-25",
+                   "capabilities": {"elicitation": {}, "roots": {}},
+                   "clientInfo": {"name": "antigravity-client", "version": "1.0.0"}})
+        );
+        for (i, s) in seen.iter().enumerate() {
+            assert_eq!(
+                header(s, "x-token"),
+                Some("secret"),
+                "the config's headers on every request"
+            );
+            let want = (i >= 2).then_some("2025-11-25");
+            assert_eq!(header(s, "mcp-protocol-version"), want, "request {i}");
+        }
+    }
+
+    #[test]
+    fn the_legacy_handshake_initialises_with_2026_07_28() {
+        let (got, seen) = scripted_call(true);
+        assert!(!got.is_error, "{got:?}");
+        let methods: Vec<&str> = seen.iter().filter_map(|s| s.1["method"].as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "initialize",
+                "notifications/initialized",
+                "tools/list",
+                "tools/call"
+            ]
+        );
+        assert_eq!(seen[0].1["params"]["protocolVersion"], "2026-07-28");
+        assert_eq!(header(&seen[3], "mcp-protocol-version"), Some("2026-07-28"));
     }
 }

@@ -727,11 +727,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         }
     };
     let mut tool_lines = bridge.map(|b| {
-        let lines = agy_bridge::mcp::relay::ToolLines {
-            calls: b.calls,
-            control,
-            window: tool_batch_window(),
-        };
+        let lines = agy_bridge::mcp::relay::ToolLines::new(b.calls, control, tool_batch_window());
         (b.server, b.dir, lines)
     });
 

@@ -17,6 +17,7 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
     vec![
         ("mcp/pi-tool", pi_tool()),
         ("mcp/pi-tools-parallel", parallel()),
+        ("mcp/pi-tools-sequential", sequential()),
     ]
 }
 
@@ -94,5 +95,34 @@ fn parallel() -> Recording {
     then_call(&mut b, 40, 3, PROBE_TOOL, a);
     then_call(&mut b, 0, 4, PROBE_TOOL, c);
     b.planner(5, &[], &[PROBE_ANSWER], vec![], 120);
+    b.finish()
+}
+
+fn sequential() -> Recording {
+    let prompt = "Ask pi twice, the second question after the first answer";
+    let mut b = start(
+        "mcp/pi-tools-sequential",
+        "agy calls pi_probe, waits for its result, then calls it again: two pi messages ending in toolUse, one after the other.",
+        prompt,
+    );
+    let a = json!({"question": "first"});
+    let c = json!({"question": "second"});
+    b.planner(
+        2,
+        &["One question first."],
+        &[],
+        vec![mcp_call("call-probe-1", PROBE_TOOL, a.clone())],
+        120,
+    );
+    then_call(&mut b, 40, 3, PROBE_TOOL, a);
+    b.planner(
+        4,
+        &["Now the second."],
+        &[],
+        vec![mcp_call("call-probe-2", PROBE_TOOL, c.clone())],
+        120,
+    );
+    then_call(&mut b, 40, 5, PROBE_TOOL, c);
+    b.planner(6, &[], &[PROBE_ANSWER], vec![], 120);
     b.finish()
 }

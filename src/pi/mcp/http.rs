@@ -545,5 +545,61 @@ mod tests {
                 prop_assert!(req.body.len() <= cap);
             }
         }
+
+        #[test]
+        fn arbitrary_header_blocks_parse_or_are_refused(
+            fields in proptest::collection::vec((header_name(), header_value()), 0..12),
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+            step in 1usize..128,
+        ) {
+            let cap = 1024;
+            let mut data = b"POST /mcp?q HTTP/1.1\r\n".to_vec();
+            for (name, value) in &fields {
+                data.extend(format!("{name}: {value}\r\n").bytes());
+            }
+            data.extend(b"\r\n");
+            data.extend(&body);
+            let (got, held) = run(data, step, cap);
+            prop_assert!(held <= bound(cap), "held {held}");
+            match got {
+                Ok(Some(req)) => {
+                    prop_assert_eq!(req.path.as_str(), "/mcp");
+                    prop_assert!(req.headers.iter().all(|(n, _)| *n == n.to_ascii_lowercase()));
+                    prop_assert!(req.body.len() <= cap);
+                    if let Framing::Length(n) = req.framing {
+                        prop_assert_eq!(req.body.len(), n);
+                    }
+                }
+                // The peer "closed" before sending a request: nothing to say.
+                Ok(None) => prop_assert!(false, "a head was sent"),
+                // Every refusal is a typed error with its status.
+                Err(e) => prop_assert!(matches!(e.status().0, 400 | 413 | 431), "{e:?}"),
+            }
+        }
+    }
+
+    /// Header names, the framing ones most of all.
+    fn header_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("Content-Length".to_string()),
+            Just("content-length".to_string()),
+            Just("Transfer-Encoding".to_string()),
+            Just("Connection".to_string()),
+            Just("Host".to_string()),
+            "[A-Za-z-]{1,12}",
+        ]
+    }
+
+    /// Header values: lengths (huge ones too), codings, and anything printable.
+    fn header_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (0u64..300).prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            "[0-9]{18,30}",
+            Just("chunked".to_string()),
+            Just("gzip, chunked".to_string()),
+            Just("close".to_string()),
+            "[ -~]{0,40}",
+        ]
     }
 }

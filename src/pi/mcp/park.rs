@@ -59,6 +59,39 @@ impl ToolOutcome {
     }
 }
 
+/// Why the `content` of a `tool_result` line cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its content is {found}, not a list of content blocks or a string")]
+pub struct BadContent {
+    /// The JSON type that came (`a number`, `an object`, ...).
+    pub found: &'static str,
+}
+
+impl ToolOutcome {
+    /// pi's `content` as the extension sends it: a list of blocks, a plain
+    /// string (one text block: pi's own tools return blocks, but a string
+    /// is what a hand-written extension or an older pi sends), or nothing
+    /// (no blocks). Any other shape is an error rather than an empty
+    /// result, so nobody mistakes a broken line for a tool that said nothing.
+    pub fn from_pi_value(
+        content: Option<&Value>,
+        is_error: bool,
+    ) -> Result<ToolOutcome, BadContent> {
+        let found = match content {
+            None | Some(Value::Null) => return Ok(ToolOutcome::from_pi(&[], is_error)),
+            Some(Value::Array(blocks)) => return Ok(ToolOutcome::from_pi(blocks, is_error)),
+            Some(Value::String(text)) => {
+                let block = json!({"type": "text", "text": text});
+                return Ok(ToolOutcome::from_pi(&[block], is_error));
+            }
+            Some(Value::Bool(_)) => "true or false",
+            Some(Value::Number(_)) => "a number",
+            Some(Value::Object(_)) => "an object",
+        };
+        Err(BadContent { found })
+    }
+}
+
 /// One tool of pi's, as the request lists it (pi's `context.tools`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PiTool {
@@ -225,6 +258,26 @@ mod tests {
         drop(rx);
         assert!(call.agy_gone());
         assert_eq!(call.answer(ToolOutcome::error("late")), Delivery::AgyGone);
+    }
+
+    #[test]
+    fn content_may_be_blocks_a_string_or_nothing() {
+        let text = |t: &str| vec![json!({"type": "text", "text": t})];
+        let blocks = json!([{"type": "text", "text": "a"}]);
+        let read = |v: Option<&Value>| ToolOutcome::from_pi_value(v, false).map(|o| o.content);
+        assert_eq!(read(Some(&blocks)), Ok(text("a")));
+        assert_eq!(read(Some(&json!("plain words"))), Ok(text("plain words")));
+        assert_eq!(read(None), Ok(vec![]));
+        assert_eq!(read(Some(&Value::Null)), Ok(vec![]));
+        for (v, found) in [
+            (json!(7), "a number"),
+            (json!({"type": "text", "text": "a"}), "an object"),
+            (json!(true), "true or false"),
+        ] {
+            let err = ToolOutcome::from_pi_value(Some(&v), false).unwrap_err();
+            assert_eq!(err, BadContent { found });
+            assert!(err.to_string().contains(found), "{err}");
+        }
     }
 
     #[test]

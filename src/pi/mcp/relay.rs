@@ -7,14 +7,20 @@
 //! them until the extension's control lines answer them. Meanwhile agy's
 //! events are held back; once every call is answered the next message starts
 //! (`start`) and streams them. A parked call never outlives the wait: pi's
-//! abort, a release line, the end of stdin, a result for a call that is not
-//! waiting, the watchdog, or agy ending its turn each answer every call with
-//! an error saying which it was.
+//! abort, a release line, the end of stdin, the watchdog, or agy ending its
+//! turn each answer every call with an error saying which it was.
+//!
+//! A result no call is waiting for (a call answered twice, an id the bridge
+//! never gave pi) is refused on its own: it is read as soon as it comes,
+//! parked or not, never kept to answer a later call, and pi is told in a
+//! thinking line naming the id; every other call goes on as if it had not
+//! come (issue 17, item 14).
 
-use super::park::{Delivery, Parked, ToolCall, ToolOutcome};
+use super::park::{BadContent, Delivery, Mismatch, Parked, ToolCall, ToolOutcome};
 use crate::provider::{EventMapper, PiStream};
 use crate::runner::RunEvent;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::io::Write;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -24,8 +30,13 @@ use tokio_util::sync::CancellationToken;
 /// (besides `{"type":"abort"}`, which cancels the turn directly).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
-    /// `{"type":"tool_result","toolCallId","content":[...],"isError"}`.
-    ToolResult { id: String, outcome: ToolOutcome },
+    /// `{"type":"tool_result","toolCallId","content":[...],"isError"}`;
+    /// `content` may also be a plain string. `Err` when it is neither (the
+    /// call is answered with an error saying so).
+    ToolResult {
+        id: String,
+        outcome: Result<ToolOutcome, BadContent>,
+    },
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
     Release { reason: String },
@@ -40,15 +51,10 @@ impl Control {
         match v.get("type").and_then(Value::as_str)? {
             "tool_result" => {
                 let id = v.get("toolCallId").and_then(Value::as_str)?.to_string();
-                let content = v
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
                 let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 Some(Control::ToolResult {
                     id,
-                    outcome: ToolOutcome::from_pi(&content, is_error),
+                    outcome: ToolOutcome::from_pi_value(v.get("content"), is_error),
                 })
             }
             "release" => Some(Control::Release {
@@ -61,6 +67,21 @@ impl Control {
             _ => None,
         }
     }
+}
+
+/// A `tool_result` no parked call takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Stale {
+    #[error("pi sent a second result for tool call {id:?}, which was already answered; agy-bridge ignored it")]
+    Repeated { id: String },
+    #[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting}); agy-bridge ignored it")]
+    Unknown { id: String, waiting: String },
+}
+
+/// A line of pi's thinking from the bridge (how pi learns of a refusal: the
+/// extension shows thinking, and nothing else reaches it mid-turn).
+fn note(text: &str) -> String {
+    format!("\n[agy-bridge: {text}]\n")
 }
 
 /// [`batch_window`] when `AGY_PI_TOOL_BATCH_MS` is unset.
@@ -92,6 +113,96 @@ pub struct ToolLines {
     pub calls: mpsc::UnboundedReceiver<ToolCall>,
     pub control: mpsc::UnboundedReceiver<Control>,
     pub window: Duration,
+    /// Ids pi has answered this turn: a repeat is told from a stranger.
+    answered: HashSet<String>,
+    /// A release or stdin's end that came while no call was parked: it ends
+    /// the wait for the next call, as it would have had it come then.
+    ended: Option<Control>,
+}
+
+impl ToolLines {
+    pub fn new(
+        calls: mpsc::UnboundedReceiver<ToolCall>,
+        control: mpsc::UnboundedReceiver<Control>,
+        window: Duration,
+    ) -> ToolLines {
+        ToolLines {
+            calls,
+            control,
+            window,
+            answered: HashSet::new(),
+            ended: None,
+        }
+    }
+
+    /// Why pi's result for `id` fits no parked call.
+    fn stale(&self, id: String, waiting: String) -> Stale {
+        if self.answered.contains(&id) {
+            Stale::Repeated { id }
+        } else {
+            let waiting = if waiting.is_empty() {
+                "none".into()
+            } else {
+                waiting
+            };
+            Stale::Unknown { id, waiting }
+        }
+    }
+
+    /// A control line while no call is parked: a result is stale (no call
+    /// is waiting, and a later call has an id pi has not seen yet), so pi
+    /// hears so now; a release or stdin's end is kept for the next call.
+    fn between_calls<W: Write>(&mut self, ctl: Control, pi: &mut PiStream<W>) {
+        match ctl {
+            Control::ToolResult { id, .. } => {
+                pi.thinking(&note(&self.stale(id, String::new()).to_string()))
+            }
+            ended => self.ended = Some(ended),
+        }
+    }
+
+    /// The next control line while calls are parked (one kept from before
+    /// first; a closed channel is stdin's end).
+    async fn next_control(&mut self) -> Control {
+        if let Some(ended) = self.ended.take() {
+            return ended;
+        }
+        self.control.recv().await.unwrap_or(Control::Closed)
+    }
+
+    /// Answer a parked call with pi's result; what pi should hear about it
+    /// goes to `notes`. A result for no parked call answers nothing.
+    fn take_result(
+        &mut self,
+        parked: &mut Parked,
+        id: String,
+        outcome: Result<ToolOutcome, BadContent>,
+        notes: &mut Vec<String>,
+    ) {
+        let (outcome, unreadable) = match outcome {
+            Ok(outcome) => (outcome, None),
+            Err(bad) => {
+                let why = format!("agy-bridge could not read pi's result for this call: {bad}");
+                (ToolOutcome::error(&why), Some(bad))
+            }
+        };
+        match parked.answer(&id, outcome) {
+            Ok((name, delivery)) => {
+                if let Some(bad) = unreadable {
+                    notes.push(note(&format!(
+                        "pi's result for tool call {id:?} ({name}) could not be read: {bad}; agy was told the call failed"
+                    )));
+                }
+                if delivery == Delivery::AgyGone {
+                    notes.push(note(&format!(
+                        "agy stopped waiting for pi's tool {name} before its result came (agy cuts a tool call off after about 180 s); agy did not get this result"
+                    )));
+                }
+                self.answered.insert(id);
+            }
+            Err(Mismatch { id, waiting }) => notes.push(note(&self.stale(id, waiting).to_string())),
+        }
+    }
 }
 
 /// How a wait for pi's results ended.
@@ -147,6 +258,11 @@ pub async fn relay<W: Write>(
                     None => return,
                 },
                 Some(call) = t.calls.recv() => Some(call),
+                // Read at once, never queued for a later call (item 14).
+                ctl = t.control.recv(), if t.ended.is_none() => {
+                    t.between_calls(ctl.unwrap_or(Control::Closed), pi);
+                    continue;
+                }
             },
         };
         let Some(first) = call else {
@@ -243,24 +359,19 @@ async fn wait_for_results(
     notes: &mut Vec<String>,
     cancel: &CancellationToken,
 ) -> Waited {
-    let end = |parked: &mut Parked, cancel: &CancellationToken, aborted: bool, why: String| {
+    // pi will not continue: an abort for pi, an error result for agy.
+    let end = |parked: &mut Parked, cancel: &CancellationToken, why: String| {
         parked.release_all(&why);
         cancel.cancel();
-        Waited::Ended(aborted, format!("agy-bridge: {why}"))
+        Waited::Ended(true, format!("agy-bridge: {why}"))
     };
     loop {
         tokio::select! {
-            ctl = tools.control.recv() => match ctl {
-                Some(Control::ToolResult { id, outcome }) => match parked.answer(&id, outcome) {
-                    Ok((name, Delivery::AgyGone)) => notes.push(format!(
-                        "\n[agy-bridge: agy stopped waiting for pi's tool {name} before its result came (agy cuts a tool call off after about 180 s); agy did not get this result]\n"
-                    )),
-                    Ok(_) => {}
-                    Err(mismatch) => return end(parked, cancel, false, format!("{mismatch}; agy's turn was stopped")),
-                },
-                Some(Control::Release { reason }) => return end(parked, cancel, true, reason),
-                Some(Control::Closed) | None => {
-                    return end(parked, cancel, true, "pi ended the session without a result for agy's tool call".into())
+            ctl = tools.next_control() => match ctl {
+                Control::ToolResult { id, outcome } => tools.take_result(parked, id, outcome, notes),
+                Control::Release { reason } => return end(parked, cancel, reason),
+                Control::Closed => {
+                    return end(parked, cancel, "pi ended the session without a result for agy's tool call".into())
                 }
             },
             ev = events.recv() => {
