@@ -42,29 +42,49 @@ pub enum Control {
     Release { reason: String },
     /// stdin ended: pi (or the extension) is gone.
     Closed,
+    /// A line that is none of these: pi hears why it was ignored, and no
+    /// call is touched.
+    Unreadable { why: String },
 }
 
 impl Control {
-    /// A stdin line, if it is a control line this module takes.
+    /// A stdin line as a control line (`None` for a blank line).
     pub fn parse(line: &str) -> Option<Control> {
-        let v: Value = serde_json::from_str(line).ok()?;
-        match v.get("type").and_then(Value::as_str)? {
-            "tool_result" => {
-                let id = v.get("toolCallId").and_then(Value::as_str)?.to_string();
-                let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                Some(Control::ToolResult {
-                    id,
-                    outcome: ToolOutcome::from_pi_value(v.get("content"), is_error),
-                })
-            }
-            "release" => Some(Control::Release {
+        if line.trim().is_empty() {
+            return None;
+        }
+        let unreadable = |why: String| {
+            Some(Control::Unreadable {
+                why: format!("{why}; agy-bridge ignored the line"),
+            })
+        };
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => return unreadable(format!("pi sent a line that is not JSON ({e})")),
+        };
+        match v.get("type").and_then(Value::as_str) {
+            Some("tool_result") => match v.get("toolCallId").and_then(Value::as_str) {
+                Some(id) => {
+                    let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    Some(Control::ToolResult {
+                        id: id.to_string(),
+                        outcome: ToolOutcome::from_pi_value(v.get("content"), is_error),
+                    })
+                }
+                None => unreadable("pi sent a tool_result without a toolCallId".into()),
+            },
+            Some("release") => Some(Control::Release {
                 reason: v
                     .get("reason")
                     .and_then(Value::as_str)
                     .unwrap_or("pi did not continue this turn")
                     .to_string(),
             }),
-            _ => None,
+            Some(other) => {
+                let shown: String = other.chars().take(40).collect();
+                unreadable(format!("pi sent a line of unknown type {shown:?}"))
+            }
+            None => unreadable("pi sent a line without a \"type\"".into()),
         }
     }
 }
@@ -157,6 +177,7 @@ impl ToolLines {
             Control::ToolResult { id, .. } => {
                 pi.thinking(&note(&self.stale(id, String::new()).to_string()))
             }
+            Control::Unreadable { why } => pi.thinking(&note(&why)),
             ended => self.ended = Some(ended),
         }
     }
@@ -369,6 +390,7 @@ async fn wait_for_results(
         tokio::select! {
             ctl = tools.next_control() => match ctl {
                 Control::ToolResult { id, outcome } => tools.take_result(parked, id, outcome, notes),
+                Control::Unreadable { why } => notes.push(note(&why)),
                 Control::Release { reason } => return end(parked, cancel, reason),
                 Control::Closed => {
                     return end(parked, cancel, "pi ended the session without a result for agy's tool call".into())
@@ -396,5 +418,33 @@ async fn wait_for_results(
         if parked.is_empty() {
             return Waited::Answered;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn why(line: &str) -> String {
+        match Control::parse(line) {
+            Some(Control::Unreadable { why }) => why,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    /// A line that is no control line is never silently dropped: pi hears
+    /// what was wrong with it.
+    #[test]
+    fn lines_that_are_no_control_line_say_why() {
+        assert!(why("{not json").contains("not JSON"));
+        assert!(why(r#"{"type":"tool_result","content":[]}"#).contains("without a toolCallId"));
+        assert!(why(r#"{"type":"tool_reslut"}"#).contains("unknown type \"tool_reslut\""));
+        assert!(why(r#"{"toolCallId":"a"}"#).contains("without a \"type\""));
+        assert!(why("[1]").ends_with("agy-bridge ignored the line"));
+        assert_eq!(Control::parse("  "), None);
+        assert!(matches!(
+            Control::parse(r#"{"type":"tool_result","toolCallId":"a","content":"ok"}"#),
+            Some(Control::ToolResult { id, outcome: Ok(_) }) if id == "a"
+        ));
     }
 }
