@@ -538,7 +538,7 @@ fn a_nul_in_the_prompt_a_file_as_cwd_and_an_unknown_recording_db_are_named() {
     assert!(!out.success);
     assert!(
         out.stderr.contains(
-            "the prompt contains a NUL byte (after 3 characters), which no command line can carry"
+            "the prompt contains a NUL byte (after 3 characters), which agy cannot take in a prompt"
         ),
         "{}",
         out.stderr

@@ -472,3 +472,36 @@ async fn real_conflict_replay_fails_before_any_conversation() {
         result.failure
     );
 }
+
+/// The stdin lines real agy read (the publisher's `# stdin:` headers) are
+/// what the bridge writes and fake-agy reads: a string turn is written byte
+/// for byte as agy got it, and a turn of text blocks reads as its text.
+#[test]
+fn stdin_turns_are_written_and_read_as_real_agy_got_them() {
+    use agy_bridge::format::stream_input::{read_user_line, user_line};
+    let Some(dir) = captures() else { return };
+    let capture = read(&dir, "stream-json-more/crt-1.2.7-win-loop-two-turns.jsonl");
+    let stdin: Vec<&str> = capture
+        .lines()
+        .filter_map(|l| l.strip_prefix("# stdin: "))
+        .collect();
+    assert_eq!(stdin.len(), 2, "{capture}");
+    let first = read_user_line(stdin[0]).expect("a string turn");
+    assert_eq!(
+        first,
+        "My favourite colour is teal. Reply with exactly: noted"
+    );
+    assert_eq!(user_line(&first), format!("{}\n", stdin[0]));
+    assert_eq!(
+        read_user_line(stdin[1]).as_deref(),
+        Ok("What is my favourite colour? One word.")
+    );
+    let command = capture
+        .lines()
+        .find_map(|l| l.strip_prefix("# command: "))
+        .expect("the command line");
+    assert!(
+        command.ends_with("--output-format stream-json --input-format stream-json --print \"\""),
+        "{command}"
+    );
+}

@@ -3,7 +3,8 @@
 //! background the way `run_command` children do) is gone soon after.
 //!
 //! Processes are found by a marker unique to each test in agy's argv (the
-//! prompt) and by the pidfile fake-agy writes for its grandchild.
+//! name of its workspace, an `--add-dir`: the prompt is never in agy's
+//! argv) and by the pidfile fake-agy writes for its grandchild.
 
 mod common;
 
@@ -33,6 +34,14 @@ fn pids_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// A workspace directory under `home` named after `marker`'s first line:
+/// agy gets it as an `--add-dir`, so its argv holds the marker.
+fn marked_workspace(home: &Path, marker: &str) -> std::path::PathBuf {
+    let dir = home.join(marker.lines().next().unwrap_or("workspace"));
+    std::fs::create_dir_all(&dir).expect("workspace");
+    dir
+}
+
 fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -46,18 +55,10 @@ fn start_stream(
     start_stream_inner(home, marker, home, None, "0.2")
 }
 
-/// [`start_stream`] with `TMPDIR` set (where a long prompt's file and the
-/// config of pi's tools go), and pi's `tools` in the request.
-fn start_stream_with(
-    home: &Path,
-    marker: &str,
-    tmpdir: &Path,
-    tools: Option<Value>,
-) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
-    start_stream_inner(home, marker, tmpdir, tools, "0.2")
-}
-
-/// [`start_stream_with`] at replay `speed`.
+/// [`start_stream`] with `TMPDIR` set (where a private prompt file and the
+/// config of pi's tools go), pi's `tools` in the request, at replay
+/// `speed`. The marker's first line names
+/// the workspace ([`marked_workspace`]); the whole marker is the message.
 fn start_stream_inner(
     home: &Path,
     marker: &str,
@@ -65,8 +66,21 @@ fn start_stream_inner(
     tools: Option<Value>,
     speed: &str,
 ) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    start_stream_bound(home, marker, tmpdir, tools, speed, "auto")
+}
+
+/// [`start_stream_inner`] with `AGY_BIND` set to `bind`.
+fn start_stream_bound(
+    home: &Path,
+    marker: &str,
+    tmpdir: &Path,
+    tools: Option<Value>,
+    speed: &str,
+    bind: &str,
+) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
     let mut child = bridge("stream", home, "long-answer", speed)
         .env("TMPDIR", tmpdir)
+        .env("AGY_BIND", bind)
         .env_remove("AGY_PI_TOOLS")
         .env("FAKE_AGY_GRANDCHILD", "1")
         .env("FAKE_AGY_GRANDCHILD_PIDFILE", home.join("grandchild.pid"))
@@ -77,7 +91,7 @@ fn start_stream_inner(
         .expect("spawn");
     let mut request = json!({
         "model": "gemini-3.7-flash",
-        "cwd": home,
+        "cwd": marked_workspace(home, marker),
         "messages": [{"role": "user", "content": marker}],
     });
     if let Some(tools) = tools {
@@ -186,6 +200,7 @@ async fn dropping_a_turn_kills_agys_tree() {
         }
         let req = agy_bridge::runner::TurnRequest {
             prompt: marker.clone(),
+            add_dirs: vec![marked_workspace(home.dir.path(), &marker)],
             ..Default::default()
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -218,14 +233,15 @@ async fn dropping_a_turn_kills_agys_tree() {
     }
 }
 
-/// A prompt too long for agy's command line goes in a private directory,
-/// and so does the config that serves pi's tools to agy; a SIGKILLed bridge
-/// cannot remove them, so the guardian does.
+/// A prompt agy does not read on its stdin (here: a turn bound by
+/// discovery, which does not read agy's stream-json) goes in a private
+/// directory, and so does the config that serves pi's tools to agy; a
+/// SIGKILLed bridge cannot remove them, so the guardian does.
 #[test]
 fn sigkill_leaves_no_private_prompt_file_behind() {
     let marker = format!("lifetime-long-{}", std::process::id());
     let message = format!("{marker}\n{}", "x".repeat(200 * 1024));
-    sigkill_leaves_no_private_dir_behind(&message, None, "agy-bridge-prompt-");
+    sigkill_leaves_no_private_dir_behind(&message, None, "agy-bridge-prompt-", "discovery");
 }
 
 #[test]
@@ -236,15 +252,21 @@ fn sigkill_leaves_no_config_of_pis_tools_behind() {
         "description": "a tool agy lacks",
         "parameters": {"type": "object"},
     }]);
-    sigkill_leaves_no_private_dir_behind(&marker, Some(tools), "agy-bridge-mcp-");
+    sigkill_leaves_no_private_dir_behind(&marker, Some(tools), "agy-bridge-mcp-", "auto");
 }
 
 /// Start a turn whose private directory (named `prefix…`) goes in a TMPDIR
 /// of its own, SIGKILL the bridge, and see the directory go.
-fn sigkill_leaves_no_private_dir_behind(message: &str, tools: Option<Value>, prefix: &str) {
+fn sigkill_leaves_no_private_dir_behind(
+    message: &str,
+    tools: Option<Value>,
+    prefix: &str,
+    bind: &str,
+) {
     let home = tempfile::tempdir().expect("tmp");
     let tmp = tempfile::tempdir().expect("TMPDIR");
-    let (mut child, _lines) = start_stream_with(home.path(), message, tmp.path(), tools);
+    let (mut child, _lines) =
+        start_stream_bound(home.path(), message, tmp.path(), tools, "0.2", bind);
     let private: Vec<String> = std::fs::read_dir(tmp.path())
         .expect("tmp")
         .flatten()
@@ -398,10 +420,10 @@ fn a_forking_agy_leaves_nothing_behind_when_the_bridge_is_sigkilled() {
     }
 }
 
-/// The request for a long turn whose prompt is `marker` (agy's argv holds
-/// it, so its tree can be found).
+/// The request for a long turn whose workspace is named `marker` (agy's
+/// argv holds it, so its tree can be found).
 fn long_request(home: &Path, marker: &str) -> String {
-    json!({"model": "gemini-3.7-flash", "cwd": home,
+    json!({"model": "gemini-3.7-flash", "cwd": marked_workspace(home, marker),
         "messages": [{"role": "user", "content": marker}]})
     .to_string()
 }

@@ -1,12 +1,14 @@
-//! A user message longer than one command-line argument can hold (Linux caps
-//! one at 128 KiB) reaches agy through a file in a private directory: agy
-//! gets `--add-dir <dir>` and a short `-p` naming the file, the file holds
-//! the whole message while agy runs, and the directory is gone when the turn
-//! ends, aborted or not.
+//! An agy that cannot read its prompt on stdin (before 1.1.15) gets every
+//! message through a file in a private directory, here one longer than a
+//! command-line argument can hold (Linux caps one at 128 KiB): agy gets
+//! `--add-dir <dir>` and a short `-p` naming the file, the file holds the
+//! whole message while agy runs, and the directory is gone when the turn
+//! ends, aborted or not. (A newer agy reads it on stdin: tests/prompt_privacy.rs.)
 //!
-//! agy here is a script in front of fake-agy that copies the private
-//! directory (with its modes) aside before handing over, since the directory
-//! itself is gone by the time a test can look.
+//! agy here is a script in front of fake-agy that answers `--version` as
+//! agy 1.1.9 and copies the private directory (with its modes) aside before
+//! handing over, since the directory itself is gone by the time a test can
+//! look.
 
 mod common;
 
@@ -45,6 +47,7 @@ impl Spy {
             &script,
             format!(
                 r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "1.1.9"; exit 0; fi
 prev=""
 for a in "$@"; do
   if [ "$prev" = "--add-dir" ]; then

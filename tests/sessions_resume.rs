@@ -34,13 +34,21 @@ impl Env {
         self.home.path().join("argv.jsonl")
     }
 
+    /// The prompt agy read on its stdin in the last turn.
+    fn last_prompt(&self) -> String {
+        common::stdin_prompts(&self.home.path().join("stdin.jsonl"))
+            .pop()
+            .expect("a prompt on agy's stdin")
+    }
+
     /// One `stream` turn; `env` adds variables. Returns pi's events.
     fn turn(&self, recording: &str, request: &str, env: &[(&str, &str)]) -> Vec<Value> {
         let mut cmd = bridge("stream", self.home.path(), recording, "8");
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env("FAKE_AGY_ARGV_LOG", self.argv_log());
+            .env("FAKE_AGY_ARGV_LOG", self.argv_log())
+            .env("FAKE_AGY_STDIN_LOG", self.home.path().join("stdin.jsonl"));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -150,7 +158,15 @@ fn a_forgotten_conversation_is_replaced_and_the_next_turn_gets_the_context(bind:
     assert_eq!(third.last().expect("last")["type"], "done", "{third:?}");
     let argv = env.last_print_argv();
     assert_eq!(flag(&argv, "--conversation"), Some(new.clone()));
-    let prompt = flag(&argv, "-p").expect("prompt");
+    if bind == "discovery" {
+        // A turn that does not read agy's stream-json sends the prompt in a
+        // private file, gone with the turn: only its note is in argv.
+        let note = flag(&argv, "-p").unwrap_or_default();
+        assert!(note.contains("user-message.md"), "{note}");
+        return;
+    }
+    assert_eq!(flag(&argv, "-p").as_deref(), Some(""), "no prompt in argv");
+    let prompt = env.last_prompt();
     assert!(
         prompt.contains("was not available to Antigravity"),
         "{prompt}"
@@ -300,7 +316,11 @@ fn pi_tools_on_an_agy_too_old_for_them_are_named_once() {
         .filter(|(flag, _)| *flag == "--add-dir")
         .map(|(_, dir)| dir)
         .collect();
-    assert_eq!(add_dirs, ["/tmp"], "only the workspace: {argv:?}");
+    // The workspace, and the private directory of the prompt's file (an agy
+    // this old cannot read it on stdin); no configuration of pi's tools.
+    assert_eq!(add_dirs.len(), 2, "{argv:?}");
+    assert_eq!(add_dirs[0], "/tmp", "{argv:?}");
+    assert!(add_dirs[1].contains("agy-bridge-prompt-"), "{argv:?}");
     let second = env.turn("outcomes/checkpoint-1.1.9", &req("And now?"), &[]);
     assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
     assert!(!common::pi_thinking(&second).contains(notice), "said once");

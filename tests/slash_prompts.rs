@@ -3,7 +3,9 @@
 //! agy whose `--help` lists `--disable-slash-commands` the bridge passes
 //! it; with one that lacks it, the prompt goes with a leading space, which
 //! agy does not expand (fake-agy models agy's check: `/` as the first
-//! character).
+//! character). The prompt goes on agy's stdin, where whether agy expands a
+//! slash command is not known, so the same protection holds there (and
+//! fake-agy assumes the worst: it runs a stdin prompt's slash command too).
 
 mod common;
 
@@ -11,12 +13,15 @@ use common::bridge;
 use serde_json::Value;
 
 /// `run --json PROMPT` with fake-agy (`env` added); the print invocation's
-/// arguments and the result.
-fn run(prompt: &str, env: &[(&str, &str)]) -> (Vec<String>, Value) {
+/// arguments, the prompt agy read on its stdin and the result.
+fn run(prompt: &str, env: &[(&str, &str)]) -> (Vec<String>, String, Value) {
     let home = tempfile::tempdir().expect("home");
     let log = home.path().join("argv.jsonl");
+    let stdin_log = home.path().join("stdin.jsonl");
     let mut cmd = bridge("run", home.path(), "hello", "8");
-    cmd.args(["--json", prompt]).env("FAKE_AGY_ARGV_LOG", &log);
+    cmd.args(["--json", prompt])
+        .env("FAKE_AGY_ARGV_LOG", &log)
+        .env("FAKE_AGY_STDIN_LOG", &stdin_log);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -33,7 +38,10 @@ fn run(prompt: &str, env: &[(&str, &str)]) -> (Vec<String>, Value) {
         .filter_map(|l| serde_json::from_str::<Vec<String>>(l).ok())
         .find(|a| a.iter().any(|x| x == "-p"))
         .expect("a print invocation");
-    (argv, result["result"].clone())
+    let sent = common::stdin_prompts(&stdin_log)
+        .pop()
+        .expect("a prompt on agy's stdin");
+    (argv, sent, result["result"].clone())
 }
 
 fn prompt_arg(argv: &[String]) -> &str {
@@ -43,12 +51,13 @@ fn prompt_arg(argv: &[String]) -> &str {
 
 #[test]
 fn with_the_flag_the_prompt_is_sent_as_it_is() {
-    let (argv, result) = run("/model is wrong here, why?", &[]);
+    let (argv, sent, result) = run("/model is wrong here, why?", &[]);
     assert!(
         argv.iter().any(|a| a == "--disable-slash-commands"),
         "{argv:?}"
     );
-    assert_eq!(prompt_arg(&argv), "/model is wrong here, why?");
+    assert_eq!(prompt_arg(&argv), "");
+    assert_eq!(sent, "/model is wrong here, why?");
     assert!(result["failure"].is_null(), "{result}");
     assert!(
         result["conversation_id"].is_string(),
@@ -59,7 +68,7 @@ fn with_the_flag_the_prompt_is_sent_as_it_is() {
 
 #[test]
 fn without_the_flag_a_leading_space_keeps_it_a_prompt() {
-    let (argv, result) = run(
+    let (argv, sent, result) = run(
         "/clear the cache, then rebuild",
         &[("FAKE_AGY_NO_SLASH_FLAG", "1")],
     );
@@ -67,7 +76,8 @@ fn without_the_flag_a_leading_space_keeps_it_a_prompt() {
         !argv.iter().any(|a| a == "--disable-slash-commands"),
         "{argv:?}"
     );
-    assert_eq!(prompt_arg(&argv), " /clear the cache, then rebuild");
+    assert_eq!(prompt_arg(&argv), "");
+    assert_eq!(sent, " /clear the cache, then rebuild");
     assert!(
         result["failure"].is_null(),
         "agy's /clear exits 2; this ran a turn: {result}"
@@ -89,4 +99,37 @@ fn unshielded_the_prompt_would_be_agys_command() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"event\":\"command_result\""), "{stdout}");
     assert!(!stdout.contains("\"event\":\"init\""), "{stdout}");
+}
+
+/// The same on agy's stdin: fake-agy runs a stdin prompt's slash command
+/// when it has no flag, so the shield above is what keeps it a prompt.
+#[test]
+fn unshielded_on_stdin_the_prompt_would_be_agys_command_too() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(common::fake_agy())
+        .args([
+            "--output-format",
+            "stream-json",
+            "--input-format",
+            "stream-json",
+            "-p",
+            "",
+        ])
+        .env("FAKE_AGY_RECORDING", "hello")
+        .env("FAKE_AGY_NO_SLASH_FLAG", "1")
+        .env("HOME", tempfile::tempdir().expect("home").path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("fake-agy");
+    let line = agy_bridge::format::stream_input::user_line("/model is wrong");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(line.as_bytes())
+        .expect("write");
+    let out = common::wait_output(child, common::CHILD_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"event\":\"command_result\""), "{stdout}");
 }

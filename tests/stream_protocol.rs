@@ -305,9 +305,11 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
         json!({"role": "assistant", "provider": "anthropic", "content": [{"type": "text", "text": "Hi from Claude"}]}),
     ];
     let argv_log = env.home.path().join("argv.jsonl");
+    let stdin_log = env.home.path().join("stdin.jsonl");
     let second = {
         let mut cmd = env.command("resume");
-        cmd.env("FAKE_AGY_ARGV_LOG", &argv_log);
+        cmd.env("FAKE_AGY_ARGV_LOG", &argv_log)
+            .env("FAKE_AGY_STDIN_LOG", &stdin_log);
         let mut child = cmd.spawn().expect("spawn");
         writeln!(
             child.stdin.take().expect("stdin"),
@@ -365,7 +367,11 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
         Some("/tmp"),
         "the workspace is pi's cwd"
     );
-    let prompt = flag("-p").expect("prompt");
+    // The prompt came on agy's stdin, not in its argv.
+    assert_eq!(flag("-p").as_deref(), Some(""));
+    let prompt = common::stdin_prompts(&stdin_log)
+        .pop()
+        .expect("a prompt on stdin");
     assert!(
         prompt.contains("[assistant turn from anthropic]\nHi from Claude"),
         "{prompt}"

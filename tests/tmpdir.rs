@@ -78,10 +78,13 @@ fn a_relative_tmpdir_still_serves_pi_tools_to_agy() {
 fn a_missing_tmpdir_falls_back_to_tmp_with_one_warning() {
     let home = tempfile::tempdir().expect("tmp");
     let log = home.path().join("argv.log");
-    // Long enough to go through a prompt file.
+    // A turn that does not read agy's stream-json sends its prompt through
+    // a private file (not agy's stdin), which goes in the temporary
+    // directory.
     let prompt = "word ".repeat(40_000);
     let mut cmd = bridge("run", home.path(), "hello", "10");
     cmd.env("FAKE_AGY_ARGV_LOG", &log)
+        .env("AGY_BIND", "discovery")
         .env("TMPDIR", "/nonexistent")
         .arg("-")
         .stdin(Stdio::piped())

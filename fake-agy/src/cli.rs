@@ -70,7 +70,7 @@ pub enum Invocation {
 
 /// The flags of a print-mode run. Most are accepted and ignored, as the
 /// recording already fixes what the run does.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PrintArgs {
     pub prompt: String,
     pub conversation: Option<String>,
@@ -327,7 +327,9 @@ impl Flags {
                         _ => OutputFormat::Text,
                     }
             }
-            "input-format" => p.input_format = Some(value),
+            "input-format" => {
+                p.input_format = Some(one_of(name, &value, &["text", "stream-json"])?)
+            }
             "agent" => p.agent = Some(value),
             "log-file" => p.log_file = Some(value),
             "project" => p.project = Some(value),
@@ -501,7 +503,8 @@ Flags:
       --dangerously-skip-permissions  Run tools that need permission (else agy stalls or auto-denies)
       --sandbox                       (accepted, ignored)
       --output-format string          text|json|stream-json (default \"text\")
-      --input-format string           (accepted, ignored)
+      --input-format string           text|stream-json: stream-json reads the turn from stdin, one JSON line
+                                      {\"event\":\"user\",\"message\":{...}} (one turn per process)
       --agent string                  (accepted, ignored)
       --log-file string               (accepted, ignored)
       --project string                (accepted, ignored)
@@ -573,6 +576,7 @@ Fault knobs:
   FAKE_AGY_COMMIT_LOG=PATH      Append one line per commit, right after it commits:
                                 `<n> <unix-time-ns> <db-uuid> <idx,idx,...|->`
   FAKE_AGY_ARGV_LOG=PATH        Append each invocation's arguments to PATH as a JSON array per line
+  FAKE_AGY_STDIN_LOG=PATH       Append each prompt read on stdin to PATH as a JSON string per line
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
   FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation
                                 (agy's warning, then a new one), as when agy no longer has it

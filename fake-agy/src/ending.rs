@@ -241,7 +241,25 @@ fn denied(ctx: &Context, actions: Vec<DeniedAction>) -> Conclusion {
 
 /// Print the conclusion in `format` (stdout, then stderr) and return the
 /// exit code.
+/// Whether this process printed a turn's result: a turn read from stdin
+/// then waits for the end of its input as agy does, while a run that ended
+/// without one (killed, refused) is over at once. A process runs at most
+/// one turn, so one flag for it is exact.
+static RESULT_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn result_printed() -> bool {
+    RESULT_PRINTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Note that a result went out ([`result_printed`]).
+pub fn note_result() {
+    RESULT_PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub fn print(c: Conclusion, format: OutputFormat) -> i32 {
+    if format != OutputFormat::Text && c.result.is_some() {
+        note_result();
+    }
     let stdout = match (format, c.result) {
         (OutputFormat::Text, _) => c.stdout_text,
         (_, None) => String::new(),

@@ -12,22 +12,31 @@ mod mcp;
 mod models;
 mod replay;
 mod slash;
+mod stdin_turns;
 mod stream;
 
 use cli::Invocation;
 use std::time::Instant;
 
 /// `FAKE_AGY_ARGV_LOG=PATH`: append this invocation's arguments as one JSON
-/// array per line, so tests can see exactly what the bridge passed (the
-/// prompt with its digest, flags, ids).
+/// array per line, so tests can see exactly what the bridge passed (flags,
+/// ids, and that no prompt is among them).
 fn log_argv(args: &[String]) {
+    append_json_line("FAKE_AGY_ARGV_LOG", serde_json::Value::from(args.to_vec()));
+}
+
+/// Append `value` as one JSON line to the file the environment variable
+/// `var` names, if it is set: `FAKE_AGY_ARGV_LOG`, and `FAKE_AGY_STDIN_LOG`
+/// (each prompt read on stdin, as a JSON string), so tests see exactly
+/// what agy got.
+pub fn append_json_line(var: &str, value: serde_json::Value) {
     use std::io::Write;
-    let Some(path) = std::env::var_os("FAKE_AGY_ARGV_LOG") else {
+    let Some(path) = std::env::var_os(var) else {
         return;
     };
     // One write per line: processes started together (the bridge asks
     // `--version` and `--help` at once) append whole lines, never pieces.
-    let line = format!("{}\n", serde_json::Value::from(args.to_vec()));
+    let line = format!("{value}\n");
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -60,6 +69,9 @@ fn main() {
         Ok(Invocation::Other(name)) => {
             println!("fake-agy: `agy {name}` is not emulated; nothing to do");
             Ok(0)
+        }
+        Ok(Invocation::Print(p)) if p.input_format.as_deref() == Some("stream-json") => {
+            stdin_turns::run(&p, start)
         }
         Ok(Invocation::Print(p)) => replay::run_print(&p, start),
         Ok(Invocation::SubagentWriter(a)) => replay::run_subagent_writer(&a),

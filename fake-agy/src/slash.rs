@@ -101,6 +101,9 @@ fn response(command: &SlashCommand) -> String {
 /// The command's output: stream-json's `command_result` then the result,
 /// json's bare result, or text mode's answer.
 fn print_command(command: SlashCommand, format: OutputFormat) {
+    if format != OutputFormat::Text {
+        crate::ending::note_result();
+    }
     let text = response(&command);
     let result = TurnResult {
         conversation_id: String::new(),

@@ -36,6 +36,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_COMMIT_LOG",
     "FAKE_AGY_HANG",
     "FAKE_AGY_NO_SLASH_FLAG",
+    "FAKE_AGY_STDIN_LOG",
 ];
 
 // ---------------------------------------------------------------------------
@@ -1868,4 +1869,137 @@ fn every_knob_is_documented_in_help_and_readme() {
         assert!(help.contains(knob), "{knob} missing from --help");
         assert!(readme.contains(knob), "{knob} missing from README.md");
     }
+}
+
+// ---------------------------------------------------------------------------
+// `--input-format stream-json`: the turn on stdin.
+// ---------------------------------------------------------------------------
+
+const STDIN_ARGS: &[&str] = &[
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    "-p",
+    "",
+];
+
+impl Fixture {
+    /// fake-agy with the turn(s) `input` on its stdin, which then ends.
+    fn run_stdin(&self, input: &str) -> std::process::Output {
+        use std::io::Write;
+        let mut child = self
+            .std_cmd()
+            .args(STDIN_ARGS)
+            .env("FAKE_AGY_STDIN_LOG", self.path("stdin.jsonl"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        // fake-agy may refuse before reading it all: a broken pipe is fine.
+        let _ = stdin.write_all(input.as_bytes());
+        drop(stdin);
+        child.wait_with_output().expect("wait")
+    }
+
+    fn stdin_log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.path("stdin.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON string"))
+            .collect()
+    }
+}
+
+/// The `event` of each stdout line, and the result's status and error.
+fn events_and_result(out: &std::process::Output) -> (Vec<String>, serde_json::Value) {
+    let lines: Vec<serde_json::Value> = stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let events = lines
+        .iter()
+        .map(|l| l["event"].as_str().unwrap_or("").to_string())
+        .collect();
+    let result = lines
+        .iter()
+        .rev()
+        .find(|l| l["event"] == "result")
+        .map(|l| l["result"].clone())
+        .unwrap_or(serde_json::Value::Null);
+    (events, result)
+}
+
+#[test]
+fn a_stdin_turn_is_replayed_and_logged_and_the_end_of_input_ends_it() {
+    let fx = Fixture::new(hello(50));
+    let blocks = r#"{"event":"user","message":{"role":"user","content":[{"type":"text","text":"say "},{"type":"text","text":"hi"}]}}"#;
+    let out = fx.run_stdin(&format!("{blocks}\n"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (events, result) = events_and_result(&out);
+    assert_eq!(events.first().map(String::as_str), Some("init"));
+    assert_eq!(events.last().map(String::as_str), Some("result"));
+    assert_eq!(result["status"], "SUCCESS", "{result}");
+    assert_eq!(fx.stdin_log(), ["say hi"]);
+}
+
+#[test]
+fn bad_stdin_lines_get_agys_own_refusals() {
+    let fx = Fixture::new(hello(50));
+    let cases = [
+        (
+            r#"{"message":{"role":"user","content":"x"}}"#,
+            "stream input message is missing the \"event\" field",
+        ),
+        ("not json", "failed to decode stream input: "),
+        (
+            r#"{"event":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}"#,
+            "stream input content block type \"image\" is not supported (only \"text\")",
+        ),
+    ];
+    for (line, words) in cases {
+        let out = fx.run_stdin(&format!("{line}\n"));
+        assert_eq!(out.status.code(), Some(1), "{line}: {}", stderr(&out));
+        let (events, result) = events_and_result(&out);
+        assert_eq!(events, ["init", "result"], "{line}");
+        assert_eq!(result["status"], "ERROR");
+        assert_eq!(result["num_turns"], 0);
+        let error = result["error"].as_str().unwrap_or("");
+        assert!(error.starts_with(words), "{line}: {error}");
+        assert!(stderr(&out).contains(&format!("error: {words}")), "{line}");
+        assert!(fx.dbs().is_empty(), "no turn ran for {line}");
+    }
+    assert!(fx.stdin_log().is_empty());
+}
+
+#[test]
+fn a_second_stdin_turn_is_refused_in_words() {
+    let fx = Fixture::new(hello(50));
+    let turn = |text: &str| {
+        format!(r#"{{"event":"user","message":{{"role":"user","content":"{text}"}}}}"#)
+    };
+    let out = fx.run_stdin(&format!("{}\n{}\n", turn("one"), turn("two")));
+    assert_eq!(out.status.code(), Some(1));
+    let (events, result) = events_and_result(&out);
+    let results = events.iter().filter(|e| *e == "result").count();
+    assert_eq!(results, 2, "{events:?}");
+    assert_eq!(result["status"], "ERROR");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("one turn per process"),
+        "{result}"
+    );
+    assert_eq!(fx.stdin_log(), ["one"]);
+}
+
+#[test]
+fn no_stdin_turn_at_all_is_a_quiet_exit() {
+    let fx = Fixture::new(hello(50));
+    let out = fx.run_stdin("");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
 }

@@ -35,7 +35,9 @@ pub struct TurnOpts {
     #[arg(long)]
     timeout_min: Option<u64>,
     /// The prompt: the task or question (`-` reads it from stdin, for a
-    /// prompt longer than a command line takes).
+    /// prompt longer than a command line takes, or one other users of this
+    /// machine must not see in this command line; agy never gets it in its
+    /// own).
     prompt: String,
 }
 

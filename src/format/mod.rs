@@ -2,7 +2,8 @@
 //!
 //! Owns the protobuf wire walker and encoder ([`wire`]), agy's step model and
 //! field numbers ([`steps`]), its SQLite schema ([`schema`]), its
-//! stream-json lines ([`stream_json`]), conversation ids ([`ids`]), the words
+//! stream-json lines ([`stream_json`]) and the user turns it reads on stdin
+//! ([`stream_input`]), conversation ids ([`ids`]), the words
 //! of agy's command line ([`agy_args`]), what each agy version offers
 //! ([`features`]), the stderr lines read live ([`stderr`]) and the small text helpers every
 //! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
@@ -15,6 +16,7 @@ pub mod ids;
 pub mod schema;
 pub mod stderr;
 pub mod steps;
+pub mod stream_input;
 pub mod stream_json;
 pub mod text;
 pub mod wire;

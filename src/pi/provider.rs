@@ -11,7 +11,6 @@ use crate::diff::{self, TurnEdits};
 use crate::events::{self, Channel, Event};
 use crate::follow::subject;
 use crate::format::text::{flat, repeats, shell_word};
-use crate::prompt_file::INLINE_PROMPT_MAX;
 use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
     TurnUsage,
@@ -626,11 +625,9 @@ pub fn has_own_turns(messages: &[Value]) -> bool {
 
 /// The full prompt agy receives: digest (if any), then the user's text.
 ///
-/// agy takes the prompt as one command-line argument, so when both do not
-/// fit in [`INLINE_PROMPT_MAX`] the digest is trimmed first (its oldest part
-/// goes). When the user's text alone does not fit either, nothing is
-/// trimmed: the runner hands the whole prompt to agy in a file
-/// (see [`crate::prompt_file`]).
+/// Nothing is trimmed for length: the prompt never goes on agy's command
+/// line, but on its stdin or in a private file ([`crate::prompt_file`]),
+/// and the digest is bounded when it is made ([`context_digest`]).
 pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     compose_prompt_for(prompt, digest, AgyContext::Kept)
 }
@@ -648,12 +645,6 @@ pub fn compose_prompt_for(prompt: &Prompt, digest: &str, context: AgyContext) ->
             prompt.dropped_images
         ));
     }
-    let frame = preamble.len() + "\n\n\n\n---\n\n".len();
-    let whole = frame + digest.len() + text.len();
-    let digest = match INLINE_PROMPT_MAX.checked_sub(frame + text.len()) {
-        Some(room) if whole > INLINE_PROMPT_MAX => keep_tail(digest, room),
-        _ => digest.to_string(),
-    };
     if digest.is_empty() {
         text
     } else {
@@ -1407,30 +1398,14 @@ mod tests {
     }
 
     #[test]
-    fn a_long_prompt_trims_the_digest_first_then_keeps_everything_for_the_file() {
+    fn a_long_prompt_keeps_its_whole_digest() {
         let digest = format!("OLDEST {}NEWEST", "d".repeat(7000));
-        let near = Prompt {
-            text: "u".repeat(INLINE_PROMPT_MAX - 4000),
+        let long = Prompt {
+            text: "u".repeat(300 * 1024),
             dropped_images: 0,
         };
-        let p = compose_prompt(&near, &digest);
-        assert!(p.len() <= INLINE_PROMPT_MAX, "{}", p.len());
-        assert!(p.ends_with(&near.text));
-        assert!(p.contains("NEWEST") && !p.contains("OLDEST"));
-        assert!(p.contains(TRUNCATED_MARK));
-        // The user's text alone is too long for an argument: it all goes to
-        // agy in a file, digest included.
-        let over = Prompt {
-            text: "u".repeat(INLINE_PROMPT_MAX + 1),
-            dropped_images: 0,
-        };
-        let p = compose_prompt(&over, &digest);
-        assert!(p.contains("OLDEST") && p.contains("NEWEST") && p.ends_with(&over.text));
-        // A prompt that fits keeps its digest whole.
-        let short = Prompt {
-            text: "hi".into(),
-            dropped_images: 0,
-        };
-        assert!(compose_prompt(&short, &digest).contains("OLDEST"));
+        let p = compose_prompt(&long, &digest);
+        assert!(p.contains("OLDEST") && p.contains("NEWEST") && p.ends_with(&long.text));
+        assert!(!p.contains(TRUNCATED_MARK));
     }
 }

@@ -30,7 +30,7 @@ pub enum Failure {
     WorkingDirNotADirectory { dir: String },
     /// A NUL ends a C string: exec cannot pass such an argument, and agy
     /// would otherwise fail with a bare exit 126.
-    #[error("the prompt contains a NUL byte (after {before} characters), which no command line can carry; remove it and send the message again")]
+    #[error("the prompt contains a NUL byte (after {before} characters), which agy cannot take in a prompt; remove it and send the message again")]
     PromptHasNul { before: usize },
     #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
     NotSignedIn,

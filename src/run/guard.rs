@@ -21,8 +21,12 @@
 //! no second executable; a binary that embeds the library calls
 //! [`main_if_guard`] first thing in `main`. What to run comes on its stdin
 //! ([`crate::run::launch`]), so it can be started before the turn knows.
+//! After it, the same pipe brings what agy reads on its stdin (the turn's
+//! prompt, [`Frame`]s), written to agy in order by a thread of its own, so a
+//! slow reader never delays the lifeline.
 
-use crate::run::launch::Launch;
+use crate::run::launch::{Frame, Launch};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// argv\[1\] that turns the binary into the guardian:
@@ -79,9 +83,13 @@ fn guard_tree(launch: Launch) -> i32 {
     os::become_subreaper();
     os::hold_terminal_signals();
     let mut cmd = launch.command();
-    cmd.stdin(std::process::Stdio::null());
+    cmd.stdin(if launch.stdin_piped {
+        std::process::Stdio::piped()
+    } else {
+        std::process::Stdio::null()
+    });
     os::reset_signals_in_child(&mut cmd);
-    let child = match crate::process::retry_while_busy(|| cmd.spawn()) {
+    let mut child = match crate::process::retry_while_busy(|| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             // The runner words this from the exit code and stderr.
@@ -98,11 +106,12 @@ fn guard_tree(launch: Launch) -> i32 {
         }
     };
     let agy = child.id();
+    let agy_stdin = child.stdin.take();
     // Do not wait on `child`: the reaper below collects every child.
     std::mem::forget(child);
     let on_eof = remove.clone();
     std::thread::spawn(move || {
-        os::wait_for_eof_on_stdin();
+        follow_lifeline(&mut std::io::stdin().lock(), agy_stdin);
         // The bridge is gone: nothing of agy's may outlive it, not even
         // what its tree keeps forking while it is being killed.
         os::kill_until_gone(KILL_PERSISTENCE);
@@ -122,6 +131,49 @@ fn guard_tree(launch: Launch) -> i32 {
     }
     remove_all(&remove);
     os::exit_like(status)
+}
+
+/// Read the bridge's frames until its end (end-of-file: the bridge is
+/// gone), passing input on to agy's stdin when agy has a pipe.
+fn follow_lifeline(lifeline: &mut impl Read, agy_stdin: Option<std::process::ChildStdin>) {
+    let mut feed = agy_stdin.map(feed_agy);
+    loop {
+        match Frame::read_from(lifeline) {
+            Ok(Some(Frame::Input(bytes))) => {
+                if let Some(feed) = &feed {
+                    // Refused only once agy stopped reading: nothing to do.
+                    let _ = feed.send(bytes);
+                }
+            }
+            // The writer closes agy's stdin once the bytes before are in.
+            Ok(Some(Frame::CloseInput)) => feed = None,
+            Ok(None) => return,
+            Err(e) => {
+                // The bridge is alive but its frames cannot be trusted any
+                // more: agy gets no more input, and the lifeline keeps its
+                // one meaning.
+                eprintln!("agy-bridge guardian: a damaged frame from the bridge ({e}); agy's input is closed");
+                drop(feed);
+                os::wait_for_eof(lifeline);
+                return;
+            }
+        }
+    }
+}
+
+/// A thread that writes what it is sent to agy's stdin, in order, and
+/// closes it when the sender is dropped. A write that fails (agy exited, or
+/// closed its input) drops the rest: agy will never read it.
+fn feed_agy(mut stdin: std::process::ChildStdin) -> std::sync::mpsc::Sender<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        for bytes in rx {
+            if stdin.write_all(&bytes).is_err() {
+                return;
+            }
+        }
+    });
+    tx
 }
 
 /// How long the guardian keeps killing a tree that keeps forking. Each
@@ -187,11 +239,10 @@ mod os {
         }
     }
 
-    pub fn wait_for_eof_on_stdin() {
+    pub fn wait_for_eof(input: &mut impl Read) {
         let mut buf = [0u8; 64];
-        let mut stdin = std::io::stdin();
         loop {
-            match stdin.read(&mut buf) {
+            match input.read(&mut buf) {
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -266,5 +317,45 @@ mod os {
             WaitStatus::Exited(_, code) => code,
             _ => 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cat` as agy: what it read on stdin, once its stdin closed.
+    fn through_cat(lifeline: &[u8]) -> Vec<u8> {
+        let mut cat = std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("cat");
+        follow_lifeline(&mut &lifeline[..], cat.stdin.take());
+        // cat ends only when the writer thread closed its stdin.
+        let out = cat.wait_with_output().expect("cat's output");
+        out.stdout
+    }
+
+    #[test]
+    fn input_frames_reach_agy_in_order_and_close_ends_its_input() {
+        let mut lifeline = Frame::encode_input(b"first line\n");
+        lifeline.extend(Frame::encode_input(b"second"));
+        lifeline.extend(Frame::encode_close());
+        lifeline.extend(Frame::encode_input(b" never written"));
+        assert_eq!(through_cat(&lifeline), b"first line\nsecond");
+    }
+
+    #[test]
+    fn the_end_of_the_lifeline_ends_agys_input_too() {
+        assert_eq!(through_cat(&Frame::encode_input(b"cut")), b"cut");
+    }
+
+    #[test]
+    fn a_damaged_frame_closes_agys_input_without_a_panic() {
+        let mut lifeline = Frame::encode_input(b"kept");
+        lifeline.extend(b"w\xff\xff\xff\xff");
+        lifeline.extend(Frame::encode_input(b" lost"));
+        assert_eq!(through_cat(&lifeline), b"kept");
     }
 }

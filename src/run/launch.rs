@@ -6,6 +6,13 @@
 //! line and wait for it ([`crate::run::standby`]). It travels as a small
 //! binary frame ([`Launch::encode`]): arguments and paths are bytes on Unix
 //! and need not be UTF-8.
+//!
+//! After the launch frame the same pipe carries [`Frame`]s for agy's stdin
+//! when [`Launch::stdin_piped`] asks for a pipe: bytes to write to it, in
+//! order, and the end of agy's input. A turn's prompt travels this way
+//! (never in agy's argv, which every local user can read), and a
+//! long-lived agy can be given several turns over time the same way. The
+//! pipe's end still means only one thing: the bridge is gone.
 
 #[cfg(test)]
 use std::ffi::OsStr;
@@ -24,6 +31,8 @@ pub struct Launch {
     pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
     pub remove_after: Vec<PathBuf>,
+    /// agy's stdin is a pipe fed by [`Frame`]s (else `/dev/null`).
+    pub stdin_piped: bool,
 }
 
 /// The frame's item tags; [`TAG_END`] closes it.
@@ -32,10 +41,12 @@ const TAG_ARG: u8 = b'a';
 const TAG_ENV: u8 = b'e';
 const TAG_CWD: u8 = b'c';
 const TAG_REMOVE: u8 = b'r';
+const TAG_STDIN_PIPED: u8 = b's';
 const TAG_END: u8 = b'.';
 
-/// No single item may be larger (Linux caps one argument at 128 KiB; a
-/// prompt too long for that goes in a file), nor the frame hold more items.
+/// No single item may be larger (Linux caps one argument at 128 KiB, and
+/// the prompt is never one: it goes on agy's stdin or in a file), nor the
+/// frame hold more items.
 const ITEM_MAX: usize = 16 << 20;
 const ITEMS_MAX: usize = 1 << 16;
 
@@ -56,11 +67,7 @@ impl Launch {
     /// `KEY=VALUE`.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut item = |tag: u8, bytes: &[u8]| {
-            out.push(tag);
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
-        };
+        let mut item = |tag: u8, bytes: &[u8]| push_item(&mut out, tag, bytes);
         item(TAG_PROGRAM, self.program.as_bytes());
         for arg in &self.args {
             item(TAG_ARG, arg.as_bytes());
@@ -76,6 +83,9 @@ impl Launch {
         }
         for dir in &self.remove_after {
             item(TAG_REMOVE, dir.as_os_str().as_bytes());
+        }
+        if self.stdin_piped {
+            item(TAG_STDIN_PIPED, &[]);
         }
         out.push(TAG_END);
         out
@@ -105,10 +115,72 @@ impl Launch {
                 TAG_REMOVE => launch
                     .remove_after
                     .push(PathBuf::from(OsString::from_vec(bytes))),
+                TAG_STDIN_PIPED => launch.stdin_piped = true,
                 other => return Err(bad(&format!("unknown item tag {other:#04x}"))),
             }
         }
         Err(bad("the frame has too many items"))
+    }
+}
+
+/// One item: `tag (1 byte) | length (u32, little-endian) | bytes`. Every
+/// item written is under [`ITEM_MAX`] (an argument, a path, or an input
+/// chunk of [`INPUT_CHUNK`]), so the length always fits.
+fn push_item(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// What follows the launch frame on the guardian's stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// Bytes for agy's stdin, written after those of earlier frames.
+    Input(Vec<u8>),
+    /// agy's input is over: its stdin is closed once the bytes before are
+    /// written.
+    CloseInput,
+}
+
+const TAG_INPUT: u8 = b'w';
+const TAG_CLOSE_INPUT: u8 = b'z';
+/// The most bytes one input frame holds: longer input is cut into several
+/// frames, so the reader never allocates more than this for one.
+pub const INPUT_CHUNK: usize = 1 << 20;
+
+impl Frame {
+    /// The frames that write `bytes` to agy's stdin, of any length.
+    pub fn encode_input(bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len() + 16);
+        for chunk in bytes.chunks(INPUT_CHUNK) {
+            push_item(&mut out, TAG_INPUT, chunk);
+        }
+        out
+    }
+
+    /// The frame that closes agy's stdin.
+    pub fn encode_close() -> Vec<u8> {
+        let mut out = Vec::new();
+        push_item(&mut out, TAG_CLOSE_INPUT, &[]);
+        out
+    }
+
+    /// Read one frame. `Ok(None)`: the input ended between frames (the
+    /// bridge is gone); a frame cut short or of an unknown tag is an error.
+    pub fn read_from(input: &mut impl Read) -> io::Result<Option<Frame>> {
+        let mut tag = [0u8; 1];
+        match input.read_exact(&mut tag) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            other => other?,
+        }
+        match tag[0] {
+            TAG_INPUT => Ok(Some(Frame::Input(read_bounded(input, INPUT_CHUNK)?))),
+            TAG_CLOSE_INPUT => {
+                read_bounded(input, 0)?;
+                Ok(Some(Frame::CloseInput))
+            }
+            other => Err(bad(&format!("unknown frame tag {other:#04x}"))),
+        }
     }
 }
 
@@ -117,10 +189,16 @@ fn bad(message: &str) -> io::Error {
 }
 
 fn read_item(input: &mut impl Read) -> io::Result<Vec<u8>> {
+    read_bounded(input, ITEM_MAX)
+}
+
+/// An item's length and bytes, refused before any allocation when the
+/// length is over `max`.
+fn read_bounded(input: &mut impl Read, max: usize) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     input.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > ITEM_MAX {
+    let len = usize::try_from(u32::from_le_bytes(len)).unwrap_or(usize::MAX);
+    if len > max {
         return Err(bad(&format!("an item of {len} bytes is over the limit")));
     }
     let mut bytes = vec![0u8; len];
@@ -154,6 +232,7 @@ mod tests {
             env: vec![("AGY_CONVERSATIONS_DIR".into(), "/tmp/a=b".into())],
             cwd: Some("/work".into()),
             remove_after: vec!["/tmp/agy-bridge-1".into()],
+            stdin_piped: true,
         }
     }
 
@@ -189,5 +268,49 @@ mod tests {
         assert!(huge.to_string().contains("over the limit"), "{huge}");
         let env = Launch::read_from(&mut &b"e\x03\x00\x00\x00=ab."[..]).unwrap_err();
         assert!(env.to_string().contains("KEY=VALUE"), "{env}");
+    }
+
+    #[test]
+    fn input_frames_follow_the_launch_in_order_in_bounded_chunks() {
+        let long = vec![b'x'; INPUT_CHUNK * 2 + 5];
+        let mut stream = sample().encode();
+        stream.extend(Frame::encode_input(b"first\n"));
+        stream.extend(Frame::encode_input(&long));
+        stream.extend(Frame::encode_close());
+        let mut input = stream.as_slice();
+        assert_eq!(Launch::read_from(&mut input).unwrap(), Some(sample()));
+        assert_eq!(
+            Frame::read_from(&mut input).unwrap(),
+            Some(Frame::Input(b"first\n".to_vec()))
+        );
+        let mut got = Vec::new();
+        while let Some(Frame::Input(chunk)) = Frame::read_from(&mut input).unwrap() {
+            assert!(chunk.len() <= INPUT_CHUNK);
+            got.extend(chunk);
+            if got.len() == long.len() {
+                break;
+            }
+        }
+        assert_eq!(got, long);
+        assert_eq!(
+            Frame::read_from(&mut input).unwrap(),
+            Some(Frame::CloseInput)
+        );
+        assert_eq!(Frame::read_from(&mut input).unwrap(), None);
+    }
+
+    #[test]
+    fn a_damaged_input_frame_is_refused_before_any_allocation() {
+        let huge = Frame::read_from(&mut &b"w\xff\xff\xff\xff"[..]).unwrap_err();
+        assert!(huge.to_string().contains("over the limit"), "{huge}");
+        let close_with_body = Frame::read_from(&mut &b"z\x01\x00\x00\x00x"[..]).unwrap_err();
+        assert!(close_with_body.to_string().contains("over the limit"));
+        let unknown = Frame::read_from(&mut &b"q"[..]).unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown frame tag 0x71"),
+            "{unknown}"
+        );
+        let cut = Frame::read_from(&mut &b"w\x09\x00\x00\x00ab"[..]).unwrap_err();
+        assert_eq!(cut.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

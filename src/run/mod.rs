@@ -5,12 +5,14 @@
 //! agy's process tree ([`process`]) and the guardian that takes it down when
 //! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
 //! told what to run ([`launch`]); pausing and resuming agy's trees with
-//! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached per binary
-//! ([`agy_version`]); and prompts too long for agy's command line, handed
-//! over in a private file ([`prompt_file`]).
+//! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached
+//! per binary ([`agy_version`]); and the prompt, never in agy's argv: on
+//! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
+//! a private file ([`prompt_file`]).
 //!
 //! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::state`].
 
+pub mod agy_input;
 pub mod agy_stream;
 pub mod agy_version;
 pub mod failure;

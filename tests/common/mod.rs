@@ -371,3 +371,23 @@ pub fn captures_dir() -> Option<PathBuf> {
         }
     }
 }
+
+/// The prompts fake-agy read on its stdin (`FAKE_AGY_STDIN_LOG`), in order;
+/// none when the log was never written.
+pub fn stdin_prompts(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON string per line"))
+        .collect()
+}
+
+/// Every command line fake-agy was started with (`FAKE_AGY_ARGV_LOG`), in
+/// order.
+pub fn argvs(log: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON array per line"))
+        .collect()
+}

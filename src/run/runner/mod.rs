@@ -16,6 +16,7 @@ use crate::failure::AgyReport;
 pub use crate::format::agy_args::{BindMode, Effort, Mode};
 use crate::format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
 use crate::poller::{Poll, PollStats, Poller, ReadError};
+use crate::run::agy_input::AgyInput;
 use crate::run::agy_stream::{AgyStream, TextDigest};
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
@@ -158,6 +159,10 @@ const BRIDGE_FLAGS: &[(&[&str], &str)] = &[
     (
         &["output-format"],
         "the bridge reads agy's output in the format it asks for; AGY_BIND chooses",
+    ),
+    (
+        &["input-format"],
+        "the bridge gives agy the prompt on its stdin itself, when agy can read it there",
     ),
     (
         &["conversation"],
@@ -387,11 +392,27 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// How a turn's agy is driven: what this agy offers
-/// ([`crate::format::features`]) and whether the turn reads its stream-json.
+/// ([`crate::format::features`]), whether the turn reads its stream-json,
+/// and whether agy reads the prompt on its stdin ([`crate::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Surface {
     pub stream_json: bool,
+    pub stdin_input: bool,
     pub features: AgyFeatures,
+}
+
+/// The prompt as agy gets it, on its stdin or on its command line: a
+/// prompt is never an agy slash command. With `--disable-slash-commands`
+/// (where agy has it) it goes as it is; else a prompt starting with `/`
+/// gets one leading space, which agy does not expand.
+pub fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, str> {
+    match (!features.disable_slash_commands)
+        .then(|| shield_slash(prompt))
+        .flatten()
+    {
+        Some(shielded) => shielded.into(),
+        None => prompt.into(),
+    }
 }
 
 /// The argument list for one turn (docs/agy-format.md, "CLI surface").
@@ -437,15 +458,21 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
         args.push("--output-format".into());
         args.push("stream-json".into());
     }
-    // A prompt is never an agy slash command: the flag where agy has it,
-    // else a prompt starting with `/` is sent so that agy cannot expand it.
-    let slash_flag = surface.features.disable_slash_commands;
-    if slash_flag {
+    // A prompt is never an agy slash command (see `agy_prompt`); the flag
+    // covers a prompt on stdin too.
+    if surface.features.disable_slash_commands {
         args.push(DISABLE_SLASH_COMMANDS.into());
     }
-    args.push("-p".into());
-    let shielded = (!slash_flag).then(|| shield_slash(&req.prompt)).flatten();
-    args.push(shielded.unwrap_or_else(|| req.prompt.clone()));
+    // The prompt itself comes on stdin (the capture's command line:
+    // `--input-format stream-json --print ""`), else `req.prompt` is the
+    // private file's note (`crate::prompt_file`).
+    if surface.stdin_input {
+        args.extend(["--input-format".into(), "stream-json".into()]);
+        args.extend(["-p".into(), String::new()]);
+    } else {
+        args.push("-p".into());
+        args.push(agy_prompt(&req.prompt, surface.features).into_owned());
+    }
     args
 }
 
@@ -455,20 +482,16 @@ pub async fn supports_stream_json(bin: &Path) -> bool {
     crate::agy_version::stream_json_supported(bin).await
 }
 
-/// Whether a turn must know agy's features before it starts: to choose
-/// its binding (`auto`) or to keep a prompt starting with `/` a prompt.
-fn needs_features(cfg: &RunConfig, req: &TurnRequest) -> bool {
-    cfg.bind == BindMode::Auto || req.prompt.starts_with('/')
-}
-
 /// The turn's [`Surface`], from what is known of agy's features.
 fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
+    let stream_json = match cfg.bind {
+        BindMode::Discovery => false,
+        BindMode::StreamJson => true,
+        BindMode::Auto => features.stream_json_output(),
+    };
     Surface {
-        stream_json: match cfg.bind {
-            BindMode::Discovery => false,
-            BindMode::StreamJson => true,
-            BindMode::Auto => features.stream_json_output(),
-        },
+        stream_json,
+        stdin_input: crate::prompt_file::uses_stdin(features, stream_json),
         features,
     }
 }
@@ -563,8 +586,8 @@ pub async fn run(
 /// prepares its turn, in the same hop ([`run_with`]).
 #[derive(Debug, Clone)]
 pub struct Prelude {
-    /// `None`: agy's features are not remembered; the turn asks agy if it
-    /// needs them ([`needs_features`]).
+    /// `None`: agy's features are not remembered; the turn asks agy (every
+    /// turn needs them: they decide how the prompt reaches agy).
     features: Option<AgyFeatures>,
     before: Snapshot,
     /// What it was computed for (see [`Prelude::fits`]).
@@ -663,8 +686,7 @@ async fn run_after<'a>(
     } = prelude;
     let features = match features {
         Some(known) => known,
-        None if needs_features(cfg, req) => crate::agy_version::agy_features(&cfg.agy_bin).await,
-        None => AgyFeatures::default(),
+        None => crate::agy_version::agy_features(&cfg.agy_bin).await,
     };
     let surface = surface_of(cfg, features);
     // Owns the private prompt file, if any: it goes when the turn does.
@@ -672,6 +694,12 @@ async fn run_after<'a>(
         Ok(staged) => staged,
         Err(f) => return Turn::new(cfg, req, events, observer, surface, before).fail_early(f),
     };
+    // Checked on the user's prompt, whichever way it then goes (stdin or a
+    // file), so every agy version refuses the same prompts.
+    let nul = req
+        .prompt
+        .find('\0')
+        .map(|at| req.prompt[..at].chars().count());
     let req = staged.request();
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, surface, before);
@@ -683,8 +711,7 @@ async fn run_after<'a>(
             Failure::NoWorkingDir { dir }
         });
     }
-    if let Some(at) = req.prompt.find('\0') {
-        let before = req.prompt[..at].chars().count();
+    if let Some(before) = nul {
         return turn.fail_early(Failure::PromptHasNul { before });
     }
     let private: Vec<&Path> = staged
@@ -697,6 +724,11 @@ async fn run_after<'a>(
         Ok(agy) => agy,
         Err(failure) => return turn.fail_early(failure),
     };
+    if let Some(line) = staged.stdin_line() {
+        // Refused only when agy's input is already gone: agy's exit, which
+        // the turn reads next, says why.
+        let _ = agy.input.send_line(line);
+    }
     let _ = turn.events.send(RunEvent::Started { pid: agy.pid.get() });
     turn.follow(&mut agy, &cancel).await;
     turn.finish(agy).await
@@ -707,8 +739,9 @@ async fn run_after<'a>(
 /// the whole tree down.
 struct Agy {
     child: Spawned,
-    /// The guardian's stdin: closing it (our death included) kills agy's tree.
-    _lifeline: Option<tokio::process::ChildStdin>,
+    /// agy's stdin. Under a guardian it holds the guardian's stdin: closing
+    /// that (our death included) kills agy's tree.
+    input: AgyInput,
     pid: ChildPid,
     tails: Tails,
     /// agy's stdout lines, parsed, when it prints stream-json.
@@ -748,6 +781,7 @@ impl Agy {
                 .collect(),
             cwd: req.cwd.clone(),
             remove_after: private.iter().map(|p| p.to_path_buf()).collect(),
+            stdin_piped: surface.stdin_input,
         };
         let spawned = match &cfg.guardian {
             Some(guardian) => guardian
@@ -773,6 +807,10 @@ impl Agy {
         };
         let mut child = spawned?;
         let pid = child.id();
+        let input = match (&cfg.guardian, child.stdin.take()) {
+            (Some(_), Some(lifeline)) => AgyInput::through_guardian(lifeline),
+            (_, stdin) => AgyInput::direct(stdin),
+        };
         let tails = Tails {
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stdout: Arc::new(Mutex::new(Vec::new())),
@@ -796,7 +834,7 @@ impl Agy {
             )));
         }
         Ok(Agy {
-            _lifeline: child.stdin.take(),
+            input,
             child,
             pid,
             tails,
@@ -818,10 +856,14 @@ fn is_installed(bin: &Path) -> bool {
 /// would have started it.
 fn spawn_unguarded(launch: &Launch) -> std::io::Result<Spawned> {
     let mut cmd = launch.command();
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.stdin(if launch.stdin_piped {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
     die_with_parent(&mut cmd);
     let child = crate::process::retry_while_busy(|| cmd.spawn())?;
     // Dropped on error, `child` would be neither killed nor reaped: this
@@ -1220,6 +1262,13 @@ impl Turn<'_> {
                 }
                 line = agy.lines.recv(), if agy.lines_open => match line {
                     Some(line) => {
+                        if matches!(line, Line::Result(_)) {
+                            // The turn is over: agy ends at the end of its
+                            // input (one turn per run, for now). Not closed
+                            // before: whether an early end cancels a real
+                            // agy's turn is not known.
+                            let _ = agy.input.close();
+                        }
                         let was_bound = self.followed.is_some();
                         self.on_line(line);
                         if !was_bound && self.followed.is_some() {
@@ -1579,9 +1628,6 @@ impl Followed {
     }
 }
 
-/// Signal what is left of a reaped agy's process group. A group id stays
-/// taken while the group has members, so this reaches agy's leftovers or
-/// nothing (ESRCH).
 /// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap. Every
 /// signal goes out before the reap, while the pid and group are its own.
 async fn terminate(child: &mut Spawned, grace: Duration) {
@@ -1625,6 +1671,7 @@ mod tests {
         };
         let with_flag = Surface {
             stream_json: true,
+            stdin_input: false,
             features: AgyFeatures {
                 version: Some((1, 2, 14)),
                 disable_slash_commands: true,
@@ -1638,6 +1685,7 @@ mod tests {
         );
         let without = Surface {
             stream_json: true,
+            stdin_input: false,
             features: AgyFeatures {
                 version: Some((1, 1, 9)),
                 disable_slash_commands: false,
@@ -1657,6 +1705,43 @@ mod tests {
         assert_eq!(
             agy_args(&cfg, &plain, without).last().map(String::as_str),
             Some("a /path")
+        );
+        // On stdin the same rule holds: the flag where agy has it, else the
+        // leading space.
+        assert_eq!(agy_prompt(&req.prompt, with_flag.features), req.prompt);
+        assert_eq!(
+            agy_prompt(&req.prompt, without.features),
+            " /model is wrong here, why?"
+        );
+    }
+
+    #[test]
+    fn a_stdin_turn_has_no_prompt_on_the_command_line() {
+        let req = TurnRequest {
+            prompt: "secret words".into(),
+            ..TurnRequest::default()
+        };
+        let surface = surface_of(
+            &RunConfig::default(),
+            AgyFeatures {
+                version: Some((1, 2, 7)),
+                disable_slash_commands: false,
+            },
+        );
+        assert!(surface.stdin_input && surface.stream_json);
+        let args = agy_args(&RunConfig::default(), &req, surface);
+        assert!(!args.iter().any(|a| a.contains("secret")), "{args:?}");
+        let tail: Vec<&str> = args[args.len() - 6..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "--output-format",
+                "stream-json",
+                "--input-format",
+                "stream-json",
+                "-p",
+                ""
+            ]
         );
     }
 
