@@ -286,7 +286,9 @@ fn bridge_ttft(
         .stderr(std::process::Stdio::null())
         .spawn()
         .ok()?;
-    writeln!(child.stdin.take()?, "{request}").ok()?;
+    // Held open to the end of the turn, as pi does (its end aborts).
+    let mut stdin = child.stdin.take()?;
+    writeln!(stdin, "{request}").ok()?;
     let out = child.stdout.take()?;
     let mut first = None;
     for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
@@ -295,6 +297,7 @@ fn bridge_ttft(
         }
     }
     let _ = child.wait();
+    drop(stdin);
     first
 }
 

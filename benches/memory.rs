@@ -99,11 +99,13 @@ fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed)
         });
         writeln!(stdin, "{request}").expect("request");
     }
-    drop(stdin);
     let out = child.stdout.take().expect("stdout");
     let text_of = if stream { pi_text } else { runner_text };
     let reader = std::thread::spawn(move || read_events(out, text_of));
     let (status, peak) = rss::wait_with_peak(&mut child);
+    // `stream`: held open to the end of the turn, as pi does (its end
+    // aborts).
+    drop(stdin);
     let printed = reader.join().expect("reader");
     assert!(
         status.success() || stream,

@@ -443,12 +443,15 @@ fn when_the_caller_is_killed_the_turn_ends() {
     .expect("req");
     let out = home.path().join("out.jsonl");
     let template = bridge("stream", home.path(), "long-answer", "0.2");
-    // `; true` keeps sh from exec'ing the bridge: sh stays its parent.
+    // `; true` keeps sh from exec'ing the bridge: sh stays its parent. The
+    // request comes from a pipe kept open past the turn (pi keeps stdin
+    // open; its end alone would end the turn), so only the caller's death
+    // can.
     let mut parent = std::process::Command::new("sh");
     parent.arg("-c").arg(format!(
-        "'{}' stream < '{}' > '{}' 2>/dev/null; true",
-        template.get_program().to_string_lossy(),
+        "{{ cat '{}'; sleep 60; }} | '{}' stream > '{}' 2>/dev/null; true",
         request.display(),
+        template.get_program().to_string_lossy(),
         out.display()
     ));
     for (k, v) in template.get_envs() {
@@ -639,4 +642,48 @@ fn ctrl_z_pauses_agys_tree_and_fg_resumes_it() {
     assert!(lines_in(&commits) > before, "agy never went on");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"kind\":\"result\""), "{stdout}");
+}
+
+/// pi closes `stream`'s stdin mid-turn (it keeps it open while it lives):
+/// the turn is aborted at once and agy's tree goes with it, instead of agy
+/// working on to the end of its turn.
+#[test]
+fn when_the_caller_closes_stdin_the_turn_ends() {
+    let home = tempfile::tempdir().expect("tmp");
+    let pidfile = home.path().join("grandchild.pid");
+    let mut child = bridge("stream", home.path(), "long-answer", "0.05")
+        .env_remove("AGY_PI_TOOLS")
+        .env("FAKE_AGY_GRANDCHILD", "1")
+        .env("FAKE_AGY_GRANDCHILD_PIDFILE", &pidfile)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", long_request(home.path(), "stdin closes")).expect("request");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let started = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("\"text_delta\""));
+    assert!(started, "agy never streamed");
+    let grandchild = read_pid(&pidfile).expect("grandchild pid");
+    drop(stdin);
+    let rest: Vec<Value> = lines
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let status = common::wait_status(&mut child, common::CHILD_LIMIT);
+    let terminal: Vec<&Value> = rest
+        .iter()
+        .filter(|v| v["type"] == "done" || v["type"] == "error")
+        .collect();
+    assert_eq!(terminal.len(), 1, "{rest:?}");
+    assert_eq!(terminal[0]["reason"], "aborted", "{rest:?}");
+    assert!(!status.success(), "{status:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "agy's tree outlived a caller that closed stdin"
+    );
 }

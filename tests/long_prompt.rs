@@ -144,18 +144,14 @@ fn stream_sends_a_200_kib_message_through_a_private_file() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
+    let child = cmd.spawn().expect("spawn");
     let request = json!({
         "model": "gemini-3.7-flash",
         "sessionId": "long",
         "cwd": home.path(),
         "messages": [{"role": "user", "content": [{"type": "text", "text": message}]}],
     });
-    {
-        let mut stdin = child.stdin.take().expect("stdin");
-        writeln!(stdin, "{request}").expect("request");
-    }
-    let out = child.wait_with_output().expect("wait");
+    let out = common::stream_output(child, &request.to_string());
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))

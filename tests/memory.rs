@@ -37,8 +37,9 @@ fn a_20_mb_answer_streams_without_copies_piling_up() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
+    // Held open to the end of the turn, as pi does (its end aborts).
+    let mut stdin = child.stdin.take().expect("stdin");
     {
-        let mut stdin = child.stdin.take().expect("stdin");
         let request = json!({
             "model": "gemini-3.7-flash",
             "sessionId": "memory",
@@ -62,6 +63,7 @@ fn a_20_mb_answer_streams_without_copies_piling_up() {
         (deltas, ends, last)
     });
     let (_, peak) = rss::wait_with_peak(&mut child);
+    drop(stdin);
     let (deltas, ends, last) = reader.join().expect("reader");
     assert_eq!(last, "done");
     assert_eq!(

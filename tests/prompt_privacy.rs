@@ -116,7 +116,7 @@ fn run(agy: &Agy, home: &Path, prompt: &str) {
 
 /// One `stream` turn with `message`; returns pi's events.
 fn stream(agy: &Agy, home: &Path, tmp: &Path, message: &str) -> Vec<Value> {
-    let mut child = agy
+    let child = agy
         .bridge("stream", home)
         .env("TMPDIR", tmp)
         .spawn()
@@ -127,8 +127,7 @@ fn stream(agy: &Agy, home: &Path, tmp: &Path, message: &str) -> Vec<Value> {
         "cwd": home,
         "messages": [{"role": "user", "content": [{"type": "text", "text": message}]}],
     });
-    writeln!(child.stdin.take().expect("stdin"), "{request}").expect("request");
-    let out = common::wait_output(child, common::CHILD_LIMIT);
+    let out = common::stream_output(child, &request.to_string());
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))

@@ -52,9 +52,8 @@ impl Env {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn");
-        writeln!(child.stdin.take().expect("stdin"), "{request}").expect("request");
-        let out = common::wait_output(child, common::CHILD_LIMIT);
+        let child = cmd.spawn().expect("spawn");
+        let out = common::stream_output(child, request);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -48,12 +48,8 @@ fn request(prompt: &str, session: &str, messages_before: Vec<Value>) -> String {
 
 /// Run one turn to the end; return the event lines.
 fn transcript(env: &Env, recording: &str, input: &str) -> Vec<Value> {
-    let mut child = env.command(recording).spawn().expect("spawn");
-    {
-        let mut stdin = child.stdin.take().expect("stdin");
-        writeln!(stdin, "{input}").expect("write request");
-    }
-    let out = common::wait_output(child, common::CHILD_LIMIT);
+    let child = env.command(recording).spawn().expect("spawn");
+    let out = common::stream_output(child, input);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -310,14 +306,8 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
         let mut cmd = env.command("resume");
         cmd.env("FAKE_AGY_ARGV_LOG", &argv_log)
             .env("FAKE_AGY_STDIN_LOG", &stdin_log);
-        let mut child = cmd.spawn().expect("spawn");
-        writeln!(
-            child.stdin.take().expect("stdin"),
-            "{}",
-            request("Any suggestions?", "s1", history)
-        )
-        .expect("request");
-        let out = common::wait_output(child, common::CHILD_LIMIT);
+        let child = cmd.spawn().expect("spawn");
+        let out = common::stream_output(child, &request("Any suggestions?", "s1", history));
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -406,14 +396,8 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
     // tests/sessions_config.rs).
     let mut cmd = env.command("hello");
     cmd.env("FAKE_AGY_NO_DB", "1").env("AGY_BIND", "discovery");
-    let mut child = cmd.spawn().expect("spawn");
-    writeln!(
-        child.stdin.take().expect("stdin"),
-        "{}",
-        request("again", "s3", vec![])
-    )
-    .expect("w");
-    let out = common::wait_output(child, common::CHILD_LIMIT);
+    let child = cmd.spawn().expect("spawn");
+    let out = common::stream_output(child, &request("again", "s3", vec![]));
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -535,18 +519,16 @@ fn same_session_turns_take_turns_and_never_mix() {
         cmd.env("FAKE_AGY_SPEED", "2")
             .env("FAKE_AGY_ARGV_LOG", &argv_log);
         let mut child = cmd.spawn().expect("spawn");
-        writeln!(
-            child.stdin.take().expect("stdin"),
-            "{}",
-            request(prompt, "same", vec![])
-        )
-        .expect("request");
-        child
+        // Held open to the end of the turn, as pi does.
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(stdin, "{}", request(prompt, "same", vec![])).expect("request");
+        (child, stdin)
     };
     let a = start("long-answer", "first of two");
     let b = start("unicode", "second of two");
-    let collect = |child: std::process::Child| -> Vec<Value> {
+    let collect = |(child, stdin): (std::process::Child, std::process::ChildStdin)| -> Vec<Value> {
         let out = common::wait_output(child, common::CHILD_LIMIT);
+        drop(stdin);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())

@@ -18,8 +18,10 @@
 //!   own, would work on: [`forward_job_control`] pauses agy's trees first,
 //!   and resumes them when the bridge is continued.
 //!
-//! End of stdin is not a sign: `echo REQUEST | agy-bridge stream` is an
-//! ordinary way to run one turn, and pi keeps stdin open for tool results.
+//! - A caller whose end of our stdin closed is gone as well: pi keeps it
+//!   open for the whole turn (abort and tool results come on it), so
+//!   `stream` aborts the turn at its end (`super::turn::stdin_reader`).
+//!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
 use nix::sys::signal::{self, SigHandler, Signal};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -408,7 +408,8 @@ type RequestLine = Result<String, String>;
 /// Read stdin on a plain thread: the first line is the request (or, without
 /// a newline, everything up to the end of stdin); later lines are
 /// `{"type":"abort"}` (cancels at once) or the control lines of pi's tool
-/// results (see [`agy_bridge::mcp::relay::Control`]).
+/// results (see [`agy_bridge::mcp::relay::Control`]). The end of stdin
+/// cancels the turn: the caller is gone.
 fn stdin_reader(
     cancel: CancellationToken,
 ) -> (
@@ -440,7 +441,11 @@ fn stdin_reader(
                 }
             }
         }
+        // pi keeps stdin open for the whole turn (tool results come on it):
+        // its end means pi is gone. A parked tool call is answered by the
+        // relay; the turn itself is aborted.
         let _ = control_tx.send(Control::Closed);
+        cancel.cancel();
     });
     (rx, control)
 }

@@ -391,3 +391,15 @@ pub fn argvs(log: &Path) -> Vec<Vec<String>> {
         .map(|l| serde_json::from_str(l).expect("a JSON array per line"))
         .collect()
 }
+
+/// One `stream` turn as pi runs it: the request line, then stdin held open
+/// to the end of the turn (its end would mean pi is gone, and abort the
+/// turn), closed once the bridge has exited. `child` has piped stdio.
+pub fn stream_output(mut child: std::process::Child, request: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{request}").expect("request");
+    let out = wait_output(child, CHILD_LIMIT);
+    drop(stdin);
+    out
+}

@@ -388,6 +388,9 @@ async fn wait_for_results(
     };
     loop {
         tokio::select! {
+            // pi's lines first: stdin's end also cancels the turn, and the
+            // call must hear why (pi is gone), not just that it was aborted.
+            biased;
             ctl = tools.next_control() => match ctl {
                 Control::ToolResult { id, outcome } => tools.take_result(parked, id, outcome, notes),
                 Control::Unreadable { why } => notes.push(note(&why)),
