@@ -9,7 +9,6 @@ mod common;
 
 use common::bridge;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
