@@ -20,7 +20,7 @@ async fn the_official_sdk_client_initializes_lists_and_calls() {
         description: "say it back".into(),
         parameters: json!({"type":"object","properties":{"text":{"type":"string"}}}),
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::channel(agy_bridge::mcp::CALL_CAPACITY);
     let server = McpServer::start(vec![tool], tx).await.expect("server");
     // pi's side: answer each call with its text.
     let answering = tokio::spawn(async move {
