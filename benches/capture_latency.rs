@@ -53,7 +53,10 @@ fn main() {
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut cap = Capturer::new(&conversations);
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    // The capture is what is measured: the events are not read (a closed
+    // channel makes the runner drop them).
+    let (tx, rx) = runner::event_channel();
+    drop(rx);
     let req = TurnRequest {
         prompt: "Say hello".into(),
         ..TurnRequest::default()

@@ -136,7 +136,7 @@ fn measure(
     let cpu0 = cpu_ms();
     let t0 = Instant::now();
     let (received, result) = rt.block_on(async {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = runner::event_channel();
         let collector = tokio::spawn(async move {
             // (arrival, answer length streamed so far) per text event.
             let mut got: Vec<(u128, usize)> = Vec::new();
@@ -231,7 +231,7 @@ fn bind_latencies(rt: &tokio::runtime::Runtime, line: &str, runs: usize) -> Vec<
             ..TurnRequest::default()
         };
         let bound_at = rt.block_on(async {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let (tx, mut rx) = runner::event_channel();
             let cancel = tokio_util::sync::CancellationToken::new();
             let stop = cancel.clone();
             let turn = tokio::spawn(async move { runner::run(&cfg, &req, stop, tx).await });

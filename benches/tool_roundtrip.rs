@@ -13,17 +13,16 @@ use agy_bridge::mcp::relay::{batch_window, relay, Control, ToolLines};
 use agy_bridge::mcp::server::McpServer;
 use agy_bridge::mcp::PiTool;
 use agy_bridge::provider::{EventMapper, PiStream};
-use agy_bridge::runner::RunEvent;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::mpsc::{channel, Sender};
 
 /// pi, as far as the bridge can tell: answers every toolUse message at once.
 struct InstantPi {
-    control: UnboundedSender<Control>,
+    control: Sender<Control>,
     ids: Vec<String>,
 }
 
@@ -39,7 +38,7 @@ impl Write for InstantPi {
                     for id in self.ids.drain(..) {
                         let line = json!({"type":"tool_result","toolCallId":id,"content":[],"isError":false}).to_string();
                         if let Some(c) = Control::parse(&line) {
-                            let _ = self.control.send(c);
+                            let _ = self.control.try_send(c);
                         }
                     }
                 }
@@ -86,9 +85,9 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let (call_tx, calls) = unbounded_channel();
-        let (control_tx, control) = unbounded_channel();
-        let (_events_tx, mut events) = unbounded_channel::<RunEvent>();
+        let (call_tx, calls) = channel(agy_bridge::mcp::CALL_CAPACITY);
+        let (control_tx, control) = channel(agy_bridge::mcp::relay::CONTROL_CAPACITY);
+        let (_events_tx, mut events) = agy_bridge::runner::event_channel();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
         let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");

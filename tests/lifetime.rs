@@ -203,7 +203,7 @@ async fn dropping_a_turn_kills_agys_tree() {
             add_dirs: vec![marked_workspace(home.dir.path(), &marker)],
             ..Default::default()
         };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = agy_bridge::runner::event_channel();
         let turn = tokio::spawn(async move {
             agy_bridge::runner::run(&cfg, &req, Default::default(), tx).await
         });

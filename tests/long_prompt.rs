@@ -184,7 +184,7 @@ async fn run_long(spy: &Spy, recording: &str, speed: f64, abort: bool) -> runner
         ..TurnRequest::default()
     };
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = runner::event_channel();
     let canceller = cancel.clone();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {

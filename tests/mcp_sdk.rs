@@ -24,7 +24,7 @@ async fn sdk_run(mode: &str) -> Option<(Value, Vec<Value>)> {
         description: "say it back".into(),
         parameters: json!({"type":"object","properties":{"text":{"type":"string"}}}),
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = mpsc::channel(agy_bridge::mcp::CALL_CAPACITY);
     let server = McpServer::start(vec![tool], tx).await.expect("server");
     // pi's side: answer each call with its text.
     let answering = tokio::spawn(async move {

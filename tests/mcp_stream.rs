@@ -705,9 +705,9 @@ impl Write for Lines {
 
 #[tokio::test]
 async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
-    let (ev_tx, mut events) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let (call_tx, calls) = tokio::sync::mpsc::unbounded_channel::<ToolCall>();
-    let (_ctl_tx, control) = tokio::sync::mpsc::unbounded_channel::<Control>();
+    let (ev_tx, mut events) = agy_bridge::runner::event_channel();
+    let (call_tx, calls) = tokio::sync::mpsc::channel::<ToolCall>(1);
+    let (_ctl_tx, control) = tokio::sync::mpsc::channel::<Control>(1);
     let (out_tx, mut out) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let mut lines = ToolLines::new(calls, control, Duration::ZERO);
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -719,7 +719,7 @@ async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
         relay(&mut events, Some(&mut lines), &mut pi, &mut mapper, &cancel).await;
         pi.fail(false, "agy-bridge: the turn timed out");
     });
-    call_tx.send(call).expect("send call");
+    call_tx.send(call).await.expect("send call");
     let mut first = Vec::new();
     while first
         .last()
@@ -729,7 +729,7 @@ async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
         first.push(out.recv().await.expect("line"));
     }
     assert_eq!(first.last().expect("done")["reason"], "toolUse");
-    ev_tx.send(RunEvent::TimedOut).expect("timed out");
+    ev_tx.send(RunEvent::TimedOut).await.expect("timed out");
     let answered: ToolOutcome = answer.await.expect("the parked call is answered");
     assert!(answered.is_error);
     assert!(answered.content[0]["text"]

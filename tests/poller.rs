@@ -360,3 +360,50 @@ fn a_finished_subagent_carries_the_answer_of_its_own_conversation() {
     // An id that is not a conversation id is never a path.
     assert_eq!(agy_bridge::poller::subagent_answer(&path, "../root"), None);
 }
+
+/// The text of each `Event::Text`, by step.
+fn texts(events: &[Event]) -> Vec<(i64, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Text { idx, text } => Some((*idx, text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A backlog is read in batches (rows, then bytes), each poll going on
+/// from the cursor without a new commit, until it has caught up.
+#[test]
+fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
+    use agy_bridge::poller::{BYTES_PER_POLL, ROWS_PER_POLL};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let w = writer(&path);
+    let many = 2 * ROWS_PER_POLL as i64 + 5;
+    for idx in 0..many {
+        put(&w, &text(idx, StepStatus::Done, &format!("step {idx}")));
+    }
+    let mut p = Poller::new(&path, None);
+    let first = texts(&ready(&mut p));
+    assert_eq!(first.len(), ROWS_PER_POLL, "one batch of rows");
+    assert!(p.behind());
+    let mut all = first;
+    while p.behind() {
+        all.extend(texts(&ready(&mut p)));
+    }
+    let want: Vec<(i64, String)> = (0..many).map(|i| (i, format!("step {i}"))).collect();
+    assert_eq!(all, want, "every step once, in order");
+    assert!(ready(&mut p).is_empty(), "caught up: nothing new");
+
+    // Large rows: a batch stops at the byte budget (at least one row each).
+    let big = "x".repeat(BYTES_PER_POLL / 2 + 1);
+    for idx in many..many + 3 {
+        put(&w, &text(idx, StepStatus::Done, &big));
+    }
+    let batch = texts(&ready(&mut p));
+    assert_eq!(batch.len(), 2, "two rows reach the byte budget");
+    assert!(p.behind());
+    assert_eq!(texts(&ready(&mut p)).len(), 1);
+    assert!(!p.behind());
+}

@@ -253,7 +253,7 @@ async fn abort_during_generation_kills_the_whole_tree() {
         pidfile.display().to_string(),
     ));
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = agy_bridge::runner::event_channel();
     let req = TurnRequest {
         prompt: "Write a long report".into(),
         ..TurnRequest::default()

@@ -201,8 +201,11 @@ async fn drive(
     use super::out;
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let printer = tokio::spawn(print_events(rx, json, cancel.clone()));
+    let (tx, rx) = runner::event_channel();
+    // Writing to stdout blocks while its reader is slow: on a thread of its
+    // own, so the runner waits (its channel full), not a runtime worker.
+    let printing = cancel.clone();
+    let printer = tokio::task::spawn_blocking(move || print_events(rx, json, printing));
     let result = runner::run(&cfg, &req, cancel, tx).await;
     let (mut view, gone) = printer.await.map_err(io::Error::other)?;
     let written = if gone {
@@ -231,17 +234,17 @@ async fn drive(
     Ok((code, result))
 }
 
-/// Print the turn's events as they come; when stdout's reader is gone,
-/// cancel the turn and say so (`true`).
-async fn print_events(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<RunEvent>,
+/// Print the turn's events as they come (blocking: a thread of its own);
+/// when stdout's reader is gone, cancel the turn and say so (`true`).
+fn print_events(
+    mut rx: tokio::sync::mpsc::Receiver<RunEvent>,
     json: bool,
     cancel: CancellationToken,
 ) -> (LiveView<io::Stdout>, bool) {
     let stdout = io::stdout();
     let color = stdout.is_terminal();
     let mut view = LiveView::new(stdout, color);
-    while let Some(ev) = rx.recv().await {
+    while let Some(ev) = rx.blocking_recv() {
         let r = if json {
             serde_json::to_string(&ev)
                 .map_err(io::Error::other)
@@ -414,10 +417,11 @@ fn stdin_reader(
     cancel: CancellationToken,
 ) -> (
     tokio::sync::oneshot::Receiver<RequestLine>,
-    tokio::sync::mpsc::UnboundedReceiver<Control>,
+    tokio::sync::mpsc::Receiver<Control>,
 ) {
+    use agy_bridge::mcp::relay::CONTROL_CAPACITY;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let (control_tx, control) = tokio::sync::mpsc::unbounded_channel();
+    let (control_tx, control) = tokio::sync::mpsc::channel(CONTROL_CAPACITY);
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut stdin = io::stdin().lock();
@@ -436,18 +440,32 @@ fn stdin_reader(
                 Ok(_) => {
                     let text = String::from_utf8_lossy(&line);
                     if let Some(c) = Control::parse(text.trim_end()) {
-                        let _ = control_tx.send(c);
+                        keep_control(&control_tx, c);
                     }
                 }
             }
         }
         // pi keeps stdin open for the whole turn (tool results come on it):
-        // its end means pi is gone. A parked tool call is answered by the
-        // relay; the turn itself is aborted.
-        let _ = control_tx.send(Control::Closed);
+        // its end means pi is gone, and the turn is aborted. A parked tool
+        // call hears why first, if the queue has room; never waited for:
+        // with pi's tools off nothing reads the queue, and the abort must
+        // not wait on it.
+        let _ = control_tx.try_send(Control::Closed);
         cancel.cancel();
     });
     (rx, control)
+}
+
+/// Queue a control line for the relay without waiting: this thread must go
+/// on reading stdin (an abort may follow), so a line beyond
+/// [`agy_bridge::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
+fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
+    use tokio::sync::mpsc::error::TrySendError;
+    if let Err(TrySendError::Full(_)) = control.try_send(line) {
+        eprintln!(
+            "agy-bridge: warning: a control line was dropped: more came than the turn has tool calls"
+        );
+    }
 }
 
 /// The request line's text, without its line ending.
@@ -544,21 +562,30 @@ async fn read_request(
     }
 }
 
+/// Flushed chunks (one pi event each, mostly) waiting for the stdout
+/// thread. When pi reads slowly they fill and the next flush waits (on the
+/// thread driving `stream`, or in the relay's `block_in_place`, never on a
+/// runtime worker), the relay stops taking the runner's events, and the
+/// runner stops reading agy's database: pi's pace is the turn's, and the
+/// bridge holds no more than these few chunks of it.
+const STDOUT_QUEUE: usize = 8;
+
 /// stdout written by a thread of its own: each flushed line is handed over
-/// and written there, so a reader that is slow (or gone) never blocks the
-/// runtime. A write error there makes the next write here fail, which is how
-/// `PiStream` learns that pi went away. Dropping it waits for everything
-/// handed over to be written.
+/// (at most [`STDOUT_QUEUE`] waiting) and written there, so a reader that is
+/// slow never blocks the runtime and one that is gone is noticed. A write
+/// error there makes the next write here fail, which is how `PiStream`
+/// learns that pi went away. Dropping it waits for everything handed over
+/// to be written.
 struct StdoutThread {
     buf: Vec<u8>,
-    tx: Option<std::sync::mpsc::Sender<Vec<u8>>>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
     broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl StdoutThread {
     fn spawn() -> StdoutThread {
-        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(STDOUT_QUEUE);
         let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = broken.clone();
         let thread = std::thread::spawn(move || {
@@ -738,7 +765,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         (b.server, b.dir, lines)
     });
 
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let (tx, mut rx) = runner::event_channel();
     let mut cfg = prepared.cfg.clone();
     // This binary as agy's guardian (`run_config`), already started.
     cfg.guardian = cfg.guardian.map(|guardian| match standby {
@@ -1220,7 +1247,7 @@ async fn run_collecting(
 ) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = runner::event_channel();
     let collect = tokio::spawn(async move {
         let mut v = Vec::new();
         while let Some(ev) = rx.recv().await {

@@ -550,7 +550,9 @@ pub async fn record(
         Some(id) => Capturer::resume(&dir, id),
         None => Capturer::new(&dir),
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Nobody reads the events (the capture is the record): a closed
+    // channel makes the runner drop them instead of holding them.
+    let (tx, rx) = runner::event_channel();
     drop(rx);
     capturer.start();
     let result = runner::run_observed(

@@ -397,6 +397,49 @@ pub fn growing_answer(bytes: usize, commits: usize, dt_ms: u64) -> Recording {
     b.finish()
 }
 
+/// The text of answer step `n` of [`many_answers`]: `bytes` bytes that
+/// begin with its number, so each step's text is found in a stream, in
+/// order.
+pub fn numbered_answer(n: usize, bytes: usize) -> String {
+    const FILL: &str = "The database is the buffer while pi is not reading. ";
+    let mut text = format!("[answer {n:06}]\n");
+    while text.len() < bytes {
+        text.push_str(FILL);
+    }
+    text.truncate(bytes.max(16));
+    text
+}
+
+/// `steps` finished answer steps of `bytes` bytes each
+/// ([`numbered_answer`]), `per_commit` to a commit, committed as fast as
+/// the replay goes: far more output than a consumer holds, for the tests
+/// of a consumer that stops reading.
+pub fn many_answers(steps: usize, bytes: usize, per_commit: usize) -> Recording {
+    let mut b = Builder::new("many-answers", "many answer steps, fast", "go", "done");
+    b.open_turn(0, "go", "many answers", true);
+    let first_idx = 2;
+    let numbered: Vec<usize> = (0..steps).collect();
+    for batch in numbered.chunks(per_commit.max(1)) {
+        let writes = batch
+            .iter()
+            .map(|&n| {
+                let step = Step::new(
+                    first_idx + n as i64,
+                    StepType::PlannerResponse,
+                    StepStatus::Done,
+                )
+                .with_body(Body::Planner(PlannerResponse {
+                    text: numbered_answer(n, bytes),
+                    ..PlannerResponse::default()
+                }));
+                step_write(&step)
+            })
+            .collect();
+        b.commit(1, writes);
+    }
+    b.finish()
+}
+
 /// Split `s` into `n` pieces of roughly equal byte length, each ending on a
 /// char boundary.
 pub fn chunks(s: &str, n: usize) -> Vec<&str> {

@@ -211,7 +211,23 @@ pub struct Poller {
     /// Usage stats (metadata 9) of the model calls seen, by step, and
     /// whether the step is a checkpoint (a side call).
     usage: std::collections::BTreeMap<i64, (steps::Usage, bool)>,
+    /// The last read stopped at [`ROWS_PER_POLL`] new rows; more are there.
+    behind: bool,
 }
+
+/// New rows one poll reads at most. A poll's rows, their decoded steps and
+/// their events are held together until the runner has handed them on, so
+/// a backlog (a consumer that was slow while agy wrote thousands of steps)
+/// is read in batches of this many, each after the last was taken
+/// ([`Poller::behind`]), never all at once. Steps still growing are read
+/// again on every poll besides these (there are few: agy finishes a step
+/// before it starts most others).
+pub const ROWS_PER_POLL: usize = 64;
+
+/// Payload bytes of new rows one poll reads at most (it always reads one
+/// row, however large): the same bound for rows of a few megabytes each,
+/// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
+pub const BYTES_PER_POLL: usize = 4 << 20;
 
 /// Make glibc hand freed buffers of 1 MiB or more straight back to the
 /// system (Linux, glibc; once per process).
@@ -237,6 +253,31 @@ pub fn release_large_buffers() {
     }
 }
 
+/// The rows past `cursor`, in order, up to [`ROWS_PER_POLL`] rows or
+/// [`BYTES_PER_POLL`] bytes of payload; whether more may be waiting.
+fn fresh_rows(
+    tx: &rusqlite::Transaction<'_>,
+    select: &str,
+    cursor: i64,
+) -> rusqlite::Result<(Vec<StepRow>, bool)> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "{select} WHERE idx > ?1 ORDER BY idx LIMIT {ROWS_PER_POLL}"
+    ))?;
+    let mut rows = Vec::new();
+    let mut bytes = 0;
+    for row in stmt.query_map([cursor], to_row)? {
+        let row = row?;
+        bytes += row.payload.as_ref().map_or(0, Vec::len);
+        rows.push(row);
+        if bytes >= BYTES_PER_POLL {
+            // The rest waits for the next poll (rows are read lazily).
+            return Ok((rows, true));
+        }
+    }
+    let full = rows.len() >= ROWS_PER_POLL;
+    Ok((rows, full))
+}
+
 impl Poller {
     /// Follow `path`, streaming steps with idx greater than `after_idx`
     /// (`None` streams from the start).
@@ -252,7 +293,14 @@ impl Poller {
             tracker: Tracker::new(),
             stats: PollStats::default(),
             usage: std::collections::BTreeMap::new(),
+            behind: false,
         }
+    }
+
+    /// Whether the last read stopped at [`ROWS_PER_POLL`]: poll again
+    /// (without waiting for a commit) to read on from the cursor.
+    pub fn behind(&self) -> bool {
+        self.behind
     }
 
     pub fn path(&self) -> &Path {
@@ -367,20 +415,10 @@ impl Poller {
 
         // One short read transaction so both SELECTs see the same commit.
         let tx = conn.unchecked_transaction().map_err(err)?;
-        let mut rows: Vec<StepRow> = Vec::new();
-        {
-            let mut stmt = tx
-                .prepare_cached(&format!(
-                    "{} WHERE idx > ?1 ORDER BY idx",
-                    self.columns.select()
-                ))
-                .map_err(err)?;
-            self.stats.row_selects += 1;
-            let fresh = stmt.query_map([self.cursor], to_row).map_err(err)?;
-            for row in fresh {
-                rows.push(row.map_err(err)?);
-            }
-        }
+        self.stats.row_selects += 1;
+        let (mut rows, behind) =
+            fresh_rows(&tx, self.columns.select(), self.cursor).map_err(err)?;
+        self.behind = behind;
         if !self.unfinished.is_empty() {
             let list: Vec<String> = self.unfinished.iter().map(|i| i.to_string()).collect();
             let mut stmt = tx
@@ -397,7 +435,9 @@ impl Poller {
             }
         }
         tx.finish().map_err(err)?;
-        self.data_version = Some(version);
+        // Behind: the rows past this batch are in the version just read, so
+        // the next poll must not take it as already seen.
+        self.data_version = (!self.behind).then_some(version);
         self.stats.rows_read += rows.len() as u64;
 
         rows.sort_by_key(|r| r.idx);

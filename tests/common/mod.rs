@@ -8,7 +8,6 @@ use agy_bridge::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use agy_bridge::{poller, steps};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The fake-agy binary built next to this test binary. `cargo test
@@ -91,7 +90,7 @@ impl Outcome {
 }
 
 pub async fn run_with(cfg: RunConfig, req: TurnRequest, cancel: CancellationToken) -> Outcome {
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = runner::event_channel();
     let started = Instant::now();
     let collector = tokio::spawn(async move {
         let mut out = Vec::new();
@@ -322,12 +321,18 @@ pub async fn run_stand_in(
         timeout: Duration::from_secs(60),
         ..RunConfig::default()
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = runner::event_channel();
+    // Read while the turn runs: a bounded channel nobody reads holds the
+    // turn up.
+    let collector = tokio::spawn(async move {
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        events
+    });
     let result = runner::run(&cfg, &req, CancellationToken::new(), tx).await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(e);
-    }
+    let events = collector.await.expect("collector");
     (result, events)
 }
 

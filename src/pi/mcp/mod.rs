@@ -132,13 +132,19 @@ impl Drop for PrivateDir {
     }
 }
 
+/// agy's tool calls waiting for the relay. Each call holds one of the
+/// server's connections until pi answers it, so no more than the server
+/// serves at once can ever wait; a full queue makes the next call's
+/// connection wait, as it waits for its answer anyway.
+pub const CALL_CAPACITY: usize = 32;
+
 /// pi's tools, served to agy for one turn.
 pub struct ToolBridge {
     /// The `--add-dir` directory that carries the MCP config.
     pub dir: PrivateDir,
     pub server: server::McpServer,
     /// Calls agy made, in order.
-    pub calls: mpsc::UnboundedReceiver<ToolCall>,
+    pub calls: mpsc::Receiver<ToolCall>,
     pub tools: Vec<String>,
 }
 
@@ -149,7 +155,7 @@ impl ToolBridge {
             return Ok(None);
         }
         let names = tools.iter().map(|t| t.name.clone()).collect();
-        let (tx, calls) = mpsc::unbounded_channel();
+        let (tx, calls) = mpsc::channel(CALL_CAPACITY);
         let server = server::McpServer::start(tools, tx).await?;
         let dir = PrivateDir::create(&server.url(), &server.token)?;
         Ok(Some(ToolBridge {

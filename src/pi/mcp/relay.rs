@@ -128,10 +128,17 @@ pub fn batch_window() -> Result<Duration, crate::config::BadEnv> {
     }
 }
 
+/// pi's control lines waiting for the relay. The extension writes one
+/// `tool_result` per parked call (at most [`super::CALL_CAPACITY`] park at
+/// once) and a `release`; a flood beyond this is not pi's protocol, and the
+/// stdin reader drops it rather than stop reading (an abort line behind it
+/// must still be seen).
+pub const CONTROL_CAPACITY: usize = 64;
+
 /// The tool side of a turn: calls from the MCP server, control lines from pi.
 pub struct ToolLines {
-    pub calls: mpsc::UnboundedReceiver<ToolCall>,
-    pub control: mpsc::UnboundedReceiver<Control>,
+    pub calls: mpsc::Receiver<ToolCall>,
+    pub control: mpsc::Receiver<Control>,
     pub window: Duration,
     /// Ids pi has answered this turn: a repeat is told from a stranger.
     answered: HashSet<String>,
@@ -142,8 +149,8 @@ pub struct ToolLines {
 
 impl ToolLines {
     pub fn new(
-        calls: mpsc::UnboundedReceiver<ToolCall>,
-        control: mpsc::UnboundedReceiver<Control>,
+        calls: mpsc::Receiver<ToolCall>,
+        control: mpsc::Receiver<Control>,
         window: Duration,
     ) -> ToolLines {
         ToolLines {
@@ -262,7 +269,7 @@ fn forward<W: Write>(
 /// Forward the turn's events to pi until the runner is done, handing agy's
 /// tool calls to pi on the way (when `tools` is given).
 pub async fn relay<W: Write>(
-    events: &mut mpsc::UnboundedReceiver<RunEvent>,
+    events: &mut mpsc::Receiver<RunEvent>,
     mut tools: Option<&mut ToolLines>,
     pi: &mut PiStream<W>,
     mapper: &mut EventMapper,
@@ -308,7 +315,7 @@ pub async fn relay<W: Write>(
 async fn hand_over<W: Write>(
     first: ToolCall,
     tools: &mut ToolLines,
-    events: &mut mpsc::UnboundedReceiver<RunEvent>,
+    events: &mut mpsc::Receiver<RunEvent>,
     pi: &mut PiStream<W>,
     mapper: &mut EventMapper,
     cancel: &CancellationToken,
@@ -375,7 +382,7 @@ async fn hand_over<W: Write>(
 async fn wait_for_results(
     parked: &mut Parked,
     tools: &mut ToolLines,
-    events: &mut mpsc::UnboundedReceiver<RunEvent>,
+    events: &mut mpsc::Receiver<RunEvent>,
     held: &mut Vec<Option<RunEvent>>,
     notes: &mut Vec<String>,
     cancel: &CancellationToken,

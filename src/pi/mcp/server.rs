@@ -95,7 +95,7 @@ struct Shared {
     token: String,
     port: u16,
     tools: Vec<PiTool>,
-    calls: mpsc::UnboundedSender<ToolCall>,
+    calls: mpsc::Sender<ToolCall>,
     limits: Limits,
 }
 
@@ -111,7 +111,7 @@ impl McpServer {
     /// out of `calls` as a [`ToolCall`] to answer.
     pub async fn start(
         tools: Vec<PiTool>,
-        calls: mpsc::UnboundedSender<ToolCall>,
+        calls: mpsc::Sender<ToolCall>,
     ) -> std::io::Result<McpServer> {
         McpServer::start_with(tools, calls, Limits::default()).await
     }
@@ -119,7 +119,7 @@ impl McpServer {
     /// [`McpServer::start`] with other caps (tests use small ones).
     pub async fn start_with(
         tools: Vec<PiTool>,
-        calls: mpsc::UnboundedSender<ToolCall>,
+        calls: mpsc::Sender<ToolCall>,
         limits: Limits,
     ) -> std::io::Result<McpServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
@@ -508,8 +508,9 @@ async fn call(params: &Value, shared: &Shared) -> Result<Value, (i64, String)> {
     };
     let (call, answer) = ToolCall::new(name.to_string(), arguments);
     // If the turn is over, the call comes back in the error and its drop
-    // answers it.
-    let _ = shared.calls.send(call);
+    // answers it. Waiting for room costs nothing: this connection waits
+    // for pi's answer anyway.
+    let _ = shared.calls.send(call).await;
     let outcome = answer.await.unwrap_or_else(|_| {
         ToolOutcome::error("agy-bridge ended this turn before pi answered the tool call")
     });
@@ -528,8 +529,8 @@ mod tests {
         }
     }
 
-    async fn start() -> (McpServer, mpsc::UnboundedReceiver<ToolCall>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    async fn start() -> (McpServer, mpsc::Receiver<ToolCall>) {
+        let (tx, rx) = mpsc::channel(crate::mcp::CALL_CAPACITY);
         (
             McpServer::start(vec![echo_tool()], tx)
                 .await
@@ -838,7 +839,7 @@ mod tests {
     #[tokio::test]
     async fn connections_are_capped_and_slow_ones_dropped() {
         // Finding 7: connections were unlimited and never timed out.
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = mpsc::channel(crate::mcp::CALL_CAPACITY);
         let limits = Limits {
             connections: 2,
             first_request: Duration::from_millis(400),

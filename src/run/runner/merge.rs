@@ -110,7 +110,7 @@ impl Turn<'_> {
         new: &ConversationId,
     ) {
         self.result.lost_conversation = Some(requested.as_str().to_string());
-        let _ = self.events.send(RunEvent::ConversationReplaced {
+        self.emit(RunEvent::ConversationReplaced {
             requested: requested.as_str().to_string(),
             conversation_id: new.as_str().to_string(),
         });
@@ -198,7 +198,7 @@ impl Turn<'_> {
         }
         let reason =
             "agy's conversation database holds less (or other) answer text than agy printed";
-        let _ = self.events.send(RunEvent::AnswerFromAgy {
+        self.emit(RunEvent::AnswerFromAgy {
             reason: reason.into(),
         });
         for idx in missing {

@@ -21,8 +21,10 @@ use crate::run::agy_stream::{AgyStream, TextDigest};
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
 use merge::Held;
+use outbox::Halted;
 
 mod merge;
+mod outbox;
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -370,6 +372,13 @@ async fn settle_sleep(settle: Option<(tokio::time::Instant, Duration)>) {
 /// discovery.
 const STREAM_JSON_GRACE: Duration = Duration::from_secs(3);
 const STDERR_TAIL: usize = 16 * 1024;
+/// agy's stream-json lines parsed and waiting for the runner. The reader
+/// waits when they are full, so agy's stdout pipe fills and agy itself
+/// waits on its next write: a runner held up by a slow consumer never
+/// queues agy's output (a line can hold a whole step's text).
+const LINE_CAPACITY: usize = 16;
+/// `conversation not found` warnings waiting (one is all a turn acts on).
+const NOT_FOUND_CAPACITY: usize = 4;
 const STDOUT_CAP: usize = 4 * 1024 * 1024;
 
 /// The longest duration Go's `time.ParseDuration` accepts, in whole hours
@@ -499,16 +508,25 @@ fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
 /// Wake-up source: inotify on the conversations directory.
 struct Watcher {
     _inner: notify::RecommendedWatcher,
-    rx: mpsc::UnboundedReceiver<PathBuf>,
+    rx: mpsc::Receiver<PathBuf>,
 }
+
+/// File notifications waiting for the runner. A notification is only a
+/// reason to poll, and the runner drains every waiting one per wake-up
+/// ([`Wake::on_change`]), so a full queue already holds a wake-up: one that
+/// does not fit is dropped rather than queued while the runner waits for a
+/// slow consumer (agy's WAL writes notify on every commit), and the
+/// fallback tick covers the rare relevant one lost behind others.
+const WAKE_CAPACITY: usize = 64;
 
 fn watch(dir: &Path) -> Option<Watcher> {
     use notify::Watcher as _;
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(WAKE_CAPACITY);
     let mut inner = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res {
             for path in event.paths {
-                let _ = tx.send(path);
+                // Full: a wake-up is waiting already (see WAKE_CAPACITY).
+                let _ = tx.try_send(path);
             }
         }
     })
@@ -568,13 +586,28 @@ pub trait Observer: Send {
     fn wake(&mut self, dir: &Path, db: &Path);
 }
 
-/// Run one turn. Events go to `events` as they happen; the result comes back
-/// when agy's tree is gone. Cancel `cancel` to abort.
+/// How many events may wait between the runner and its consumer. The
+/// database is the buffer: when the consumer is slow (pi stops reading the
+/// bridge's stdout), the runner stops polling once this many wait, and
+/// resumes where its cursor is when there is room, instead of queueing
+/// events in memory. A few dozen absorb the bursts of one poll (a step's
+/// call, result and text) without making the runner wait on every event.
+pub const EVENT_CAPACITY: usize = 64;
+
+/// The channel a turn's events go on ([`EVENT_CAPACITY`]).
+pub fn event_channel() -> (mpsc::Sender<RunEvent>, mpsc::Receiver<RunEvent>) {
+    mpsc::channel(EVENT_CAPACITY)
+}
+
+/// Run one turn. Events go to `events` as they happen, as fast as its
+/// receiver takes them (a full channel makes the runner wait, never queue);
+/// the result comes back when agy's tree is gone. Cancel `cancel` to abort:
+/// an abort or the watchdog ends the turn even while nobody reads `events`.
 pub async fn run(
     cfg: &RunConfig,
     req: &TurnRequest,
     cancel: CancellationToken,
-    events: mpsc::UnboundedSender<RunEvent>,
+    events: mpsc::Sender<RunEvent>,
 ) -> RunResult {
     run_observed(cfg, req, cancel, events, None).await
 }
@@ -651,7 +684,7 @@ pub async fn run_with(
     req: &TurnRequest,
     prelude: Prelude,
     cancel: CancellationToken,
-    events: mpsc::UnboundedSender<RunEvent>,
+    events: mpsc::Sender<RunEvent>,
 ) -> RunResult {
     let prelude = if prelude.fits(cfg) {
         prelude
@@ -666,7 +699,7 @@ pub async fn run_observed<'a>(
     cfg: &'a RunConfig,
     req: &'a TurnRequest,
     cancel: CancellationToken,
-    events: mpsc::UnboundedSender<RunEvent>,
+    events: mpsc::Sender<RunEvent>,
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
     let prelude = prelude(cfg).await;
@@ -678,7 +711,7 @@ async fn run_after<'a>(
     req: &'a TurnRequest,
     prelude: Prelude,
     cancel: CancellationToken,
-    events: mpsc::UnboundedSender<RunEvent>,
+    events: mpsc::Sender<RunEvent>,
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
     let Prelude {
@@ -729,9 +762,9 @@ async fn run_after<'a>(
         // the turn reads next, says why.
         let _ = agy.input.send_line(line);
     }
-    let _ = turn.events.send(RunEvent::Started { pid: agy.pid.get() });
+    turn.emit(RunEvent::Started { pid: agy.pid.get() });
     turn.follow(&mut agy, &cancel).await;
-    turn.finish(agy).await
+    turn.finish(agy, &cancel).await
 }
 
 /// agy's process (or the guardian running it) and the readers of its
@@ -745,10 +778,10 @@ struct Agy {
     pid: ChildPid,
     tails: Tails,
     /// agy's stdout lines, parsed, when it prints stream-json.
-    lines: mpsc::UnboundedReceiver<Line>,
+    lines: mpsc::Receiver<Line>,
     lines_open: bool,
     /// Ids agy said it does not have (`warning: conversation "ID" not found`).
-    not_found: mpsc::UnboundedReceiver<String>,
+    not_found: mpsc::Receiver<String>,
     not_found_open: bool,
     readers: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -815,8 +848,8 @@ impl Agy {
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stdout: Arc::new(Mutex::new(Vec::new())),
         };
-        let (tx, lines) = mpsc::unbounded_channel();
-        let (not_found_tx, not_found) = mpsc::unbounded_channel();
+        let (tx, lines) = mpsc::channel(LINE_CAPACITY);
+        let (not_found_tx, not_found) = mpsc::channel(NOT_FOUND_CAPACITY);
         let mut readers = Vec::new();
         if let Some(err) = child.stderr.take() {
             readers.push(tokio::spawn(read_stderr(
@@ -894,7 +927,7 @@ fn die_with_parent(cmd: &mut std::process::Command) {
 async fn read_stderr(
     mut err: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<u8>>>,
-    not_found: mpsc::UnboundedSender<String>,
+    not_found: mpsc::Sender<String>,
 ) {
     let mut buf = [0u8; 4096];
     // The line being read: only its start matters, so it is capped.
@@ -907,7 +940,9 @@ async fn read_stderr(
             if b == b'\n' {
                 let text = String::from_utf8_lossy(&line);
                 if let Some(id) = crate::format::stderr::conversation_not_found(&text) {
-                    let _ = not_found.send(id.to_string());
+                    // Full: the warning is waiting already; stderr is
+                    // never held up for it.
+                    let _ = not_found.try_send(id.to_string());
                 }
                 line.clear();
             } else if line.len() < 512 {
@@ -931,7 +966,7 @@ async fn read_stderr(
 async fn read_stdout(
     out: tokio::process::ChildStdout,
     sink: Arc<Mutex<Vec<u8>>>,
-    lines: Option<mpsc::UnboundedSender<Line>>,
+    lines: Option<mpsc::Sender<Line>>,
 ) {
     let mut reader = BufReader::new(out);
     let mut buf = Vec::new();
@@ -955,7 +990,9 @@ async fn read_stdout(
             let line = Line::parse(text);
             saw_text |= matches!(&line, Line::StepUpdate(u) if u.text_delta.as_deref().is_some_and(|d| !d.is_empty()));
             let keep = matches!(line, Line::NotJson(_));
-            let _ = tx.send(line);
+            // Waits while the runner waits for its consumer: the pipe then
+            // fills and agy waits too (see LINE_CAPACITY).
+            let _ = tx.send(line).await;
             if !keep {
                 continue;
             }
@@ -1000,7 +1037,14 @@ struct Turn<'a> {
     cfg: &'a RunConfig,
     req: &'a TurnRequest,
     dir: PathBuf,
-    events: mpsc::UnboundedSender<RunEvent>,
+    events: mpsc::Sender<RunEvent>,
+    /// Events made since the last delivery, in order: at most one poll's
+    /// (or one stream-json line's) worth, handed to `events` as it has
+    /// room ([`Turn::deliver`]).
+    outbox: VecDeque<RunEvent>,
+    /// The watchdog's: when the turn is stopped, also while it waits for
+    /// its consumer.
+    deadline: tokio::time::Instant,
     observer: Option<&'a mut dyn Observer>,
     started: Instant,
     stream_json: bool,
@@ -1030,7 +1074,7 @@ impl<'a> Turn<'a> {
     fn new(
         cfg: &'a RunConfig,
         req: &'a TurnRequest,
-        events: mpsc::UnboundedSender<RunEvent>,
+        events: mpsc::Sender<RunEvent>,
         observer: Option<&'a mut dyn Observer>,
         surface: Surface,
         before: Snapshot,
@@ -1041,6 +1085,8 @@ impl<'a> Turn<'a> {
             before,
             dir: cfg.conversations_dir.clone(),
             events,
+            outbox: VecDeque::new(),
+            deadline: deadline_after(cfg.timeout),
             observer,
             started: Instant::now(),
             stream_json: surface.stream_json,
@@ -1083,13 +1129,13 @@ impl<'a> Turn<'a> {
             after_idx,
             how,
             &mut self.result,
-            &self.events,
+            &mut self.outbox,
         ));
     }
 
     fn send(&mut self, event: Event) {
         self.result.events += 1;
-        let _ = self.events.send(RunEvent::Agy(event));
+        self.emit(RunEvent::Agy(event));
     }
 
     /// Poll the database once, forwarding what is new; right after a file
@@ -1141,7 +1187,7 @@ impl<'a> Turn<'a> {
         if self.result.degraded.is_some() {
             return;
         }
-        let _ = self.events.send(RunEvent::Degraded {
+        self.emit(RunEvent::Degraded {
             reason: reason.clone(),
         });
         self.result.degraded = Some(reason);
@@ -1234,7 +1280,8 @@ impl Turn<'_> {
             self.release_held(false);
             self.check_stall();
             self.check_degraded();
-            if self.stop_reason.is_some() {
+            // Nothing more is read while the consumer has no room.
+            if !self.deliver_or_stop(cancel).await || self.stop_reason.is_some() {
                 return;
             }
             match self.wait(agy, &mut wake, cancel).await {
@@ -1245,21 +1292,23 @@ impl Turn<'_> {
     }
 
     /// Wait for a reason to poll: a stream-json line, a relevant file
-    /// change, the fallback tick, agy's exit, an abort or the watchdog.
+    /// change, the fallback tick, agy's exit, an abort or the watchdog; at
+    /// once when the last poll stopped at its row limit.
     async fn wait(&mut self, agy: &mut Agy, wake: &mut Wake, cancel: &CancellationToken) -> Waited {
+        let behind = self.behind();
+        let deadline = self.deadline;
         loop {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
-                    self.result.aborted = true;
-                    let _ = self.events.send(RunEvent::Aborted);
+                    self.halt(Halted::Aborted);
                     return Waited::Stop;
                 }
-                _ = tokio::time::sleep_until(wake.deadline) => {
-                    self.result.timed_out = true;
-                    let _ = self.events.send(RunEvent::TimedOut);
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.halt(Halted::TimedOut);
                     return Waited::Stop;
                 }
+                _ = std::future::ready(()), if behind => return Waited::Poll { notified: false },
                 line = agy.lines.recv(), if agy.lines_open => match line {
                     Some(line) => {
                         if matches!(line, Line::Result(_)) {
@@ -1271,6 +1320,9 @@ impl Turn<'_> {
                         }
                         let was_bound = self.followed.is_some();
                         self.on_line(line);
+                        if !self.deliver_or_stop(cancel).await {
+                            return Waited::Stop;
+                        }
                         if !was_bound && self.followed.is_some() {
                             return Waited::Poll { notified: false };
                         }
@@ -1301,15 +1353,16 @@ impl Turn<'_> {
 
     /// After agy exited on its own: its last stream-json lines, the last
     /// flush of the database, and a binding if we still have none (a fast
-    /// run may exit before the first wake-up).
-    async fn trailing(&mut self, agy: &mut Agy) {
-        // The pipe closes when agy (and whatever holds its stdout) is gone.
-        let drain = async {
-            while let Some(line) = agy.lines.recv().await {
-                self.on_line(line);
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
+    /// run may exit before the first wake-up). Delivered as it goes, so an
+    /// abort or the watchdog can still cut in while the consumer is slow.
+    async fn trailing(&mut self, agy: &mut Agy, cancel: &CancellationToken) -> Result<(), Halted> {
+        // The pipe closes when agy (and whatever holds its stdout) is gone;
+        // a grandchild holding it open gets 500 ms of silence.
+        let silence = Duration::from_millis(500);
+        while let Ok(Some(line)) = tokio::time::timeout(silence, agy.lines.recv()).await {
+            self.on_line(line);
+            self.deliver(cancel).await?;
+        }
         while let Ok(id) = agy.not_found.try_recv() {
             self.on_not_found(&id);
         }
@@ -1317,11 +1370,12 @@ impl Turn<'_> {
             if self.followed.is_none() {
                 self.bind_after_exit().await;
             }
-            self.poll(false).await;
+            self.poll_through(cancel).await?;
             if i < self.cfg.trailing_polls {
                 tokio::time::sleep(self.cfg.trailing_interval).await;
             }
         }
+        Ok(())
     }
 
     /// [`discovery::decide`] (directory and `/proc` scans) on a blocking
@@ -1352,9 +1406,15 @@ impl Turn<'_> {
     }
 
     /// Reap agy, settle the text source, and classify the turn.
-    async fn finish(mut self, mut agy: Agy) -> RunResult {
+    async fn finish(mut self, mut agy: Agy, cancel: &CancellationToken) -> RunResult {
         let stopping = self.result.aborted || self.result.timed_out || self.stop_reason.is_some();
         if stopping {
+            // An abort or timeout is said at once, before agy is reaped, to
+            // a consumer with room; one that is not reading does not hold it
+            // up. (Our own stop's events wait for room in `deliver_last`.)
+            if self.result.aborted || self.result.timed_out {
+                self.deliver_now();
+            }
             terminate(&mut agy.child, self.cfg.kill_grace).await;
         } else {
             // agy has exited and is not reaped yet: as a zombie it keeps
@@ -1369,8 +1429,13 @@ impl Turn<'_> {
                 self.result.exit_code = status.code();
                 self.result.signal = status.signal();
             }
-            self.trailing(&mut agy).await;
+            if let Err(why) = self.trailing(&mut agy, cancel).await {
+                self.halt(why);
+            }
         }
+        // Nothing reads agy's lines from here: a reader waiting for room
+        // gives up and drains the pipe to its end.
+        agy.lines.close();
         // Grandchildren can hold the pipes open; do not wait on them for long.
         for r in agy.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
@@ -1382,9 +1447,22 @@ impl Turn<'_> {
             self.fill_missing_text();
             self.check_answer();
         }
+        self.deliver_last(cancel).await;
         self.settle_result();
         self.restore_response();
         self.result
+    }
+
+    /// The turn's last events: waited for as any (a turn that ended on its
+    /// own still gives its consumer everything), unless the turn is being
+    /// stopped or an abort or the watchdog cuts in now.
+    async fn deliver_last(&mut self, cancel: &CancellationToken) {
+        if !(self.result.aborted || self.result.timed_out) {
+            if let Err(why) = self.deliver(cancel).await {
+                self.halt(why);
+            }
+        }
+        self.deliver_now();
     }
 
     /// The database gave no answer text although agy answered: stream the
@@ -1528,14 +1606,13 @@ enum Waited {
     Stop,
 }
 
-/// The wake-up policy: file notifications with settle re-checks, the
-/// fallback tick, and the watchdog's deadline.
+/// The wake-up policy: file notifications with settle re-checks and the
+/// fallback tick.
 struct Wake {
     watcher: Option<Watcher>,
     tick: tokio::time::Interval,
     /// After a file notification: (since, delay) of the next settle re-check.
     settle: Option<(tokio::time::Instant, Duration)>,
-    deadline: tokio::time::Instant,
 }
 
 impl Wake {
@@ -1549,7 +1626,6 @@ impl Wake {
             },
             tick,
             settle: None,
-            deadline: deadline_after(cfg.timeout),
         }
     }
 
@@ -1610,11 +1686,11 @@ impl Followed {
         after_idx: Option<i64>,
         how: BindMethod,
         result: &mut RunResult,
-        events: &mpsc::UnboundedSender<RunEvent>,
+        outbox: &mut VecDeque<RunEvent>,
     ) -> Followed {
         result.conversation_id = Some(id.as_str().to_string());
         result.bind_method = Some(how);
-        let _ = events.send(RunEvent::Bound {
+        outbox.push_back(RunEvent::Bound {
             conversation_id: id.as_str().to_string(),
             method: how,
         });
