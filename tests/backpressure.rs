@@ -104,12 +104,12 @@ fn peak_while(child: &Child, mut holds: impl FnMut() -> bool) -> (u64, bool) {
 }
 
 /// pi reads again: every event to the end, the bridge's peak RSS to its
-/// exit (pi's stdin closed meanwhile).
+/// exit (pi's stdin held open to the end, as pi does: its end would abort).
 fn read_to_the_end(mut child: Child, stdin: ChildStdin, watchdog: Watchdog) -> (Vec<Value>, u64) {
     let out = child.stdout.take().expect("stdout");
     let reader = std::thread::spawn(move || read_all(out));
-    drop(stdin);
     let (status, peak) = rss::wait_with_peak(&mut child);
+    drop(stdin);
     drop(watchdog);
     assert!(status.success(), "agy-bridge stream: {status}");
     (reader.join().expect("reader"), peak)

@@ -10,11 +10,13 @@ use agy_bridge::runner::{BindMode, RunEvent};
 use common::*;
 use std::path::{Path, PathBuf};
 
-/// An agy that is fake-agy with its stdout passed through `sed` `script`.
+/// An agy that is fake-agy with its stdout passed through `sed` `script`,
+/// line by line (`-u`), as agy prints: a `result` line held in sed's buffer
+/// would never reach the runner, which keeps agy's stdin open until it does.
 fn filtered_agy(dir: &Path, script: &str) -> PathBuf {
     let path = dir.join("agy-filtered");
     let body = format!(
-        "#!/bin/sh\n'{}' \"$@\" | sed -e '{}'\n",
+        "#!/bin/sh\n'{}' \"$@\" | sed -u -e '{}'\n",
         fake_agy().display(),
         script
     );
