@@ -5,8 +5,10 @@
 //!
 //! Round-trip timing tolerance: every captured commit that writes a step is
 //! matched to the original commit that produced the same step payload, and
-//! its offset must be within 500 ms + 50% of the original's offset scaled by
-//! the replay speed.
+//! its offset, counted from the first matched commit (so agy's start-up on a
+//! busy machine shifts nothing), must be within 500 ms + 50% of the
+//! original's offset scaled by the replay speed; the start-up itself only
+//! within a generous [`STARTUP_MAX_MS`].
 
 mod common;
 
@@ -27,6 +29,9 @@ const SPEED: f64 = 4.0;
 /// Timing tolerance: fixed part (ms) and share of the scaled offset.
 const TOL_MS: f64 = 500.0;
 const TOL_SHARE: f64 = 0.5;
+/// How late the first captured commit may be, against the scaled original:
+/// process start-up on a loaded two-core machine, a bound, not a timing.
+const STARTUP_MAX_MS: f64 = 10_000.0;
 
 fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("agy-bridge")
@@ -389,6 +394,8 @@ fn round_trip(name: &str) -> Trip {
     };
     let orig_commits: Vec<&Commit> = original.effective_commits(&opts).map(|(_, c)| c).collect();
     let mut max_late: f64 = 0.0;
+    // The first matched commit's lateness: start-up, taken out of the rest.
+    let mut startup: Option<f64> = None;
     for c in &cap.commits {
         let db = back
             .iter()
@@ -419,10 +426,23 @@ fn round_trip(name: &str) -> Trip {
             let o = orig_commits[k];
             let want = if o.pre { 0.0 } else { o.t_ms as f64 / SPEED };
             let got = c.t_ms as f64;
+            let shift = match startup {
+                Some(shift) => shift,
+                None => {
+                    let shift = got - want;
+                    if shift.abs() > STARTUP_MAX_MS {
+                        problems.push(format!(
+                            "the first captured commit is {shift} ms off the scaled original's (start-up bound {STARTUP_MAX_MS} ms)"
+                        ));
+                    }
+                    *startup.insert(shift)
+                }
+            };
+            let got = got - shift;
             max_late = max_late.max(got - want);
             if (got - want).abs() > TOL_MS + TOL_SHARE * want {
                 problems.push(format!(
-                    "captured commit at {got} ms, original at {want} ms (scaled): outside {TOL_MS} ms + {}%",
+                    "captured commit at {got} ms after start-up, original at {want} ms (scaled): outside {TOL_MS} ms + {}%",
                     TOL_SHARE * 100.0
                 ));
             }
