@@ -635,6 +635,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![
                     kv(
                         "trajectory_meta",
@@ -663,6 +664,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![step(3, 127, sub.finish(), None)],
             },
             Commit {
@@ -671,6 +673,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![kv(
                     "parent_references",
                     ("idx", SqlValue::Integer(0)),
