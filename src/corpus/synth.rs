@@ -766,7 +766,8 @@ fn stdin_two_turns() -> Recording {
         "stdin-two-turns",
         "Two stdin turns in one process and one conversation; turn 1's commits count from when its line arrived.",
         "What is this project?",
-        TWO_TURNS_SECOND,
+        // `stdout` is what `-p` prints: the first turn's answer.
+        TWO_TURNS_FIRST,
     );
     let h = b.header();
     h.agy_version = "1.2.7".into();
