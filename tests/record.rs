@@ -655,6 +655,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![
                     kv(
                         "trajectory_meta",
@@ -683,6 +684,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![step(3, 127, sub.finish(), None)],
             },
             Commit {
@@ -691,6 +693,7 @@ fn planted() -> Recording {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![kv(
                     "parent_references",
                     ("idx", SqlValue::Integer(0)),

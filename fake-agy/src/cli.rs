@@ -538,7 +538,8 @@ pub fn help_text(surface: Surface) -> String {
     format!(
         "fake-agy: a stand-in for Google's Antigravity CLI (agy) that replays an
 agy-bridge recording into a real-schema SQLite conversation database.
-It never reads stdin. In text mode it prints only the answer on stdout; with
+It reads stdin only with --input-format stream-json: one turn per line, in one
+process and one conversation, as agy does. In text mode it prints only the answer on stdout; with
 --output-format stream-json or json it prints agy's JSON (see fake-agy/README.md).
 
 {usage}
@@ -547,6 +548,9 @@ Environment:
                                 recordings dir (default: hello). Missing: exit 2.
   FAKE_AGY_RECORDINGS_DIR=DIR   Where names are looked up (default: the repo's recordings/)
   FAKE_AGY_SPEED=F              Replay speed factor; 10 = ten times faster (default 1)
+  FAKE_AGY_BOOT_MS=N            agy's start-up: wait N ms (not scaled) before `init` and
+                                before reading stdin. Default 0, for fast tests; real agy
+                                takes about 2400 ms (REALISTIC_BOOT_MS, which benches use)
   AGY_CONVERSATIONS_DIR=DIR     Write <uuid>.db here instead of
                                 $HOME/.gemini/antigravity-cli/conversations
   FAKE_AGY_MODELS_FORMAT=1|2|3  `models` prints a built-in catalog in agy's format 1

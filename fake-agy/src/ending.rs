@@ -239,23 +239,23 @@ fn denied(ctx: &Context, actions: Vec<DeniedAction>) -> Conclusion {
     }
 }
 
+/// How many turn results this process printed: a turn read from stdin is
+/// followed by the next line as agy does, while a turn that ended without
+/// one (killed, refused) ends the process at once. A counter, not a flag,
+/// because a stdin session runs several turns.
+static RESULTS_PRINTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub fn results_printed() -> usize {
+    RESULTS_PRINTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Note that a result went out ([`results_printed`]).
+pub fn note_result() {
+    RESULTS_PRINTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Print the conclusion in `format` (stdout, then stderr) and return the
 /// exit code.
-/// Whether this process printed a turn's result: a turn read from stdin
-/// then waits for the end of its input as agy does, while a run that ended
-/// without one (killed, refused) is over at once. A process runs at most
-/// one turn, so one flag for it is exact.
-static RESULT_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn result_printed() -> bool {
-    RESULT_PRINTED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Note that a result went out ([`result_printed`]).
-pub fn note_result() {
-    RESULT_PRINTED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 pub fn print(c: Conclusion, format: OutputFormat) -> i32 {
     if format != OutputFormat::Text && c.result.is_some() {
         note_result();

@@ -71,9 +71,9 @@ fn main() {
             Ok(0)
         }
         Ok(Invocation::Print(p)) if p.input_format.as_deref() == Some("stream-json") => {
-            stdin_turns::run(&p, start)
+            replay::boot().and_then(|()| stdin_turns::run(&p))
         }
-        Ok(Invocation::Print(p)) => replay::run_print(&p, start),
+        Ok(Invocation::Print(p)) => replay::boot().and_then(|()| replay::run_print(&p, start)),
         Ok(Invocation::SubagentWriter(a)) => replay::run_subagent_writer(&a),
     };
     let code = match result {

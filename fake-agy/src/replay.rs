@@ -513,7 +513,7 @@ fn denied_actions(commit: &Commit) -> Vec<DeniedAction> {
 
 /// Which conversation a run writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
+pub enum Target {
     /// A new conversation: no `--conversation`, or `-c` with none to
     /// continue.
     New,
@@ -524,6 +524,44 @@ enum Target {
     /// and runs the turn in a new conversation, without the earlier turns
     /// (docs/agy-format.md, "Resume"), so `pre` commits are skipped too.
     Missing,
+}
+
+/// The conversation a stdin session's turns write, decided once at its
+/// start (its `init` names it before any turn runs).
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    pub target: Target,
+    pub id: String,
+}
+
+impl Conversation {
+    /// Decide it as agy does for the command line (`--conversation`, `-c`,
+    /// else a new one).
+    pub fn for_args(args: &PrintArgs) -> Result<Conversation, Fatal> {
+        let (target, id) = resolve_conversation(args, &conversations_dir()?);
+        Ok(Conversation {
+            target,
+            id: id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        })
+    }
+
+    /// The same conversation for the session's next turn: it exists now.
+    pub fn next_turn(&self) -> Conversation {
+        Conversation {
+            target: Target::Existing,
+            id: self.id.clone(),
+        }
+    }
+}
+
+/// Which turn a run replays and where.
+#[derive(Debug, Clone, Default)]
+pub struct TurnPlan {
+    /// The recording's turn to replay (`-p` replays the first).
+    pub turn: u32,
+    /// The stdin session's conversation, whose `init` it printed; `None`:
+    /// decide it from the command line and print `init` here.
+    pub conversation: Option<Conversation>,
 }
 
 /// The conversation a run writes and its id (`None`: a fresh one).
@@ -579,9 +617,13 @@ impl<'a> Run<'a> {
         rec: &'a Recording,
         rec_path: &'a Path,
         knobs: &'a Knobs,
+        plan: &TurnPlan,
     ) -> Result<Run<'a>, Fatal> {
         let conv_dir = conversations_dir()?;
-        let (target, resume) = resolve_conversation(args, &conv_dir);
+        let (target, resume) = match &plan.conversation {
+            Some(c) => (c.target, Some(c.id.clone())),
+            None => resolve_conversation(args, &conv_dir),
+        };
         let fresh = || uuid::Uuid::new_v4().to_string();
         let root_rec = rec.header.root_conversation.clone();
         let root_id = resume.clone().unwrap_or_else(fresh);
@@ -618,6 +660,7 @@ impl<'a> Run<'a> {
                 skip_pre: target != Target::New,
                 idx_offset: 0,
                 id_map,
+                turn: Some(plan.turn),
             },
             conn: None,
             writers: HashMap::new(),
@@ -681,10 +724,12 @@ impl<'a> Run<'a> {
     /// conversation has; `None`: from 0, as in a new conversation).
     fn continue_idx(&mut self, max: Option<i64>) {
         let root_rec = &self.rec.header.root_conversation;
+        // This turn's first step: a later stdin turn continues after the
+        // earlier ones, and a replayed turn after its own first replay.
         let first_recorded = self
             .rec
-            .commits
-            .iter()
+            .effective_commits(&self.opts)
+            .map(|(_, c)| c)
             .filter(|c| !c.pre && &c.db == root_rec)
             .flat_map(|c| step_writes(c, 0))
             .map(|w| w.0)
@@ -715,6 +760,7 @@ impl<'a> Run<'a> {
             pre: true,
             gate: None,
             mcp_call: None,
+            turn: 0,
             writes,
         }
     }
@@ -739,21 +785,7 @@ impl<'a> Run<'a> {
 
     /// The `init` line, once the conversation exists.
     fn print_init(&self) {
-        if self.args.output_format != OutputFormat::StreamJson {
-            return;
-        }
-        let model = self
-            .args
-            .model
-            .clone()
-            .or_else(|| self.rec.header.model.clone());
-        out_line(
-            &Line::Init {
-                conversation_id: self.root_id.clone(),
-                init: stream::init(model, self.args.agent.clone(), self.args.skip_permissions),
-            }
-            .to_json(),
-        );
+        print_init(self.args, self.rec, &self.root_id);
     }
 
     /// `FAKE_AGY_NO_DB`: no database; wait as long as the run would take.
@@ -826,6 +858,7 @@ impl<'a> Run<'a> {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes: vec![agy_bridge::db::step_write(&step)],
             };
             self.apply(usize::MAX, &commit)?;
@@ -954,6 +987,22 @@ impl<'a> Run<'a> {
     }
 }
 
+/// agy's `init` line for conversation `id` (stream-json only): the model
+/// the command line names, else the recording's.
+pub fn print_init(args: &PrintArgs, rec: &Recording, id: &str) {
+    if args.output_format != OutputFormat::StreamJson {
+        return;
+    }
+    let model = args.model.clone().or_else(|| rec.header.model.clone());
+    out_line(
+        &Line::Init {
+            conversation_id: id.to_string(),
+            init: stream::init(model, args.agent.clone(), args.skip_permissions),
+        }
+        .to_json(),
+    );
+}
+
 /// The version assumed for a recording whose `agy_version` does not parse.
 const NEWEST_KNOWN: (u32, u32, u32) = (1, 2, 17);
 
@@ -991,6 +1040,12 @@ fn before_conversation(args: &PrintArgs, rec: &Recording) -> i32 {
 
 /// A print-mode run (`fake-agy -p ...`); returns the exit code.
 pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
+    run_turn(args, start, &TurnPlan::default())
+}
+
+/// One turn as `plan` says, its clock and `--print-timeout` from `start`;
+/// returns the exit code.
+pub fn run_turn(args: &PrintArgs, start: Instant, plan: &TurnPlan) -> Result<i32, Fatal> {
     let knobs = Knobs::from_env()?;
     let (rec, rec_path) = load_recording()?;
     if knobs.grandchild {
@@ -1010,7 +1065,7 @@ pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
         return Ok(before_conversation(args, &rec));
     }
     let deadline = start + args.print_timeout;
-    let mut run = Run::new(args, &rec, &rec_path, &knobs)?;
+    let mut run = Run::new(args, &rec, &rec_path, &knobs, plan)?;
     if knobs.no_db {
         let ending = run.wait_without_db(deadline);
         return Ok(run.end(ending));
@@ -1020,9 +1075,22 @@ pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
     }
     let t0 = Instant::now();
     run.open_root_db()?;
-    run.print_init();
+    if plan.conversation.is_none() {
+        run.print_init();
+    }
     let ending = run.replay(t0, deadline)?;
     Ok(run.end(ending))
+}
+
+/// `FAKE_AGY_BOOT_MS`: agy's start-up before `init` (and before it reads
+/// stdin). 0 unless set, because most tests want a fast start; benches set
+/// it to [`recording::REALISTIC_BOOT_MS`] to measure what a user
+/// waits for.
+pub fn boot() -> Result<(), Fatal> {
+    if let Some(ms) = env_parse::<u64>("FAKE_AGY_BOOT_MS")? {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    Ok(())
 }
 
 /// `fake-agy --version`.

@@ -3,52 +3,89 @@
 //! `--input-format stream-json`"; the lines are read with the library's
 //! [`agy_bridge::format::stream_input`], which the bridge writes with).
 //!
-//! fake-agy replays one turn per process: the first line's prompt takes the
-//! place of `-p`'s value, the recording is replayed once, and fake-agy then
-//! reads on until the end of its input, which ends it with the turn's exit
-//! code (real agy exits 0 there; a failed turn's own code is kept so tests
-//! see it). A recording holds one turn, so a second turn in the same
-//! process is not emulated: such a line gets an `ERROR` result saying so,
-//! exit 1. A line agy would refuse gets agy's refusal: `init`, then a
-//! result `ERROR` with agy's words, the words on stderr, exit 1.
+//! A session is one process and one conversation, as real agy runs it
+//! (`crt-1.2.7-win-loop-two-turns`): after the start-up (`FAKE_AGY_BOOT_MS`)
+//! `init` names the conversation before any line is read; each line then
+//! replays the recording's next turn (its commits timed from when the line
+//! arrived) on that conversation, so step indexes continue and each turn's
+//! `result` counts the whole conversation (usage, turns). The end of input
+//! ends the session with exit 0.
+//!
+//! More lines than the recording has turns replay its last turn again, with
+//! fresh step indexes: any recording then serves a session of any length,
+//! which is what warm-session tests need, and the turns stay distinguishable
+//! in the database by their indexes and user inputs.
+//!
+//! A turn that fails (a non-zero exit code) ends the session: fake-agy
+//! reads on to the end of input and exits with that code, so tests see it;
+//! one that printed no result (killed, crashed) ends it at once. A line agy
+//! would refuse gets agy's refusal: a result `ERROR` with agy's words, the
+//! words on stderr, exit 1.
 
 use crate::cli::{OutputFormat, PrintArgs};
-use crate::replay::{self, Fatal};
+use crate::replay::{self, Conversation, Fatal, TurnPlan};
 use agy_bridge::format::stream_input::read_user_line;
+use agy_bridge::recording::Recording;
 use agy_bridge::stream_json::{Line, TurnResult, Usage};
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-/// What a second turn in one process gets.
-pub const ONE_TURN_ONLY: &str =
-    "fake-agy replays one turn per process: a second stream input turn is not emulated";
-
-/// Run the turns on stdin; returns the exit code.
-pub fn run(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
+/// Run the session on stdin; returns the exit code.
+pub fn run(args: &PrintArgs) -> Result<i32, Fatal> {
+    let (rec, _) = replay::load_recording()?;
+    let conversation = open(args, &rec)?;
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
-    let Some(first) = next_line(&mut input) else {
-        // The end of input before any turn: nothing to do, as agy.
-        return Ok(0);
-    };
-    let prompt = match read_user_line(&first) {
-        Ok(prompt) => prompt,
-        Err(e) => return Ok(refuse(args, &e.to_string())),
-    };
-    crate::append_json_line("FAKE_AGY_STDIN_LOG", prompt.clone().into());
-    let turn = PrintArgs {
-        prompt,
-        ..args.clone()
-    };
-    let code = replay::run_print(&turn, start)?;
-    if !crate::ending::result_printed() {
-        // Killed, crashed or refused without a result: agy would be gone.
-        return Ok(code);
+    let mut played: u32 = 0;
+    while let Some(line) = next_line(&mut input) {
+        let arrived = Instant::now();
+        let prompt = match read_user_line(&line) {
+            Ok(prompt) => prompt,
+            Err(e) => return Ok(refuse(args, conversation.as_ref(), &e.to_string())),
+        };
+        crate::append_json_line("FAKE_AGY_STDIN_LOG", prompt.clone().into());
+        let plan = TurnPlan {
+            turn: played.min(rec.turns() - 1),
+            conversation: conversation.as_ref().map(|c| match played {
+                0 => c.clone(),
+                _ => c.next_turn(),
+            }),
+        };
+        let turn = PrintArgs {
+            prompt,
+            ..args.clone()
+        };
+        let before = crate::ending::results_printed();
+        let code = replay::run_turn(&turn, arrived, &plan)?;
+        if crate::ending::results_printed() == before {
+            // Killed, crashed or refused without a result: agy would be gone.
+            return Ok(code);
+        }
+        if code != 0 {
+            while next_line(&mut input).is_some() {}
+            return Ok(code);
+        }
+        played += 1;
     }
-    match next_line(&mut input) {
-        None => Ok(code),
-        Some(_) => Ok(refuse_with(args, "", ONE_TURN_ONLY)),
+    Ok(0)
+}
+
+/// agy's start of a session: the conversation its turns will write, named
+/// by `init` before any line is read. `None` for a recording of a run that
+/// failed before it created a conversation: no `init` then, the first line
+/// gets that failure.
+fn open(args: &PrintArgs, rec: &Recording) -> Result<Option<Conversation>, Fatal> {
+    let before_conversation = rec
+        .header
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.before_conversation);
+    if before_conversation {
+        return Ok(None);
     }
+    let conversation = Conversation::for_args(args)?;
+    replay::print_init(args, rec, &conversation.id);
+    Ok(Some(conversation))
 }
 
 /// The next line that is not blank, without its line end; `None` at the end
@@ -65,10 +102,13 @@ fn next_line(input: &mut impl BufRead) -> Option<String> {
     }
 }
 
-/// A line agy refuses before any turn: `init` with a fresh conversation,
-/// then the error result (verified: `error-missing-event`,
-/// `crt-1.2.7-win-input-error-image-block`).
-fn refuse(args: &PrintArgs, message: &str) -> i32 {
+/// A line agy refuses: the session's `init` came first (verified:
+/// `error-missing-event`, `crt-1.2.7-win-input-error-image-block`); a
+/// session without one prints it now, with a fresh conversation id.
+fn refuse(args: &PrintArgs, conversation: Option<&Conversation>, message: &str) -> i32 {
+    if let Some(c) = conversation {
+        return refuse_with(args, &c.id, message);
+    }
     let id = uuid::Uuid::new_v4().to_string();
     if args.output_format == OutputFormat::StreamJson {
         let init = crate::stream::init(

@@ -37,6 +37,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_HANG",
     "FAKE_AGY_NO_SLASH_FLAG",
     "FAKE_AGY_STDIN_LOG",
+    "FAKE_AGY_BOOT_MS",
 ];
 
 // ---------------------------------------------------------------------------
@@ -153,6 +154,7 @@ fn commit(t_ms: u64, db: &str, writes: Vec<Write>) -> Commit {
         pre: false,
         gate: None,
         mcp_call: None,
+        turn: 0,
         writes,
     }
 }
@@ -1974,32 +1976,143 @@ fn bad_stdin_lines_get_agys_own_refusals() {
     assert!(fx.stdin_log().is_empty());
 }
 
-#[test]
-fn a_second_stdin_turn_is_refused_in_words() {
-    let fx = Fixture::new(hello(50));
-    let turn = |text: &str| {
-        format!(r#"{{"event":"user","message":{{"role":"user","content":"{text}"}}}}"#)
-    };
-    let out = fx.run_stdin(&format!("{}\n{}\n", turn("one"), turn("two")));
-    assert_eq!(out.status.code(), Some(1));
-    let (events, result) = events_and_result(&out);
-    let results = events.iter().filter(|e| *e == "result").count();
-    assert_eq!(results, 2, "{events:?}");
-    assert_eq!(result["status"], "ERROR");
-    assert!(
-        result["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("one turn per process"),
-        "{result}"
-    );
-    assert_eq!(fx.stdin_log(), ["one"]);
+/// A stdin line with the user's `text`, as the bridge writes it.
+fn user_line(text: &str) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({"event": "user", "message": {"role": "user", "content": text}})
+    )
+}
+
+/// The `result` objects of `lines`, in order.
+fn results(lines: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    lines
+        .iter()
+        .filter(|l| l["event"] == "result")
+        .map(|l| l["result"].clone())
+        .collect()
+}
+
+/// The user inputs in `db`, as (idx, text).
+fn user_inputs(db: &Path) -> Vec<(i64, String)> {
+    steps_of(db)
+        .iter()
+        .filter_map(|row| match steps::decode(row).body {
+            Some(Body::UserInput(u)) => Some((row.idx, u.text)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bundled(name: &str) -> Recording {
+    let path = agy_bridge::recording::bundled_dir().join(format!("{name}.jsonl"));
+    Recording::load(&path).expect("bundled recording")
 }
 
 #[test]
-fn no_stdin_turn_at_all_is_a_quiet_exit() {
+fn two_stdin_lines_are_two_turns_of_one_process_and_one_conversation() {
+    let fx = Fixture::new(bundled("stdin-two-turns"));
+    let out = fx.run_stdin(&format!("{}{}", user_line("one"), user_line("two")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    let inits: Vec<_> = lines.iter().filter(|l| l["event"] == "init").collect();
+    assert_eq!(inits.len(), 1, "init once per process");
+    assert_eq!(lines[0]["event"], "init");
+    let id = inits[0]["conversation_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let results = results(&lines);
+    assert_eq!(results.len(), 2, "a result per turn");
+    for r in &results {
+        assert_eq!(r["status"], "SUCCESS", "{r}");
+        assert_eq!(r["conversation_id"], id.as_str());
+    }
+    assert!(results[0]["response"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("The workspace"));
+    assert!(results[1]["response"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("Add a doc comment"));
+    // agy's usage is the conversation's: the second result counts both turns.
+    let input = |r: &serde_json::Value| r["usage"]["input_tokens"].as_u64().unwrap_or(0);
+    assert!(input(&results[0]) > 0, "{}", results[0]);
+    assert_eq!(input(&results[1]), 2 * input(&results[0]));
+    assert_eq!(results[1]["num_turns"], 2, "{}", results[1]);
+    // The second turn's steps come after the first result.
+    let first_result = lines
+        .iter()
+        .position(|l| l["event"] == "result")
+        .expect("result");
+    assert!(lines[first_result + 1..]
+        .iter()
+        .any(|l| l["event"] == "step_update"));
+    let db = fx.only_db();
+    assert_eq!(stem(&db), id);
+    let idx: Vec<i64> = steps_of(&db).iter().map(|r| r.idx).collect();
+    assert_eq!(idx, (0..6).collect::<Vec<_>>(), "step indexes continue");
+    let inputs: Vec<i64> = user_inputs(&db).iter().map(|(i, _)| *i).collect();
+    assert_eq!(inputs, [0, 3]);
+    assert_eq!(fx.stdin_log(), ["one", "two"]);
+}
+
+#[test]
+fn more_lines_than_turns_replay_the_last_turn_with_fresh_indexes() {
+    let fx = Fixture::new(hello(50));
+    let input: String = ["one", "two", "three"].map(user_line).concat();
+    let out = fx.run_stdin(&input);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = results(&json_lines(&out));
+    assert_eq!(results.len(), 3);
+    for r in &results {
+        assert_eq!(r["status"], "SUCCESS", "{r}");
+        assert_eq!(r["response"], "Hello, world!");
+    }
+    let db = fx.only_db();
+    let inputs: Vec<i64> = user_inputs(&db).iter().map(|(i, _)| *i).collect();
+    assert_eq!(inputs, [0, 3, 6], "each replay numbered after the last");
+    assert_eq!(steps_of(&db).len(), 9);
+}
+
+#[test]
+fn boot_delay_comes_before_init_and_init_before_any_line() {
+    use std::io::{BufRead, Write};
+    let fx = Fixture::new(hello(50));
+    let started = Instant::now();
+    let mut child = fx
+        .std_cmd()
+        .args(STDIN_ARGS)
+        .env("FAKE_AGY_BOOT_MS", "300")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    // Nothing written yet: init must come on its own, after the start-up.
+    stdout.read_line(&mut first).expect("init line");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let init: serde_json::Value = serde_json::from_str(&first).expect("JSON");
+    assert_eq!(init["event"], "init", "{first}");
+    stdin.write_all(user_line("hi").as_bytes()).expect("write");
+    drop(stdin);
+    let rest: Vec<String> = stdout.lines().map(|l| l.expect("line")).collect();
+    assert!(
+        rest.last().is_some_and(|l| l.contains("\"result\"")),
+        "{rest:?}"
+    );
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
+}
+
+#[test]
+fn no_stdin_turn_at_all_is_init_and_a_quiet_exit() {
     let fx = Fixture::new(hello(50));
     let out = fx.run_stdin("");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout(&out), "");
+    let (events, _) = events_and_result(&out);
+    assert_eq!(events, ["init"], "agy prints init before it reads a line");
+    assert!(fx.dbs().is_empty(), "no turn, no database");
 }

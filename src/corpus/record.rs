@@ -268,6 +268,7 @@ impl Capturer {
                     pre: true,
                     gate: None,
                     mcp_call: None,
+                    turn: 0,
                     writes,
                 });
             }
@@ -333,6 +334,7 @@ impl Capturer {
                 pre: false,
                 gate: None,
                 mcp_call: None,
+                turn: 0,
                 writes,
             });
         }
@@ -622,6 +624,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         pre: false,
         gate: None,
         mcp_call: None,
+        turn: 0,
         writes: diff_tables(None, &tables),
     }];
     let mut seen = BTreeSet::from([root.clone()]);
@@ -642,6 +645,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
             pre: false,
             gate: None,
             mcp_call: None,
+            turn: 0,
             writes: diff_tables(None, &child_tables),
         });
     }

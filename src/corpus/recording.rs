@@ -20,8 +20,21 @@ use std::path::{Path, PathBuf};
 /// write's `stream_error` and the outcome's `killed`: a version-2 reader
 /// would silently drop them and replay a different run (a result for a run
 /// that was killed, a tool error without its text), so it must refuse them.
-/// Older files read unchanged.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4 added a commit's `turn`: a recording of several stdin turns in one
+/// process; a version-3 reader would replay them all as one turn, so it must
+/// refuse them. Older files read unchanged (every commit is turn 0).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// The format of a recording of one turn: the writer marks a file
+/// [`FORMAT_VERSION`] only when it has several turns, so version-3 readers
+/// keep reading every recording they can replay faithfully.
+pub const SINGLE_TURN_FORMAT: u32 = 3;
+
+/// agy's start-up before it prints `init` and reads its first stdin line:
+/// about 2.4 s in a real agy 1.2.14 capture. A replay waits this long only
+/// when asked (fake-agy's `FAKE_AGY_BOOT_MS`, 0 by default so tests start
+/// fast); benches that measure what a user waits for ask for it.
+pub const REALISTIC_BOOT_MS: u64 = 2400;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
@@ -39,6 +52,12 @@ pub enum RecordingError {
     MissingHeader,
     #[error("recording line {line}: a second header")]
     SecondHeader { line: usize },
+    #[error("recording line {line}: turn {found} after turn {previous} (turns go in order)")]
+    TurnOrder {
+        line: usize,
+        found: u32,
+        previous: u32,
+    },
     #[error("recording format {found} is newer than this build understands ({FORMAT_VERSION})")]
     FormatVersion { found: u32 },
     #[error("commit {commit}: table {table:?} is not part of agy's schema")]
@@ -220,7 +239,18 @@ pub struct Commit {
     /// before this commit's own writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_call: Option<McpCall>,
+    /// Which stdin turn of the process wrote it (0: the first, or the only
+    /// one). The `t_ms` of a later turn counts from when its input line
+    /// arrived, so a replay keeps each turn's pace however late the caller
+    /// sends it. Turns go in order and do not interleave: agy runs one turn
+    /// at a time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turn: u32,
     pub writes: Vec<Write>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Commit {
@@ -386,6 +416,8 @@ pub struct ApplyOptions {
     pub idx_offset: i64,
     /// Recorded id -> id to write instead, in keys, text and blobs.
     pub id_map: Vec<(String, String)>,
+    /// Only the commits of this turn (`None`: every turn, as one run).
+    pub turn: Option<u32>,
 }
 
 impl Recording {
@@ -416,6 +448,14 @@ impl Recording {
                     if header.is_none() {
                         return Err(RecordingError::MissingHeader);
                     }
+                    let previous = commits.last().map_or(0, |p: &Commit| p.turn);
+                    if c.turn < previous {
+                        return Err(RecordingError::TurnOrder {
+                            line: i + 1,
+                            found: c.turn,
+                            previous,
+                        });
+                    }
                     commits.push(c);
                 }
             }
@@ -440,7 +480,9 @@ impl Recording {
             out.push_str(&serde_json::to_string(line).unwrap_or_default());
             out.push('\n');
         };
-        push(&Line::Header(Box::new(self.header.clone())));
+        let mut header = self.header.clone();
+        header.format = header.format.max(self.min_format());
+        push(&Line::Header(Box::new(header)));
         for c in &self.commits {
             push(&Line::Commit(c.clone()));
         }
@@ -494,8 +536,28 @@ impl Recording {
         opts: &'a ApplyOptions,
     ) -> impl Iterator<Item = (usize, &'a Commit)> + 'a {
         self.commits.iter().enumerate().filter(move |(_, c)| {
-            (!opts.skip_pre || !c.pre) && (!opts.skip_permissions || c.gate.is_none())
+            (!opts.skip_pre || !c.pre)
+                && (!opts.skip_permissions || c.gate.is_none())
+                && opts.turn.map_or(true, |t| c.turn == t)
         })
+    }
+
+    /// The lowest format a reader needs for the turns: [`FORMAT_VERSION`]
+    /// for several, else nothing beyond what the header says (a single turn
+    /// reads as in format 3). The writer raises the header to it, so a file
+    /// with turns never claims a format that would replay them as one.
+    pub fn min_format(&self) -> u32 {
+        if self.turns() > 1 {
+            FORMAT_VERSION
+        } else {
+            0
+        }
+    }
+
+    /// How many stdin turns the recording holds (1 for a recording without
+    /// `turn`s, and for one without commits).
+    pub fn turns(&self) -> u32 {
+        self.commits.last().map_or(0, |c| c.turn) + 1
     }
 
     /// Replay every commit for `db` into a fresh in-memory database with the
@@ -663,4 +725,74 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<String>> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header_line(format: u32) -> String {
+        format!(
+            r#"{{"kind":"header","format":{format},"agy_version":"1.2.7","provenance":{{"kind":"synthesized","from":"test"}},"prompt":"p","root_conversation":"r","stdout":"","stderr":"","exit_code":0,"models_output":"","version_output":""}}"#
+        )
+    }
+
+    fn commit_line(t_ms: u64, turn: Option<u32>) -> String {
+        let turn = turn.map(|t| format!(r#","turn":{t}"#)).unwrap_or_default();
+        format!(r#"{{"kind":"commit","t_ms":{t_ms},"db":"r"{turn},"writes":[]}}"#)
+    }
+
+    #[test]
+    fn a_recording_without_turns_is_one_turn_and_stays_format_3() {
+        let text = [header_line(3), commit_line(0, None), commit_line(5, None)].join("\n");
+        let rec = Recording::parse(&text).expect("parse");
+        assert_eq!(rec.turns(), 1);
+        assert!(rec.commits.iter().all(|c| c.turn == 0));
+        let written = rec.to_jsonl();
+        assert!(!written.contains("\"turn\""), "{written}");
+        let again = Recording::parse(&written).expect("round trip");
+        assert_eq!(again.header.format, 3);
+    }
+
+    #[test]
+    fn turns_select_their_commits_and_mark_the_file_format_4() {
+        let text = [
+            header_line(3),
+            commit_line(0, None),
+            commit_line(5, Some(1)),
+            commit_line(9, Some(1)),
+        ]
+        .join("\n");
+        let rec = Recording::parse(&text).expect("parse");
+        assert_eq!(rec.turns(), 2);
+        let second = ApplyOptions {
+            turn: Some(1),
+            ..ApplyOptions::default()
+        };
+        let picked: Vec<usize> = rec.effective_commits(&second).map(|(i, _)| i).collect();
+        assert_eq!(picked, [1, 2]);
+        let all = ApplyOptions::default();
+        assert_eq!(rec.effective_commits(&all).count(), 3);
+        let written = Recording::parse(&rec.to_jsonl()).expect("round trip");
+        assert_eq!(written.header.format, FORMAT_VERSION);
+        assert_eq!(written.commits, rec.commits);
+    }
+
+    #[test]
+    fn turns_out_of_order_are_refused() {
+        let text = [
+            header_line(4),
+            commit_line(0, Some(1)),
+            commit_line(5, Some(0)),
+        ]
+        .join("\n");
+        match Recording::parse(&text) {
+            Err(RecordingError::TurnOrder {
+                line: 3,
+                found: 0,
+                previous: 1,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -483,6 +483,7 @@ impl Redactor {
                 pre: c.pre,
                 gate: c.gate,
                 mcp_call: c.mcp_call.clone(),
+                turn: c.turn,
                 writes: c.writes.iter().map(|w| self.write(w)).collect(),
             })
             .collect();

@@ -8,7 +8,7 @@
 //! realistic gaps between commits.
 
 use crate::recording::{
-    Commit, Gate, Header, Provenance, Recording, SqlValue, Write, FORMAT_VERSION,
+    Commit, Gate, Header, Provenance, Recording, SqlValue, Write, SINGLE_TURN_FORMAT,
 };
 use crate::steps::{
     Body, DirEntry, ErrorDetails, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata,
@@ -80,6 +80,7 @@ pub struct Builder {
     t_ms: u64,
     db: String,
     pre: bool,
+    turn: u32,
     created_s: u64,
 }
 
@@ -109,7 +110,7 @@ impl Builder {
         let root = stable_uuid(name);
         Builder {
             header: Header {
-                format: FORMAT_VERSION,
+                format: SINGLE_TURN_FORMAT,
                 agy_version: "1.2.8".into(),
                 provenance: Provenance::Synthesized {
                     from: "docs/agy-format.md, agy 1.2.x schema and field layout".into(),
@@ -136,6 +137,7 @@ impl Builder {
             t_ms: 0,
             db: root,
             pre: false,
+            turn: 0,
             created_s: 1_795_000_000 + (name.len() as u64) * 1000,
         }
     }
@@ -160,6 +162,14 @@ impl Builder {
         self
     }
 
+    /// Following commits are the next stdin turn of the same process; their
+    /// times count from when that turn's input line arrived.
+    pub fn next_turn(&mut self) -> &mut Self {
+        self.turn += 1;
+        self.t_ms = 0;
+        self
+    }
+
     /// Commit `writes` `dt_ms` after the previous commit.
     pub fn commit(&mut self, dt_ms: u64, writes: Vec<Write>) -> &mut Self {
         self.commit_gated(dt_ms, writes, None)
@@ -178,6 +188,7 @@ impl Builder {
             pre: self.pre,
             gate,
             mcp_call: None,
+            turn: self.turn,
             writes,
         });
         self
@@ -360,10 +371,12 @@ impl Builder {
     }
 
     pub fn finish(self) -> Recording {
-        Recording {
+        let mut rec = Recording {
             header: self.header,
             commits: self.commits,
-        }
+        };
+        rec.header.format = rec.header.format.max(rec.min_format());
+        rec
     }
 }
 
@@ -486,6 +499,7 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("orchestration", orchestration()),
         ("models-v1", models_v1()),
         ("models-v2", models_v2()),
+        ("stdin-two-turns", stdin_two_turns()),
     ]
     .into_iter()
     .chain(outcomes::corpus())
@@ -736,6 +750,36 @@ fn resume() -> Recording {
         vec![],
         170,
     );
+    b.finish()
+}
+
+const TWO_TURNS_FIRST: &str = "The workspace is a small Rust library: `src/lib.rs` defines `sum_to`, and `tests/sum.rs` tests it.";
+const TWO_TURNS_SECOND: &str =
+    "Add a doc comment to `sum_to` and a test for `n = 0`; both are one-line changes.";
+
+/// Two turns on stdin in one process (`--input-format stream-json`): one
+/// conversation, the second turn's step indexes continue the first's, a
+/// `result` per turn (docs/agy-format.md, "Input: --input-format
+/// stream-json").
+fn stdin_two_turns() -> Recording {
+    let mut b = Builder::new(
+        "stdin-two-turns",
+        "Two stdin turns in one process and one conversation; turn 1's commits count from when its line arrived.",
+        "What is this project?",
+        // `stdout` is what `-p` prints: the first turn's answer.
+        TWO_TURNS_FIRST,
+    );
+    let h = b.header();
+    h.agy_version = "1.2.7".into();
+    h.version_output = "1.2.7\n".into();
+    if let Provenance::Synthesized { follows, .. } = &mut h.provenance {
+        *follows = Some("simv/crt capture crt-1.2.7-win-loop-two-turns".into());
+    }
+    b.open_turn(0, "What is this project?", "Describing the project", true);
+    b.planner(2, &[], &chunks(TWO_TURNS_FIRST, 3), vec![], 150);
+    b.next_turn();
+    b.open_turn(3, "Any suggestions?", "Suggesting improvements", false);
+    b.planner(5, &[], &chunks(TWO_TURNS_SECOND, 3), vec![], 150);
     b.finish()
 }
 
