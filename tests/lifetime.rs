@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{alive, bridge, eventually, fake_agy, Home};
+use common::{alive, bridge, eventually, fake_agy, parent_of, state_of, Home};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -302,15 +302,7 @@ fn children_of(pid: u32) -> Vec<u32> {
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let (_, rest) = stat.rsplit_once(')')?;
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
-        })
+        .filter(|child| parent_of(*child) == Some(pid))
         .collect()
 }
 
@@ -549,27 +541,6 @@ fn a_stop_signal_at_once_still_ends_in_order() {
         assert_eq!(terminal.len(), 1, "round {round}: {events:?}");
         assert_eq!(terminal[0]["reason"], "aborted", "round {round}");
     }
-}
-
-/// A process's state letter from `/proc/PID/stat` (`T`: stopped).
-fn state_of(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn lines_in(path: &Path) -> usize {

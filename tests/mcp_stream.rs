@@ -511,12 +511,11 @@ fn open_fds(pid: u32) -> u64 {
 
 /// `pid`'s CPU time so far (user + system, all threads), in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
     // Fields after the command's closing parenthesis: state is the first,
     // utime the 12th, stime the 13th (proc(5) numbers them 3, 14 and 15).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let ticks: u64 = rest
-        .split_whitespace()
+    let fields = common::stat_fields(pid).expect("stat");
+    let ticks: u64 = fields
+        .iter()
         .skip(11)
         .take(2)
         .map(|f| f.parse::<u64>().expect("a tick count"))

@@ -107,10 +107,7 @@ pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
     if root <= 1 {
         return 0;
     }
-    let pids: Vec<u32> = discovery::process_tree(root)
-        .into_iter()
-        .filter(|p| *p != root)
-        .collect();
+    let pids = descendants(root);
     signal_all(&pids, None, sig);
     pids.len()
 }
@@ -119,15 +116,25 @@ pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
 /// (`root`'s own group holds `root`, which must not get `sig`); returns how
 /// many there were.
 pub fn signal_each_below(root: ChildPid, sig: Signal) -> usize {
-    let me = std::process::id();
-    let pids: Vec<u32> = discovery::process_tree(root.get())
+    let pids = descendants(root.get());
+    signal_each(&pids, sig);
+    pids.len()
+}
+
+/// Every process below `root` (not `root` itself).
+fn descendants(root: u32) -> Vec<u32> {
+    discovery::process_tree(root)
         .into_iter()
-        .filter(|p| *p != root.get() && *p != me)
-        .collect();
-    for pid in &pids {
+        .filter(|p| *p != root)
+        .collect()
+}
+
+/// Signal each of `pids`, never this process.
+fn signal_each(pids: &[u32], sig: Signal) {
+    let me = std::process::id();
+    for pid in pids.iter().filter(|p| **p != me) {
         let _ = kill(Pid::from_raw(*pid as i32), sig);
     }
-    pids.len()
 }
 
 fn signal_all(pids: &[u32], first_group: Option<Pid>, sig: Signal) {
@@ -146,11 +153,7 @@ fn signal_all(pids: &[u32], first_group: Option<Pid>, sig: Signal) {
             let _ = killpg(g, sig);
         }
     }
-    for pid in pids {
-        if *pid as i32 != std::process::id() as i32 {
-            let _ = kill(Pid::from_raw(*pid as i32), sig);
-        }
-    }
+    signal_each(pids, sig);
 }
 
 /// Why [`run_with_timeout`] has no output to give.

@@ -156,18 +156,27 @@ pub fn normalise(mut t: Transcript) -> Transcript {
     t
 }
 
+/// The fields of `/proc/PID/stat` after the command name: the state
+/// first, then the parent's pid, ….
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// A process's state letter (`T`: stopped, `Z`: a zombie).
+pub fn state_of(pid: u32) -> Option<char> {
+    stat_fields(pid)?.first()?.chars().next()
+}
+
+/// A process's parent.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
 /// Whether a process exists (and is not a zombie).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
+    state_of(pid).is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 pub fn exists(pid: u32) -> bool {
