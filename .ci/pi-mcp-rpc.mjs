@@ -68,13 +68,18 @@ check("the bridge serves pi's tools on a loopback port while the tool runs", por
 pi.stdin.write(`${JSON.stringify({ type: "abort" })}\n`);
 const end = await until(() => events.find((e) => e.type === "agent_end"), 15000);
 check("abort while pi's tool runs ends the turn", !!end, `events: ${events.map((e) => e.type).join(",").slice(-400)}`);
+// The aborted agy's tree, config and port go; the session's warm
+// replacement (an agy of its own, with its own config and port) may stay
+// while pi runs, and goes with pi.
 const gone = await until(() => {
 	const pid = Number(fs.readFileSync(pidfile, "utf8").trim() || 0);
-	return pid > 0 && !alive(pid) && privateDirs().length === 0 ? pid : 0;
+	return pid > 0 && !alive(pid) && dirs.length > 0 && !fs.existsSync(dirs[0]) ? pid : 0;
 }, 10000);
 check("agy's process tree and the private MCP config are gone", !!gone, `dirs left: ${privateDirs()}`);
 check("the MCP port is closed", port > 0 && !(await portOpen(port)), `port ${port}`);
 
 pi.stdin.end();
 pi.kill("SIGTERM");
+const none = await until(() => privateDirs().length === 0, 10000);
+check("once pi has exited, no private MCP config is left (the warm agy went with it)", none, `dirs left: ${privateDirs()}`);
 process.exit(failures);

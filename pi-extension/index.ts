@@ -116,10 +116,12 @@ const NATIVE_TOOLS = new Set(["read", "bash", "edit", "write", "grep", "find", "
 /** `/agy tools on|off`; starts from AGY_PI_TOOLS (off, 0, false, no: off). */
 let piToolsOn = !/^(off|0|false|no)$/i.test((process.env.AGY_PI_TOOLS ?? "").trim());
 
-/** One `agy-bridge stream` child: one agy turn, which may span several pi
- *  provider calls when agy calls pi's tools (each ends with `toolUse`; the
- *  next call is the continuation carrying pi's results). */
-type LiveTurn = {
+/** One `agy-bridge stream --session` child per pi session: it serves the
+ *  session's turns one after another and keeps agy warm between them. One
+ *  agy turn may span several pi provider calls when agy calls pi's tools
+ *  (each ends with `toolUse`; the next call is the continuation carrying
+ *  pi's results). */
+type SessionChild = {
 	child: ChildProcessWithoutNullStreams;
 	/** The provider call being streamed; events wait in `buffered` between calls. */
 	sink: ((ev: BridgeEvent) => void) | null;
@@ -127,33 +129,58 @@ type LiveTurn = {
 	buffered: BridgeEvent[];
 	/** Tool call ids agy waits on (the last `toolUse` message's). */
 	parked: string[];
+	/** A turn is under way (from its request to its last terminal event). */
+	busy: boolean;
+	/** Released turns whose last events are still to come: dropped. */
+	discard: number;
 	closed: { code: number | null; signal: NodeJS.Signals | null } | null;
+	/** Why the child could not be started at all. */
+	startError?: string;
 	stderrTail: string;
 };
-/** Live turns by pi session: the child stays between provider calls. */
-const liveTurns = new Map<string, LiveTurn>();
+/** Session children by pi session: each lives as long as its session. */
+const sessions = new Map<string, SessionChild>();
 
-/** Tell a turn that pi will not continue it: agy-bridge answers agy's
- *  waiting calls with an error and ends the turn; the child must be gone soon. */
-function releaseTurn(key: string, reason: string): void {
-	const turn = liveTurns.get(key);
-	if (!turn) return;
-	liveTurns.delete(key);
+function send(s: SessionChild, line: unknown): void {
 	try {
-		turn.child.stdin.write(`${JSON.stringify({ type: "release", reason })}\n`);
+		s.child.stdin.write(`${JSON.stringify(line)}\n`);
 	} catch {
-		/* already closed */
+		/* already closed: close reports it */
 	}
+}
+
+/** Tell the session's turn that pi will not continue it: agy-bridge answers
+ *  agy's waiting calls with an error and ends the turn (its last events are
+ *  dropped here); the session and its warm agy stay. */
+function releaseTurn(s: SessionChild, reason: string): void {
+	if (!s.busy) return;
+	send(s, { type: "release", reason });
+	s.parked = [];
+	s.busy = false;
+	s.discard += 1;
+	s.sink = null;
+	s.onClose = null;
+}
+
+/** End a session's child (pi's session ended): stdin's end ends it, agy's
+ *  tree with it; SIGTERM if it lingers. */
+function endSession(key: string): void {
+	const s = sessions.get(key);
+	if (!s) return;
+	sessions.delete(key);
+	s.child.stdin.end();
 	setTimeout(() => {
-		if (turn.child.exitCode === null && turn.child.signalCode === null) turn.child.kill("SIGTERM");
+		if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill("SIGTERM");
 	}, ABORT_GRACE_MS).unref();
 }
 
-function spawnTurn(key: string, request: unknown): LiveTurn {
-	const child = spawn(bridgeBin(), ["stream"], { stdio: ["pipe", "pipe", "pipe"] });
-	const turn: LiveTurn = { child, sink: null, onClose: null, buffered: [], parked: [], closed: null, stderrTail: "" };
+function sessionChild(key: string): SessionChild {
+	const live = sessions.get(key);
+	if (live && !live.closed) return live;
+	const child = spawn(bridgeBin(), ["stream", "--session"], { stdio: ["pipe", "pipe", "pipe"] });
+	const s: SessionChild = { child, sink: null, onClose: null, buffered: [], parked: [], busy: false, discard: 0, closed: null, stderrTail: "" };
 	child.stderr.on("data", (d: Buffer) => {
-		turn.stderrTail = (turn.stderrTail + d.toString("utf8")).slice(-2000);
+		s.stderrTail = (s.stderrTail + d.toString("utf8")).slice(-2000);
 	});
 	child.stdin.on("error", () => {
 		/* the child went away; close reports it */
@@ -165,16 +192,31 @@ function spawnTurn(key: string, request: unknown): LiveTurn {
 		} catch {
 			return; // not protocol: ignore rather than crash pi
 		}
-		if (turn.sink) turn.sink(ev);
-		else turn.buffered.push(ev);
+		if (s.discard > 0) {
+			if (ev.type === "error" || (ev.type === "done" && ev.reason === "stop")) s.discard -= 1;
+			return;
+		}
+		if (s.sink) s.sink(ev);
+		else s.buffered.push(ev);
 	});
-	child.on("close", (code, signal) => {
-		turn.closed = { code, signal };
-		if (liveTurns.get(key) === turn) liveTurns.delete(key);
-		turn.onClose?.(code, signal);
+	const closed = (code: number | null, signal: NodeJS.Signals | null) => {
+		if (s.closed) return;
+		s.closed = { code, signal };
+		if (sessions.get(key) === s) sessions.delete(key);
+		s.onClose?.(code, signal);
+	};
+	child.on("error", (err) => {
+		s.startError = cannotStart(err);
+		closed(null, null);
 	});
-	child.stdin.write(`${JSON.stringify(request)}\n`);
-	return turn;
+	child.on("close", closed);
+	sessions.set(key, s);
+	return s;
+}
+
+/** pi's tools agy is offered, as the request lists them. */
+function offeredTools(tools: readonly { name: string; description?: string; parameters?: unknown }[]) {
+	return piToolsOn ? tools.filter((t) => !NATIVE_TOOLS.has(t.name)).map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
 }
 
 /** The toolResult messages after the newest assistant message, by call id. */
@@ -225,33 +267,27 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 
 	// The continuation of a turn whose agy waits on pi's tool results, or a new turn.
 	const key = options?.sessionId ?? `cwd:${process.cwd()}`;
-	let turn = liveTurns.get(key);
-	if (turn) {
-		const results = trailingToolResults(context.messages);
-		if (turn.parked.length > 0 && turn.parked.every((id) => results.has(id))) {
-			for (const id of turn.parked) {
-				const r = results.get(id);
-				turn.child.stdin.write(`${JSON.stringify({ type: "tool_result", toolCallId: id, content: r?.content ?? [], isError: r?.isError ?? true })}\n`);
-			}
-			turn.parked = [];
-		} else {
-			releaseTurn(key, "pi's next request did not carry the results of agy's tool calls");
-			turn = undefined;
+	const live = sessionChild(key);
+	const results = trailingToolResults(context.messages);
+	if (live.busy && live.parked.length > 0 && live.parked.every((id) => results.has(id))) {
+		for (const id of live.parked) {
+			const r = results.get(id);
+			send(live, { type: "tool_result", toolCallId: id, content: r?.content ?? [], isError: r?.isError ?? true });
 		}
-	}
-	if (!turn) {
-		const tools = piToolsOn ? (context.tools ?? []).filter((t) => !NATIVE_TOOLS.has(t.name)) : [];
-		turn = spawnTurn(key, {
+		live.parked = [];
+	} else {
+		if (live.busy) releaseTurn(live, "pi's next request did not carry the results of agy's tool calls");
+		live.buffered = [];
+		live.busy = true;
+		send(live, {
 			model: model.id,
 			reasoning: options?.reasoning,
 			sessionId: options?.sessionId,
 			cwd: process.cwd(),
 			messages: context.messages,
-			tools: tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })),
+			tools: offeredTools(context.tools ?? []),
 		});
-		liveTurns.set(key, turn);
 	}
-	const live = turn;
 	const detach = () => {
 		live.sink = null;
 		live.onClose = null;
@@ -315,15 +351,16 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				// agy runs on the user's own subscription: tokens, no cost.
 				if (ev.usage) partial.usage = { ...zeroUsage(), ...ev.usage, cost: zeroUsage().cost };
 				if (ev.reason === "toolUse") {
-					// agy waits: the child lives on until pi continues (or releases) it.
+					// agy waits: the turn lives on until pi continues (or releases) it.
 					live.parked = partial.content.flatMap((b) => (b.type === "toolCall" ? [b.id] : []));
-				} else if (liveTurns.get(key) === live) liveTurns.delete(key);
+				} else live.busy = false;
 				detach();
 				stream.push({ type: "done", reason: ev.reason, message: partial });
 				stream.end();
 				return;
 			case "error":
-				if (liveTurns.get(key) === live) liveTurns.delete(key);
+				live.busy = false;
+				live.parked = [];
 				detach();
 				fail(ev.reason === "aborted" ? "aborted" : "error", ev.errorMessage || "agy-bridge reported an error without a message");
 				return;
@@ -337,26 +374,24 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		detach();
 		if (finished) return;
 		if (options?.signal?.aborted) return fail("aborted", "Operation aborted");
+		if (live.startError) return fail("error", live.startError);
 		const why = signal ? `signal ${signal}` : `exit code ${code}`;
 		const tail = live.stderrTail.trim().split("\n").slice(-3).join(" | ");
 		fail("error", `agy-bridge ended without finishing the turn (${why})${tail ? `: ${tail}` : ""}`);
 	};
-	live.child.once("error", (err) => fail("error", cannotStart(err)));
 	// Events that came while pi ran the tools go out first.
 	live.sink = apply;
 	live.onClose = onClose;
 	for (const ev of live.buffered.splice(0)) apply(ev);
 	if (live.closed && !finished) onClose(live.closed.code, live.closed.signal);
 
-	// Abort: ask politely over stdin, then make sure the child is gone.
+	// Abort: ask over stdin (the bridge stops agy's tree, answers at once and
+	// warms a replacement); a child that does not answer is ended.
 	const onAbort = () => {
 		if (finished) return;
-		try {
-			live.child.stdin.write('{"type":"abort"}\n');
-		} catch {
-			/* already closed */
-		}
+		send(live, { type: "abort" });
 		setTimeout(() => {
+			if (finished) return;
 			if (live.child.exitCode === null && live.child.signalCode === null) live.child.kill("SIGTERM");
 			fail("aborted", "Operation aborted");
 		}, ABORT_GRACE_MS).unref();
@@ -394,11 +429,30 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	// A turn pi will not continue: agy's waiting tool calls get an error and
 	// the child ends (no agy, child or port outlives its turn).
 	pi.on("agent_end", () => {
-		for (const [key, turn] of [...liveTurns]) if (turn.parked.length > 0) releaseTurn(key, "the pi turn ended before agy's tool calls were continued");
+		for (const s of sessions.values()) if (s.parked.length > 0) releaseTurn(s, "the pi turn ended before agy's tool calls were continued");
 	});
 	pi.on("session_shutdown", () => {
-		for (const key of [...liveTurns.keys()]) releaseTurn(key, "the pi session ended");
+		for (const key of [...sessions.keys()]) endSession(key);
 	});
+	// Start agy before the first prompt (and again for a new model), so
+	// even the first turn finds it warm.
+	const warm = (ctx: { model?: Model<Api>; cwd?: string; sessionManager: { getSessionId(): string } }) => {
+		const model = ctx.model;
+		if (!model || model.provider !== PROVIDER) return;
+		const level = pi.getThinkingLevel();
+		const active = new Set(pi.getActiveTools());
+		const sessionId = ctx.sessionManager.getSessionId();
+		send(sessionChild(sessionId), {
+			type: "warm",
+			model: model.id,
+			reasoning: level === "off" ? undefined : level,
+			sessionId,
+			cwd: process.cwd(),
+			tools: offeredTools(pi.getAllTools().filter((t) => active.has(t.name))),
+		});
+	};
+	pi.on("session_start", (_ev, ctx) => warm(ctx));
+	pi.on("model_select", (_ev, ctx) => warm(ctx));
 
 	pi.registerCommand("agy", {
 		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear]",

@@ -38,6 +38,7 @@ pub fn check_words() -> Result<(), String> {
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
     agy_bridge::mcp::disabled_by_env().map_err(|e| e.to_string())?;
+    super::session::warm_policy()?;
     agy_bridge::mcp::relay::batch_window().map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -5,4 +5,6 @@
 pub mod caller;
 pub mod env;
 pub mod out;
+pub mod session;
+pub mod admission;
 pub mod turn;

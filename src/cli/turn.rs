@@ -396,6 +396,11 @@ pub struct StreamArgs {
     /// else 10).
     #[arg(long)]
     timeout_min: Option<u64>,
+    /// Serve every turn of one pi session, one request line after another,
+    /// keeping agy warm between them (AGY_WARM=off: one agy per turn).
+    /// stdin's end ends the session.
+    #[arg(long)]
+    session: bool,
 }
 
 /// How long `stream` waits for its request line when
@@ -459,7 +464,7 @@ fn stdin_reader(
 /// Queue a control line for the relay without waiting: this thread must go
 /// on reading stdin (an abort may follow), so a line beyond
 /// [`agy_bridge::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
-fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
+pub(super) fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
     use tokio::sync::mpsc::error::TrySendError;
     if let Err(TrySendError::Full(_)) = control.try_send(line) {
         eprintln!(
@@ -484,7 +489,7 @@ fn request_text(mut line: Vec<u8>) -> RequestLine {
     })
 }
 
-fn is_abort_line(line: &[u8]) -> bool {
+pub(super) fn is_abort_line(line: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(line)
         .ok()
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
@@ -516,7 +521,11 @@ pub fn cmd_stream(
     // The turn's first blocking job (preparing it) finds a thread started
     // while the request was on its way.
     drop(rt.spawn_blocking(|| ()));
-    let ok = rt.block_on(stream_turn(args, standby));
+    let ok = if args.session {
+        rt.block_on(stream_session(args, standby))
+    } else {
+        rt.block_on(stream_turn(args, standby))
+    };
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
     Ok(if ok {
@@ -526,8 +535,24 @@ pub fn cmd_stream(
     })
 }
 
+/// `stream --session`: its limits checked first, as `stream`'s are.
+async fn stream_session(
+    args: StreamArgs,
+    standby: Option<agy_bridge::run::standby::Standby>,
+) -> bool {
+    match stream_limits(&args) {
+        Ok((timeout, _)) => super::session::serve(timeout, standby).await,
+        Err(message) => {
+            let mut pi = agy_bridge::provider::PiStream::new(io::stdout());
+            pi.start();
+            pi.fail(false, &format!("agy-bridge: {message}"));
+            false
+        }
+    }
+}
+
 /// The watchdog and the request-line wait from flags and environment.
-fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+pub(super) fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
     use super::env;
     let minutes = match args.timeout_min {
         Some(m) => m,
@@ -576,7 +601,7 @@ const STDOUT_QUEUE: usize = 8;
 /// error there makes the next write here fail, which is how `PiStream`
 /// learns that pi went away. Dropping it waits for everything handed over
 /// to be written.
-struct StdoutThread {
+pub(super) struct StdoutThread {
     buf: Vec<u8>,
     tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
     broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -584,7 +609,7 @@ struct StdoutThread {
 }
 
 impl StdoutThread {
-    fn spawn() -> StdoutThread {
+    pub(super) fn spawn() -> StdoutThread {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(STDOUT_QUEUE);
         let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = broken.clone();
@@ -645,12 +670,12 @@ impl Drop for StdoutThread {
 
 /// Everything `stream` has before agy starts: the request, its watchdog,
 /// the session's turn lock, the prepared turn.
-struct StreamStart {
-    req: agy_bridge::provider::StreamRequest,
-    prepared: PreparedTurn,
+pub(super) struct StreamStart {
+    pub(super) req: agy_bridge::provider::StreamRequest,
+    pub(super) prepared: PreparedTurn,
     /// The runner's [`runner::Prelude`], computed while preparing.
-    prelude: runner::Prelude,
-    _turn_lock: Option<agy_bridge::sessions::TurnLock>,
+    pub(super) prelude: runner::Prelude,
+    pub(super) _turn_lock: Option<agy_bridge::sessions::TurnLock>,
 }
 
 /// Read and check the request, take the session's turn lock (waiting for a
@@ -664,7 +689,17 @@ async fn stream_start(
     let (timeout, request_wait) =
         stream_limits(args).map_err(|message| (false, format!("agy-bridge: {message}")))?;
     let line = read_request(request_line, request_wait, cancel).await?;
-    let req: agy_bridge::provider::StreamRequest = serde_json::from_str(&line)
+    start_from_line(&line, timeout, cancel).await
+}
+
+/// [`stream_start`] once the request line is in: parse it, take the
+/// session's turn lock, prepare the turn.
+pub(super) async fn start_from_line(
+    line: &str,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<StreamStart, (bool, String)> {
+    let req: agy_bridge::provider::StreamRequest = serde_json::from_str(line)
         .map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
@@ -712,7 +747,7 @@ async fn stream_start(
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
-    use agy_bridge::provider::{EventMapper, PiStream};
+    use agy_bridge::provider::PiStream;
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.
@@ -732,6 +767,38 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
             return false;
         }
     };
+    run_cold(start, standby, control, &mut pi, &cancel).await
+}
+
+/// The turn's [`EventMapper`], after its notes went to pi and agy's
+/// features were asked (once per binary, then remembered: they decide what
+/// the turn may use, pi's tools among it).
+pub(super) async fn turn_prologue<W: Write>(
+    prepared: &PreparedTurn,
+    prelude: &mut runner::Prelude,
+    pi: &mut agy_bridge::provider::PiStream<W>,
+) -> agy_bridge::provider::EventMapper {
+    if prelude.features().is_none() {
+        let features = agy_bridge::agy_version::agy_features(&prepared.cfg.agy_bin).await;
+        prelude.set_features(features);
+    }
+    for note in &prepared.notes {
+        pi.thinking(note);
+    }
+    let mut mapper = agy_bridge::provider::EventMapper::new(&prepared.cwd);
+    mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
+    mapper
+}
+
+/// A prepared turn on an agy of its own (one process per turn), with pi's
+/// tools served for this turn only; `control` is pi's control lines.
+pub(super) async fn run_cold<W: Write>(
+    start: StreamStart,
+    standby: Option<agy_bridge::run::standby::Standby>,
+    control: tokio::sync::mpsc::Receiver<Control>,
+    pi: &mut agy_bridge::provider::PiStream<W>,
+    cancel: &CancellationToken,
+) -> bool {
     // The turn lock is held to the end of this function.
     let StreamStart {
         req,
@@ -739,20 +806,38 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
         mut prelude,
         _turn_lock: _held,
     } = start;
-    // What this agy offers decides what the turn may use (pi's tools among
-    // it): asked of agy once per binary, then remembered.
-    if prelude.features().is_none() {
-        let features = agy_bridge::agy_version::agy_features(&prepared.cfg.agy_bin).await;
-        prelude.set_features(features);
-    }
-    let (req, prepared) = (&req, &prepared);
-    for note in &prepared.notes {
-        pi.thinking(note);
-    }
-    let mut mapper = EventMapper::new(&prepared.cwd);
-    mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
+    let mut mapper = turn_prologue(&prepared, &mut prelude, pi).await;
+    let cold = ColdTurn {
+        req: &req,
+        prepared: &prepared,
+        prelude,
+    };
+    run_cold_prepared(cold, &mut mapper, standby, control, pi, cancel).await
+}
+
+/// A turn past its prologue, to run on an agy of its own.
+pub(super) struct ColdTurn<'a> {
+    pub(super) req: &'a agy_bridge::provider::StreamRequest,
+    pub(super) prepared: &'a PreparedTurn,
+    pub(super) prelude: runner::Prelude,
+}
+
+/// [`run_cold`] after [`turn_prologue`].
+pub(super) async fn run_cold_prepared<W: Write>(
+    cold: ColdTurn<'_>,
+    mapper: &mut agy_bridge::provider::EventMapper,
+    standby: Option<agy_bridge::run::standby::Standby>,
+    control: tokio::sync::mpsc::Receiver<Control>,
+    pi: &mut agy_bridge::provider::PiStream<W>,
+    cancel: &CancellationToken,
+) -> bool {
+    let ColdTurn {
+        req,
+        prepared,
+        prelude,
+    } = cold;
     let mut turn = prepared.turn.clone();
-    let served = offer_pi_tools(req, prepared, &prelude, &mut turn, &mut mapper, &mut pi).await;
+    let served = offer_pi_tools(req, prepared, &prelude, &mut turn, mapper, pi).await;
     let bridge = match served {
         Ok(b) => b,
         Err(message) => {
@@ -776,7 +861,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let runner =
         tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });
     let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
-    agy_bridge::mcp::relay::relay(&mut rx, tools, &mut pi, &mut mapper, &cancel).await;
+    agy_bridge::mcp::relay::relay(&mut rx, tools, pi, mapper, cancel).await;
     let result = runner.await;
     // The turn is over: close the port, remove the config, answer any call.
     drop(tool_lines);
@@ -790,14 +875,14 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
             return false;
         }
     };
-    end_turn(&mut pi, prepared, req, &result)
+    end_turn(pi, prepared, req, &result)
 }
 
 /// pi's tools, served to agy for this turn only (dropped with it), when
 /// this agy can reach them. Only a known older version is held back (said
 /// once per pi session): an agy that does not say its version is offered
 /// the tools as before.
-async fn offer_pi_tools<W: Write>(
+pub(super) async fn offer_pi_tools<W: Write>(
     req: &agy_bridge::provider::StreamRequest,
     prepared: &PreparedTurn,
     prelude: &runner::Prelude,
@@ -819,13 +904,13 @@ async fn offer_pi_tools<W: Write>(
 
 /// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
 /// never gets this far).
-fn tool_batch_window() -> Duration {
+pub(super) fn tool_batch_window() -> Duration {
     use agy_bridge::mcp::relay;
     relay::batch_window().unwrap_or(relay::DEFAULT_BATCH_WINDOW)
 }
 
 /// Save the session's binding and end pi's message with the turn's outcome.
-fn end_turn<W: Write>(
+pub(super) fn end_turn<W: Write>(
     pi: &mut agy_bridge::provider::PiStream<W>,
     prepared: &PreparedTurn,
     req: &agy_bridge::provider::StreamRequest,
@@ -887,7 +972,7 @@ async fn serve_pi_tools(
 }
 
 /// The request's working directory: pi's, else ours.
-fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf {
+pub(super) fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf {
     req.cwd
         .as_deref()
         .map(PathBuf::from)
@@ -896,7 +981,7 @@ fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf {
 }
 
 /// The request's session key and the session store (if it can be opened).
-fn session_of(
+pub(super) fn session_of(
     req: &agy_bridge::provider::StreamRequest,
 ) -> (String, Option<agy_bridge::sessions::SessionStore>) {
     use agy_bridge::sessions::{SessionKey, SessionStore};
@@ -947,24 +1032,24 @@ async fn wait_turn_lock(
     }
 }
 
-struct PreparedTurn {
-    cfg: RunConfig,
-    turn: TurnRequest,
-    cwd: PathBuf,
-    session_key: String,
-    store: Option<agy_bridge::sessions::SessionStore>,
+pub(super) struct PreparedTurn {
+    pub(super) cfg: RunConfig,
+    pub(super) turn: TurnRequest,
+    pub(super) cwd: PathBuf,
+    pub(super) session_key: String,
+    pub(super) store: Option<agy_bridge::sessions::SessionStore>,
     /// Thinking lines to show before agy starts.
-    notes: Vec<String>,
+    pub(super) notes: Vec<String>,
     /// The pi session has no agy conversation yet: things said once per
     /// session are said now.
-    first_turn: bool,
+    pub(super) first_turn: bool,
 }
 
 /// Where a resumed turn's new steps start: after the last step the
 /// database holds now, never before it. A binding whose save failed keeps
 /// an older cursor, which would replay the previous turn's answer.
 /// (Blocking: a SQLite read, on the thread that prepares the turn.)
-fn resume_cursor(
+pub(super) fn resume_cursor(
     entry: &agy_bridge::sessions::SessionEntry,
     conversations_dir: &std::path::Path,
 ) -> i64 {
@@ -974,7 +1059,7 @@ fn resume_cursor(
 }
 
 /// The one sentence for an agy too old to reach pi's tools.
-fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatures) -> String {
+pub(super) fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatures) -> String {
     let version = features
         .version
         .map(|(a, b, c)| format!(" {a}.{b}.{c}"))
@@ -987,7 +1072,7 @@ fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatures) -> Stri
 /// pi's `reasoning`, if any. A level we do not know is the caller's
 /// mistake, not "no preference": guessing would run agy at an effort nobody
 /// asked for.
-fn thinking_level(
+pub(super) fn thinking_level(
     reasoning: Option<&str>,
 ) -> Result<Option<agy_bridge::models::ThinkingLevel>, String> {
     reasoning
@@ -995,6 +1080,36 @@ fn thinking_level(
         .map(str::parse)
         .transpose()
         .map_err(|e| format!("agy-bridge: bad request: reasoning: {e}"))
+}
+
+/// What a request's words resolve to: the run configuration, the
+/// settings, agy's model and effort.
+pub(super) struct Resolved {
+    pub(super) cfg: RunConfig,
+    pub(super) settings: agy_bridge::config::Config,
+    pub(super) model: agy_bridge::models::Resolved,
+}
+
+/// Resolve the request's model and thinking level and the settings
+/// (files, at worst an `agy models` run: blocking).
+pub(super) fn resolve_agy(
+    req: &agy_bridge::provider::StreamRequest,
+    timeout: Duration,
+) -> Result<Resolved, String> {
+    let settings = settings().map_err(|e| format!("agy-bridge: {e}"))?;
+    let thinking = thinking_level(req.reasoning.as_deref())?;
+    let catalog = agy_bridge::models::catalog();
+    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let model = catalog
+        .resolve(&req.model, thinking)
+        .map_err(|e| format!("agy-bridge: {e}"))?;
+    let mut cfg = configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
+    cfg.timeout = timeout;
+    Ok(Resolved {
+        cfg,
+        settings,
+        model,
+    })
 }
 
 /// Everything between pi's request and agy's command line; errors are the
@@ -1005,21 +1120,15 @@ fn prepare_turn(
     session_key: String,
     store: Option<agy_bridge::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::models;
     use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
-    let settings = settings().map_err(|e| format!("agy-bridge: {e}"))?;
-    let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = models::catalog();
-    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
-    let resolved = catalog
-        .resolve(&req.model, thinking)
-        .map_err(|e| format!("agy-bridge: {e}"))?;
-
-    let mut cfg = configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
-    cfg.timeout = timeout;
+    let Resolved {
+        cfg,
+        settings,
+        model: resolved,
+    } = resolve_agy(req, timeout)?;
 
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {

@@ -93,7 +93,7 @@ impl ToolOutcome {
 }
 
 /// One tool of pi's, as the request lists it (pi's `context.tools`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub struct PiTool {
     pub name: String,
     #[serde(default)]

@@ -231,6 +231,16 @@ impl Turn<'_> {
                 conversation,
             });
         }
+        // A warm agy's results count the whole process: the turn is what
+        // this result added to the one before.
+        if let (Some(total), Some(before)) = (conversation, self.warm.as_ref().and_then(|w| w.before)) {
+            let turn = usage_minus(total, before);
+            return Some(TurnUsage {
+                last_call: turn,
+                turn,
+                conversation,
+            });
+        }
         let fresh = self.req.conversation.is_none() || self.result.lost_conversation.is_some();
         let whole = conversation.filter(|_| fresh)?;
         Some(TurnUsage {
@@ -251,5 +261,17 @@ impl Turn<'_> {
                 result.response = text;
             }
         }
+    }
+}
+
+/// What `total` added to `before`, both cumulative (never below zero: a
+/// count that went down belongs to another process's reckoning).
+fn usage_minus(total: Usage, before: Usage) -> Usage {
+    Usage {
+        input_tokens: total.input_tokens.saturating_sub(before.input_tokens),
+        output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
+        thinking_tokens: total.thinking_tokens.saturating_sub(before.thinking_tokens),
+        cache_read_tokens: total.cache_read_tokens.saturating_sub(before.cache_read_tokens),
+        total_tokens: total.total_tokens.saturating_sub(before.total_tokens),
     }
 }

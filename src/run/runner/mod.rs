@@ -25,6 +25,8 @@ use outbox::Halted;
 
 mod merge;
 mod outbox;
+mod warm;
+pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -575,6 +577,16 @@ impl Tails {
             .map(|v| String::from_utf8_lossy(&v).into_owned())
             .unwrap_or_default()
     }
+
+    /// Forget what earlier turns of a warm agy printed.
+    fn clear(&self) {
+        if let Ok(mut t) = self.stderr.lock() {
+            t.clear();
+        }
+        if let Ok(mut s) = self.stdout.lock() {
+            s.clear();
+        }
+    }
 }
 
 /// Something that wants to look at the bound database on every wake-up, as
@@ -649,6 +661,11 @@ impl Prelude {
             dir: cfg.conversations_dir.clone(),
             bind: cfg.bind,
         }
+    }
+
+    /// [`Prelude::blocking`] on a blocking thread.
+    pub async fn new(cfg: &RunConfig) -> Prelude {
+        prelude(cfg).await
     }
 
     /// What this agy offers, when it is remembered (no agy run).
@@ -729,23 +746,12 @@ async fn run_after<'a>(
     };
     // Checked on the user's prompt, whichever way it then goes (stdin or a
     // file), so every agy version refuses the same prompts.
-    let nul = req
-        .prompt
-        .find('\0')
-        .map(|at| req.prompt[..at].chars().count());
+    let nul = nul_at(&req.prompt);
     let req = staged.request();
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
     let mut turn = Turn::new(cfg, req, events, observer, surface, before);
-    if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
-        let dir = cwd.display().to_string();
-        return turn.fail_early(if cwd.exists() {
-            Failure::WorkingDirNotADirectory { dir }
-        } else {
-            Failure::NoWorkingDir { dir }
-        });
-    }
-    if let Some(before) = nul {
-        return turn.fail_early(Failure::PromptHasNul { before });
+    if let Some(failure) = refused(req, nul) {
+        return turn.fail_early(failure);
     }
     let private: Vec<&Path> = staged
         .dir()
@@ -765,6 +771,26 @@ async fn run_after<'a>(
     turn.emit(RunEvent::Started { pid: agy.pid.get() });
     turn.follow(&mut agy, &cancel).await;
     turn.finish(agy, &cancel).await
+}
+
+/// Why a turn cannot start at all, whatever agy: a working directory that
+/// is not one, a prompt with a NUL byte (`nul`: how many characters came
+/// before it).
+fn refused(req: &TurnRequest, nul: Option<usize>) -> Option<Failure> {
+    if let Some(cwd) = req.cwd.as_deref().filter(|d| !d.is_dir()) {
+        let dir = cwd.display().to_string();
+        return Some(if cwd.exists() {
+            Failure::WorkingDirNotADirectory { dir }
+        } else {
+            Failure::NoWorkingDir { dir }
+        });
+    }
+    nul.map(|before| Failure::PromptHasNul { before })
+}
+
+/// How many characters of `prompt` come before its first NUL byte.
+fn nul_at(prompt: &str) -> Option<usize> {
+    prompt.find('\0').map(|at| prompt[..at].chars().count())
 }
 
 /// agy's process (or the guardian running it) and the readers of its
@@ -989,6 +1015,8 @@ async fn read_stdout(
         if let Some(tx) = &lines {
             let line = Line::parse(text);
             saw_text |= matches!(&line, Line::StepUpdate(u) if u.text_delta.as_deref().is_some_and(|d| !d.is_empty()));
+            // A warm agy's next turn starts with nothing streamed.
+            saw_text &= !matches!(line, Line::Result(_));
             let keep = matches!(line, Line::NotJson(_));
             // Waits while the runner waits for its consumer: the pipe then
             // fills and agy waits too (see LINE_CAPACITY).
@@ -1068,6 +1096,8 @@ struct Turn<'a> {
     waiting_since: Option<(i64, Instant)>,
     /// Our own reason to stop agy (a stall or a binding we cannot make).
     stop_reason: Option<Failure>,
+    /// The turn runs on a warm agy ([`warm`]): it ends at agy's `result`.
+    warm: Option<warm::WarmTurn>,
 }
 
 impl<'a> Turn<'a> {
@@ -1102,6 +1132,7 @@ impl<'a> Turn<'a> {
             last_ambiguity: Vec::new(),
             waiting_since: None,
             stop_reason: None,
+            warm: None,
         };
         // Resuming binds up front; a fresh run binds once agy shows its id.
         if let Some(id) = &req.conversation {
@@ -1286,6 +1317,12 @@ impl Turn<'_> {
             }
             match self.wait(agy, &mut wake, cancel).await {
                 Waited::Exited | Waited::Stop => return,
+                Waited::TurnEnded => {
+                    if let Some(w) = self.warm.as_mut() {
+                        w.ended = true;
+                    }
+                    return;
+                }
                 Waited::Poll { notified: n } => notified = n,
             }
         }
@@ -1311,17 +1348,21 @@ impl Turn<'_> {
                 _ = std::future::ready(()), if behind => return Waited::Poll { notified: false },
                 line = agy.lines.recv(), if agy.lines_open => match line {
                     Some(line) => {
-                        if matches!(line, Line::Result(_)) {
+                        let ended = matches!(line, Line::Result(_));
+                        if ended && self.warm.is_none() {
                             // The turn is over: agy ends at the end of its
-                            // input (one turn per run, for now). Not closed
-                            // before: whether an early end cancels a real
-                            // agy's turn is not known.
+                            // input. Not closed before: whether an early end
+                            // cancels a real agy's turn is not known. (A
+                            // warm agy keeps its input for the next turn.)
                             let _ = agy.input.close();
                         }
                         let was_bound = self.followed.is_some();
                         self.on_line(line);
                         if !self.deliver_or_stop(cancel).await {
                             return Waited::Stop;
+                        }
+                        if ended && self.warm.is_some() {
+                            return Waited::TurnEnded;
                         }
                         if !was_bound && self.followed.is_some() {
                             return Waited::Poll { notified: false };
@@ -1604,6 +1645,8 @@ enum Waited {
     /// agy (or its guardian) exited; not reaped yet.
     Exited,
     Stop,
+    /// A warm agy printed the turn's `result`: the turn is over, agy is not.
+    TurnEnded,
 }
 
 /// The wake-up policy: file notifications with settle re-checks and the

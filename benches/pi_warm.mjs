@@ -1,0 +1,146 @@
+// The pi bench of issue 18: real pi (RPC mode) with the extension, fake-agy
+// as agy with a realistic start-up (FAKE_AGY_BOOT_MS, 2.4 s by default: a
+// public 1.2.14 capture's `init`), at the recording's own pace. Time from
+// sending a prompt to pi's first text_delta, for the first and the second
+// turn of a session, warm against AGY_WARM=off, sessions alternating so both
+// see the same machine; and agy's own first-token time (fake-agy alone, no
+// start-up, prompt line to its first text_delta), measured in the same run.
+//
+// Usage: node pi_warm.mjs PI_BIN EXTENSION_DIR FAKE_AGY RECORDING ROUNDS
+// (benches/pi-warm.sh builds and installs what it needs and runs it).
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+const [piBin, extensionArg, fakeAgy, recording, roundsArg] = process.argv.slice(2);
+const extension = path.resolve(extensionArg);
+const rounds = Number(roundsArg || 5);
+const boot = process.env.FAKE_AGY_BOOT_MS ?? "2400";
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** How long past agy's start-up the first prompt comes. */
+const THINK_MS = Number(process.env.THINK_MS ?? 4000);
+
+/** Lines of a child's stdout as JSON, with a waiter for the next match. */
+function jsonLines(stream) {
+	const waiters = [];
+	createInterface({ input: stream }).on("line", (line) => {
+		let ev;
+		try {
+			ev = JSON.parse(line);
+		} catch {
+			return;
+		}
+		const now = performance.now();
+		for (const w of [...waiters]) {
+			if (w.pred(ev)) {
+				waiters.splice(waiters.indexOf(w), 1);
+				w.resolve(now);
+			}
+		}
+	});
+	return (pred, ms) =>
+		new Promise((resolve, reject) => {
+			const w = { pred, resolve };
+			waiters.push(w);
+			setTimeout(() => {
+				if (waiters.includes(w)) reject(new Error(`timed out after ${ms} ms`));
+			}, ms).unref();
+		});
+}
+
+/** One pi session of two turns: [turn 1 ms, turn 2 ms] to the first text. */
+async function piSession(warm) {
+	const home = fs.mkdtempSync(path.join(os.tmpdir(), "pi-warm-"));
+	const env = {
+		...process.env,
+		HOME: home,
+		PI_CODING_AGENT_DIR: path.join(home, ".pi/agent"),
+		AGY_BIN: fakeAgy,
+		FAKE_AGY_RECORDING: recording,
+		FAKE_AGY_SPEED: "1",
+		FAKE_AGY_BOOT_MS: boot,
+		AGY_WARM: warm ? "on" : "off",
+		PI_OFFLINE: "1",
+	};
+	const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
+		stdio: ["pipe", "pipe", "inherit"],
+		env,
+		cwd: home,
+	});
+	const next = jsonLines(pi.stdout);
+	const send = (cmd) => pi.stdin.write(`${JSON.stringify(cmd)}\n`);
+	// A user reads the screen before typing: pi's own start-up (it loads
+	// the extension, which lists agy's models), then agy's, have this long.
+	await sleep(Number(boot) + THINK_MS);
+	const times = [];
+	for (const message of ["first question", "second question"]) {
+		const t0 = performance.now();
+		const text = next((e) => e.type === "message_update" && e.assistantMessageEvent?.type === "text_delta", 60000);
+		const end = next((e) => e.type === "agent_end", 60000);
+		send({ type: "prompt", message });
+		times.push((await text) - t0);
+		await end;
+	}
+	pi.stdin.end();
+	pi.kill("SIGTERM");
+	await new Promise((r) => pi.once("close", r));
+	fs.rmSync(home, { recursive: true, force: true });
+	return times;
+}
+
+/** agy's own first-token time: fake-agy alone, no start-up, the turn's
+ *  prompt line to its first text_delta, for each of two turns. */
+async function agyOwn() {
+	const home = fs.mkdtempSync(path.join(os.tmpdir(), "agy-own-"));
+	const agy = spawn(fakeAgy, ["--output-format", "stream-json", "--input-format", "stream-json", "-p", ""], {
+		stdio: ["pipe", "pipe", "inherit"],
+		env: { ...process.env, HOME: home, AGY_CONVERSATIONS_DIR: path.join(home, "conv"), FAKE_AGY_RECORDING: recording, FAKE_AGY_SPEED: "1", FAKE_AGY_BOOT_MS: "0" },
+	});
+	const next = jsonLines(agy.stdout);
+	await next((e) => e.event === "init", 30000);
+	const times = [];
+	for (const content of ["first question", "second question"]) {
+		const t0 = performance.now();
+		const text = next((e) => e.event === "step_update" && e.step_update?.text_delta, 60000);
+		const result = next((e) => e.event === "result", 60000);
+		agy.stdin.write(`${JSON.stringify({ event: "user", message: { role: "user", content } })}\n`);
+		times.push((await text) - t0);
+		await result;
+	}
+	agy.stdin.end();
+	await new Promise((r) => agy.once("close", r));
+	fs.rmSync(home, { recursive: true, force: true });
+	return times;
+}
+
+const median = (xs) => {
+	const s = [...xs].sort((a, b) => a - b);
+	return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const samples = { warm: [[], []], off: [[], []], agy: [[], []] };
+for (let i = 0; i < rounds; i++) {
+	for (const [name, run] of [
+		["warm", () => piSession(true)],
+		["off", () => piSession(false)],
+		["agy", agyOwn],
+	]) {
+		const [t1, t2] = await run();
+		samples[name][0].push(t1);
+		samples[name][1].push(t2);
+	}
+	process.stderr.write(`round ${i + 1}/${rounds} done\n`);
+}
+const ms = (x) => `${x.toFixed(0)} ms`;
+const agy = [median(samples.agy[0]), median(samples.agy[1])];
+console.log(`pi RPC, fake-agy start-up ${boot} ms, first prompt ${Number(boot) + THINK_MS} ms after pi started, ${rounds} sessions each, medians:\n`);
+console.log("| | turn 1 (after pre-warm) | turn 2 |");
+console.log("| --- | --- | --- |");
+for (const name of ["warm", "off"]) {
+	const [t1, t2] = [median(samples[name][0]), median(samples[name][1])];
+	console.log(`| pi, AGY_WARM=${name === "warm" ? "on" : "off"} | ${ms(t1)} (+${ms(t1 - agy[0])} over agy) | ${ms(t2)} (+${ms(t2 - agy[1])} over agy) |`);
+}
+console.log(`| agy's own first token (no start-up) | ${ms(agy[0])} | ${ms(agy[1])} |`);
+const ratio = (a, b) => (a / b).toFixed(1);
+console.log(`\noff/warm: turn 1 ${ratio(median(samples.off[0]), median(samples.warm[0]))}x, turn 2 ${ratio(median(samples.off[1]), median(samples.warm[1]))}x`);

@@ -1,0 +1,677 @@
+//! `stream --session`: one agy-bridge process per pi session, serving its
+//! turns one after another, with a warm agy kept between them.
+//!
+//! A cold turn pays agy's start-up (seconds) before agy does anything; a
+//! turn on a warm agy ([`agy_bridge::runner::WarmAgy`]) does not. pi's
+//! extension keeps one of these children per pi session (it already kept
+//! `stream`'s child across tool calls), so the warm agy lives exactly as
+//! long as the pi session does: the guardian covers it, pi's death ends
+//! it (`PR_SET_PDEATHSIG`, stdin's end), and no daemon or socket outlives
+//! pi. Each turn still takes the session's turn lock, so two pi processes
+//! on one session never mix turns; a warm agy whose conversation someone
+//! else wrote to since is replaced, not used.
+//!
+//! stdin carries, besides each turn's request line and its control lines
+//! (`abort`, `tool_result`, `release`), `{"type":"warm",…}` (the request's
+//! fields without `messages`): start agy now, so even the first turn finds
+//! it ready. The turn's events on stdout are `stream`'s, exactly.
+
+use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread, StreamStart};
+use agy_bridge::mcp::relay::{Control, ToolLines, CONTROL_CAPACITY};
+use agy_bridge::provider::{PiStream, StreamRequest};
+use agy_bridge::run::standby::Standby;
+use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// `AGY_WARM=off` runs every turn on an agy of its own, as before.
+pub const WARM_ENV: &str = "AGY_WARM";
+/// How long an idle session keeps its agy, in seconds (default 600).
+pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
+const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
+/// Replacements of a warm agy that died without running a turn, in a row,
+/// before the session stops replacing it (an agy that cannot start would
+/// otherwise be restarted forever).
+const MAX_FRUITLESS_STARTS: u32 = 2;
+
+/// Whether warm sessions are on, and how long an idle one keeps its agy.
+#[derive(Debug, Clone, Copy)]
+pub struct WarmPolicy {
+    pub on: bool,
+    pub idle: Duration,
+}
+
+/// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
+pub fn warm_policy() -> Result<WarmPolicy, String> {
+    let on = match agy_bridge::config::env_nonempty(WARM_ENV) {
+        None => true,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "true" | "yes" => true,
+            "off" | "0" | "false" | "no" => false,
+            _ => {
+                return Err(format!(
+                    "{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)"
+                ))
+            }
+        },
+    };
+    let idle = super::env::whole_number(WARM_IDLE_ENV, "seconds")?
+        .map(Duration::from_secs)
+        .unwrap_or(WARM_IDLE_DEFAULT);
+    Ok(WarmPolicy { on, idle })
+}
+
+/// What stdin brings the session.
+enum Msg {
+    /// A turn's request line, with the turn's own abort token and control
+    /// lines (made when the line was read, so an abort right behind it
+    /// reaches this turn).
+    Turn {
+        line: String,
+        cancel: CancellationToken,
+        control: mpsc::Receiver<Control>,
+    },
+    /// `{"type":"warm",…}`.
+    Warm(String),
+}
+
+/// The turn stdin's abort and control lines go to: the last request's.
+struct Current {
+    cancel: CancellationToken,
+    control: mpsc::Sender<Control>,
+}
+
+/// Read stdin on a plain thread for the whole session. Its end means pi is
+/// gone: the current turn is aborted (a parked call hears why) and `gone`
+/// is cancelled.
+fn session_input(gone: CancellationToken) -> mpsc::Receiver<Msg> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let (control, _) = mpsc::channel(1);
+        let current = Arc::new(Mutex::new(Current {
+            cancel: gone.child_token(),
+            control,
+        }));
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if let Some(msg) = classify(&line, &current, &gone) {
+                if tx.blocking_send(msg).is_err() {
+                    break;
+                }
+            }
+        }
+        if let Ok(c) = current.lock() {
+            let _ = c.control.try_send(Control::Closed);
+            c.cancel.cancel();
+        }
+        gone.cancel();
+    });
+    rx
+}
+
+/// One stdin line: an abort or a control line is handled here (for the
+/// current turn); a request or a warm line goes to the session.
+fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> Option<Msg> {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches(['\n', '\r']);
+    if text.trim().is_empty() {
+        return None;
+    }
+    if turn::is_abort_line(line) {
+        if let Ok(c) = current.lock() {
+            c.cancel.cancel();
+        }
+        return None;
+    }
+    let kind = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
+    match kind.as_deref() {
+        Some("warm") => Some(Msg::Warm(text.to_string())),
+        Some(_) => {
+            if let (Some(c), Ok(cur)) = (Control::parse(text), current.lock()) {
+                turn::keep_control(&cur.control, c);
+            }
+            None
+        }
+        // No `type` (or not JSON): a request; a bad one is the turn's error.
+        None => {
+            let cancel = gone.child_token();
+            let (control_tx, control) = mpsc::channel(CONTROL_CAPACITY);
+            if let Ok(mut c) = current.lock() {
+                *c = Current {
+                    cancel: cancel.clone(),
+                    control: control_tx,
+                };
+            }
+            Some(Msg::Turn {
+                line: text.to_string(),
+                cancel,
+                control,
+            })
+        }
+    }
+}
+
+/// A warm agy and what it was started with: pi's tools served to it for
+/// its whole life (they are on its command line).
+struct Slot {
+    warm: WarmAgy,
+    tools: Option<agy_bridge::mcp::ToolBridge>,
+}
+
+/// What the last warm agy was started for: a replacement (after an abort,
+/// agy's death) starts the same.
+#[derive(Clone)]
+struct Plan {
+    cfg: RunConfig,
+    req: TurnRequest,
+    key: WarmKey,
+    tools: Vec<agy_bridge::mcp::PiTool>,
+}
+
+struct Session {
+    /// pi is gone: nothing more starts.
+    gone: CancellationToken,
+    timeout: Duration,
+    policy: WarmPolicy,
+    standby: Option<Standby>,
+    slot: Option<Slot>,
+    plan: Option<Plan>,
+    /// Why this session's agy cannot be warm, once known (said once).
+    refused: Option<String>,
+    said: bool,
+    last_use: Instant,
+    fruitless: u32,
+}
+
+/// `stream --session`. Returns `false` only when the session could not
+/// begin (a bad variable); each turn's failure is that turn's `error`
+/// event, and the session goes on.
+pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
+    let gone = CancellationToken::new();
+    let mut msgs = session_input(gone.clone());
+    let mut out = StdoutThread::spawn();
+    super::turn::cancel_on_signals(gone.clone());
+    super::caller::stop_with_parent();
+    super::caller::cancel_when_stdout_closes(gone.clone());
+    let policy = match warm_policy() {
+        Ok(p) => p,
+        Err(e) => {
+            let mut pi = PiStream::new(&mut out);
+            pi.start();
+            pi.fail(false, &format!("agy-bridge: {e}"));
+            return false;
+        }
+    };
+    let mut session = Session {
+        gone: gone.clone(),
+        timeout,
+        policy,
+        standby,
+        slot: None,
+        plan: None,
+        refused: None,
+        said: false,
+        last_use: Instant::now(),
+        fruitless: 0,
+    };
+    while let Some(next) = session.next(&mut msgs, &gone).await {
+        match next {
+            Msg::Turn {
+                line,
+                cancel,
+                control,
+            } => {
+                session.turn(&line, &mut out, control, &cancel).await;
+            }
+            Msg::Warm(line) => session.prewarm(&line, &gone).await,
+        }
+        session.last_use = Instant::now();
+    }
+    session.shutdown().await;
+    true
+}
+
+impl Session {
+    /// The next message, meanwhile releasing an idle agy and noticing one
+    /// that died (replaced in the background); `None` when pi is gone.
+    async fn next(
+        &mut self,
+        msgs: &mut mpsc::Receiver<Msg>,
+        gone: &CancellationToken,
+    ) -> Option<Msg> {
+        loop {
+            let idle_at = tokio::time::Instant::from_std(self.last_use + self.policy.idle);
+            let slot = self.slot.as_mut();
+            let warm_left = slot.is_some();
+            let exited = async {
+                match self.slot.as_mut() {
+                    Some(s) => s.warm.exited().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = gone.cancelled() => return None,
+                msg = msgs.recv() => return msg,
+                _ = exited => self.on_warm_exit(gone).await,
+                _ = tokio::time::sleep_until(idle_at), if warm_left => self.release_idle(),
+            }
+        }
+    }
+
+    /// agy died between turns: noticed now, replaced now (unless it keeps
+    /// dying without a turn), so the next turn finds a warm agy again and
+    /// never reports this as its failure.
+    async fn on_warm_exit(&mut self, gone: &CancellationToken) {
+        let Some(slot) = self.slot.take() else { return };
+        eprintln!(
+            "agy-bridge: the warm agy (pid {}) exited between turns; starting another",
+            slot.warm.pid()
+        );
+        slot.warm.release(Duration::ZERO).await;
+        self.fruitless += 1;
+        if let Some(plan) = self.plan.clone() {
+            if self.fruitless <= MAX_FRUITLESS_STARTS {
+                self.start_slot(plan, gone).await;
+            }
+        }
+    }
+
+    /// The session sat idle: its agy goes (the next turn starts one).
+    fn release_idle(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            tokio::spawn(release(slot));
+        }
+    }
+
+    /// Say once per session how its turns run.
+    fn say_choice(&mut self) {
+        if self.said {
+            return;
+        }
+        self.said = true;
+        let how = match (&self.refused, self.policy.on) {
+            (_, false) => format!("off ({WARM_ENV}=off): one agy process per turn"),
+            (Some(why), true) => format!("off: {why}; one agy process per turn"),
+            (None, true) => format!(
+                "on: one agy process kept between this session's turns (released after {} s idle)",
+                self.policy.idle.as_secs()
+            ),
+        };
+        eprintln!("agy-bridge: warm agy: {how}");
+    }
+
+    fn warm_possible(&self) -> bool {
+        self.policy.on && self.refused.is_none()
+    }
+
+    /// pi is gone: the warm agy's tree goes at once.
+    async fn shutdown(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.warm.stop(Duration::from_millis(300)).await;
+            drop(slot.tools);
+        }
+    }
+}
+
+/// Let a warm agy go, its tools with it once it is gone.
+async fn release(slot: Slot) {
+    slot.warm.release(Duration::from_secs(2)).await;
+    drop(slot.tools);
+}
+
+impl Session {
+    /// One turn: `stream`'s, on the warm agy when it fits.
+    async fn turn(
+        &mut self,
+        line: &str,
+        out: &mut StdoutThread,
+        control: mpsc::Receiver<Control>,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let mut pi = PiStream::new(out);
+        pi.start();
+        let start = match turn::start_from_line(line, self.timeout, cancel).await {
+            Ok(start) => start,
+            Err((aborted, message)) => {
+                pi.fail(aborted, &message);
+                return false;
+            }
+        };
+        let StreamStart {
+            req,
+            prepared,
+            mut prelude,
+            _turn_lock: _held,
+        } = start;
+        let mut mapper = turn::turn_prologue(&prepared, &mut prelude, &mut pi).await;
+        if self.warm_possible() {
+            let plan = plan_for(&req, &prepared, &prelude);
+            if let Some(slot) = self.slot_for(&plan, &prepared, prelude.clone(), cancel).await {
+                self.say_choice();
+                return self
+                    .warm_turn(slot, plan, &req, &prepared, &mut mapper, control, &mut pi, cancel)
+                    .await;
+            }
+        }
+        self.say_choice();
+        let cold = ColdTurn {
+            req: &req,
+            prepared: &prepared,
+            prelude,
+        };
+        let standby = self.standby.take();
+        turn::run_cold_prepared(cold, &mut mapper, standby, control, &mut pi, cancel).await
+    }
+}
+
+/// The warm agy a turn of `req` needs: its settings, pi's tools as this
+/// turn offers them, the session's conversation and cursor.
+fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prelude) -> Plan {
+    let tools = offered_tools(req, prelude);
+    let signature = serde_json::to_string(&tools).unwrap_or_default();
+    let mut warm_req = prepared.turn.clone();
+    warm_req.prompt = String::new();
+    Plan {
+        key: WarmKey::of(&prepared.cfg, &warm_req, &signature),
+        cfg: prepared.cfg.clone(),
+        req: warm_req,
+        tools,
+    }
+}
+
+/// pi's tools agy is offered: none when they are switched off or this agy
+/// is known to be too old to reach them.
+fn offered_tools(req: &StreamRequest, prelude: &runner::Prelude) -> Vec<agy_bridge::mcp::PiTool> {
+    let too_old = prelude
+        .features()
+        .is_some_and(|f| f.version.is_some() && !f.mcp_from_add_dir());
+    if too_old || agy_bridge::mcp::disabled_by_env().unwrap_or(true) {
+        return Vec::new();
+    }
+    agy_bridge::mcp::offered_tools(&req.tools)
+}
+
+impl Session {
+    /// The warm agy for `plan`: the one kept, if it fits the turn, else a
+    /// new one (the old one goes in the background). `None`: this turn
+    /// runs cold (the reason was said once).
+    async fn slot_for(
+        &mut self,
+        plan: &Plan,
+        prepared: &PreparedTurn,
+        prelude: runner::Prelude,
+        cancel: &CancellationToken,
+    ) -> Option<Slot> {
+        let conversation = prepared.turn.conversation.as_ref();
+        if let Some(slot) = self.slot.take() {
+            if slot.warm.fits(&plan.key, conversation, prepared.turn.after_idx) {
+                return Some(slot);
+            }
+            tokio::spawn(release(slot));
+        }
+        self.plan = Some(plan.clone());
+        self.launch(plan.clone(), prelude, cancel).await
+    }
+
+    /// Start a warm agy for `plan` now (after the start interval), with
+    /// pi's tools served to it for its whole life. `None` when this agy
+    /// cannot be warm (said once, and the session runs cold from then on)
+    /// or the wait was cancelled.
+    async fn launch(
+        &mut self,
+        plan: Plan,
+        prelude: runner::Prelude,
+        cancel: &CancellationToken,
+    ) -> Option<Slot> {
+        let Plan {
+            mut cfg,
+            mut req,
+            key,
+            tools,
+        } = plan;
+        if !super::admission::wait_start(cancel).await {
+            return None;
+        }
+        let tools = match agy_bridge::mcp::ToolBridge::start(tools).await {
+            Ok(tools) => tools,
+            Err(e) => {
+                self.refused = Some(format!("pi's tools cannot be served to agy ({e})"));
+                return None;
+            }
+        };
+        if let Some(bridge) = &tools {
+            req.add_dirs.push(bridge.dir.path().to_path_buf());
+            req.private_dirs.push(bridge.dir.path().to_path_buf());
+        }
+        if let Some(standby) = self.standby.take() {
+            cfg.guardian = cfg.guardian.map(|g| g.with_standby(standby));
+        }
+        match runner::start_warm(&cfg, &req, prelude, key).await {
+            Ok(warm) => Some(Slot { warm, tools }),
+            Err(why) => {
+                self.refused = Some(why);
+                None
+            }
+        }
+    }
+
+    /// Start the session's agy again from its plan (after an abort, a
+    /// death, the watchdog), in the background of the session: the next
+    /// turn finds it warm.
+    async fn start_slot(&mut self, plan: Plan, cancel: &CancellationToken) {
+        let prelude = runner::Prelude::new(&plan.cfg).await;
+        self.slot = self.launch(plan, prelude, cancel).await;
+    }
+
+    /// `{"type":"warm",…}`: have agy ready before the session's next turn.
+    async fn prewarm(&mut self, line: &str, gone: &CancellationToken) {
+        if !self.warm_possible() {
+            return;
+        }
+        let req: StreamRequest = match serde_json::from_str(line) {
+            Ok(req) => req,
+            Err(e) => {
+                eprintln!("agy-bridge: warning: ignored a warm line that is not a request ({e})");
+                return;
+            }
+        };
+        let timeout = self.timeout;
+        let prepared =
+            tokio::task::spawn_blocking(move || prepare_warm(&req, timeout).map(|p| (req, p)))
+                .await;
+        let (req, (prepared, prelude)) = match prepared {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => {
+                eprintln!("agy-bridge: warning: agy was not started ahead: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        let plan = plan_for(&req, &prepared, &prelude);
+        let fits = self.slot.as_ref().is_some_and(|s| {
+            s.warm
+                .fits(&plan.key, prepared.turn.conversation.as_ref(), prepared.turn.after_idx)
+        });
+        if !fits {
+            if let Some(old) = self.slot.take() {
+                tokio::spawn(release(old));
+            }
+            self.plan = Some(plan.clone());
+            self.slot = self.launch(plan, prelude, gone).await;
+        }
+        self.say_choice();
+    }
+}
+
+/// A warm line's turn, without a prompt: the settings it resolves to and
+/// the session's conversation and cursor, as the next turn will see them
+/// (blocking: files, at worst `agy models`).
+fn prepare_warm(
+    req: &StreamRequest,
+    timeout: Duration,
+) -> Result<(PreparedTurn, runner::Prelude), String> {
+    let cwd = turn::request_cwd(req);
+    let turn::Resolved {
+        cfg,
+        settings,
+        model,
+    } = turn::resolve_agy(req, timeout)?;
+    let (session_key, store) = turn::session_of(req);
+    let entry = store
+        .as_ref()
+        .and_then(|s| s.get(&session_key).ok().flatten())
+        .filter(|e| {
+            agy_bridge::discovery::db_path(&cfg.conversations_dir, &e.conversation_id).is_file()
+        });
+    let prepared = PreparedTurn {
+        turn: TurnRequest {
+            prompt: String::new(),
+            cwd: Some(cwd.clone()),
+            model: Some(model.model),
+            effort: model.effort,
+            mode: Some(settings.mode),
+            conversation: entry.as_ref().map(|e| e.conversation_id.clone()),
+            after_idx: entry
+                .as_ref()
+                .map(|e| turn::resume_cursor(e, &cfg.conversations_dir)),
+            add_dirs: vec![cwd.clone()],
+            private_dirs: Vec::new(),
+        },
+        cfg,
+        cwd,
+        session_key,
+        store,
+        notes: Vec::new(),
+        first_turn: entry.is_none(),
+    };
+    let prelude = runner::Prelude::blocking(&prepared.cfg);
+    Ok((prepared, prelude))
+}
+
+/// The control lines of a warm turn: lent to pi's tool calls when agy has
+/// pi's tools, else unread.
+enum ToolSide {
+    Lines(ToolLines),
+    Unused(mpsc::Receiver<Control>),
+}
+
+impl ToolSide {
+    fn lines(&mut self) -> Option<&mut ToolLines> {
+        match self {
+            ToolSide::Lines(lines) => Some(lines),
+            ToolSide::Unused(_) => None,
+        }
+    }
+}
+
+impl Session {
+    /// A turn on `slot`'s warm agy. If that agy turns out to be gone before
+    /// the turn began, the turn runs cold instead (nothing of it happened
+    /// yet) and the session starts another warm agy.
+    #[allow(clippy::too_many_arguments)]
+    async fn warm_turn<W: Write>(
+        &mut self,
+        slot: Slot,
+        plan: Plan,
+        req: &StreamRequest,
+        prepared: &PreparedTurn,
+        mapper: &mut agy_bridge::provider::EventMapper,
+        control: mpsc::Receiver<Control>,
+        pi: &mut PiStream<W>,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let Slot { warm, mut tools } = slot;
+        if tools.is_some() {
+            mapper.hide_bridge_calls();
+        }
+        let mut side = match tools.as_mut() {
+            Some(bridge) => {
+                let calls = std::mem::replace(&mut bridge.calls, mpsc::channel(1).1);
+                ToolSide::Lines(ToolLines::new(calls, control, turn::tool_batch_window()))
+            }
+            None => ToolSide::Unused(control),
+        };
+        let (tx, mut rx) = runner::event_channel();
+        let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
+        let run_cancel = cancel.clone();
+        let task = tokio::spawn(async move {
+            runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await
+        });
+        agy_bridge::mcp::relay::relay(&mut rx, side.lines(), pi, mapper, cancel).await;
+        let outcome = task.await;
+        let control = match side {
+            ToolSide::Lines(lines) => {
+                if let Some(bridge) = tools.as_mut() {
+                    bridge.calls = lines.calls;
+                }
+                lines.control
+            }
+            ToolSide::Unused(control) => control,
+        };
+        match outcome {
+            Ok(WarmRun::Ran(result, warm)) => {
+                self.fruitless = 0;
+                self.slot = warm.map(|warm| Slot { warm, tools });
+                let ok = turn::end_turn(pi, prepared, req, &result);
+                self.after_turn(plan, &result, cancel).await;
+                ok
+            }
+            Ok(WarmRun::Gone(why)) => {
+                eprintln!("agy-bridge: {why}; this turn starts agy afresh");
+                drop(tools);
+                let prelude = runner::Prelude::new(&prepared.cfg).await;
+                let cold = ColdTurn {
+                    req,
+                    prepared,
+                    prelude,
+                };
+                let ok = turn::run_cold_prepared(cold, mapper, None, control, pi, cancel).await;
+                self.start_slot(plan, cancel).await;
+                ok
+            }
+            Err(e) => {
+                pi.fail(
+                    false,
+                    &format!("agy-bridge failed while running the turn: {e}"),
+                );
+                false
+            }
+        }
+    }
+
+    /// After a warm turn: the plan follows the conversation, and an agy the
+    /// turn ended (abort, watchdog, agy's exit) is replaced at once, on the
+    /// same conversation, while pi has its answer already.
+    async fn after_turn(&mut self, mut plan: Plan, result: &runner::RunResult, cancel: &CancellationToken) {
+        if let Some(id) = result
+            .conversation_id
+            .as_deref()
+            .and_then(|id| agy_bridge::discovery::ConversationId::parse(id).ok())
+        {
+            plan.req.conversation = Some(id);
+            plan.req.after_idx = result.last_idx.or(plan.req.after_idx);
+        }
+        self.plan = Some(plan.clone());
+        if self.slot.is_none() {
+            // An abort cancelled `cancel`: the replacement waits on the
+            // session's token instead.
+            let _ = cancel;
+            if !self.gone.is_cancelled() {
+                let gone = self.gone.clone();
+                self.start_slot(plan, &gone).await;
+            }
+        }
+    }
+}
