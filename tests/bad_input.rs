@@ -434,6 +434,9 @@ const BAD_ENV: &[(&str, &str, &str)] = &[
     ("AGY_PI_TOOL_BATCH_MS", "-5", "milliseconds"),
     ("AGY_TIMEOUT_MIN", "abc", "minutes"),
     ("AGY_REQUEST_TIMEOUT_SECS", "abc", "seconds"),
+    ("AGY_SEATS", "0", "agy turns from 1"),
+    ("AGY_SEATS", "many", "agy turns from 1"),
+    ("AGY_START_INTERVAL_MS", "-1", "milliseconds"),
 ];
 
 #[test]

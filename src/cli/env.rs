@@ -31,7 +31,7 @@ pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 }
 
 /// Every variable whose values are words or numbers: the settings, the
-/// runner's, the watchdog's, pi's tools'. Reads no file and runs nothing.
+/// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
 pub fn check_words() -> Result<(), String> {
     agy_bridge::config::check_env_settings().map_err(|e| e.to_string())?;
     agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
@@ -40,6 +40,10 @@ pub fn check_words() -> Result<(), String> {
     agy_bridge::mcp::disabled_by_env().map_err(|e| e.to_string())?;
     super::session::warm_policy()?;
     agy_bridge::mcp::relay::batch_window().map_err(|e| e.to_string())?;
+    // Reads only the variables: the path is kept, never touched, so no
+    // state directory (or HOME) is needed to check them.
+    agy_bridge::admission::Admission::from_env(std::path::Path::new(""))
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -262,7 +262,7 @@ pub(crate) fn lock_file(path: &Path, wait: bool) -> Result<Option<StateLock>, St
     };
     loop {
         match Flock::lock(file, arg) {
-            Ok(flock) => return Ok(Some(StateLock { _flock: flock })),
+            Ok(flock) => return Ok(Some(StateLock { flock })),
             Err((f, Errno::EINTR)) => file = f,
             Err((_, Errno::EWOULDBLOCK)) if !wait => return Ok(None),
             Err((_, source)) => {
@@ -288,7 +288,16 @@ pub(crate) struct StateFile {
 
 /// An exclusive lock on a state file; released when dropped.
 pub(crate) struct StateLock {
-    _flock: Flock<File>,
+    flock: Flock<File>,
+}
+
+impl StateLock {
+    /// The locked file itself, for a lock file that also holds a small
+    /// value read and written only under its own lock (admission's last
+    /// start time), so no second file and no second lock is needed.
+    pub(crate) fn file(&self) -> &File {
+        &self.flock
+    }
 }
 
 enum ReadOutcome {

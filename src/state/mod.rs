@@ -2,11 +2,14 @@
 //!
 //! Owns locked, atomic JSON state files and the settings in `config.json`
 //! ([`config`]), and the map from pi sessions to agy conversations with the
-//! per-session turn lock ([`sessions`]), and the temporary directory its
-//! private directories go in ([`tmp`]).
+//! per-session turn lock ([`sessions`]), the temporary directory its
+//! private directories go in ([`tmp`]), and the account-wide admission
+//! limits on agy starts shared by every bridge process of the user
+//! ([`admission`]: seats for turns in flight, spacing between starts).
 //!
 //! May import: [`crate::format`](mod@crate::format).
 
+pub mod admission;
 pub mod config;
 pub mod sessions;
 pub mod tmp;
