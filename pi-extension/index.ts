@@ -230,7 +230,8 @@ function trailingToolResults(messages: Message[]): Map<string, ToolResultMessage
 	return out;
 }
 
-/** pi's streamSimple: one `agy-bridge stream` child per agy turn. We own the
+/** pi's streamSimple: each turn goes to the session's `agy-bridge stream
+ *  --session` child, which keeps agy warm between turns. We own the
  *  partial AssistantMessage of each provider call and apply every delta. */
 function streamSimple(model: Model<Api>, context: Context, options?: SimpleStreamOptions): AssistantMessageEventStream {
 	const stream = createAssistantMessageEventStream();

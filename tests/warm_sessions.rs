@@ -232,14 +232,31 @@ fn two_turns_run_on_one_agy_and_each_streams_only_its_own_answer() {
     let (mut s, _home) = Session::start(TWO_TURNS, "4", &[("FAKE_AGY_BOOT_MS", "300")]);
     let first = s.turn(&s.request(MODEL, &["first question"]));
     let second = s.turn(&s.request(MODEL, &["first question", "second question"]));
-    assert_eq!(ended_with(&first), ("done".into(), "stop".into()), "{first:?}");
-    assert_eq!(ended_with(&second), ("done".into(), "stop".into()), "{second:?}");
+    assert_eq!(
+        ended_with(&first),
+        ("done".into(), "stop".into()),
+        "{first:?}"
+    );
+    assert_eq!(
+        ended_with(&second),
+        ("done".into(), "stop".into()),
+        "{second:?}"
+    );
     assert_eq!(squeeze(&text(&first)), recorded_answer(TWO_TURNS, 0));
     assert_eq!(squeeze(&text(&second)), recorded_answer(TWO_TURNS, 1));
     assert!(!recorded_answer(TWO_TURNS, 1).is_empty());
-    assert_eq!(s.agy_starts().len(), 1, "one agy for both turns: {:?}", s.agy_starts());
+    assert_eq!(
+        s.agy_starts().len(),
+        1,
+        "one agy for both turns: {:?}",
+        s.agy_starts()
+    );
     assert_eq!(s.prompts().len(), 2, "both prompts on that agy's stdin");
-    assert!(s.prompts()[1].contains("second question"), "{:?}", s.prompts());
+    assert!(
+        s.prompts()[1].contains("second question"),
+        "{:?}",
+        s.prompts()
+    );
     assert!(s.stderr().contains("warm agy: on"), "{}", s.stderr());
     assert!(s.end().success());
 }
@@ -270,13 +287,21 @@ fn a_model_change_between_turns_restarts_agy_on_the_same_conversation() {
         .expect("the session is bound")
         .to_string();
     let second = s.turn(&s.request(OTHER_MODEL, &["first question", "second"]));
-    assert_eq!(ended_with(&second), ("done".into(), "stop".into()), "{second:?}");
+    assert_eq!(
+        ended_with(&second),
+        ("done".into(), "stop".into()),
+        "{second:?}"
+    );
     let starts = s.agy_starts();
     assert_eq!(starts.len(), 2, "{starts:?}");
     let argv = starts[1].join(" ");
     assert!(argv.contains(&format!("--conversation {id}")), "{argv}");
     assert!(argv.contains(&format!("--model {OTHER_MODEL}")), "{argv}");
-    assert!(!starts[0].join(" ").contains("--conversation"), "{:?}", starts[0]);
+    assert!(
+        !starts[0].join(" ").contains("--conversation"),
+        "{:?}",
+        starts[0]
+    );
     assert!(s.end().success());
 }
 
@@ -298,18 +323,37 @@ fn an_aborted_turn_is_followed_by_one_that_succeeds_on_the_same_conversation() {
     let aborted = s.rest_of_turn(seen);
     assert_eq!(ended_with(&aborted), ("error".into(), "aborted".into()));
     assert!(
-        eventually(Duration::from_secs(10), || pids.iter().all(|p| !common::alive(*p))),
+        eventually(Duration::from_secs(10), || pids
+            .iter()
+            .all(|p| !common::alive(*p))),
         "the aborted agy's tree is gone"
     );
     // pi hears of the abort at once; the binding is saved as the turn ends.
-    let bound = || sessions_json(home.path())["sid:warm-test"]["conversationId"].as_str().map(str::to_string);
-    assert!(eventually(Duration::from_secs(10), || bound().is_some()), "the aborted turn's conversation is kept");
+    let bound = || {
+        sessions_json(home.path())["sid:warm-test"]["conversationId"]
+            .as_str()
+            .map(str::to_string)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || bound().is_some()),
+        "the aborted turn's conversation is kept"
+    );
     let id = bound().unwrap_or_default();
     let next = s.turn(&s.request(MODEL, &["a long one", "go on"]));
-    assert_eq!(ended_with(&next), ("done".into(), "stop".into()), "{next:?}");
+    assert_eq!(
+        ended_with(&next),
+        ("done".into(), "stop".into()),
+        "{next:?}"
+    );
     let starts = s.agy_starts();
     assert_eq!(starts.len(), 2, "a replacement agy: {starts:?}");
-    assert!(starts[1].join(" ").contains(&format!("--conversation {id}")), "{:?}", starts[1]);
+    assert!(
+        starts[1]
+            .join(" ")
+            .contains(&format!("--conversation {id}")),
+        "{:?}",
+        starts[1]
+    );
     assert!(s.end().success());
 }
 
@@ -331,9 +375,17 @@ fn agy_killed_between_turns_is_replaced_not_reported() {
         s.stderr()
     );
     let second = s.turn(&s.request(MODEL, &["first question", "second"]));
-    assert_eq!(ended_with(&second), ("done".into(), "stop".into()), "{second:?}");
+    assert_eq!(
+        ended_with(&second),
+        ("done".into(), "stop".into()),
+        "{second:?}"
+    );
     assert!(!text(&second).is_empty());
-    assert!(s.stderr().contains("exited between turns"), "{}", s.stderr());
+    assert!(
+        s.stderr().contains("exited between turns"),
+        "{}",
+        s.stderr()
+    );
     assert!(s.end().success());
 }
 
@@ -348,7 +400,11 @@ fn an_idle_session_releases_its_agy_and_the_next_turn_starts_one() {
         s.agy_pids()
     );
     let second = s.turn(&s.request(MODEL, &["first question", "second"]));
-    assert_eq!(ended_with(&second), ("done".into(), "stop".into()), "{second:?}");
+    assert_eq!(
+        ended_with(&second),
+        ("done".into(), "stop".into()),
+        "{second:?}"
+    );
     assert_eq!(s.agy_starts().len(), 2);
     assert!(s.end().success());
 }
@@ -427,19 +483,72 @@ fn a_warm_agy_is_not_used_after_another_process_ran_a_turn_of_its_session() {
     // A second child in the same home and workspace, as a second pi would be.
     let mut b = Session::start_in(home.path(), TWO_TURNS, "4", &[]);
     let other = b.turn(&b.request(MODEL, &["first question", "from the other pi"]));
-    assert_eq!(ended_with(&other), ("done".into(), "stop".into()), "{other:?}");
+    assert_eq!(
+        ended_with(&other),
+        ("done".into(), "stop".into()),
+        "{other:?}"
+    );
     let id = sessions_json(home.path())["sid:warm-test"]["conversationId"]
         .as_str()
         .expect("bound")
         .to_string();
     let before = a.agy_starts().len();
     let again = a.turn(&a.request(MODEL, &["first question", "from the other pi", "back"]));
-    assert_eq!(ended_with(&again), ("done".into(), "stop".into()), "{again:?}");
+    assert_eq!(
+        ended_with(&again),
+        ("done".into(), "stop".into()),
+        "{again:?}"
+    );
     let starts = a.agy_starts();
-    assert_eq!(starts.len(), before + 1, "a replaced a stale agy: {starts:?}");
+    assert_eq!(
+        starts.len(),
+        before + 1,
+        "a replaced a stale agy: {starts:?}"
+    );
     let last = starts.last().expect("a start").join(" ");
     assert!(last.contains(&format!("--conversation {id}")), "{last}");
     assert!(a.stderr().contains("warm agy: on"), "{}", a.stderr());
     assert!(a.end().success());
     assert!(b.end().success());
+}
+
+/// An agy that cannot read turns on stdin (older than 1.1.15): one agy per
+/// turn, as before, and the session says why once.
+#[test]
+fn an_agy_older_than_1_1_15_runs_one_process_per_turn_and_says_why() {
+    let bin = tempfile::tempdir().expect("tmp");
+    let old_agy = bin.path().join("agy");
+    std::fs::write(
+        &old_agy,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo 1.1.9; exit 0; fi\nexec '{}' \"$@\"\n",
+            common::fake_agy().display()
+        ),
+    )
+    .expect("script");
+    let mut perms = std::fs::metadata(&old_agy).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&old_agy, perms).expect("chmod");
+    let agy_bin = old_agy.display().to_string();
+    let (mut s, _home) = Session::start("hello", "4", &[("AGY_BIN", agy_bin.as_str())]);
+    let first = s.turn(&s.request(MODEL, &["hi"]));
+    let second = s.turn(&s.request(MODEL, &["hi", "again"]));
+    assert_eq!(
+        ended_with(&first),
+        ("done".into(), "stop".into()),
+        "{first:?}"
+    );
+    assert_eq!(
+        ended_with(&second),
+        ("done".into(), "stop".into()),
+        "{second:?}"
+    );
+    assert_eq!(s.agy_starts().len(), 2, "one agy per turn");
+    let stderr = s.stderr();
+    assert_eq!(stderr.matches("warm agy: off").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("1.1.9 does not read turns on its stdin"),
+        "{stderr}"
+    );
+    assert!(s.end().success());
 }

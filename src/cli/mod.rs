@@ -2,9 +2,9 @@
 //! library's): one file per command group. `main.rs` parses the arguments
 //! and dispatches here.
 
+pub mod admission;
 pub mod caller;
 pub mod env;
 pub mod out;
 pub mod session;
-pub mod admission;
 pub mod turn;

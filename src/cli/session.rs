@@ -251,9 +251,15 @@ impl Session {
         gone: &CancellationToken,
     ) -> Option<Msg> {
         loop {
-            let idle_at = tokio::time::Instant::from_std(self.last_use + self.policy.idle);
-            let slot = self.slot.as_mut();
-            let warm_left = slot.is_some();
+            // A huge idle time is "never": no deadline at all.
+            let idle_at = self.last_use.checked_add(self.policy.idle);
+            let idle = async {
+                match idle_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let warm_left = self.slot.is_some();
             let exited = async {
                 match self.slot.as_mut() {
                     Some(s) => s.warm.exited().await,
@@ -265,7 +271,7 @@ impl Session {
                 _ = gone.cancelled() => return None,
                 msg = msgs.recv() => return msg,
                 _ = exited => self.on_warm_exit(gone).await,
-                _ = tokio::time::sleep_until(idle_at), if warm_left => self.release_idle(),
+                _ = idle, if warm_left => self.release_idle(),
             }
         }
     }
@@ -280,12 +286,36 @@ impl Session {
             slot.warm.pid()
         );
         slot.warm.release(Duration::ZERO).await;
-        self.fruitless += 1;
-        if let Some(plan) = self.plan.clone() {
-            if self.fruitless <= MAX_FRUITLESS_STARTS {
-                self.start_slot(plan, gone).await;
-            }
+        if self.died_again() {
+            return;
         }
+        if let Some(plan) = self.plan.clone() {
+            self.start_slot(plan, gone).await;
+        }
+    }
+
+    /// One more warm agy gone without a turn; `true` when that was one too
+    /// many and the session runs cold from now on (an agy that rejects its
+    /// stdin, or cannot start, would otherwise be restarted forever).
+    fn died_again(&mut self) -> bool {
+        self.fruitless += 1;
+        if self.fruitless <= MAX_FRUITLESS_STARTS {
+            return false;
+        }
+        self.refuse(format!(
+            "agy exited {} times without running a turn when kept warm",
+            self.fruitless
+        ));
+        true
+    }
+
+    /// This session's agy cannot be warm: from now on every turn runs on an
+    /// agy of its own; said at once if the choice was said already.
+    fn refuse(&mut self, why: String) {
+        if self.said && self.refused.is_none() {
+            eprintln!("agy-bridge: warm agy: off from now on: {why}; one agy process per turn");
+        }
+        self.refused = Some(why);
     }
 
     /// The session sat idle: its agy goes (the next turn starts one).
@@ -356,12 +386,32 @@ impl Session {
             _turn_lock: _held,
         } = start;
         let mut mapper = turn::turn_prologue(&prepared, &mut prelude, &mut pi).await;
+        // Held to the end of the turn, warm or cold.
+        let Some(_seat) = turn::take_seat(&mut pi, cancel).await else {
+            return false;
+        };
         if self.warm_possible() {
+            let too_old = turn::too_old_for_pi_tools(&prelude);
+            if let Some(old) = too_old.filter(|_| prepared.first_turn && !req.tools.is_empty()) {
+                pi.thinking(&turn::no_pi_tools_note(old));
+            }
             let plan = plan_for(&req, &prepared, &prelude);
-            if let Some(slot) = self.slot_for(&plan, &prepared, prelude.clone(), cancel).await {
+            if let Some(slot) = self
+                .slot_for(&plan, &prepared, prelude.clone(), cancel)
+                .await
+            {
                 self.say_choice();
                 return self
-                    .warm_turn(slot, plan, &req, &prepared, &mut mapper, control, &mut pi, cancel)
+                    .warm_turn(
+                        slot,
+                        plan,
+                        &req,
+                        &prepared,
+                        &mut mapper,
+                        control,
+                        &mut pi,
+                        cancel,
+                    )
                     .await;
             }
         }
@@ -394,9 +444,7 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 /// pi's tools agy is offered: none when they are switched off or this agy
 /// is known to be too old to reach them.
 fn offered_tools(req: &StreamRequest, prelude: &runner::Prelude) -> Vec<agy_bridge::mcp::PiTool> {
-    let too_old = prelude
-        .features()
-        .is_some_and(|f| f.version.is_some() && !f.mcp_from_add_dir());
+    let too_old = turn::too_old_for_pi_tools(prelude).is_some();
     if too_old || agy_bridge::mcp::disabled_by_env().unwrap_or(true) {
         return Vec::new();
     }
@@ -416,7 +464,10 @@ impl Session {
     ) -> Option<Slot> {
         let conversation = prepared.turn.conversation.as_ref();
         if let Some(slot) = self.slot.take() {
-            if slot.warm.fits(&plan.key, conversation, prepared.turn.after_idx) {
+            if slot
+                .warm
+                .fits(&plan.key, conversation, prepared.turn.after_idx)
+            {
                 return Some(slot);
             }
             tokio::spawn(release(slot));
@@ -441,13 +492,13 @@ impl Session {
             key,
             tools,
         } = plan;
-        if !super::admission::wait_start(cancel).await {
+        if !runner::spaced_start(&cfg, cancel).await {
             return None;
         }
         let tools = match agy_bridge::mcp::ToolBridge::start(tools).await {
             Ok(tools) => tools,
             Err(e) => {
-                self.refused = Some(format!("pi's tools cannot be served to agy ({e})"));
+                self.refuse(format!("pi's tools cannot be served to agy ({e})"));
                 return None;
             }
         };
@@ -461,7 +512,7 @@ impl Session {
         match runner::start_warm(&cfg, &req, prelude, key).await {
             Ok(warm) => Some(Slot { warm, tools }),
             Err(why) => {
-                self.refused = Some(why);
+                self.refuse(why);
                 None
             }
         }
@@ -501,8 +552,11 @@ impl Session {
         };
         let plan = plan_for(&req, &prepared, &prelude);
         let fits = self.slot.as_ref().is_some_and(|s| {
-            s.warm
-                .fits(&plan.key, prepared.turn.conversation.as_ref(), prepared.turn.after_idx)
+            s.warm.fits(
+                &plan.key,
+                prepared.turn.conversation.as_ref(),
+                prepared.turn.after_idx,
+            )
         });
         if !fits {
             if let Some(old) = self.slot.take() {
@@ -606,9 +660,10 @@ impl Session {
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();
-        let task = tokio::spawn(async move {
-            runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await
-        });
+        let task =
+            tokio::spawn(
+                async move { runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await },
+            );
         agy_bridge::mcp::relay::relay(&mut rx, side.lines(), pi, mapper, cancel).await;
         let outcome = task.await;
         let control = match side {
@@ -631,6 +686,7 @@ impl Session {
             Ok(WarmRun::Gone(why)) => {
                 eprintln!("agy-bridge: {why}; this turn starts agy afresh");
                 drop(tools);
+                let again = !self.died_again();
                 let prelude = runner::Prelude::new(&prepared.cfg).await;
                 let cold = ColdTurn {
                     req,
@@ -638,7 +694,10 @@ impl Session {
                     prelude,
                 };
                 let ok = turn::run_cold_prepared(cold, mapper, None, control, pi, cancel).await;
-                self.start_slot(plan, cancel).await;
+                if again && !self.gone.is_cancelled() {
+                    let gone = self.gone.clone();
+                    self.start_slot(plan, &gone).await;
+                }
                 ok
             }
             Err(e) => {
@@ -654,7 +713,12 @@ impl Session {
     /// After a warm turn: the plan follows the conversation, and an agy the
     /// turn ended (abort, watchdog, agy's exit) is replaced at once, on the
     /// same conversation, while pi has its answer already.
-    async fn after_turn(&mut self, mut plan: Plan, result: &runner::RunResult, cancel: &CancellationToken) {
+    async fn after_turn(
+        &mut self,
+        mut plan: Plan,
+        result: &runner::RunResult,
+        cancel: &CancellationToken,
+    ) {
         if let Some(id) = result
             .conversation_id
             .as_deref()

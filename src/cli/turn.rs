@@ -146,6 +146,7 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
     cfg.guardian = std::env::current_exe()
         .ok()
         .map(agy_bridge::run::standby::Guardian::new);
+    cfg.admission = super::admission::admission();
     Ok(cfg)
 }
 
@@ -201,6 +202,10 @@ async fn drive(
     use super::out;
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
+    let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
+        eprintln!("agy-bridge: error: {}", runner::Failure::Aborted);
+        return Ok((ExitCode::FAILURE, runner::RunResult::aborted_before_start()));
+    };
     let (tx, rx) = runner::event_channel();
     // Writing to stdout blocks while its reader is slow: on a thread of its
     // own, so the runner waits (its channel full), not a runtime worker.
@@ -699,8 +704,8 @@ pub(super) async fn start_from_line(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
-    let req: agy_bridge::provider::StreamRequest = serde_json::from_str(line)
-        .map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
+    let req: agy_bridge::provider::StreamRequest =
+        serde_json::from_str(line).map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
     let (session_key, store) = session_of(&req);
@@ -807,12 +812,31 @@ pub(super) async fn run_cold<W: Write>(
         _turn_lock: _held,
     } = start;
     let mut mapper = turn_prologue(&prepared, &mut prelude, pi).await;
+    let Some(_seat) = take_seat(pi, cancel).await else {
+        return false;
+    };
     let cold = ColdTurn {
         req: &req,
         prepared: &prepared,
         prelude,
     };
     run_cold_prepared(cold, &mut mapper, standby, control, pi, cancel).await
+}
+
+/// One of the account's seats for this turn (held by the caller to the
+/// turn's end), pi told when it waits; `None` when pi aborted the wait
+/// (pi has its `error` already).
+pub(super) async fn take_seat<W: Write>(
+    pi: &mut agy_bridge::provider::PiStream<W>,
+    cancel: &CancellationToken,
+) -> Option<Option<agy_bridge::admission::Seat>> {
+    match super::admission::wait_seat(cancel, |words| pi.thinking(words)).await {
+        Ok(seat) => Some(seat),
+        Err(()) => {
+            pi.fail(true, "Operation aborted");
+            None
+        }
+    }
 }
 
 /// A turn past its prologue, to run on an agy of its own.
@@ -890,16 +914,23 @@ pub(super) async fn offer_pi_tools<W: Write>(
     mapper: &mut agy_bridge::provider::EventMapper,
     pi: &mut agy_bridge::provider::PiStream<W>,
 ) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
-    let too_old = prelude
-        .features()
-        .filter(|f| f.version.is_some() && !f.mcp_from_add_dir());
-    if let Some(old) = too_old {
+    if let Some(old) = too_old_for_pi_tools(prelude) {
         if prepared.first_turn && !req.tools.is_empty() {
             pi.thinking(&no_pi_tools_note(old));
         }
         return Ok(None);
     }
     serve_pi_tools(req, turn, mapper).await
+}
+
+/// This agy, when it is known to be too old to reach pi's tools (an agy
+/// that does not say its version is offered them).
+pub(super) fn too_old_for_pi_tools(
+    prelude: &runner::Prelude,
+) -> Option<agy_bridge::format::features::AgyFeatures> {
+    prelude
+        .features()
+        .filter(|f| f.version.is_some() && !f.mcp_from_add_dir())
 }
 
 /// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
@@ -1356,6 +1387,9 @@ async fn run_collecting(
 ) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
+    let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
+        return (runner::RunResult::aborted_before_start(), Vec::new());
+    };
     let (tx, mut rx) = runner::event_channel();
     let collect = tokio::spawn(async move {
         let mut v = Vec::new();

@@ -205,10 +205,10 @@ impl Admission {
         mut waiting: impl FnMut(u32),
     ) -> Result<Seat, AdmissionError> {
         let mut told = false;
+        // Tried once even when `cancel` has fired: a caller that need not
+        // wait goes on to its own checks (a bad request is said as such,
+        // not as an abort); only a wait is cut short.
         loop {
-            if cancel.is_cancelled() {
-                return Err(AdmissionError::Cancelled);
-            }
             let admission = self.clone();
             if let Some(seat) = blocking(move || admission.try_seat()).await? {
                 return Ok(seat);
@@ -235,10 +235,10 @@ impl Admission {
         mut waiting: impl FnMut(Duration),
     ) -> Result<(), AdmissionError> {
         let mut told = false;
+        // Tried once even when `cancel` has fired: a caller that need not
+        // wait goes on to its own checks (a bad request is said as such,
+        // not as an abort); only a wait is cut short.
         loop {
-            if cancel.is_cancelled() {
-                return Err(AdmissionError::Cancelled);
-            }
             let admission = self.clone();
             let wait = match blocking(move || admission.try_start()).await? {
                 Ok(()) => return Ok(()),
@@ -524,6 +524,17 @@ mod tests {
             "{result:?}"
         );
         assert!(began.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_caller_that_need_not_wait_is_admitted() {
+        // Its own checks then run (a bad request is said as such).
+        let dir = tempfile::tempdir().unwrap();
+        let admission = Admission::new(dir.path(), 1, Duration::from_secs(60));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        assert!(admission.wait_seat(&cancel, |_| {}).await.is_ok());
+        assert!(admission.wait_start(&cancel, |_| {}).await.is_ok());
     }
 
     #[tokio::test]

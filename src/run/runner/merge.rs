@@ -233,7 +233,9 @@ impl Turn<'_> {
         }
         // A warm agy's results count the whole process: the turn is what
         // this result added to the one before.
-        if let (Some(total), Some(before)) = (conversation, self.warm.as_ref().and_then(|w| w.before)) {
+        if let (Some(total), Some(before)) =
+            (conversation, self.warm.as_ref().and_then(|w| w.before))
+        {
             let turn = usage_minus(total, before);
             return Some(TurnUsage {
                 last_call: turn,
@@ -271,7 +273,9 @@ fn usage_minus(total: Usage, before: Usage) -> Usage {
         input_tokens: total.input_tokens.saturating_sub(before.input_tokens),
         output_tokens: total.output_tokens.saturating_sub(before.output_tokens),
         thinking_tokens: total.thinking_tokens.saturating_sub(before.thinking_tokens),
-        cache_read_tokens: total.cache_read_tokens.saturating_sub(before.cache_read_tokens),
+        cache_read_tokens: total
+            .cache_read_tokens
+            .saturating_sub(before.cache_read_tokens),
         total_tokens: total.total_tokens.saturating_sub(before.total_tokens),
     }
 }

@@ -26,7 +26,6 @@ use outbox::Halted;
 mod merge;
 mod outbox;
 mod warm;
-pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
 use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -38,6 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
 
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,6 +81,10 @@ pub struct RunConfig {
     /// [`Guardian`]). With it, agy's tree dies with the bridge however the
     /// bridge dies; without, only agy itself does (Linux).
     pub guardian: Option<Guardian>,
+    /// The account-wide spacing of agy starts ([`crate::state::admission`]):
+    /// a turn waits for it just before agy starts, after the request's own
+    /// checks. `None`: no spacing (a library caller's default).
+    pub admission: Option<crate::state::admission::Admission>,
 }
 
 impl Default for RunConfig {
@@ -102,6 +106,7 @@ impl Default for RunConfig {
             ambiguity_budget: Duration::from_secs(10),
             env: Vec::new(),
             guardian: None,
+            admission: None,
         }
     }
 }
@@ -343,6 +348,15 @@ impl RunResult {
             degraded: None,
             notices: Vec::new(),
             failure: None,
+        }
+    }
+
+    /// A turn aborted before agy started (while it waited its turn).
+    pub fn aborted_before_start() -> RunResult {
+        RunResult {
+            aborted: true,
+            failure: Some(Failure::Aborted),
+            ..RunResult::empty()
         }
     }
 
@@ -758,6 +772,10 @@ async fn run_after<'a>(
         .into_iter()
         .chain(req.private_dirs.iter().map(PathBuf::as_path))
         .collect();
+    if !spaced_start(cfg, &cancel).await {
+        turn.result.aborted = true;
+        return turn.fail_early(Failure::Aborted);
+    }
     let spawned = Agy::spawn(cfg, req, surface, &private).await;
     let mut agy = match spawned {
         Ok(agy) => agy,
@@ -771,6 +789,20 @@ async fn run_after<'a>(
     turn.emit(RunEvent::Started { pid: agy.pid.get() });
     turn.follow(&mut agy, &cancel).await;
     turn.finish(agy, &cancel).await
+}
+
+/// Wait for the account's start spacing ([`RunConfig::admission`]);
+/// `false` when `cancel` fired while waiting. Lock files that cannot be
+/// used never stop a turn.
+pub async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
+    use crate::state::admission::AdmissionError;
+    match &cfg.admission {
+        Some(admission) => !matches!(
+            admission.wait_start(cancel, |_| {}).await,
+            Err(AdmissionError::Cancelled)
+        ),
+        None => true,
+    }
 }
 
 /// Why a turn cannot start at all, whatever agy: a working directory that

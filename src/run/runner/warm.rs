@@ -126,10 +126,7 @@ impl WarmAgy {
         // Nothing to compare for a new conversation; agy may have read a
         // resumed one at its start, so even a first turn checks.
         let unchanged = conversation.is_none() || last_idx <= self.last_idx;
-        self.key == *key
-            && same_conversation
-            && unchanged
-            && self.started.elapsed() < WARM_MAX_AGE
+        self.key == *key && same_conversation && unchanged && self.started.elapsed() < WARM_MAX_AGE
     }
 
     /// agy's pid (or its guardian's).
@@ -174,7 +171,9 @@ impl WarmAgy {
             .await
             .is_ok()
         {
-            self.agy.child.signal_group(nix::sys::signal::Signal::SIGTERM);
+            self.agy
+                .child
+                .signal_group(nix::sys::signal::Signal::SIGTERM);
             let _ = self.agy.child.wait().await;
         } else {
             terminate(&mut self.agy.child, grace).await;
@@ -271,7 +270,10 @@ pub async fn run_warm(
     });
     if warm.agy.input.send_line(line).is_err() {
         let status = warm.agy.child.wait().await;
-        return WarmRun::Gone(format!("the warm agy's input had closed ({})", exit_words(status)));
+        return WarmRun::Gone(format!(
+            "the warm agy's input had closed ({})",
+            exit_words(status)
+        ));
     }
     turn.emit(RunEvent::Started { pid: warm.pid() });
     turn.follow(&mut warm.agy, &cancel).await;
