@@ -98,6 +98,17 @@ passed=$((passed + $(grep -c '^ok ' <<<"$rpc_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$rpc_out")))
 grep -q '^ok ' <<<"$rpc_out" || { failed=$((failed+1)); echo "FAIL - pi RPC session did not run"; }
 
+# 6b. Warm agy sessions: agy starts with the pi session, both prompts run on
+#     it, and a SIGKILLed pi leaves no agy behind.
+export HOME="$WORK/home5" PI_CODING_AGENT_DIR="$WORK/home5/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/ws5"
+warm_out="$(FAKE_AGY_RECORDING=stdin-two-turns FAKE_AGY_BOOT_MS=500 FAKE_AGY_ARGV_LOG="$WORK/argv5.log" \
+  timeout 180 node "$ROOT/.ci/pi-warm-rpc.mjs" "$PI" "$ROOT/pi-extension" "$WORK/argv5.log" "$WORK/ws5" 2>&1)"
+echo "$warm_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$warm_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$warm_out")))
+grep -q '^ok ' <<<"$warm_out" || { failed=$((failed+1)); echo "FAIL - pi RPC warm session did not run"; }
+
 # 7. pi's tools for agy: agy (fake-agy) calls pi_probe, a tool of a second
 #    extension whose result only this pi can produce; pi runs it; the result
 #    reaches agy (its type-38 step holds it) and agy's answer follows. pi's

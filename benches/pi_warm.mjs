@@ -7,15 +7,19 @@
 // start-up, prompt line to its first text_delta), measured in the same run.
 //
 // Usage: node pi_warm.mjs PI_BIN EXTENSION_DIR FAKE_AGY RECORDING ROUNDS
-// (benches/pi-warm.sh builds and installs what it needs and runs it).
+// [BEFORE_EXTENSION_DIR] (benches/pi-warm.sh builds and installs what it
+// needs and runs it). With BEFORE_EXTENSION_DIR (the extension as it was
+// before warm sessions: one `agy-bridge stream` per turn), that cold path is
+// measured too, to hold AGY_WARM=off to it.
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-const [piBin, extensionArg, fakeAgy, recording, roundsArg] = process.argv.slice(2);
+const [piBin, extensionArg, fakeAgy, recording, roundsArg, beforeArg] = process.argv.slice(2);
 const extension = path.resolve(extensionArg);
+const before = beforeArg ? path.resolve(beforeArg) : null;
 const rounds = Number(roundsArg || 5);
 const boot = process.env.FAKE_AGY_BOOT_MS ?? "2400";
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -51,7 +55,7 @@ function jsonLines(stream) {
 }
 
 /** One pi session of two turns: [turn 1 ms, turn 2 ms] to the first text. */
-async function piSession(warm) {
+async function piSession(warm, ext = extension) {
 	const home = fs.mkdtempSync(path.join(os.tmpdir(), "pi-warm-"));
 	const env = {
 		...process.env,
@@ -64,7 +68,7 @@ async function piSession(warm) {
 		AGY_WARM: warm ? "on" : "off",
 		PI_OFFLINE: "1",
 	};
-	const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
+	const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", ext, "--model", "antigravity/gemini-3.7-flash"], {
 		stdio: ["pipe", "pipe", "inherit"],
 		env,
 		cwd: home,
@@ -83,11 +87,40 @@ async function piSession(warm) {
 		times.push((await text) - t0);
 		await end;
 	}
-	pi.stdin.end();
-	pi.kill("SIGTERM");
-	await new Promise((r) => pi.once("close", r));
+	// pi SIGKILLed with its session's agy warm: how long until that agy's
+	// tree is gone (nothing may outlive pi; target 1 s).
+	const agys = pidsWith(home, "fake-agy");
+	const killed = performance.now();
+	pi.kill("SIGKILL");
+	while (agys.some(alive) && performance.now() - killed < 10000) await sleep(5);
+	const gone = agys.some(alive) ? Infinity : performance.now() - killed;
+	await new Promise((r) => (pi.exitCode === null && pi.signalCode === null ? pi.once("close", r) : r()));
 	fs.rmSync(home, { recursive: true, force: true });
-	return times;
+	return [...times, warm ? gone : NaN];
+}
+
+/** Live pids whose command line holds both words. */
+function pidsWith(a, b) {
+	return fs
+		.readdirSync("/proc")
+		.filter((n) => /^\d+$/.test(n))
+		.map(Number)
+		.filter((pid) => {
+			try {
+				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+				return cmd.includes(a) && cmd.includes(b) && alive(pid);
+			} catch {
+				return false;
+			}
+		});
+}
+
+function alive(pid) {
+	try {
+		return !/\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
+	} catch {
+		return false;
+	}
 }
 
 /** agy's own first-token time: fake-agy alone, no start-up, the turn's
@@ -119,16 +152,20 @@ const median = (xs) => {
 	const s = [...xs].sort((a, b) => a - b);
 	return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
-const samples = { warm: [[], []], off: [[], []], agy: [[], []] };
+const samples = { warm: [[], []], off: [[], []], before: [[], []], agy: [[], []] };
+const teardown = [];
 for (let i = 0; i < rounds; i++) {
-	for (const [name, run] of [
+	const runs = [
 		["warm", () => piSession(true)],
 		["off", () => piSession(false)],
 		["agy", agyOwn],
-	]) {
-		const [t1, t2] = await run();
+	];
+	if (before) runs.push(["before", () => piSession(false, before)]);
+	for (const [name, run] of runs) {
+		const [t1, t2, gone] = await run();
 		samples[name][0].push(t1);
 		samples[name][1].push(t2);
+		if (name === "warm") teardown.push(gone);
 	}
 	process.stderr.write(`round ${i + 1}/${rounds} done\n`);
 }
@@ -137,10 +174,12 @@ const agy = [median(samples.agy[0]), median(samples.agy[1])];
 console.log(`pi RPC, fake-agy start-up ${boot} ms, first prompt ${Number(boot) + THINK_MS} ms after pi started, ${rounds} sessions each, medians:\n`);
 console.log("| | turn 1 (after pre-warm) | turn 2 |");
 console.log("| --- | --- | --- |");
-for (const name of ["warm", "off"]) {
+const label = { warm: "pi, AGY_WARM=on", off: "pi, AGY_WARM=off", before: "pi, the extension before warm sessions (one `stream` per turn)" };
+for (const name of before ? ["warm", "off", "before"] : ["warm", "off"]) {
 	const [t1, t2] = [median(samples[name][0]), median(samples[name][1])];
-	console.log(`| pi, AGY_WARM=${name === "warm" ? "on" : "off"} | ${ms(t1)} (+${ms(t1 - agy[0])} over agy) | ${ms(t2)} (+${ms(t2 - agy[1])} over agy) |`);
+	console.log(`| ${label[name]} | ${ms(t1)} (+${ms(t1 - agy[0])} over agy) | ${ms(t2)} (+${ms(t2 - agy[1])} over agy) |`);
 }
 console.log(`| agy's own first token (no start-up) | ${ms(agy[0])} | ${ms(agy[1])} |`);
 const ratio = (a, b) => (a / b).toFixed(1);
 console.log(`\noff/warm: turn 1 ${ratio(median(samples.off[0]), median(samples.warm[0]))}x, turn 2 ${ratio(median(samples.off[1]), median(samples.warm[1]))}x`);
+console.log(`pi SIGKILLed with a warm agy: agy's tree gone after ${ms(median(teardown))} (median; worst ${ms(Math.max(...teardown))})`);

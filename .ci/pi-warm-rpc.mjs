@@ -1,0 +1,82 @@
+// pi in RPC mode with warm agy sessions: the session's agy starts before
+// the first prompt (the extension's warm line on session_start), both
+// prompts run on that one agy (each shows its own answer), and once pi is
+// SIGKILLed nothing of agy is left. Prints one "ok"/"FAIL" line per check;
+// exit code = failures.
+//
+// Usage: node pi-warm-rpc.mjs PI_BIN EXTENSION_DIR ARGV_LOG WORKSPACE
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import fs from "node:fs";
+
+const [piBin, extension, argvLog, workspace] = process.argv.slice(2);
+let failures = 0;
+const check = (name, ok, detail = "") => {
+	console.log(`${ok ? "ok  " : "FAIL"} - ${name}${ok ? "" : `\n       ${detail}`}`);
+	if (!ok) failures++;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const until = async (pred, ms) => {
+	const end = Date.now() + ms;
+	while (Date.now() < end) {
+		const v = pred();
+		if (v) return v;
+		await sleep(50);
+	}
+	return null;
+};
+/** agy turn processes started so far (fake-agy's argv log; not `models`…). */
+const agyStarts = () =>
+	(fs.existsSync(argvLog) ? fs.readFileSync(argvLog, "utf8") : "")
+		.split("\n")
+		.filter(Boolean)
+		.map((l) => JSON.parse(l))
+		.filter((argv) => argv.includes("-p"));
+const agyPids = () =>
+	fs
+		.readdirSync("/proc")
+		.filter((n) => /^\d+$/.test(n))
+		.filter((pid) => {
+			try {
+				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+				const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+				return cmd.includes("fake-agy") && cmd.includes(workspace) && !/\) [ZX] /.test(stat);
+			} catch {
+				return false;
+			}
+		});
+
+const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
+	stdio: ["pipe", "pipe", "inherit"],
+	cwd: workspace,
+});
+const events = [];
+createInterface({ input: pi.stdout }).on("line", (line) => {
+	try {
+		events.push(JSON.parse(line));
+	} catch {}
+});
+const warmed = await until(() => agyStarts().length === 1, 30000);
+check("the session's agy starts before the first prompt", !!warmed, `agy starts: ${JSON.stringify(agyStarts())}`);
+
+const answers = [];
+for (const message of ["first question", "second question"]) {
+	const from = events.length;
+	pi.stdin.write(`${JSON.stringify({ type: "prompt", message })}\n`);
+	const end = await until(() => events.slice(from).find((e) => e.type === "agent_end"), 60000);
+	const text = events
+		.slice(from)
+		.filter((e) => e.type === "message_update" && e.assistantMessageEvent?.type === "text_delta")
+		.map((e) => e.assistantMessageEvent.delta)
+		.join("");
+	answers.push(text);
+	check(`"${message}" is answered`, !!end && text.length > 0, JSON.stringify(events.slice(from).map((e) => e.type)).slice(0, 400));
+}
+check("each turn shows only its own answer", answers[0] !== answers[1] && !answers[1].includes(answers[0]), JSON.stringify(answers));
+check("both turns ran on the one warm agy", agyStarts().length === 1, `agy starts: ${agyStarts().length}`);
+
+const live = agyPids();
+pi.kill("SIGKILL");
+const gone = await until(() => agyPids().length === 0, 10000);
+check("pi SIGKILLed: its warm agy is gone", live.length > 0 && !!gone, `before ${live}, after ${agyPids()}`);
+process.exit(failures);
