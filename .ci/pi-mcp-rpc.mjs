@@ -7,32 +7,11 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import fs from "node:fs";
+import { alive, check, failures, until } from "./rpc-check.mjs";
 import net from "node:net";
 import path from "node:path";
 
 const [piBin, extension, probe, pidfile, blockfile, tmpdir] = process.argv.slice(2);
-let failures = 0;
-const check = (name, ok, detail = "") => {
-	console.log(`${ok ? "ok  " : "FAIL"} - ${name}${ok ? "" : `\n       ${detail}`}`);
-	if (!ok) failures++;
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const until = async (pred, ms) => {
-	const end = Date.now() + ms;
-	while (Date.now() < end) {
-		const v = pred();
-		if (v) return v;
-		await sleep(50);
-	}
-	return null;
-};
-const alive = (pid) => {
-	try {
-		return !/\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
-	} catch {
-		return false;
-	}
-};
 const privateDirs = () => fs.readdirSync(tmpdir).filter((n) => n.startsWith("agy-bridge-mcp-")).map((n) => path.join(tmpdir, n));
 const portOpen = (port) =>
 	new Promise((resolve) => {
@@ -82,4 +61,4 @@ pi.stdin.end();
 pi.kill("SIGTERM");
 const none = await until(() => privateDirs().length === 0, 10000);
 check("once pi has exited, no private MCP config is left (the warm agy went with it)", none, `dirs left: ${privateDirs()}`);
-process.exit(failures);
+process.exit(failures());

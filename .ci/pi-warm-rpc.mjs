@@ -8,23 +8,9 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import fs from "node:fs";
+import { alive, check, failures, until } from "./rpc-check.mjs";
 
 const [piBin, extension, argvLog, workspace] = process.argv.slice(2);
-let failures = 0;
-const check = (name, ok, detail = "") => {
-	console.log(`${ok ? "ok  " : "FAIL"} - ${name}${ok ? "" : `\n       ${detail}`}`);
-	if (!ok) failures++;
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const until = async (pred, ms) => {
-	const end = Date.now() + ms;
-	while (Date.now() < end) {
-		const v = pred();
-		if (v) return v;
-		await sleep(50);
-	}
-	return null;
-};
 /** agy turn processes started so far (fake-agy's argv log; not `models`…). */
 const agyStarts = () =>
 	(fs.existsSync(argvLog) ? fs.readFileSync(argvLog, "utf8") : "")
@@ -39,8 +25,7 @@ const agyPids = () =>
 		.filter((pid) => {
 			try {
 				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
-				const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-				return cmd.includes("fake-agy") && cmd.includes(workspace) && !/\) [ZX] /.test(stat);
+				return cmd.includes("fake-agy") && cmd.includes(workspace) && alive(pid);
 			} catch {
 				return false;
 			}
@@ -79,4 +64,4 @@ const live = agyPids();
 pi.kill("SIGKILL");
 const gone = await until(() => agyPids().length === 0, 10000);
 check("pi SIGKILLed: its warm agy is gone", live.length > 0 && !!gone, `before ${live}, after ${agyPids()}`);
-process.exit(failures);
+process.exit(failures());

@@ -8,31 +8,12 @@
 
 mod common;
 
-use common::{alive, bridge, eventually, fake_agy, parent_of, state_of, Home};
+use common::{alive, bridge, eventually, fake_agy, parent_of, pids_with, state_of, Home};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
-
-/// Pids whose command line contains `marker` (never this test process).
-fn pids_with(marker: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me)
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .filter(|pid| alive(*pid))
-        .collect()
-}
 
 /// A workspace directory under `home` named after `marker`'s first line:
 /// agy gets it as an `--add-dir`, so its argv holds the marker.
@@ -439,20 +420,14 @@ fn when_the_caller_is_killed_the_turn_ends() {
     // request comes from a pipe kept open past the turn (pi keeps stdin
     // open; its end alone would end the turn), so only the caller's death
     // can.
-    let mut parent = std::process::Command::new("sh");
-    parent.arg("-c").arg(format!(
-        "{{ cat '{}'; sleep 60; }} | '{}' stream > '{}' 2>/dev/null; true",
-        request.display(),
-        template.get_program().to_string_lossy(),
-        out.display()
-    ));
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => parent.env(k, v),
-            None => parent.env_remove(k),
-        };
-    }
-    let mut parent = parent.spawn().expect("sh");
+    let mut parent = common::under_sh(
+        &template,
+        &format!(
+            "{{ cat '{}'; sleep 60; }} | {{bridge}} stream > '{}' 2>/dev/null; true",
+            request.display(),
+            out.display()
+        ),
+    );
     assert!(
         eventually(Duration::from_secs(30), || !pids_with(&marker).is_empty()),
         "agy never started"

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{argvs, bridge, eventually, load, sessions_json, stdin_prompts, CHILD_LIMIT};
+use common::{
+    argvs, bridge, cmdline, eventually, load, pids_with, sessions_json, stdin_prompts, CHILD_LIMIT,
+};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -153,25 +155,6 @@ impl Session {
     }
 }
 
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .unwrap_or_default()
-}
-
-/// Live pids whose command line contains `marker` (never this process).
-fn pids_with(marker: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me && common::alive(*pid) && cmdline(*pid).contains(marker))
-        .collect()
-}
-
 /// The answer text pi got in one turn (text deltas joined).
 fn text(events: &[Value]) -> String {
     events
@@ -179,6 +162,15 @@ fn text(events: &[Value]) -> String {
         .filter(|e| e["type"] == "text_delta")
         .filter_map(|e| e["delta"].as_str())
         .collect()
+}
+
+/// The turn ended as pi's `done` with reason `stop`.
+fn assert_stopped(events: &[Value]) {
+    assert_eq!(
+        ended_with(events),
+        ("done".into(), "stop".into()),
+        "{events:?}"
+    );
 }
 
 fn ended_with(events: &[Value]) -> (String, String) {
@@ -232,16 +224,8 @@ fn two_turns_run_on_one_agy_and_each_streams_only_its_own_answer() {
     let (mut s, _home) = Session::start(TWO_TURNS, "4", &[("FAKE_AGY_BOOT_MS", "300")]);
     let first = s.turn(&s.request(MODEL, &["first question"]));
     let second = s.turn(&s.request(MODEL, &["first question", "second question"]));
-    assert_eq!(
-        ended_with(&first),
-        ("done".into(), "stop".into()),
-        "{first:?}"
-    );
-    assert_eq!(
-        ended_with(&second),
-        ("done".into(), "stop".into()),
-        "{second:?}"
-    );
+    assert_stopped(&first);
+    assert_stopped(&second);
     assert_eq!(squeeze(&text(&first)), recorded_answer(TWO_TURNS, 0));
     assert_eq!(squeeze(&text(&second)), recorded_answer(TWO_TURNS, 1));
     assert!(!recorded_answer(TWO_TURNS, 1).is_empty());
@@ -287,11 +271,7 @@ fn a_model_change_between_turns_restarts_agy_on_the_same_conversation() {
         .expect("the session is bound")
         .to_string();
     let second = s.turn(&s.request(OTHER_MODEL, &["first question", "second"]));
-    assert_eq!(
-        ended_with(&second),
-        ("done".into(), "stop".into()),
-        "{second:?}"
-    );
+    assert_stopped(&second);
     let starts = s.agy_starts();
     assert_eq!(starts.len(), 2, "{starts:?}");
     let argv = starts[1].join(" ");
@@ -340,11 +320,7 @@ fn an_aborted_turn_is_followed_by_one_that_succeeds_on_the_same_conversation() {
     );
     let id = bound().unwrap_or_default();
     let next = s.turn(&s.request(MODEL, &["a long one", "go on"]));
-    assert_eq!(
-        ended_with(&next),
-        ("done".into(), "stop".into()),
-        "{next:?}"
-    );
+    assert_stopped(&next);
     let starts = s.agy_starts();
     assert_eq!(starts.len(), 2, "a replacement agy: {starts:?}");
     assert!(
@@ -375,11 +351,7 @@ fn agy_killed_between_turns_is_replaced_not_reported() {
         s.stderr()
     );
     let second = s.turn(&s.request(MODEL, &["first question", "second"]));
-    assert_eq!(
-        ended_with(&second),
-        ("done".into(), "stop".into()),
-        "{second:?}"
-    );
+    assert_stopped(&second);
     assert!(!text(&second).is_empty());
     assert!(
         s.stderr().contains("exited between turns"),
@@ -400,11 +372,7 @@ fn an_idle_session_releases_its_agy_and_the_next_turn_starts_one() {
         s.agy_pids()
     );
     let second = s.turn(&s.request(MODEL, &["first question", "second"]));
-    assert_eq!(
-        ended_with(&second),
-        ("done".into(), "stop".into()),
-        "{second:?}"
-    );
+    assert_stopped(&second);
     assert_eq!(s.agy_starts().len(), 2);
     assert!(s.end().success());
 }
@@ -415,8 +383,8 @@ fn warm_off_runs_one_agy_per_turn_and_says_so_once() {
     s.warm(MODEL);
     let first = s.turn(&s.request(MODEL, &["first question"]));
     let second = s.turn(&s.request(MODEL, &["first question", "second"]));
-    assert_eq!(ended_with(&first), ("done".into(), "stop".into()));
-    assert_eq!(ended_with(&second), ("done".into(), "stop".into()));
+    assert_stopped(&first);
+    assert_stopped(&second);
     assert_eq!(s.agy_starts().len(), 2, "one agy per turn");
     let said = s.stderr().matches("warm agy: off").count();
     assert_eq!(said, 1, "{}", s.stderr());
@@ -438,20 +406,14 @@ fn a_sigkilled_pi_leaves_no_warm_agy_behind() {
     let template = bridge("stream", home.path(), TWO_TURNS, "4");
     // sh stays the bridge's parent (`; true`), as pi would be; its stdin
     // stays open past the turn, so only the caller's death ends it.
-    let mut parent = std::process::Command::new("sh");
-    parent.arg("-c").arg(format!(
-        "{{ cat '{}'; sleep 60; }} | '{}' stream --session > '{}' 2>/dev/null; true",
-        request.display(),
-        template.get_program().to_string_lossy(),
-        out.display()
-    ));
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => parent.env(k, v),
-            None => parent.env_remove(k),
-        };
-    }
-    let mut parent = parent.spawn().expect("sh");
+    let mut parent = common::under_sh(
+        &template,
+        &format!(
+            "{{ cat '{}'; sleep 60; }} | {{bridge}} stream --session > '{}' 2>/dev/null; true",
+            request.display(),
+            out.display()
+        ),
+    );
     assert!(
         eventually(Duration::from_secs(60), || {
             std::fs::read_to_string(&out).is_ok_and(|t| t.contains("\"done\""))
@@ -483,22 +445,14 @@ fn a_warm_agy_is_not_used_after_another_process_ran_a_turn_of_its_session() {
     // A second child in the same home and workspace, as a second pi would be.
     let mut b = Session::start_in(home.path(), TWO_TURNS, "4", &[]);
     let other = b.turn(&b.request(MODEL, &["first question", "from the other pi"]));
-    assert_eq!(
-        ended_with(&other),
-        ("done".into(), "stop".into()),
-        "{other:?}"
-    );
+    assert_stopped(&other);
     let id = sessions_json(home.path())["sid:warm-test"]["conversationId"]
         .as_str()
         .expect("bound")
         .to_string();
     let before = a.agy_starts().len();
     let again = a.turn(&a.request(MODEL, &["first question", "from the other pi", "back"]));
-    assert_eq!(
-        ended_with(&again),
-        ("done".into(), "stop".into()),
-        "{again:?}"
-    );
+    assert_stopped(&again);
     let starts = a.agy_starts();
     assert_eq!(
         starts.len(),
@@ -533,16 +487,8 @@ fn an_agy_older_than_1_1_15_runs_one_process_per_turn_and_says_why() {
     let (mut s, _home) = Session::start("hello", "4", &[("AGY_BIN", agy_bin.as_str())]);
     let first = s.turn(&s.request(MODEL, &["hi"]));
     let second = s.turn(&s.request(MODEL, &["hi", "again"]));
-    assert_eq!(
-        ended_with(&first),
-        ("done".into(), "stop".into()),
-        "{first:?}"
-    );
-    assert_eq!(
-        ended_with(&second),
-        ("done".into(), "stop".into()),
-        "{second:?}"
-    );
+    assert_stopped(&first);
+    assert_stopped(&second);
     assert_eq!(s.agy_starts().len(), 2, "one agy per turn");
     let stderr = s.stderr();
     assert_eq!(stderr.matches("warm agy: off").count(), 1, "{stderr}");

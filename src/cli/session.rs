@@ -16,7 +16,7 @@
 //! fields without `messages`): start agy now, so even the first turn finds
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
-use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread, StreamStart};
+use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
 use agy_bridge::mcp::relay::{Control, ToolLines, CONTROL_CAPACITY};
 use agy_bridge::provider::{PiStream, StreamRequest};
 use agy_bridge::run::standby::Standby;
@@ -379,15 +379,15 @@ impl Session {
                 return false;
             }
         };
-        let StreamStart {
+        // The turn lock and the seat are held to the end of the turn.
+        let Some(turn::Begun {
             req,
             prepared,
-            mut prelude,
-            _turn_lock: _held,
-        } = start;
-        let mut mapper = turn::turn_prologue(&prepared, &mut prelude, &mut pi).await;
-        // Held to the end of the turn, warm or cold.
-        let Some(_seat) = turn::take_seat(&mut pi, cancel).await else {
+            prelude,
+            mut mapper,
+            held: _held,
+        }) = turn::begin_turn(start, &mut pi, cancel).await
+        else {
             return false;
         };
         if self.warm_possible() {

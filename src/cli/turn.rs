@@ -775,14 +775,39 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     run_cold(start, standby, control, &mut pi, &cancel).await
 }
 
-/// The turn's [`EventMapper`], after its notes went to pi and agy's
-/// features were asked (once per binary, then remembered: they decide what
-/// the turn may use, pi's tools among it).
-pub(super) async fn turn_prologue<W: Write>(
-    prepared: &PreparedTurn,
-    prelude: &mut runner::Prelude,
+/// A turn ready to run: its request, preparation and [`runner::Prelude`],
+/// the [`agy_bridge::provider::EventMapper`] its events go through, and
+/// what it holds to its end (the session's turn lock, an account seat).
+pub(super) struct Begun {
+    pub(super) req: agy_bridge::provider::StreamRequest,
+    pub(super) prepared: PreparedTurn,
+    pub(super) prelude: runner::Prelude,
+    pub(super) mapper: agy_bridge::provider::EventMapper,
+    /// Bind it (`held: _held`) to keep both to the end of the turn.
+    pub(super) held: Held,
+}
+
+/// What a turn holds while it runs.
+pub(super) struct Held {
+    _turn_lock: Option<agy_bridge::sessions::TurnLock>,
+    _seat: Option<agy_bridge::admission::Seat>,
+}
+
+/// From a started turn to one ready to run: agy's features asked (once
+/// per binary, then remembered: they decide what the turn may use, pi's
+/// tools among it), the turn's notes shown, an account seat taken (pi
+/// told when it waits). `None`: pi aborted the wait (pi has its `error`).
+pub(super) async fn begin_turn<W: Write>(
+    start: StreamStart,
     pi: &mut agy_bridge::provider::PiStream<W>,
-) -> agy_bridge::provider::EventMapper {
+    cancel: &CancellationToken,
+) -> Option<Begun> {
+    let StreamStart {
+        req,
+        prepared,
+        mut prelude,
+        _turn_lock,
+    } = start;
     if prelude.features().is_none() {
         let features = agy_bridge::agy_version::agy_features(&prepared.cfg.agy_bin).await;
         prelude.set_features(features);
@@ -792,7 +817,17 @@ pub(super) async fn turn_prologue<W: Write>(
     }
     let mut mapper = agy_bridge::provider::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
-    mapper
+    let seat = take_seat(pi, cancel).await?;
+    Some(Begun {
+        req,
+        prepared,
+        prelude,
+        mapper,
+        held: Held {
+            _turn_lock,
+            _seat: seat,
+        },
+    })
 }
 
 /// A prepared turn on an agy of its own (one process per turn), with pi's
@@ -804,15 +839,14 @@ pub(super) async fn run_cold<W: Write>(
     pi: &mut agy_bridge::provider::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
-    // The turn lock is held to the end of this function.
-    let StreamStart {
+    let Some(Begun {
         req,
         prepared,
-        mut prelude,
-        _turn_lock: _held,
-    } = start;
-    let mut mapper = turn_prologue(&prepared, &mut prelude, pi).await;
-    let Some(_seat) = take_seat(pi, cancel).await else {
+        prelude,
+        mut mapper,
+        held: _held,
+    }) = begin_turn(start, pi, cancel).await
+    else {
         return false;
     };
     let cold = ColdTurn {
@@ -826,7 +860,7 @@ pub(super) async fn run_cold<W: Write>(
 /// One of the account's seats for this turn (held by the caller to the
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
-pub(super) async fn take_seat<W: Write>(
+async fn take_seat<W: Write>(
     pi: &mut agy_bridge::provider::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Option<agy_bridge::admission::Seat>> {

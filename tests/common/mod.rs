@@ -215,6 +215,43 @@ pub fn bridge(
     c
 }
 
+/// A process's command line, its arguments joined by spaces ("" once it
+/// is gone).
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Live pids whose command line contains `marker` (never this process).
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me && alive(*pid) && cmdline(*pid).contains(marker))
+        .collect()
+}
+
+/// `template` (a [`bridge`] command) run by `sh -c script`, with the
+/// template's environment: sh stays the bridge's parent, as pi would be, so
+/// killing sh is killing pi. `script` names the bridge as `{bridge}`.
+pub fn under_sh(template: &std::process::Command, script: &str) -> std::process::Child {
+    let mut parent = std::process::Command::new("sh");
+    let bridge = format!("'{}'", template.get_program().to_string_lossy());
+    parent.arg("-c").arg(script.replace("{bridge}", &bridge));
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => parent.env(k, v),
+            None => parent.env_remove(k),
+        };
+    }
+    parent.spawn().expect("sh")
+}
+
 /// How long a test lets a child process run before it is killed and the
 /// test fails: generous, since the machine may be busy, but a bound.
 pub const CHILD_LIMIT: Duration = Duration::from_secs(120);

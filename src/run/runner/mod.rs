@@ -693,6 +693,16 @@ impl Prelude {
         self.features = Some(features);
     }
 
+    /// The turn's [`Surface`] (asking agy its features if they are not
+    /// remembered) and the conversations that existed before it.
+    async fn surface(self, cfg: &RunConfig) -> (Surface, Snapshot) {
+        let features = match self.features {
+            Some(known) => known,
+            None => crate::agy_version::agy_features(&cfg.agy_bin).await,
+        };
+        (surface_of(cfg, features), self.before)
+    }
+
     fn fits(&self, cfg: &RunConfig) -> bool {
         self.agy_bin == cfg.agy_bin && self.dir == cfg.conversations_dir && self.bind == cfg.bind
     }
@@ -745,14 +755,7 @@ async fn run_after<'a>(
     events: mpsc::Sender<RunEvent>,
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
-    let Prelude {
-        features, before, ..
-    } = prelude;
-    let features = match features {
-        Some(known) => known,
-        None => crate::agy_version::agy_features(&cfg.agy_bin).await,
-    };
-    let surface = surface_of(cfg, features);
+    let (surface, before) = prelude.surface(cfg).await;
     // Owns the private prompt file, if any: it goes when the turn does.
     let staged = match crate::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
@@ -1513,10 +1516,23 @@ impl Turn<'_> {
         for r in agy.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
         }
-        self.result.stderr_tail = agy.tails.stderr();
-        self.result.stdout = agy.tails.stdout();
+        self.conclude(&agy.tails, !stopping, cancel).await
+    }
+
+    /// The end of every turn, once agy has said all it will: its output's
+    /// tails kept, held events released, the two sources settled (unless
+    /// the turn was stopped: `settle`), the last events handed over, and
+    /// the turn classified.
+    async fn conclude(
+        mut self,
+        tails: &Tails,
+        settle: bool,
+        cancel: &CancellationToken,
+    ) -> RunResult {
+        self.result.stderr_tail = tails.stderr();
+        self.result.stdout = tails.stdout();
         self.release_held(true);
-        if !stopping {
+        if settle {
             self.fill_missing_text();
             self.check_answer();
         }

@@ -197,16 +197,10 @@ pub async fn start_warm(
     } else {
         super::prelude(cfg).await
     };
-    let Prelude {
-        features, before, ..
-    } = prelude;
-    let features = match features {
-        Some(known) => known,
-        None => crate::agy_version::agy_features(&cfg.agy_bin).await,
-    };
-    let surface = surface_of(cfg, features);
+    let (surface, before) = prelude.surface(cfg).await;
     if !(surface.stream_json && surface.stdin_input) {
-        let version = features
+        let version = surface
+            .features
             .version
             .map(|(a, b, c)| format!("agy {a}.{b}.{c}"))
             .unwrap_or_else(|| "an agy that does not say its version".into());
@@ -354,16 +348,7 @@ impl Turn<'_> {
                 tokio::time::sleep(self.cfg.trailing_interval).await;
             }
         }
-        self.result.stderr_tail = agy.tails.stderr();
-        self.result.stdout = agy.tails.stdout();
-        self.release_held(true);
-        if !(self.result.aborted || self.result.timed_out) {
-            self.fill_missing_text();
-            self.check_answer();
-        }
-        self.deliver_last(cancel).await;
-        self.settle_result();
-        self.restore_response();
-        self.result
+        let settle = !(self.result.aborted || self.result.timed_out);
+        self.conclude(&agy.tails, settle, cancel).await
     }
 }
