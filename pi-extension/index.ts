@@ -456,19 +456,23 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	pi.on("model_select", (_ev, ctx) => warm(ctx));
 
 	pi.registerCommand("agy", {
-		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear]",
+		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
 			if (words[0] === "tools") {
 				if (words[1] === "on" || words[1] === "off") piToolsOn = words[1] === "on";
+				else if (words[1]) return ctx.ui.notify(`/agy tools takes on or off (it is ${piToolsOn ? "on" : "off"})`, "error");
 				ctx.ui.notify(`agy can call pi's tools: ${piToolsOn ? "on" : "off"} (all but ${[...NATIVE_TOOLS].join(", ")}; this pi process; AGY_PI_TOOLS=off sets the default)`, "info");
 				return;
 			}
-			let argv: string[];
-			if (words[0] === "sessions") argv = ["sessions", "list"];
-			else if (words[0] === "clear") argv = ["sessions", "clear"];
-			else argv = ["config", ...words];
-			const r = await runBridge(argv);
+			// Every other answer is agy-bridge's, in words; `clear all` asks first.
+			const argv = ["slash", "--session-id", ctx.sessionManager.getSessionId(), "--cwd", process.cwd(), "--pi-tools", piToolsOn ? "on" : "off"];
+			if (words[0] === "clear" && words[1] === "all") {
+				const sure = await ctx.ui.confirm("Forget every pi session's agy conversation?", "Each begins a new agy conversation on its next turn.");
+				if (!sure) return ctx.ui.notify("nothing was cleared", "info");
+				argv.push("--yes");
+			}
+			const r = await runBridge([...argv, "--", ...words]);
 			const text = (r.stdout + (r.ok ? "" : r.stderr)).trim() || "(no output)";
 			ctx.ui.notify(text, r.ok ? "info" : "error");
 		},

@@ -31,6 +31,8 @@ enum Commands {
     Config(ConfigArgs),
     /// List or clear the pi session → agy conversation bindings.
     Sessions(SessionsArgs),
+    /// pi's `/agy` command, answered in words (what the pi extension runs).
+    Slash(cli::slash::SlashArgs),
     /// Run one agy turn and stream what it does, live.
     Run(cmd_turn::RunArgs),
     /// Run the whole pipeline on a bundled recording with the workspace's
@@ -129,6 +131,7 @@ fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) ->
         Commands::Decode(args) => cmd_decode(args),
         Commands::Config(args) => cmd_config(args),
         Commands::Sessions(args) => cmd_sessions(args),
+        Commands::Slash(args) => Ok(cli::slash::cmd_slash(args)),
         Commands::Run(args) => cmd_turn::cmd_run(args),
         Commands::Demo(args) => cmd_turn::cmd_demo(args),
         Commands::Stream(args) => cmd_turn::cmd_stream(args, standby),

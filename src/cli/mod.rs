@@ -7,4 +7,5 @@ pub mod caller;
 pub mod env;
 pub mod out;
 pub mod session;
+pub mod slash;
 pub mod turn;

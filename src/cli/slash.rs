@@ -1,0 +1,266 @@
+//! `agy-bridge slash WORDS…`: pi's `/agy` command, answered in words. The
+//! extension passes whatever the user typed after `/agy` (plus the pi
+//! session, the working directory and its own switch for pi's tools) and
+//! shows the answer: every subcommand names its values and what each means,
+//! a bare setting shows its value instead of failing, an unknown word lists
+//! the commands, and `clear` forgets this session only (`clear all` needs a
+//! confirmation the extension asks for). The logic lives here so the
+//! extension stays thin.
+
+use agy_bridge::config::{ConfigChange, ConfigStatus, ConfigStore, Setting, Source};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct SlashArgs {
+    /// pi's session id: its agy conversation is what `clear` forgets.
+    #[arg(long)]
+    session_id: Option<String>,
+    /// pi's working directory (the session's key when there is no id).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Whether agy may call pi's tools in this pi process (`on`/`off`: the
+    /// extension's own switch, shown in the overview).
+    #[arg(long)]
+    pi_tools: Option<String>,
+    /// `clear all` was confirmed by the user.
+    #[arg(long)]
+    yes: bool,
+    /// The words after `/agy`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    words: Vec<String>,
+}
+
+/// What `/agy` takes, one line each.
+const HELP: &str = "/agy                          every setting
+/agy mode [plan|accept-edits]  how agy works on files
+/agy permissions [on|off]     whether agy runs its tools without asking
+/agy model [ALIAS]            AskAntigravity's default model
+/agy thinking [low|medium|high]  the default thinking tier
+/agy tools [on|off]           whether agy may call pi's tools (this pi process)
+/agy sessions                 pi sessions and their agy conversations
+/agy clear                    forget this session's agy conversation (/agy clear all: every session's)";
+
+/// Each setting's values and what each means.
+fn values(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Mode => {
+            "accept-edits (the default): agy edits files without asking first\n  plan: agy plans first and edits only once the plan is accepted (agy's --mode plan)"
+        }
+        Setting::Permissions => {
+            "on (the default): agy runs every tool without asking (--dangerously-skip-permissions): commands, file writes and MCP calls, with your user's rights, seen only as they happen\n  off: agy's print mode denies every tool that needs permission; agy can read and answer, and the turn names what it was denied"
+        }
+        Setting::Model => {
+            "an alias agy's catalog answers to: flash, pro, gemini, sonnet, opus, gpt-oss, or e.g. '3.5 flash high' (agy-bridge models lists them)"
+        }
+        Setting::Thinking => "low, medium or high: the default --effort tier",
+    }
+}
+
+/// `agy-bridge slash`: the answer on stdout; exit 1 when the words were
+/// not understood or a change could not be made (the answer says why).
+pub fn cmd_slash(args: SlashArgs) -> ExitCode {
+    let (ok, text) = match answer(&args) {
+        Ok(text) => (true, text),
+        Err(text) => (false, text),
+    };
+    println!("{}", text.trim_end());
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn answer(args: &SlashArgs) -> Result<String, String> {
+    let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
+    let setting = |name: &str| Setting::ALL.into_iter().find(|s| s.name() == name);
+    match words.as_slice() {
+        [] => overview(args),
+        ["help"] => Ok(HELP.to_string()),
+        ["sessions"] => sessions(),
+        ["clear"] => clear_this(args),
+        ["clear", "all"] => clear_all(args),
+        [name] if setting(name).is_some() => show(setting(name).ok_or_else(String::new)?),
+        [name, value] if setting(name).is_some() => {
+            change(setting(name).ok_or_else(String::new)?, value)
+        }
+        [name, ..] if setting(name).is_some() => Err(format!(
+            "/agy {name} takes one value:\n  {}",
+            values(setting(name).ok_or_else(String::new)?)
+        )),
+        [other, ..] => Err(format!("/agy does not know {other:?}. It takes:\n{HELP}")),
+    }
+}
+
+fn status() -> Result<(ConfigStore, ConfigStatus), String> {
+    super::env::check_all().map_err(|e| e.to_string())?;
+    let store = ConfigStore::open_default().map_err(|e| e.to_string())?;
+    let status = store.load().map_err(|e| e.to_string())?;
+    Ok((store, status))
+}
+
+/// Where a value comes from, in words.
+fn source_words(status: &ConfigStatus, setting: Setting) -> String {
+    match status.setting(setting) {
+        Some(s) => match s.source {
+            Source::Default => "the default".into(),
+            Source::File => "set with /agy".into(),
+            Source::Env => format!(
+                "from {} in the environment, which wins over /agy",
+                s.env_var
+            ),
+        },
+        None => "unknown".into(),
+    }
+}
+
+fn value_of(status: &ConfigStatus, setting: Setting) -> String {
+    status
+        .setting(setting)
+        .map(|s| s.display_value())
+        .unwrap_or_else(|| "?".into())
+}
+
+fn overview(args: &SlashArgs) -> Result<String, String> {
+    let (_, status) = status()?;
+    let mut text = String::from("agy-bridge settings:\n");
+    for setting in Setting::ALL {
+        text.push_str(&format!(
+            "  {:<12} {} ({})\n",
+            setting.name(),
+            value_of(&status, setting),
+            source_words(&status, setting)
+        ));
+    }
+    let tools = args.pi_tools.as_deref().unwrap_or("on");
+    text.push_str(&format!(
+        "  {:<12} {tools} (this pi process; /agy tools on|off)\n",
+        "tools"
+    ));
+    let warm = super::session::warm_policy()
+        .map(|p| if p.on { "on" } else { "off (AGY_WARM)" })
+        .unwrap_or("?");
+    text.push_str(&format!(
+        "  {:<12} {warm} (agy kept between turns)\n",
+        "warm agy"
+    ));
+    text.push_str(&format!(
+        "  {:<12} {}\n",
+        "session",
+        this_conversation(args)
+    ));
+    text.push_str(&format!(
+        "config file: {}\n/agy SETTING shows its values; /agy help lists the commands",
+        status.config_path.display()
+    ));
+    Ok(text)
+}
+
+/// This pi session's agy conversation, in words.
+fn this_conversation(args: &SlashArgs) -> String {
+    let (key, store) = session_key(args);
+    match store.and_then(|s| s.get(&key).ok().flatten()) {
+        Some(e) => format!("agy conversation {}", e.conversation_id.as_str()),
+        None => "no agy conversation yet".into(),
+    }
+}
+
+fn session_key(args: &SlashArgs) -> (String, Option<agy_bridge::sessions::SessionStore>) {
+    use agy_bridge::sessions::{SessionKey, SessionStore};
+    let cwd = args
+        .cwd
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let key = SessionKey::for_request(args.session_id.as_deref(), &cwd);
+    (key, SessionStore::open_default().ok())
+}
+
+fn show(setting: Setting) -> Result<String, String> {
+    let (_, status) = status()?;
+    Ok(format!(
+        "{} is {} ({}). Values:\n  {}\nChange it with /agy {} VALUE",
+        setting.name(),
+        value_of(&status, setting),
+        source_words(&status, setting),
+        values(setting),
+        setting.name()
+    ))
+}
+
+fn change(setting: Setting, value: &str) -> Result<String, String> {
+    let bad = || {
+        format!(
+            "{value:?} is not a value of {}. Values:\n  {}",
+            setting.name(),
+            values(setting)
+        )
+    };
+    let change = match setting {
+        Setting::Mode => ConfigChange::Mode(value.parse().map_err(|_| bad())?),
+        Setting::Permissions => match value {
+            "on" => ConfigChange::SkipPermissions(true),
+            "off" => ConfigChange::SkipPermissions(false),
+            _ => return Err(bad()),
+        },
+        Setting::Model => ConfigChange::DefaultModel(value.to_string()),
+        Setting::Thinking => ConfigChange::DefaultThinking(value.parse().map_err(|_| bad())?),
+    };
+    let (store, _) = status()?;
+    let status = store.save_change(change).map_err(|e| e.to_string())?;
+    let mut text = format!("{} is now {}", setting.name(), value);
+    if let Some(s) = status.setting(setting).filter(|s| s.source == Source::Env) {
+        text.push_str(&format!(
+            " in config.json, but {} in the environment still wins ({})",
+            s.env_var,
+            s.display_value()
+        ));
+    }
+    Ok(text)
+}
+
+fn sessions() -> Result<String, String> {
+    let store = agy_bridge::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let list = store.list().map_err(|e| e.to_string())?;
+    if list.is_empty() {
+        return Ok("no pi session has an agy conversation yet".into());
+    }
+    let mut text = format!("{} pi sessions with an agy conversation:\n", list.len());
+    for (key, e) in &list {
+        text.push_str(&format!(
+            "  {}  agy conversation {}\n",
+            key.escape_debug(),
+            e.conversation_id.as_str()
+        ));
+    }
+    Ok(text)
+}
+
+fn clear_this(args: &SlashArgs) -> Result<String, String> {
+    let (key, store) = session_key(args);
+    let store = store.ok_or("the session state cannot be opened")?;
+    match store.remove(&key) {
+        Ok(true) => Ok(
+            "this pi session's agy conversation is forgotten: its next turn begins a new one"
+                .into(),
+        ),
+        Ok(false) => Ok("this pi session has no agy conversation to forget".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn clear_all(args: &SlashArgs) -> Result<String, String> {
+    let store = agy_bridge::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    if !args.yes {
+        let n = store.list().map(|l| l.len()).unwrap_or(0);
+        return Err(format!(
+            "/agy clear all forgets the agy conversation of every pi session ({n}); it needs a confirmation (agy-bridge slash --yes clear all)"
+        ));
+    }
+    let n = store.clear().map_err(|e| e.to_string())?;
+    Ok(format!(
+        "forgot the agy conversations of {n} pi sessions: each begins a new one on its next turn"
+    ))
+}

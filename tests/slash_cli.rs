@@ -1,0 +1,108 @@
+//! pi's `/agy`, as a new user tries it (issue 19, item 8): every answer is
+//! words with the values; a bare setting shows its value; an unknown word
+//! lists the commands; the overview shows every setting, pi's tools and the
+//! session; `clear` forgets this session only, `clear all` needs a yes.
+
+mod common;
+
+use common::{bridge, sessions_json};
+use std::path::Path;
+
+/// `/agy WORDS` in pi session `sid`: (exit ok, stdout).
+fn slash(home: &Path, sid: &str, words: &[&str]) -> (bool, String) {
+    let out = bridge("slash", home, "hello", "1")
+        .args(["--session-id", sid, "--pi-tools", "off", "--"])
+        .args(words)
+        .output()
+        .expect("agy-bridge slash");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn bind(home: &Path, key: &str, id: &str) {
+    let ok = bridge("sessions", home, "hello", "1")
+        .args(["set", key, id, "3"])
+        .status()
+        .expect("sessions set")
+        .success();
+    assert!(ok);
+}
+
+#[test]
+fn an_unknown_word_lists_the_commands_instead_of_raw_usage() {
+    let home = tempfile::tempdir().expect("tmp");
+    let (ok, text) = slash(home.path(), "a", &["bogus"]);
+    assert!(!ok);
+    assert!(text.contains("/agy does not know \"bogus\""), "{text}");
+    for command in ["/agy mode", "/agy permissions", "/agy clear", "/agy tools"] {
+        assert!(text.contains(command), "{command} missing: {text}");
+    }
+    assert!(!text.contains("Usage:"), "no clap usage: {text}");
+}
+
+#[test]
+fn a_bare_setting_shows_its_value_and_what_each_value_means() {
+    let home = tempfile::tempdir().expect("tmp");
+    let (ok, text) = slash(home.path(), "a", &["mode"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.starts_with("mode is accept-edits (the default)"),
+        "{text}"
+    );
+    assert!(text.contains("plan: agy plans first"), "{text}");
+    let (ok, text) = slash(home.path(), "a", &["permissions"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("--dangerously-skip-permissions"), "{text}");
+    assert!(text.contains("off: agy's print mode denies"), "{text}");
+    let (ok, text) = slash(home.path(), "a", &["permissions", "maybe"]);
+    assert!(!ok);
+    assert!(
+        text.contains("\"maybe\" is not a value of permissions"),
+        "{text}"
+    );
+    let (ok, text) = slash(home.path(), "a", &["mode", "plan"]);
+    assert!(ok && text.contains("mode is now plan"), "{text}");
+    let (_, text) = slash(home.path(), "a", &["mode"]);
+    assert!(text.starts_with("mode is plan (set with /agy)"), "{text}");
+}
+
+#[test]
+fn the_overview_shows_every_setting_pis_tools_and_the_session() {
+    let home = tempfile::tempdir().expect("tmp");
+    let id = "0b7c8d2e-8a53-4f0b-9a53-1c2d3e4f5a6b";
+    bind(home.path(), "sid:a", id);
+    let (ok, text) = slash(home.path(), "a", &[]);
+    assert!(ok, "{text}");
+    for line in ["mode ", "permissions ", "model ", "thinking ", "warm agy "] {
+        assert!(text.contains(line), "{line:?} missing: {text}");
+    }
+    assert!(text.contains("tools        off (this pi process"), "{text}");
+    assert!(text.contains(&format!("agy conversation {id}")), "{text}");
+}
+
+#[test]
+fn clear_forgets_this_session_only_and_clear_all_needs_a_yes() {
+    let home = tempfile::tempdir().expect("tmp");
+    let (a, b) = (
+        "0b7c8d2e-8a53-4f0b-9a53-1c2d3e4f5a6b",
+        "1b7c8d2e-8a53-4f0b-9a53-1c2d3e4f5a6b",
+    );
+    bind(home.path(), "sid:a", a);
+    bind(home.path(), "sid:b", b);
+    let (ok, text) = slash(home.path(), "a", &["clear"]);
+    assert!(ok && text.contains("forgotten"), "{text}");
+    let sessions = sessions_json(home.path());
+    assert!(sessions.get("sid:a").is_none(), "{sessions}");
+    assert_eq!(sessions["sid:b"]["conversationId"], b, "{sessions}");
+    let (ok, text) = slash(home.path(), "b", &["clear", "all"]);
+    assert!(!ok && text.contains("needs a confirmation"), "{text}");
+    assert_eq!(sessions_json(home.path())["sid:b"]["conversationId"], b);
+    let out = bridge("slash", home.path(), "hello", "1")
+        .args(["--yes", "--session-id", "b", "--", "clear", "all"])
+        .output()
+        .expect("slash");
+    assert!(out.status.success());
+    assert!(sessions_json(home.path()).get("sid:b").is_none());
+}
