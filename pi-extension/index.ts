@@ -455,8 +455,27 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	pi.on("session_start", (_ev, ctx) => warm(ctx));
 	pi.on("model_select", (_ev, ctx) => warm(ctx));
 
+	// agy's quota in pi's footer after each agy turn: `agy-bridge usage`
+	// answers from its cache for 5 minutes, runs in the background (never
+	// awaited on the turn's path) and at most one at a time.
+	let quotaRunning = false;
+	pi.on("agent_end", (_ev, ctx) => {
+		if (ctx.model?.provider !== PROVIDER || quotaRunning) return;
+		quotaRunning = true;
+		void runBridge(["usage", "--json", "--max-age-secs", "300"], { timeoutMs: 15000 })
+			.then((r) => {
+				if (!r.ok) return;
+				const lowest = (JSON.parse(r.stdout) as { lowest?: string | null }).lowest;
+				if (lowest) ctx.ui.setStatus("agy-quota", `agy quota: ${lowest}`);
+			})
+			.catch(() => {})
+			.finally(() => {
+				quotaRunning = false;
+			});
+	});
+
 	pi.registerCommand("agy", {
-		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear]",
+		description: "agy-bridge settings: /agy [usage | mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
 			if (words[0] === "tools") {
@@ -465,7 +484,8 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 				return;
 			}
 			let argv: string[];
-			if (words[0] === "sessions") argv = ["sessions", "list"];
+			if (words[0] === "usage") argv = ["usage"];
+			else if (words[0] === "sessions") argv = ["sessions", "list"];
 			else if (words[0] === "clear") argv = ["sessions", "clear"];
 			else argv = ["config", ...words];
 			const r = await runBridge(argv);

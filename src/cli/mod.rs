@@ -8,3 +8,4 @@ pub mod env;
 pub mod out;
 pub mod session;
 pub mod turn;
+pub mod usage;
