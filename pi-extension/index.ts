@@ -455,8 +455,27 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	pi.on("session_start", (_ev, ctx) => warm(ctx));
 	pi.on("model_select", (_ev, ctx) => warm(ctx));
 
+	// agy's quota in pi's footer after each agy turn: `agy-bridge usage`
+	// answers from its cache for 5 minutes, runs in the background (never
+	// awaited on the turn's path) and at most one at a time.
+	let quotaRunning = false;
+	pi.on("agent_end", (_ev, ctx) => {
+		if (ctx.model?.provider !== PROVIDER || quotaRunning) return;
+		quotaRunning = true;
+		void runBridge(["usage", "--json", "--max-age-secs", "300"], { timeoutMs: 15000 })
+			.then((r) => {
+				if (!r.ok) return;
+				const lowest = (JSON.parse(r.stdout) as { lowest?: string | null }).lowest;
+				if (lowest) ctx.ui.setStatus("agy-quota", `agy quota: ${lowest}`);
+			})
+			.catch(() => {})
+			.finally(() => {
+				quotaRunning = false;
+			});
+	});
+
 	pi.registerCommand("agy", {
-		description: "agy-bridge settings: /agy [mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
+		description: "agy-bridge settings: /agy [usage | mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
 			if (words[0] === "tools") {
@@ -464,6 +483,10 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 				else if (words[1]) return ctx.ui.notify(`/agy tools takes on or off (it is ${piToolsOn ? "on" : "off"})`, "error");
 				ctx.ui.notify(`agy can call pi's tools: ${piToolsOn ? "on" : "off"} (all but ${[...NATIVE_TOOLS].join(", ")}; this pi process; AGY_PI_TOOLS=off sets the default)`, "info");
 				return;
+			}
+			if (words[0] === "usage") {
+				const r = await runBridge(["usage"]);
+				return ctx.ui.notify((r.stdout + (r.ok ? "" : r.stderr)).trim() || "(no output)", r.ok ? "info" : "error");
 			}
 			// Every other answer is agy-bridge's, in words; `clear all` asks first.
 			const argv = ["slash", "--session-id", ctx.sessionManager.getSessionId(), "--cwd", process.cwd(), "--pi-tools", piToolsOn ? "on" : "off"];

@@ -47,6 +47,9 @@ enum Commands {
     /// List agy's models (`agy models`, cached 5 minutes) as a table, or as
     /// pi model objects with --json.
     Models(ModelsArgs),
+    /// Show agy's quota (`agy -p /usage`): what is left of each bucket and
+    /// when it refills, or JSON with --json.
+    Usage(UsageArgs),
     /// Record an agy run (or an existing database) as a recording in the
     /// corpus format, optionally redacted for publishing.
     Record(RecordArgs),
@@ -137,6 +140,7 @@ fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) ->
         Commands::Stream(args) => cmd_turn::cmd_stream(args, standby),
         Commands::Ask(args) => cmd_turn::cmd_ask(args),
         Commands::Models(args) => cmd_models(args),
+        Commands::Usage(args) => cli::usage::cmd_usage(args.json, args.max_age_secs),
         Commands::Record(args) => cmd_record(args),
         Commands::Drift(args) => cmd_drift(args),
     }
@@ -456,6 +460,27 @@ fn cmd_models(args: ModelsArgs) -> CmdResult {
         String::from_utf8_lossy(&buf).into_owned()
     };
     cli::out::print_then(&text, ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------
+// `agy-bridge usage`: agy's quota.
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs `$AGY_BIN -p /usage --output-format json` (agy 1.1.11 or later; no model \
+turn, no quota spent), killed after 10 s. Good answers are cached per agy binary in usage-cache.json \
+in the state directory; --max-age-secs N answers from that cache while it is younger than N \
+seconds. Errors are one sentence on stderr, exit 1."
+)]
+struct UsageArgs {
+    /// Print `{"buckets":[...],"lowest":"<words>","ageSecs":N}`: agy's
+    /// buckets, the one with the least left in words, the cache's age
+    /// (null: asked just now).
+    #[arg(long)]
+    json: bool,
+    /// Answer from the cache when it is younger than this (0: always ask agy).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_age_secs: u64,
 }
 
 // ---------------------------------------------------------------------------

@@ -559,6 +559,13 @@ Environment:
                                 models_output (whose progress line goes to stderr too)
   FAKE_AGY_MODELS_SIGNED_OUT=1  `models` prints agy 1.1.20's \"Error: Please sign in ...\"
                                 on stderr, nothing on stdout, and exits 1
+  FAKE_AGY_USAGE=FILE           `-p /usage` answers the quota buckets in FILE (agy's json
+                                answer, its data object, stream-json or text lines) instead
+                                of the built-in set (gemini-weekly 73%, gemini-5h 42%,
+                                3p-weekly 91%); as agy 1.1.11+: json = the result with
+                                command.data, stream-json = command_result then a result
+                                (conversation_id \"\", num_turns 0), text = one
+                                tab-separated line per bucket
   FAKE_AGY_NO_SLASH_FLAG=1      Be an agy before 1.2.14, without the flag that disables
                                 slash commands (absent from this help, and an unknown
                                 flag: exit 2)

@@ -6,12 +6,15 @@
 //! `--disable-slash-commands` (documented from agy 1.2.14) turns that off.
 //!
 //! This module owns which prompts are commands and what fake-agy prints for
-//! them. It writes no database, as agy writes none. Only `/model` is
-//! emulated: it is the one with a public capture (agy 1.2.7); the answers
-//! come from the recording (its model and its `agy models` listing), so
-//! they agree with what `fake-agy models` prints.
+//! them. It writes no database, as agy writes none. `/model` is emulated
+//! from its public capture (agy 1.2.7); its answers come from the recording
+//! (its model and its `agy models` listing), so they agree with what
+//! `fake-agy models` prints. `/usage` (agy 1.1.11+) answers agy's quota
+//! buckets ([`usage_buckets`]), written through the library's
+//! `format::quota` writer.
 
 use crate::cli::{OutputFormat, PrintArgs};
+use agy_bridge::format::quota::{Bucket, Quota};
 use agy_bridge::models::{parse_models_output, split_tier};
 use agy_bridge::recording::Recording;
 use agy_bridge::stream_json::{CommandData, Line, ModelChoice, SlashCommand, TurnResult, Usage};
@@ -21,8 +24,11 @@ use std::io::Write;
 const UNSUPPORTED_EXIT: i32 = 2;
 
 /// The commands agy has that fake-agy does not emulate (docs/agy-format.md:
-/// `/usage`, `/hooks`, `/quota` answer without a model turn).
-const NOT_EMULATED: &[&str] = &["usage", "hooks", "quota"];
+/// `/hooks`, `/quota` answer without a model turn).
+const NOT_EMULATED: &[&str] = &["hooks", "quota"];
+
+/// Exit code for a fake-agy set-up error (an unreadable `FAKE_AGY_USAGE`).
+const CONFIG_EXIT: i32 = 2;
 
 /// The command a prompt runs: its name without the slash, or `None` for an
 /// ordinary prompt. Only a `/` in the very first position counts: agy does
@@ -38,9 +44,18 @@ pub fn command_of(prompt: &str) -> Option<&str> {
 pub fn run(name: &str, args: &PrintArgs, rec: &Recording) -> i32 {
     match name {
         "model" => {
-            print_command(model(args, rec), args.output_format);
+            let command = model(args, rec);
+            let text = response(&command);
+            print_command(command, text, args.output_format);
             0
         }
+        "usage" => match usage_buckets() {
+            Ok(quota) => {
+                print_command(quota.to_command(), quota.to_text(), args.output_format);
+                0
+            }
+            Err(message) => refuse_with(&format!("fake-agy: {message}\n"), CONFIG_EXIT),
+        },
         // Our wording: agy's own message for these is not captured.
         "clear" => refuse("error: slash command \"/clear\" is not supported in print mode\n"),
         n if NOT_EMULATED.contains(&n) => refuse(&format!(
@@ -51,10 +66,66 @@ pub fn run(name: &str, args: &PrintArgs, rec: &Recording) -> i32 {
 }
 
 fn refuse(message: &str) -> i32 {
+    refuse_with(message, UNSUPPORTED_EXIT)
+}
+
+fn refuse_with(message: &str, code: i32) -> i32 {
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(message.as_bytes());
     let _ = e.flush();
-    UNSUPPORTED_EXIT
+    code
+}
+
+/// `/usage`'s buckets: the file `FAKE_AGY_USAGE` names (any form the
+/// library reads: agy's json answer, its `data` object, stream-json or
+/// text), else a built-in set in the shape agy's are described in.
+pub fn usage_buckets() -> Result<Quota, String> {
+    if let Some(path) = std::env::var_os("FAKE_AGY_USAGE") {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read FAKE_AGY_USAGE {}: {e}", path.to_string_lossy()))?;
+        return Quota::parse(&text).map_err(|e| {
+            format!(
+                "FAKE_AGY_USAGE {} is not a /usage answer: {e}",
+                path.to_string_lossy()
+            )
+        });
+    }
+    let bucket = |group: &str, id: &str, name: &str, window: &str, left: f64, reset: &str| Bucket {
+        id: id.into(),
+        name: name.into(),
+        window: window.into(),
+        remaining_fraction: left,
+        reset_time: Some(reset.into()),
+        group: group.into(),
+    };
+    Ok(Quota {
+        buckets: vec![
+            bucket(
+                "Gemini",
+                "gemini-weekly",
+                "Gemini weekly",
+                "weekly",
+                0.73,
+                "2026-12-07T00:00:00Z",
+            ),
+            bucket(
+                "Gemini",
+                "gemini-5h",
+                "Gemini 5-hour",
+                "5h",
+                0.42,
+                "2026-12-01T23:10:00Z",
+            ),
+            bucket(
+                "Third-party models",
+                "3p-weekly",
+                "Third-party weekly",
+                "weekly",
+                0.91,
+                "2026-12-07T00:00:00Z",
+            ),
+        ],
+    })
 }
 
 /// `/model`: the model this run would use (`--model`, else the recording's,
@@ -100,11 +171,10 @@ fn response(command: &SlashCommand) -> String {
 
 /// The command's output: stream-json's `command_result` then the result,
 /// json's bare result, or text mode's answer.
-fn print_command(command: SlashCommand, format: OutputFormat) {
+fn print_command(command: SlashCommand, text: String, format: OutputFormat) {
     if format != OutputFormat::Text {
         crate::ending::note_result();
     }
-    let text = response(&command);
     let result = TurnResult {
         conversation_id: String::new(),
         status: "SUCCESS".into(),

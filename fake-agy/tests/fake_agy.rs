@@ -36,6 +36,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_COMMIT_LOG",
     "FAKE_AGY_HANG",
     "FAKE_AGY_NO_SLASH_FLAG",
+    "FAKE_AGY_USAGE",
     "FAKE_AGY_STDIN_LOG",
     "FAKE_AGY_BOOT_MS",
 ];

@@ -9,3 +9,4 @@ pub mod out;
 pub mod session;
 pub mod slash;
 pub mod turn;
+pub mod usage;

@@ -39,6 +39,7 @@ const HELP: &str = "/agy                          every setting
 /agy model [ALIAS]            AskAntigravity's default model
 /agy thinking [low|medium|high]  the default thinking tier
 /agy tools [on|off]           whether agy may call pi's tools (this pi process)
+/agy usage                    agy's quota: what is left in each bucket, and when it refills
 /agy sessions                 pi sessions and their agy conversations
 /agy clear                    forget this session's agy conversation (/agy clear all: every session's)";
 
@@ -79,6 +80,8 @@ fn answer(args: &SlashArgs) -> Result<String, String> {
     match words.as_slice() {
         [] => overview(args),
         ["help"] => Ok(HELP.to_string()),
+        // The extension runs `agy-bridge usage` for it (it asks agy).
+        ["usage"] => Ok("agy's quota: agy-bridge usage".into()),
         ["sessions"] => sessions(),
         ["clear"] => clear_this(args),
         ["clear", "all"] => clear_all(args),

@@ -284,13 +284,16 @@ fn without_conversation(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
 }
 
 fn signed_out(stderr: &str, error: &str) -> Option<Failure> {
-    let said = |s: &str| {
-        s.contains("Please sign in")
-            || s.contains("Waiting for authentication")
-            || s.contains("authentication failed")
-            || s.contains("authentication timed out")
-    };
-    (said(stderr) || said(error)).then_some(Failure::NotSignedIn)
+    (says_signed_out(stderr) || says_signed_out(error)).then_some(Failure::NotSignedIn)
+}
+
+/// Whether agy's words say nobody is signed in: one test for a turn and for
+/// the commands that run without one (`/usage`).
+pub fn says_signed_out(s: &str) -> bool {
+    s.contains("Please sign in")
+        || s.contains("Waiting for authentication")
+        || s.contains("authentication failed")
+        || s.contains("authentication timed out")
 }
 
 /// `invalid model selection (...)`: an unknown model (with agy's list of

@@ -6,7 +6,8 @@
 //! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
 //! told what to run ([`launch`]); pausing and resuming agy's trees with
 //! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached
-//! per binary ([`agy_version`]); and the prompt, never in agy's argv: on
+//! per binary ([`agy_version`]); agy's quota, asked with `/usage` and
+//! cached per binary ([`quota`]); and the prompt, never in agy's argv: on
 //! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
 //! a private file ([`prompt_file`]).
 //!
@@ -21,5 +22,6 @@ pub mod job_control;
 pub mod launch;
 pub mod process;
 pub mod prompt_file;
+pub mod quota;
 pub mod runner;
 pub mod standby;

@@ -1,0 +1,332 @@
+//! agy's quota, asked: `agy -p /usage --output-format json` run with a
+//! timeout, its answer cached per agy binary in `usage-cache.json`.
+//!
+//! `/usage` costs no model turn and no quota but takes about 3 s
+//! (docs/agy-format.md, "Quota"), so a caller that asks after every turn
+//! (the pi extension's footer) gives a max age and is answered from the
+//! cache while the answer is younger. Only good answers are cached, keyed
+//! by the binary's resolved path and checked against its size and mtime
+//! ([`BinaryKey`]), as `agy-version.json` is: another or upgraded agy is
+//! asked afresh. An agy older than 1.1.11 (or of unknown version) is never
+//! asked: before slash commands existed, `/usage` would be a prompt sent to
+//! the model, spending the very quota the user wanted to see.
+//!
+//! The prompt must reach agy as a slash command, so `--disable-slash-commands`
+//! is never passed here.
+
+use crate::format::features::{Version, USAGE_COMMAND};
+use crate::format::quota::{Quota, QuotaError};
+use crate::run::agy_version::{BinaryKey, VersionCache};
+use crate::run::failure::says_signed_out;
+use crate::run::process::{run_with_timeout, RunError};
+use crate::state::config::{self, StateFile};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long `agy -p /usage` may run before its process group is killed.
+pub const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The cache file name inside the state directory.
+pub const CACHE_FILE: &str = "usage-cache.json";
+
+/// Why there is no quota to show. Each is one sentence for the user.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UsageError {
+    #[error("agy is not installed: {bin} was not found")]
+    NotInstalled { bin: String },
+    #[error("cannot start {bin}: {message}")]
+    SpawnFailed { bin: String, message: String },
+    #[error("`agy -p /usage` did not answer within {secs} s")]
+    TimedOut { secs: u64 },
+    #[error("agy {version} is too old for /usage: it needs agy 1.1.11 or later")]
+    TooOld { version: String },
+    #[error(
+        "agy's version could not be read, so /usage was not asked (it needs agy 1.1.11 or later)"
+    )]
+    VersionUnknown,
+    #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
+    SignedOut,
+    #[error("`agy -p /usage` exited with {code}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") })]
+    Exited { code: String, detail: String },
+    #[error("agy's /usage answer could not be read: {0}")]
+    Unreadable(QuotaError),
+}
+
+/// A quota and how old it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub quota: Quota,
+    /// `None`: agy answered just now; else the cached answer's age.
+    pub age: Option<Duration>,
+}
+
+/// One remembered answer: the binary as it was, when, and agy's `data`
+/// object as agy gave it (so the cache reads with the same reader).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CacheEntry {
+    binary: BinaryKey,
+    /// Epoch milliseconds.
+    saved_at: u64,
+    data: Value,
+}
+
+/// Asks agy for its quota, through the cache.
+#[derive(Debug, Clone)]
+pub struct UsageLoader {
+    pub agy_bin: PathBuf,
+    /// Where `usage-cache.json` (and `agy-version.json`) live; `None`:
+    /// nothing is cached.
+    pub state_dir: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+impl UsageLoader {
+    /// `AGY_BIN` (else `agy`) and the bridge's state directory.
+    pub fn from_env() -> UsageLoader {
+        UsageLoader {
+            agy_bin: config::env_nonempty("AGY_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("agy")),
+            state_dir: config::state_dir().ok(),
+            timeout: USAGE_TIMEOUT,
+        }
+    }
+
+    /// The quota: from the cache when this binary's answer is younger than
+    /// `max_age` (zero: always ask agy), else asked now and cached. File
+    /// I/O and agy's run happen on tokio's blocking threads.
+    pub async fn load(&self, max_age: Duration) -> Result<Answer, UsageError> {
+        let this = self.clone();
+        let (key, cached) = tokio::task::spawn_blocking(move || {
+            let key = BinaryKey::of(&this.agy_bin);
+            let cached = key.as_ref().and_then(|k| this.cached(k, max_age));
+            (key, cached)
+        })
+        .await
+        .map_err(|e| self.spawn_failed(e.to_string()))?;
+        let Some(key) = key else {
+            return Err(self.not_installed());
+        };
+        if let Some(answer) = cached {
+            return Ok(answer);
+        }
+        let versions = match &self.state_dir {
+            Some(dir) => VersionCache::at(dir),
+            None => VersionCache::from_env(),
+        };
+        let version = versions.version(&self.agy_bin).await;
+        check_version(version)?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.fetch_and_store(&key))
+            .await
+            .map_err(|e| self.spawn_failed(e.to_string()))?
+    }
+
+    fn not_installed(&self) -> UsageError {
+        UsageError::NotInstalled {
+            bin: self.agy_bin.display().to_string(),
+        }
+    }
+
+    fn spawn_failed(&self, message: String) -> UsageError {
+        UsageError::SpawnFailed {
+            bin: self.agy_bin.display().to_string(),
+            message,
+        }
+    }
+
+    fn file(&self) -> Option<StateFile> {
+        self.state_dir
+            .as_ref()
+            .map(|dir| StateFile::new(dir, CACHE_FILE))
+    }
+
+    /// This binary's cached answer, if it is younger than `max_age` and
+    /// still reads (blocking file I/O).
+    fn cached(&self, key: &BinaryKey, max_age: Duration) -> Option<Answer> {
+        if max_age.is_zero() {
+            return None;
+        }
+        let map = self.file()?.read(None, &mut Vec::new()).ok()?;
+        let entry: CacheEntry = serde_json::from_value(map.get(&path_key(key))?.clone()).ok()?;
+        // An entry from the future counts as infinitely old.
+        let age = Duration::from_millis(now_ms().checked_sub(entry.saved_at)?);
+        if entry.binary != *key || age >= max_age {
+            return None;
+        }
+        let quota = Quota::from_data(&entry.data).ok()?;
+        Some(Answer {
+            quota,
+            age: Some(age),
+        })
+    }
+
+    /// Ask agy now; a good answer is cached for `key` (blocking).
+    fn fetch_and_store(&self, key: &BinaryKey) -> Result<Answer, UsageError> {
+        let quota = fetch(&key.path, self.timeout)?;
+        // Only if the binary did not change while it was asked.
+        if BinaryKey::of(&key.path).as_ref() == Some(key) {
+            let _ = self.store(key, &quota);
+        }
+        Ok(Answer { quota, age: None })
+    }
+
+    fn store(&self, key: &BinaryKey, quota: &Quota) -> Result<(), config::StateError> {
+        let Some(file) = self.file() else {
+            return Ok(());
+        };
+        let entry = CacheEntry {
+            binary: key.clone(),
+            saved_at: now_ms(),
+            data: quota.to_data(),
+        };
+        let lock = file.lock()?;
+        let mut map = file.read(Some(&lock), &mut Vec::new())?;
+        // Entries for binaries that are gone are dropped.
+        map.retain(|path, _| Path::new(path).exists());
+        if let Ok(value) = serde_json::to_value(entry) {
+            map.insert(path_key(key), value);
+        }
+        file.write(&lock, &map)
+    }
+}
+
+/// `/usage` only on an agy known to have it.
+fn check_version(version: Option<Version>) -> Result<(), UsageError> {
+    match version {
+        None => Err(UsageError::VersionUnknown),
+        Some(v) if v < USAGE_COMMAND => Err(UsageError::TooOld {
+            version: format!("{}.{}.{}", v.0, v.1, v.2),
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Run `BIN -p /usage --output-format json` (stdin closed, its tree killed
+/// after `timeout`) and read its answer.
+pub fn fetch(bin: &Path, timeout: Duration) -> Result<Quota, UsageError> {
+    let bin_s = bin.display().to_string();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-p", "/usage", "--output-format", "json"]);
+    let out = run_with_timeout(&mut cmd, timeout).map_err(|e| match e {
+        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            UsageError::NotInstalled { bin: bin_s.clone() }
+        }
+        RunError::Spawn(e) => UsageError::SpawnFailed {
+            bin: bin_s.clone(),
+            message: e.to_string(),
+        },
+        RunError::TimedOut(_) | RunError::Wait(_) => UsageError::TimedOut {
+            secs: timeout.as_secs_f64().ceil() as u64,
+        },
+    })?;
+    judge(
+        out.status,
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// What a finished `/usage` run amounts to.
+fn judge(
+    status: std::process::ExitStatus,
+    stdout: &str,
+    stderr: &str,
+) -> Result<Quota, UsageError> {
+    let parsed = Quota::parse(stdout);
+    if let (true, Ok(quota)) = (status.success(), &parsed) {
+        return Ok(quota.clone());
+    }
+    let agy_said = match &parsed {
+        Err(QuotaError::AgyError(words)) => words.as_str(),
+        _ => "",
+    };
+    if says_signed_out(stderr) || says_signed_out(stdout) || says_signed_out(agy_said) {
+        return Err(UsageError::SignedOut);
+    }
+    if status.success() {
+        return Err(parsed.err().map_or(
+            UsageError::Unreadable(QuotaError::NoData),
+            UsageError::Unreadable,
+        ));
+    }
+    let code = match status.code() {
+        Some(c) => format!("status {c}"),
+        None => "a signal".to_string(),
+    };
+    let detail: String = std::iter::once(agy_said)
+        .chain(stderr.lines())
+        .chain(stdout.lines())
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect();
+    Err(UsageError::Exited { code, detail })
+}
+
+fn path_key(key: &BinaryKey) -> String {
+    key.path.to_string_lossy().into_owned()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn exit(code: i32) -> std::process::ExitStatus {
+        std::process::ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn old_and_unknown_versions_are_not_asked() {
+        assert_eq!(check_version(None), Err(UsageError::VersionUnknown));
+        assert_eq!(
+            check_version(Some((1, 1, 9))),
+            Err(UsageError::TooOld {
+                version: "1.1.9".into()
+            })
+        );
+        assert_eq!(check_version(Some((1, 1, 11))), Ok(()));
+    }
+
+    #[test]
+    fn answers_are_judged() {
+        let ok = r#"{"status":"SUCCESS","command":{"name":"usage","data":{"groups":[{"buckets":[{"id":"gemini-5h","remaining_fraction":0.5}]}]}}}"#;
+        assert_eq!(judge(exit(0), ok, "").map(|q| q.buckets.len()), Ok(1));
+        assert_eq!(
+            judge(exit(1), "", "Error: Please sign in to use agy."),
+            Err(UsageError::SignedOut)
+        );
+        assert_eq!(
+            judge(
+                exit(0),
+                r#"{"status":"ERROR","error":"Please sign in"}"#,
+                ""
+            ),
+            Err(UsageError::SignedOut)
+        );
+        assert!(matches!(
+            judge(exit(0), "garbage", ""),
+            Err(UsageError::Unreadable(_))
+        ));
+        assert_eq!(
+            judge(exit(2), "", "error: unknown slash command \"/usage\"\n"),
+            Err(UsageError::Exited {
+                code: "status 2".into(),
+                detail: "error: unknown slash command \"/usage\"".into()
+            })
+        );
+    }
+}
