@@ -17,7 +17,9 @@ const agyStarts = () =>
 		.split("\n")
 		.filter(Boolean)
 		.map((l) => JSON.parse(l))
-		.filter((argv) => argv.includes("-p"));
+		// A turn's agy gets `-p ""` and its prompt on stdin; the footer's
+		// `-p /usage` (no model turn) is not one.
+		.filter((argv) => argv.includes("-p") && !argv.includes("/usage"));
 const agyPids = () =>
 	fs
 		.readdirSync("/proc")
