@@ -58,6 +58,40 @@ fn start(home: &Path, recording: &str, bind: &str, extra: &[(&str, &str)]) -> (C
     (child, stdin)
 }
 
+/// A turn of `steps` answers bound by `bind`, started with pi not reading
+/// its stdout: the bridge, its stdin, a watchdog on it, and fake-agy's
+/// commit log.
+struct Unread {
+    child: Child,
+    stdin: ChildStdin,
+    watchdog: Watchdog,
+    log: std::path::PathBuf,
+    /// The recording's and the home's directories, kept to the test's end.
+    _dirs: [tempfile::TempDir; 2],
+}
+
+fn unread_turn(steps: usize, bind: &str) -> Unread {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rec = recording(tmp.path(), steps);
+    let log = tmp.path().join("commits.log");
+    let home = tempfile::tempdir().expect("home");
+    let log_var = log.display().to_string();
+    let (child, stdin) = start(
+        home.path(),
+        &rec,
+        bind,
+        &[("FAKE_AGY_COMMIT_LOG", &log_var)],
+    );
+    let watchdog = Watchdog::new(&child, Duration::from_secs(600));
+    Unread {
+        child,
+        stdin,
+        watchdog,
+        log,
+        _dirs: [tmp, home],
+    }
+}
+
 /// Lines of fake-agy's commit log so far.
 fn commits(log: &Path) -> usize {
     std::fs::read_to_string(log)
@@ -147,22 +181,11 @@ fn a_pi_that_stops_reading_holds_the_bridge_to_bounded_memory_and_loses_nothing(
     const STEPS: usize = 2400; // 150 MiB of answer text
     const BOUND: u64 = 60 * MB;
     let written = (STEPS * STEP_BYTES) as u64;
-    let tmp = tempfile::tempdir().expect("tmp");
-    let rec = recording(tmp.path(), STEPS);
-    let log = tmp.path().join("commits.log");
-    let home = tempfile::tempdir().expect("home");
-    let log_var = log.display().to_string();
-    let (child, stdin) = start(
-        home.path(),
-        &rec,
-        "discovery",
-        &[("FAKE_AGY_COMMIT_LOG", &log_var)],
-    );
-    let watchdog = Watchdog::new(&child, Duration::from_secs(600));
+    let turn = unread_turn(STEPS, "discovery");
 
     // pi reads nothing while agy writes every step, and a moment longer.
     let all = OPENING_COMMITS + STEPS.div_ceil(STEPS_PER_COMMIT);
-    let (peak, wrote_all) = peak_while(&child, || commits(&log) >= all);
+    let (peak, wrote_all) = peak_while(&turn.child, || commits(&turn.log) >= all);
     assert!(wrote_all, "agy wrote all its steps meanwhile");
     eprintln!(
         "while pi did not read: agy wrote {} MiB, the bridge's peak RSS {} MiB",
@@ -177,7 +200,7 @@ fn a_pi_that_stops_reading_holds_the_bridge_to_bounded_memory_and_loses_nothing(
         BOUND / MB
     );
 
-    let (events, after) = read_to_the_end(child, stdin, watchdog);
+    let (events, after) = read_to_the_end(turn.child, turn.stdin, turn.watchdog);
     eprintln!("the bridge's peak RSS to the end: {} MiB", after / MB);
     assert!(after < BOUND, "peak RSS {} MiB to the end", after / MB);
     assert_complete(&events, STEPS);
@@ -191,23 +214,12 @@ fn a_pi_that_stops_reading_holds_the_bridge_to_bounded_memory_and_loses_nothing(
 fn with_stream_json_agy_waits_for_a_pi_that_stops_reading() {
     const STEPS: usize = 800; // 50 MiB
     const BOUND: u64 = 40 * MB;
-    let tmp = tempfile::tempdir().expect("tmp");
-    let rec = recording(tmp.path(), STEPS);
-    let log = tmp.path().join("commits.log");
-    let home = tempfile::tempdir().expect("home");
-    let log_var = log.display().to_string();
-    let (child, stdin) = start(
-        home.path(),
-        &rec,
-        "stream-json",
-        &[("FAKE_AGY_COMMIT_LOG", &log_var)],
-    );
-    let watchdog = Watchdog::new(&child, Duration::from_secs(600));
+    let turn = unread_turn(STEPS, "stream-json");
 
     // Until agy has made no commit for 3 s (waiting on its pipe, or done).
     let mut last = (0, Instant::now());
-    let (peak, settled) = peak_while(&child, || {
-        let now = commits(&log);
+    let (peak, settled) = peak_while(&turn.child, || {
+        let now = commits(&turn.log);
         if now != last.0 {
             last = (now, Instant::now());
         }
@@ -215,7 +227,7 @@ fn with_stream_json_agy_waits_for_a_pi_that_stops_reading() {
     });
     assert!(settled, "agy got going, then stopped");
     let all = OPENING_COMMITS + STEPS.div_ceil(STEPS_PER_COMMIT);
-    let ahead = commits(&log);
+    let ahead = commits(&turn.log);
     eprintln!(
         "while pi did not read: agy wrote {ahead} of {all} commits, the bridge's peak RSS {} MiB",
         peak / MB
@@ -230,7 +242,7 @@ fn with_stream_json_agy_waits_for_a_pi_that_stops_reading() {
         peak / MB
     );
 
-    let (events, _) = read_to_the_end(child, stdin, watchdog);
+    let (events, _) = read_to_the_end(turn.child, turn.stdin, turn.watchdog);
     assert_complete(&events, STEPS);
 }
 

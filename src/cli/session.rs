@@ -577,33 +577,18 @@ fn prepare_warm(
     timeout: Duration,
 ) -> Result<(PreparedTurn, runner::Prelude), String> {
     let cwd = turn::request_cwd(req);
-    let turn::Resolved {
-        cfg,
-        settings,
-        model,
-    } = turn::resolve_agy(req, timeout)?;
+    let resolved = turn::resolve_agy(req, timeout)?;
     let (session_key, store) = turn::session_of(req);
     let entry = store
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
         .filter(|e| {
-            agy_bridge::discovery::db_path(&cfg.conversations_dir, &e.conversation_id).is_file()
+            agy_bridge::discovery::db_path(&resolved.cfg.conversations_dir, &e.conversation_id)
+                .is_file()
         });
     let prepared = PreparedTurn {
-        turn: TurnRequest {
-            prompt: String::new(),
-            cwd: Some(cwd.clone()),
-            model: Some(model.model),
-            effort: model.effort,
-            mode: Some(settings.mode),
-            conversation: entry.as_ref().map(|e| e.conversation_id.clone()),
-            after_idx: entry
-                .as_ref()
-                .map(|e| turn::resume_cursor(e, &cfg.conversations_dir)),
-            add_dirs: vec![cwd.clone()],
-            private_dirs: Vec::new(),
-        },
-        cfg,
+        turn: turn::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
+        cfg: resolved.cfg,
         cwd,
         session_key,
         store,

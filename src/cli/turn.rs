@@ -1177,6 +1177,29 @@ pub(super) fn resolve_agy(
     })
 }
 
+/// A pi session's turn as agy gets it: `prompt` in `cwd` (agy's workspace:
+/// the directory pi works in), resuming the session's conversation after
+/// the last step its database holds. A warm agy is started from the same
+/// request without a prompt, so both agree on agy's command line.
+pub(super) fn session_turn(
+    prompt: String,
+    cwd: &std::path::Path,
+    resolved: &Resolved,
+    existing: Option<&agy_bridge::sessions::SessionEntry>,
+) -> TurnRequest {
+    TurnRequest {
+        prompt,
+        cwd: Some(cwd.to_path_buf()),
+        model: Some(resolved.model.model.clone()),
+        effort: resolved.model.effort,
+        mode: Some(resolved.settings.mode),
+        conversation: existing.map(|e| e.conversation_id.clone()),
+        after_idx: existing.map(|e| resume_cursor(e, &resolved.cfg.conversations_dir)),
+        add_dirs: vec![cwd.to_path_buf()],
+        private_dirs: Vec::new(),
+    }
+}
+
 /// Everything between pi's request and agy's command line; errors are the
 /// message pi shows.
 fn prepare_turn(
@@ -1240,20 +1263,16 @@ fn prepare_turn(
             prompt.dropped_images
         ));
     }
-    let turn = TurnRequest {
-        prompt: provider::compose_prompt_for(&prompt, &digest, context),
-        cwd: Some(cwd.clone()),
-        model: Some(resolved.model),
-        effort: resolved.effort,
-        mode: Some(settings.mode),
-        conversation: existing.as_ref().map(|e| e.conversation_id.clone()),
-        after_idx: existing
-            .as_ref()
-            .map(|e| resume_cursor(e, &cfg.conversations_dir)),
-        // agy's workspace: the directory pi works in.
-        add_dirs: vec![cwd.clone()],
-        private_dirs: Vec::new(),
-    };
+    let turn = session_turn(
+        provider::compose_prompt_for(&prompt, &digest, context),
+        &cwd,
+        &Resolved {
+            cfg: cfg.clone(),
+            settings,
+            model: resolved,
+        },
+        existing.as_ref(),
+    );
     for w in store
         .as_ref()
         .map(|s| s.take_warnings())

@@ -187,6 +187,27 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, 
     run_with_timeout_capped(cmd, timeout, u64::MAX)
 }
 
+/// Why a short program the bridge asks (`agy models`, `agy -p /usage`)
+/// gave no output to judge, as its callers tell the user: not installed,
+/// not startable, or no answer in time (whole seconds, rounded up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoOutput {
+    NotInstalled,
+    SpawnFailed(String),
+    TimedOut { secs: u64 },
+}
+
+/// [`run_with_timeout`], its failure told as [`NoOutput`].
+pub fn output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, NoOutput> {
+    run_with_timeout(cmd, timeout).map_err(|e| match e {
+        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => NoOutput::NotInstalled,
+        RunError::Spawn(e) => NoOutput::SpawnFailed(e.to_string()),
+        RunError::TimedOut(_) | RunError::Wait(_) => NoOutput::TimedOut {
+            secs: timeout.as_secs_f64().ceil() as u64,
+        },
+    })
+}
+
 /// [`run_with_timeout`] keeping at most `cap` bytes of each of stdout and
 /// stderr; past that the pipe is closed (the program then sees `EPIPE`).
 pub fn run_with_timeout_capped(

@@ -18,7 +18,7 @@ use crate::format::features::{Version, USAGE_COMMAND};
 use crate::format::quota::{Quota, QuotaError};
 use crate::run::agy_version::{BinaryKey, VersionCache};
 use crate::run::failure::says_signed_out;
-use crate::run::process::{run_with_timeout, RunError};
+use crate::run::process::{output_within, NoOutput};
 use crate::state::config::{self, StateFile};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -211,17 +211,13 @@ pub fn fetch(bin: &Path, timeout: Duration) -> Result<Quota, UsageError> {
     let bin_s = bin.display().to_string();
     let mut cmd = Command::new(bin);
     cmd.args(["-p", "/usage", "--output-format", "json"]);
-    let out = run_with_timeout(&mut cmd, timeout).map_err(|e| match e {
-        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            UsageError::NotInstalled { bin: bin_s.clone() }
-        }
-        RunError::Spawn(e) => UsageError::SpawnFailed {
+    let out = output_within(&mut cmd, timeout).map_err(|e| match e {
+        NoOutput::NotInstalled => UsageError::NotInstalled { bin: bin_s.clone() },
+        NoOutput::SpawnFailed(message) => UsageError::SpawnFailed {
             bin: bin_s.clone(),
-            message: e.to_string(),
+            message,
         },
-        RunError::TimedOut(_) | RunError::Wait(_) => UsageError::TimedOut {
-            secs: timeout.as_secs_f64().ceil() as u64,
-        },
+        NoOutput::TimedOut { secs } => UsageError::TimedOut { secs },
     })?;
     judge(
         out.status,

@@ -11,7 +11,7 @@
 use super::*;
 use crate::agy_version::BinaryKey;
 use crate::config::{lock_file, StateError, StateFile};
-use crate::process::{run_with_timeout, RunError};
+use crate::process::{output_within, NoOutput};
 
 // --- running `agy models` --------------------------------------------------------
 
@@ -41,17 +41,13 @@ pub enum Unavailable {
 /// least one model.
 pub fn fetch(bin: &Path, timeout: Duration) -> Result<String, Unavailable> {
     let bin_s = bin.display().to_string();
-    let out = run_with_timeout(Command::new(bin).arg("models"), timeout).map_err(|e| match e {
-        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Unavailable::NotInstalled { bin: bin_s.clone() }
-        }
-        RunError::Spawn(e) => Unavailable::SpawnFailed {
+    let out = output_within(Command::new(bin).arg("models"), timeout).map_err(|e| match e {
+        NoOutput::NotInstalled => Unavailable::NotInstalled { bin: bin_s.clone() },
+        NoOutput::SpawnFailed(message) => Unavailable::SpawnFailed {
             bin: bin_s.clone(),
-            message: e.to_string(),
+            message,
         },
-        RunError::TimedOut(_) | RunError::Wait(_) => Unavailable::TimedOut {
-            secs: timeout.as_secs_f64().ceil() as u64,
-        },
+        NoOutput::TimedOut { secs } => Unavailable::TimedOut { secs },
     })?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
