@@ -15,6 +15,7 @@ use agy_bridge::discovery::{BindMethod, ConversationId};
 use agy_bridge::events::Event;
 use agy_bridge::failure::{self, AgyReport, Failure};
 use agy_bridge::format::features::AgyFeatures;
+use agy_bridge::format::hooks::ToolPayload;
 use agy_bridge::runner::{RunEvent, RunResult, TurnRequest};
 use agy_bridge::stream_json::{Line, TurnResult, Usage};
 use common::text_of;
@@ -541,6 +542,18 @@ fn hook_payloads_have_the_documented_shape() {
             assert!(obj["stepIdx"].is_number(), "{name}");
             assert!(obj["toolCall"]["name"].is_string(), "{name}");
             assert!(obj["toolCall"]["args"].is_object(), "{name}");
+            // The library's payload reads every field and writes agy's
+            // shape back: what the gate reads and fake-agy writes.
+            let payload = ToolPayload::parse(&text).expect("a tool payload");
+            assert!(payload.extra.is_empty(), "{name}: {:?}", payload.extra);
+            assert_eq!(payload.tool_call.name, "run_command", "{name}");
+            assert_eq!(payload.step_idx, 16, "{name}");
+            assert_eq!(serde_json::to_value(&payload).expect("json"), v, "{name}");
+            assert_eq!(
+                serde_json::to_string_pretty(&payload).expect("json"),
+                text.trim_end(),
+                "{name}: agy's field order"
+            );
         }
     }
 }

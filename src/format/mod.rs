@@ -5,13 +5,14 @@
 //! stream-json lines ([`stream_json`]) and the user turns it reads on stdin
 //! ([`stream_input`]), conversation ids ([`ids`]), the words
 //! of agy's command line ([`agy_args`]), what each agy version offers
-//! ([`features`]), the quota `/usage` reports ([`quota`]), the stderr lines read live ([`stderr`]) and the small text helpers every
+//! ([`features`]), the quota `/usage` reports ([`quota`]), agy's lifecycle hooks ([`hooks`]), the stderr lines read live ([`stderr`]) and the small text helpers every
 //! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
 //!
 //! May import: nothing else in this crate. Everything above builds on it.
 
 pub mod agy_args;
 pub mod features;
+pub mod hooks;
 pub mod ids;
 pub mod quota;
 pub mod schema;
