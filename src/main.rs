@@ -50,6 +50,9 @@ enum Commands {
     /// Show agy's quota (`agy -p /usage`): what is left of each bucket and
     /// when it refills, or JSON with --json.
     Usage(UsageArgs),
+    /// What agy runs before each tool call in `ask` mode: agy's payload on
+    /// stdin, the decision (pi's, or the rules') on stdout.
+    Hook(cli::hook::HookArgs),
     /// Record an agy run (or an existing database) as a recording in the
     /// corpus format, optionally redacted for publishing.
     Record(RecordArgs),
@@ -135,6 +138,7 @@ fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) ->
         Commands::Config(args) => cmd_config(args),
         Commands::Sessions(args) => cmd_sessions(args),
         Commands::Slash(args) => Ok(cli::slash::cmd_slash(args)),
+        Commands::Hook(args) => Ok(cli::hook::cmd_hook(args)),
         Commands::Run(args) => cmd_turn::cmd_run(args),
         Commands::Demo(args) => cmd_turn::cmd_demo(args),
         Commands::Stream(args) => cmd_turn::cmd_stream(args, standby),

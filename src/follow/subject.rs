@@ -115,6 +115,34 @@ pub fn tool_subject(arguments: &str, cwd: Option<&Path>) -> Option<String> {
     Some(shorten(&one_line(&subject), SUBJECT_MAX_CHARS))
 }
 
+/// What a permission rule is matched against: the call's whole subject,
+/// never shortened nor made relative (a rule must not pass a command
+/// because its shown form was cut): an MCP call's `SERVER/TOOL`, else the
+/// command line, the file, the directory, the pattern or the address; `""`
+/// when the arguments name none of these.
+pub fn rule_subject(name: &str, arguments: &str) -> String {
+    if let Some((server, tool)) = mcp_target(name, arguments) {
+        return format!("{server}/{tool}");
+    }
+    let Some(value) = Args::parse(arguments) else {
+        return String::new();
+    };
+    let Some(map) = value.as_object() else {
+        return String::new();
+    };
+    let args = Args(map);
+    [
+        COMMAND_KEYS,
+        FILE_KEYS,
+        WHERE_KEYS,
+        PATTERN_KEYS,
+        ADDRESS_KEYS,
+    ]
+    .iter()
+    .find_map(|keys| args.text(keys))
+    .unwrap_or_default()
+}
+
 /// The subject from the arguments that name what the tool acts on.
 fn main_subject(args: &Args<'_>, cwd: Option<&Path>) -> Option<String> {
     if let (Some(server), Some(tool)) = (args.text(&["ServerName"]), args.text(&["ToolName"])) {

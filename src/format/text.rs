@@ -51,6 +51,19 @@ pub fn repeats(whole: &str, sentence: &str) -> bool {
     !sentence.is_empty() && words(whole).contains(sentence)
 }
 
+/// Constant-time equality of a secret (a token) with what was given: the
+/// time taken does not tell how much of it matched (its length is no secret).
+pub fn same_secret(given: &[u8], ours: &[u8]) -> bool {
+    if given.len() != ours.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(ours)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

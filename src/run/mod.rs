@@ -17,6 +17,7 @@ pub mod agy_input;
 pub mod agy_stream;
 pub mod agy_version;
 pub mod failure;
+pub mod gate;
 pub mod guard;
 pub mod job_control;
 pub mod launch;

@@ -29,57 +29,12 @@ use crate::failure::Failure;
 use crate::format::features::AgyFeatures;
 use crate::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
 use std::borrow::Cow;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The file agy is told to read, inside the private directory.
 const FILE_NAME: &str = "user-message.md";
 
-/// A private directory that is removed, with its contents, when dropped.
-#[derive(Debug)]
-pub struct PrivateDir {
-    path: PathBuf,
-}
-
-impl PrivateDir {
-    /// A fresh directory (mode 0700) under `parent`; never an existing one.
-    pub fn create(parent: &Path) -> std::io::Result<PrivateDir> {
-        let path = parent.join(format!("agy-bridge-prompt-{}", uuid::Uuid::new_v4()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        // agy is told an absolute path, whatever TMPDIR looks like.
-        match std::fs::canonicalize(&path) {
-            Ok(path) => Ok(PrivateDir { path }),
-            Err(e) => {
-                drop(PrivateDir { path });
-                Err(e)
-            }
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Write `text` to a new file (mode 0600) in the directory.
-    fn write(&self, name: &str, text: &str) -> std::io::Result<PathBuf> {
-        let file = self.path.join(name);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&file)?;
-        f.write_all(text.as_bytes())?;
-        f.flush()?;
-        Ok(file)
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
+pub use crate::state::tmp::PrivateDir;
 
 /// The request agy actually gets, and the private directory it may need.
 /// Hold it until the turn is over: dropping it removes the directory.
@@ -153,7 +108,7 @@ fn stage_in<'a>(
             req.prompt.len() / 1024
         ),
     };
-    let dir = PrivateDir::create(parent).map_err(unsaved)?;
+    let dir = PrivateDir::create(parent, "prompt").map_err(unsaved)?;
     let file = dir.write(FILE_NAME, &req.prompt).map_err(unsaved)?;
     let mut add_dirs = req.add_dirs.clone();
     add_dirs.push(dir.path().to_path_buf());

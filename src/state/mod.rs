@@ -11,5 +11,6 @@
 
 pub mod admission;
 pub mod config;
+pub mod rules;
 pub mod sessions;
 pub mod tmp;

@@ -7,7 +7,13 @@
 //! `TMPDIR` that does not exist fails the turn. Here a relative one is
 //! resolved against the current directory, and one that is not a directory
 //! gives `/tmp`, with one warning per process on stderr.
+//!
+//! [`PrivateDir`] is every private directory the bridge makes there: mode
+//! 0700, files 0600 created fresh (never an existing one followed), removed
+//! with its contents when dropped.
 
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -62,6 +68,62 @@ pub fn resolve(raw: &Path, cwd: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// A private directory, removed with its contents when dropped.
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// A fresh directory `agy-bridge-<what>-<uuid>` (mode 0700) under
+    /// `parent`, by its canonical path (agy is told absolute paths,
+    /// whatever TMPDIR looks like); never an existing one.
+    pub fn create(parent: &Path, what: &str) -> std::io::Result<PrivateDir> {
+        let path = parent.join(format!(
+            "agy-bridge-{what}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        match std::fs::canonicalize(&path) {
+            Ok(path) => Ok(PrivateDir { path }),
+            Err(e) => {
+                drop(PrivateDir { path });
+                Err(e)
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write `text` to a new file (mode 0600) at `rel` inside the
+    /// directory, making its own directories (0700) on the way.
+    pub fn write(&self, rel: &str, text: &str) -> std::io::Result<PathBuf> {
+        let file = self.path.join(rel);
+        if let Some(parent) = file.parent().filter(|p| *p != self.path) {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .recursive(true)
+                .create(parent)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)?;
+        f.write_all(text.as_bytes())?;
+        f.flush()?;
+        Ok(file)
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +145,24 @@ mod tests {
         );
         let file = resolve(Path::new("file"), Some(cwd.path()));
         assert_eq!(file, Err("TMPDIR=\"file\" is not a directory".into()));
+    }
+
+    #[test]
+    fn private_dirs_are_0700_with_0600_files_and_go_when_dropped() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().expect("tmp");
+        let dir = PrivateDir::create(parent.path(), "test").expect("create");
+        let file = dir.write(".agents/x.json", "{}").expect("write");
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(dir.path()), 0o700);
+        assert_eq!(mode(&dir.path().join(".agents")), 0o700);
+        assert_eq!(mode(&file), 0o600);
+        assert!(
+            dir.write(".agents/x.json", "again").is_err(),
+            "never overwrites"
+        );
+        let path = dir.path().to_path_buf();
+        drop(dir);
+        assert!(!path.exists());
     }
 }

@@ -19,8 +19,8 @@ pub mod server;
 
 pub use park::{PiTool, ToolCall, ToolOutcome};
 
+pub use crate::state::tmp::PrivateDir;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 
 /// The MCP server name agy sees (its calls show as `mcp:pi/TOOL`).
@@ -93,43 +93,13 @@ pub fn is_bridge_call(name: &str, arguments: &str) -> bool {
             .unwrap_or(false)
 }
 
-/// A private directory holding `.agents/mcp_config.json` (directories 0700,
-/// file 0600), removed on drop.
-#[derive(Debug)]
-pub struct PrivateDir {
-    path: PathBuf,
-}
-
-impl PrivateDir {
-    /// Create it under the system temp dir, naming the server at `url`.
-    pub fn create(url: &str, token: &str) -> std::io::Result<PrivateDir> {
-        use std::io::Write;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let path = crate::state::tmp::temp_dir()
-            .join(format!("agy-bridge-mcp-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        let dir = PrivateDir { path };
-        let agents = dir.path.join(".agents");
-        std::fs::DirBuilder::new().mode(0o700).create(&agents)?;
-        let config = json!({"mcpServers": {SERVER_NAME: {"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}}});
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(agents.join("mcp_config.json"))?;
-        f.write_all(format!("{config:#}\n").as_bytes())?;
-        Ok(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+/// A private directory (see [`crate::state::tmp::PrivateDir`]) holding
+/// `.agents/mcp_config.json` that names the server at `url`.
+pub fn mcp_config_dir(url: &str, token: &str) -> std::io::Result<PrivateDir> {
+    let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "mcp")?;
+    let config = json!({"mcpServers": {SERVER_NAME: {"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}}});
+    dir.write(".agents/mcp_config.json", &format!("{config:#}\n"))?;
+    Ok(dir)
 }
 
 /// agy's tool calls waiting for the relay. Each call holds one of the
@@ -157,7 +127,7 @@ impl ToolBridge {
         let names = tools.iter().map(|t| t.name.clone()).collect();
         let (tx, calls) = mpsc::channel(CALL_CAPACITY);
         let server = server::McpServer::start(tools, tx).await?;
-        let dir = PrivateDir::create(&server.url(), &server.token)?;
+        let dir = mcp_config_dir(&server.url(), &server.token)?;
         Ok(Some(ToolBridge {
             dir,
             server,
@@ -170,7 +140,6 @@ impl ToolBridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn tool(name: &str) -> PiTool {
         PiTool {
@@ -211,18 +180,10 @@ mod tests {
 
     #[test]
     fn private_dir_is_private_and_goes_away() {
-        let dir = PrivateDir::create("http://127.0.0.1:1/mcp", "tok").expect("dir");
+        // Modes and removal are `PrivateDir`'s own tests (state::tmp).
+        let dir = mcp_config_dir("http://127.0.0.1:1/mcp", "tok").expect("dir");
         let root = dir.path().to_path_buf();
         let file = root.join(".agents/mcp_config.json");
-        let mode = |p: &Path| {
-            std::fs::metadata(p)
-                .map(|m| m.permissions().mode() & 0o777)
-                .unwrap_or(0)
-        };
-        assert_eq!(
-            (mode(&root), mode(&root.join(".agents")), mode(&file)),
-            (0o700, 0o700, 0o600)
-        );
         let config: Value =
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
                 .unwrap_or(Value::Null);

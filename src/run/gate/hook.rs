@@ -1,0 +1,101 @@
+//! The hook's side of the gate: what `agy-bridge hook PreToolUse --gate
+//! FILE` does when agy runs it. It reads agy's payload, forwards it with
+//! the gate's token to the gate's loopback server, and always ends with an
+//! explicit decision: an unreadable gate file, a bridge that is gone, a
+//! refused or broken connection, or no answer within the gate's wait (set
+//! inside agy's own hook timeout) all deny, each saying why.
+
+use crate::format::hooks::Decision;
+use serde::Deserialize;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long reaching the bridge may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The payload's cap (the server's own cap, plus the request's wrapping).
+const PAYLOAD_CAP: u64 = super::server::REQUEST_CAP as u64 - 1024;
+
+/// What gate.json says.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GateFile {
+    addr: SocketAddr,
+    token: String,
+    wait_secs: u64,
+}
+
+/// The decision for the payload on `stdin`, for the hook `event`.
+pub fn decide(event: &str, gate_file: &Path, stdin: impl Read) -> Decision {
+    let denied = |why: String| {
+        Decision::deny(format!(
+            "agy-bridge's permission gate could not get a decision ({why}); the call was not allowed"
+        ))
+    };
+    let gate = match read_gate_file(gate_file) {
+        Ok(g) => g,
+        Err(why) => return denied(why),
+    };
+    let payload = match read_payload(stdin) {
+        Ok(p) => p,
+        Err(why) => return denied(why),
+    };
+    match exchange(&gate, event, &payload) {
+        Ok(line) => Decision::from_hook_output(&line, true),
+        Err(why) => denied(why),
+    }
+}
+
+fn read_gate_file(path: &Path) -> Result<GateFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read {}: {e}; the bridge may be gone",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a gate file ({e})", path.display()))
+}
+
+fn read_payload(stdin: impl Read) -> Result<serde_json::Value, String> {
+    let mut text = String::new();
+    stdin
+        .take(PAYLOAD_CAP + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read agy's payload ({e})"))?;
+    if text.len() as u64 > PAYLOAD_CAP {
+        return Err("agy's payload is too large to forward".into());
+    }
+    serde_json::from_str(&text).map_err(|e| format!("agy's payload is not JSON ({e})"))
+}
+
+/// Send the token and the request; the answer's line.
+fn exchange(gate: &GateFile, event: &str, payload: &serde_json::Value) -> Result<String, String> {
+    let mut stream = TcpStream::connect_timeout(&gate.addr, CONNECT_TIMEOUT)
+        .map_err(|e| format!("the bridge at {} cannot be reached: {e}", gate.addr))?;
+    let request = serde_json::json!({"event": event, "payload": payload});
+    let sent = stream
+        .write_all(format!("{}\n{request}\n", gate.token).as_bytes())
+        .and_then(|()| stream.flush());
+    sent.map_err(|e| format!("the bridge hung up: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(gate.wait_secs.max(1))))
+        .map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    match BufReader::new(stream).take(64 * 1024).read_line(&mut line) {
+        Ok(0) => Err("the bridge closed the connection without an answer".into()),
+        Ok(_) => Ok(line),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(format!(
+                "no decision came within {} minutes",
+                gate.wait_secs / 60
+            ))
+        }
+        Err(e) => Err(format!("the answer could not be read: {e}")),
+    }
+}

@@ -1,0 +1,164 @@
+//! The permission gate for agy's tool calls (`ask` mode).
+//!
+//! agy runs a `PreToolUse` hook before each tool call and waits for its
+//! decision (docs/agy-format.md, "Hooks"). [`Gate::start`] writes a private
+//! `<dir>/.agents/hooks.json` whose one hook is this binary in hook mode
+//! (`agy-bridge hook PreToolUse --gate <dir>/gate.json`) and serves that
+//! hook on loopback. The hook ([`hook`]) forwards agy's payload with the
+//! gate's token; the [`server`] lets the [`policy`] decide what it can (the
+//! bridge's private directories: deny; the bridge's own MCP server: allow;
+//! rules and this session's grants: allow) and hands everything else to
+//! whoever asks the user, as a [`Question`]. Every call becomes a question,
+//! answered or not, so the stream can show the tool the moment agy is about
+//! to run it, with its full arguments.
+//!
+//! What keeps it safe:
+//! - the hook always prints an explicit decision, and denies on any error,
+//!   on an unreachable bridge and before its own timeout runs out: agy
+//!   1.1.7 let the tool run when a hook timed out;
+//! - agy is given `--dangerously-skip-permissions` (without which print mode
+//!   denies everything) only once it has listed this hook as loaded
+//!   ([`crate::run::hook_proof`]);
+//! - dropping the [`Gate`] (the turn or session ended, pi aborted) answers
+//!   every open question with a denial.
+
+pub mod hook;
+pub mod policy;
+pub mod server;
+
+use crate::format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
+use crate::format::text::shell_word;
+use crate::state::tmp::PrivateDir;
+pub use policy::{Policy, Verdict};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The hook's timeout in hooks.json: long, as a person decides.
+pub const HOOK_TIMEOUT_SECS: u64 = 3600;
+/// How long the hook waits for the decision before it denies: well inside
+/// agy's timeout, so agy never sees the hook time out.
+pub const HOOK_WAIT_SECS: u64 = HOOK_TIMEOUT_SECS - 60;
+/// The name of the hook in hooks.json.
+pub const HOOK_NAME: &str = "agy-bridge";
+/// The file the hook reads the gate's address and token from.
+pub const GATE_FILE: &str = "gate.json";
+/// Calls waiting to be shown or decided.
+pub const QUESTION_CAPACITY: usize = 64;
+
+/// One tool call agy is about to make, with the policy's verdict; when the
+/// verdict is [`Verdict::Ask`], agy waits for [`Question::answer`].
+#[derive(Debug)]
+pub struct Question {
+    pub payload: ToolPayload,
+    pub verdict: Verdict,
+    reply: Option<oneshot::Sender<Decision>>,
+}
+
+impl Question {
+    pub fn tool(&self) -> &str {
+        &self.payload.tool_call.name
+    }
+
+    /// The call's arguments as JSON text.
+    pub fn arguments(&self) -> String {
+        self.payload.arguments()
+    }
+
+    /// Whether agy waits for an answer.
+    pub fn waits(&self) -> bool {
+        self.reply.as_ref().is_some_and(|r| !r.is_closed())
+    }
+
+    /// Give agy the decision; `false` when nobody waits for it any more
+    /// (the hook gave up, the gate closed).
+    pub fn answer(mut self, decision: Decision) -> bool {
+        self.reply
+            .take()
+            .is_some_and(|reply| reply.send(decision).is_ok())
+    }
+}
+
+/// A turn's or a session's gate: its private directory (the `--add-dir`
+/// agy loads the hook from), its loopback server and the questions.
+pub struct Gate {
+    dir: PrivateDir,
+    pub questions: mpsc::Receiver<Question>,
+    shared: Arc<server::Shared>,
+}
+
+impl Gate {
+    /// Serve the gate for `policy` (its private directories gain the gate's
+    /// own), the hook being `exe hook PreToolUse`.
+    pub async fn start(mut policy: Policy, exe: &Path) -> std::io::Result<Gate> {
+        let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "gate")?;
+        policy.private.push(dir.path().to_path_buf());
+        let (tx, questions) = mpsc::channel(QUESTION_CAPACITY);
+        let (shared, addr) = server::start(policy, tx).await?;
+        let gate_file = dir.path().join(GATE_FILE);
+        let config = serde_json::json!({
+            "addr": addr.to_string(),
+            "token": shared.token(),
+            "waitSecs": HOOK_WAIT_SECS,
+        });
+        dir.write(GATE_FILE, &format!("{config}\n"))?;
+        let command = format!(
+            "{} hook {} --gate {}",
+            shell_word(&exe.to_string_lossy()),
+            HookEvent::PreToolUse.name(),
+            shell_word(&gate_file.to_string_lossy())
+        );
+        let hook = Hook {
+            name: HOOK_NAME.into(),
+            event: HookEvent::PreToolUse,
+            matcher: Some("*".into()),
+            command,
+            timeout_secs: HOOK_TIMEOUT_SECS,
+        };
+        let file = hooks::hooks_file(&[hook]);
+        dir.write(
+            &format!(".agents/{}", hooks::HOOKS_FILE),
+            &format!("{file:#}\n"),
+        )?;
+        Ok(Gate {
+            dir,
+            questions,
+            shared,
+        })
+    }
+
+    /// The directory agy gets as an `--add-dir`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The hooks.json agy must list as loaded before it is trusted.
+    pub fn hooks_file(&self) -> std::path::PathBuf {
+        self.dir.path().join(".agents").join(hooks::HOOKS_FILE)
+    }
+
+    /// Replace the standing policy (a new turn of the session: settings
+    /// and grants may have changed). The gate's own directory stays private.
+    pub fn set_policy(&self, mut policy: Policy) {
+        policy.private.push(self.dir.path().to_path_buf());
+        self.shared.set_policy(policy);
+    }
+
+    /// Remember a grant for the rest of the gate's life.
+    pub fn grant(&self, rule: crate::state::rules::Rule) {
+        self.shared.grant(rule);
+    }
+
+    /// A token that is cancelled when the gate closes.
+    pub fn closing(&self) -> CancellationToken {
+        self.shared.closing.clone()
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // Every hook still waiting is told no, now.
+        self.shared.closing.cancel();
+    }
+}

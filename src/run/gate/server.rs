@@ -1,0 +1,218 @@
+//! The gate's loopback server: one connection per hook run, two lines in
+//! (the token, then `{"event","payload"}`), one decision line out.
+//!
+//! Anyone on the machine can connect to a loopback port, so the token comes
+//! first, in a short line, and nothing more is read until it matches; each
+//! line has a size cap and a deadline, and connections beyond
+//! [`MAX_CONNECTIONS`] are refused. Whatever goes wrong, the hook gets a
+//! denial (or nothing, which its side reads as one).
+
+use super::policy::{Policy, Verdict};
+use super::Question;
+use crate::format::hooks::{Decision, HookEvent, ToolPayload};
+use crate::state::rules::Rule;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// The token line's cap (a token is 64 hex digits).
+pub const TOKEN_LINE_CAP: usize = 256;
+/// The request's cap: a tool call carries whole files (write_to_file).
+pub const REQUEST_CAP: usize = 32 * 1024 * 1024;
+/// How long the hook may take to send both lines.
+pub const READ_DEADLINE: Duration = Duration::from_secs(30);
+/// Hook runs served at once (agy runs one tool at a time, or a few).
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// What every connection handler shares.
+pub struct Shared {
+    token: String,
+    policy: Mutex<Policy>,
+    questions: mpsc::Sender<Question>,
+    pub(super) closing: CancellationToken,
+    slots: Semaphore,
+}
+
+impl Shared {
+    pub(super) fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub(super) fn set_policy(&self, policy: Policy) {
+        if let Ok(mut p) = self.policy.lock() {
+            let granted = std::mem::take(&mut p.granted);
+            *p = policy;
+            p.granted.extend(granted);
+        }
+    }
+
+    pub(super) fn grant(&self, rule: Rule) {
+        if let Ok(mut p) = self.policy.lock() {
+            if !p.granted.contains(&rule) {
+                p.granted.push(rule);
+            }
+        }
+    }
+
+    fn verdict(&self, payload: &ToolPayload) -> Verdict {
+        match self.policy.lock() {
+            Ok(p) => p.decide(&payload.tool_call.name, &payload.arguments()),
+            Err(_) => Verdict::Deny("agy-bridge's gate failed (a poisoned lock)".into()),
+        }
+    }
+}
+
+/// Bind 127.0.0.1 on a free port and serve until the gate closes.
+pub(super) async fn start(
+    policy: Policy,
+    questions: mpsc::Sender<Question>,
+) -> std::io::Result<(Arc<Shared>, SocketAddr)> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let shared = Arc::new(Shared {
+        token,
+        policy: Mutex::new(policy),
+        questions,
+        closing: CancellationToken::new(),
+        slots: Semaphore::new(MAX_CONNECTIONS),
+    });
+    tokio::spawn(accept_loop(listener, shared.clone()));
+    Ok((shared, addr))
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let conn = tokio::select! {
+            _ = shared.closing.cancelled() => return,
+            conn = listener.accept() => conn,
+        };
+        let Ok((stream, _)) = conn else { continue };
+        let shared = shared.clone();
+        tokio::spawn(async move { serve_one(stream, shared).await });
+    }
+}
+
+async fn serve_one(stream: TcpStream, shared: Arc<Shared>) {
+    let (read, mut write) = stream.into_split();
+    let decision = match shared.slots.try_acquire() {
+        Ok(_slot) => decide(BufReader::new(read), &shared).await,
+        Err(_) => Decision::deny("agy-bridge's gate is serving too many tool calls at once"),
+    };
+    let line = format!("{}\n", decision.to_json());
+    let _ = write.write_all(line.as_bytes()).await;
+    let _ = write.shutdown().await;
+}
+
+/// Read the hook's two lines and decide, asking when the policy cannot.
+async fn decide<R: AsyncRead + Unpin>(mut read: BufReader<R>, shared: &Shared) -> Decision {
+    let lines = tokio::time::timeout(READ_DEADLINE, read_request(&mut read, shared)).await;
+    let payload = match lines {
+        Ok(Ok(payload)) => payload,
+        Ok(Err(why)) => {
+            return Decision::deny(format!("agy-bridge's gate refused the hook: {why}"))
+        }
+        Err(_) => return Decision::deny("agy-bridge's gate refused the hook: it sent too slowly"),
+    };
+    let verdict = shared.verdict(&payload);
+    match verdict.clone() {
+        Verdict::Allow(_) => {
+            show(shared, payload, verdict);
+            Decision::Allow
+        }
+        Verdict::Deny(reason) => {
+            show(shared, payload, verdict);
+            Decision::deny(reason)
+        }
+        Verdict::Ask => ask(shared, payload).await,
+    }
+}
+
+/// Tell the stream about a call the policy decided (never waits: a full
+/// queue only costs the line).
+fn show(shared: &Shared, payload: ToolPayload, verdict: Verdict) {
+    let _ = shared.questions.try_send(Question {
+        payload,
+        verdict,
+        reply: None,
+    });
+}
+
+/// Hand the call to whoever asks the user and wait for the answer; the
+/// gate closing (the turn ended, pi aborted) denies.
+async fn ask(shared: &Shared, payload: ToolPayload) -> Decision {
+    let ended =
+        || Decision::deny("the turn ended before the user decided; the call was not allowed");
+    let (tx, rx) = oneshot::channel();
+    let question = Question {
+        payload,
+        verdict: Verdict::Ask,
+        reply: Some(tx),
+    };
+    tokio::select! {
+        _ = shared.closing.cancelled() => return ended(),
+        sent = shared.questions.send(question) => if sent.is_err() { return ended() },
+    }
+    tokio::select! {
+        _ = shared.closing.cancelled() => ended(),
+        answer = rx => answer.unwrap_or_else(|_| ended()),
+    }
+}
+
+/// The token line, then the request line; an error says what was wrong.
+async fn read_request<R: AsyncRead + Unpin>(
+    read: &mut BufReader<R>,
+    shared: &Shared,
+) -> Result<ToolPayload, String> {
+    let token = read_line(read, TOKEN_LINE_CAP).await?;
+    if !crate::format::text::same_secret(token.trim_end().as_bytes(), shared.token.as_bytes()) {
+        return Err("wrong token".into());
+    }
+    let line = read_line(read, REQUEST_CAP).await?;
+    let request: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| format!("the request is not JSON ({e})"))?;
+    let event = request.get("event").and_then(serde_json::Value::as_str);
+    if event != Some(HookEvent::PreToolUse.name()) {
+        return Err(format!(
+            "it serves {event:?}, and the gate only answers PreToolUse"
+        ));
+    }
+    let payload = request
+        .get("payload")
+        .cloned()
+        .ok_or("the request has no payload")?;
+    let payload: ToolPayload = serde_json::from_value(payload)
+        .map_err(|e| format!("agy's payload could not be read ({e})"))?;
+    if payload.tool_call.name.is_empty() {
+        return Err("agy's payload names no tool".into());
+    }
+    Ok(payload)
+}
+
+/// One line of at most `cap` bytes, as text.
+async fn read_line<R: AsyncRead + Unpin>(
+    read: &mut BufReader<R>,
+    cap: usize,
+) -> Result<String, String> {
+    let mut buf = Vec::new();
+    let mut limited = (&mut *read).take(cap as u64 + 1);
+    limited
+        .read_until(b'\n', &mut buf)
+        .await
+        .map_err(|e| format!("cannot read it ({e})"))?;
+    if buf.len() > cap {
+        return Err(format!("a line over {cap} bytes"));
+    }
+    if buf.last() != Some(&b'\n') {
+        return Err("it ended before a whole line".into());
+    }
+    String::from_utf8(buf).map_err(|_| "a line that is not UTF-8".into())
+}
