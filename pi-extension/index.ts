@@ -110,6 +110,14 @@ type BridgeEvent =
 	| { type: "done"; reason: "stop" | "toolUse"; usage?: BridgeUsage }
 	| { type: "error"; reason: "error" | "aborted"; errorMessage: string };
 
+/** agy waits for the user's decision on one of its tool calls (`ask` mode):
+ *  not a message event; answered with a `permission` line. */
+type PermissionRequest = { type: "permission_request"; id: string; tool: string; title: string; detail: string; sessionRule: string };
+
+/** The pieces of pi's context a dialog needs, kept per pi session. */
+type SessionUI = { hasUI: boolean; ui: { select(title: string, options: string[], opts?: { signal?: AbortSignal }): Promise<string | undefined>; input(title: string, placeholder?: string, opts?: { signal?: AbortSignal }): Promise<string | undefined> } };
+const uis = new Map<string, SessionUI>();
+
 /** pi's tools agy has natively, and the one that delegates to agy itself:
  *  never offered to agy (agy-bridge filters them too). */
 const NATIVE_TOOLS = new Set(["read", "bash", "edit", "write", "grep", "find", "ls", "AskAntigravity"]);
@@ -134,6 +142,8 @@ type SessionChild = {
 	/** Released turns whose last events are still to come: dropped. */
 	discard: number;
 	closed: { code: number | null; signal: NodeJS.Signals | null } | null;
+	/** Open permission dialogs: dismissed (and so denied) when the turn ends. */
+	questions: Set<AbortController>;
 	/** Why the child could not be started at all. */
 	startError?: string;
 	stderrTail: string;
@@ -168,6 +178,7 @@ function endSession(key: string): void {
 	const s = sessions.get(key);
 	if (!s) return;
 	sessions.delete(key);
+	dismissQuestions(s);
 	s.child.stdin.end();
 	setTimeout(() => {
 		if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill("SIGTERM");
@@ -178,7 +189,7 @@ function sessionChild(key: string): SessionChild {
 	const live = sessions.get(key);
 	if (live && !live.closed) return live;
 	const child = spawn(bridgeBin(), ["stream", "--session"], { stdio: ["pipe", "pipe", "pipe"] });
-	const s: SessionChild = { child, sink: null, onClose: null, buffered: [], parked: [], busy: false, discard: 0, closed: null, stderrTail: "" };
+	const s: SessionChild = { child, sink: null, onClose: null, buffered: [], parked: [], busy: false, discard: 0, closed: null, questions: new Set(), stderrTail: "" };
 	child.stderr.on("data", (d: Buffer) => {
 		s.stderrTail = (s.stderrTail + d.toString("utf8")).slice(-2000);
 	});
@@ -186,12 +197,14 @@ function sessionChild(key: string): SessionChild {
 		/* the child went away; close reports it */
 	});
 	createInterface({ input: child.stdout }).on("line", (line) => {
-		let ev: BridgeEvent;
+		let ev: BridgeEvent | PermissionRequest;
 		try {
 			ev = JSON.parse(line);
 		} catch {
 			return; // not protocol: ignore rather than crash pi
 		}
+		if (ev.type === "permission_request") return void askPermission(s, key, ev);
+		if (ev.type === "error" || (ev.type === "done" && ev.reason === "stop")) dismissQuestions(s);
 		if (s.discard > 0) {
 			if (ev.type === "error" || (ev.type === "done" && ev.reason === "stop")) s.discard -= 1;
 			return;
@@ -212,6 +225,43 @@ function sessionChild(key: string): SessionChild {
 	child.on("close", closed);
 	sessions.set(key, s);
 	return s;
+}
+
+const ALLOW_ONCE = "Allow once";
+const DENY = "Deny";
+const DENY_WITH_REASON = "Deny, and tell agy why…";
+
+/** Ask the user about a tool call agy waits on, with pi's own dialog (in
+ *  RPC mode pi forwards it as an extension_ui_request), and answer the
+ *  bridge. A dismissed dialog (the turn ended, pi aborted) denies. */
+async function askPermission(s: SessionChild, key: string, q: PermissionRequest): Promise<void> {
+	const answer = (decision: "allow" | "deny", scope: "once" | "session", reason?: string) => send(s, { type: "permission", id: q.id, decision, scope, reason });
+	const ui = uis.get(key);
+	if (!ui?.hasUI) return answer("deny", "once", "pi has no UI here to ask the user");
+	const dismiss = new AbortController();
+	s.questions.add(dismiss);
+	try {
+		const forSession = `Allow for this session (${q.sessionRule})`;
+		const title = q.detail ? `${q.title}:\n${q.detail}` : q.title;
+		const choice = await ui.ui.select(title, [ALLOW_ONCE, forSession, DENY, DENY_WITH_REASON], { signal: dismiss.signal });
+		if (choice === ALLOW_ONCE) return answer("allow", "once");
+		if (choice === forSession) return answer("allow", "session");
+		if (choice === DENY_WITH_REASON) {
+			const why = await ui.ui.input("Why not? (agy reads this)", "", { signal: dismiss.signal });
+			return answer("deny", "once", why?.trim() || "the user did not allow it");
+		}
+		answer("deny", "once", dismiss.signal.aborted ? "the turn ended before the user decided" : "the user did not allow it");
+	} catch (e) {
+		answer("deny", "once", `pi could not ask the user (${(e as Error).message})`);
+	} finally {
+		s.questions.delete(dismiss);
+	}
+}
+
+/** The turn is over (or aborted): its open dialogs go, each a denial. */
+function dismissQuestions(s: SessionChild): void {
+	for (const q of s.questions) q.abort();
+	s.questions.clear();
 }
 
 /** pi's tools agy is offered, as the request lists them. */
@@ -287,6 +337,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 			cwd: process.cwd(),
 			messages: context.messages,
 			tools: offeredTools(context.tools ?? []),
+			ui: uis.get(key)?.hasUI ?? false,
 		});
 	}
 	const detach = () => {
@@ -389,6 +440,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 	// Abort: ask over stdin (the bridge stops agy's tree, answers at once and
 	// warms a replacement); a child that does not answer is ended.
 	const onAbort = () => {
+		dismissQuestions(live);
 		if (finished) return;
 		send(live, { type: "abort" });
 		setTimeout(() => {
@@ -434,15 +486,17 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	});
 	pi.on("session_shutdown", () => {
 		for (const key of [...sessions.keys()]) endSession(key);
+		uis.clear();
 	});
 	// Start agy before the first prompt (and again for a new model), so
 	// even the first turn finds it warm.
-	const warm = (ctx: { model?: Model<Api>; cwd?: string; sessionManager: { getSessionId(): string } }) => {
+	const warm = (ctx: SessionUI & { model?: Model<Api>; cwd?: string; sessionManager: { getSessionId(): string } }) => {
+		const sessionId = ctx.sessionManager.getSessionId();
+		uis.set(sessionId, { hasUI: ctx.hasUI, ui: ctx.ui });
 		const model = ctx.model;
 		if (!model || model.provider !== PROVIDER) return;
 		const level = pi.getThinkingLevel();
 		const active = new Set(pi.getActiveTools());
-		const sessionId = ctx.sessionManager.getSessionId();
 		send(sessionChild(sessionId), {
 			type: "warm",
 			model: model.id,
@@ -450,6 +504,7 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 			sessionId,
 			cwd: process.cwd(),
 			tools: offeredTools(pi.getAllTools().filter((t) => active.has(t.name))),
+			ui: ctx.hasUI,
 		});
 	};
 	pi.on("session_start", (_ev, ctx) => warm(ctx));

@@ -216,3 +216,95 @@ async fn a_wrong_token_garbage_or_silence_is_denied() {
         "{text}"
     );
 }
+
+/// The pi side: a waiting call becomes one `permission_request` line, the
+/// answer reaches the hook, the stream says the decision, and "allow for
+/// this session" passes the next call like it without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_is_asked_and_a_session_grant_passes_the_next_call_like_it() {
+    use agy_bridge::pi::ask::{Answer, Asks};
+    use agy_bridge::provider::{EventMapper, PiStream};
+    let mut gate = Gate::start(policy(), exe()).await.expect("gate");
+    let gate_file = gate.dir().join("gate.json");
+    let questions = std::mem::replace(&mut gate.questions, tokio::sync::mpsc::channel(1).1);
+    let mut asks = Asks::new(questions, gate.handle());
+    let mut mapper = EventMapper::new(Path::new("/w"));
+    let mut out = Vec::new();
+
+    let first = run_hook(
+        &gate_file,
+        payload(
+            "run_command",
+            serde_json::json!({"CommandLine": "cargo build --release"}),
+        ),
+    );
+    let q = asks.questions.recv().await.expect("asked");
+    let lines = {
+        let mut pi = PiStream::new(&mut out);
+        asks.question(q, &mut mapper, &mut pi)
+    };
+    assert_eq!(lines.len(), 1, "the tool's line, at once: {lines:?}");
+    assert!(
+        lines[0].contains("[agy tool: run_command] cargo build --release"),
+        "{lines:?}"
+    );
+    let request: serde_json::Value =
+        serde_json::from_slice(out.split(|b| *b == b'\n').next().expect("a line")).expect("json");
+    assert_eq!(request["type"], "permission_request");
+    assert_eq!(request["tool"], "run_command");
+    assert_eq!(request["detail"], "cargo build --release");
+    assert_eq!(request["sessionRule"], "run_command: cargo build*");
+    let id = request["id"].as_str().expect("id").to_string();
+    let line = serde_json::json!({"type": "permission", "id": id, "decision": "allow", "scope": "session"});
+    let answer = Answer::from_value(&line).expect("an answer");
+    let said = asks.answer(answer.clone(), &mut mapper);
+    assert!(
+        said[0].contains("allowed for this session (run_command: cargo build*)"),
+        "{said:?}"
+    );
+    assert_eq!(first.join().expect("hook").0, Decision::Allow);
+    assert!(
+        asks.answer(answer, &mut mapper)[0].contains("not open"),
+        "a second answer is refused"
+    );
+
+    // The grant passes `cargo build` again without asking; not `cargo run`.
+    let again = run_hook(
+        &gate_file,
+        payload(
+            "run_command",
+            serde_json::json!({"CommandLine": "cargo build"}),
+        ),
+    );
+    assert_eq!(again.join().expect("hook").0, Decision::Allow);
+    let shown = asks.questions.recv().await.expect("shown");
+    assert!(
+        matches!(shown.verdict, Verdict::Allow(ref why) if why.contains("this session")),
+        "{:?}",
+        shown.verdict
+    );
+    let other = run_hook(
+        &gate_file,
+        payload(
+            "run_command",
+            serde_json::json!({"CommandLine": "cargo run"}),
+        ),
+    );
+    let q = asks.questions.recv().await.expect("asked");
+    assert_eq!(q.verdict, Verdict::Ask);
+    let denied = {
+        let mut pi = PiStream::new(&mut out);
+        let _ = asks.question(q, &mut mapper, &mut pi);
+        let id = format!("agy-gate-{}", 2);
+        let line = serde_json::json!({"type": "permission", "id": id, "decision": "deny", "reason": "use the test suite"});
+        asks.answer(Answer::from_value(&line).expect("answer"), &mut mapper)
+    };
+    assert!(
+        denied[0].contains("denied by the user: use the test suite"),
+        "{denied:?}"
+    );
+    assert_eq!(
+        other.join().expect("hook").0,
+        Decision::deny("use the test suite")
+    );
+}

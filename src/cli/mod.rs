@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod caller;
 pub mod env;
+pub mod gate;
 pub mod hook;
 pub mod out;
 pub mod session;

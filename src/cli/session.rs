@@ -17,7 +17,7 @@
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
 use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
-use agy_bridge::mcp::relay::{Control, ToolLines, CONTROL_CAPACITY};
+use agy_bridge::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::provider::{PiStream, StreamRequest};
 use agy_bridge::run::standby::Standby;
 use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
@@ -167,6 +167,12 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
 struct Slot {
     warm: WarmAgy,
     tools: Option<agy_bridge::mcp::ToolBridge>,
+    /// `ask` mode: the gate agy's hook reaches (its directory is on agy's
+    /// command line).
+    gate: Option<agy_bridge::run::gate::Gate>,
+    /// Why an `ask` session's agy runs without its gate (as `deny`): said
+    /// in pi at the slot's first turn.
+    gate_note: Option<String>,
 }
 
 /// What the last warm agy was started for: a replacement (after an abort,
@@ -177,6 +183,7 @@ struct Plan {
     req: TurnRequest,
     key: WarmKey,
     tools: Vec<agy_bridge::mcp::PiTool>,
+    gating: Option<super::gate::GatePlan>,
 }
 
 struct Session {
@@ -430,7 +437,13 @@ impl Session {
 /// turn offers them, the session's conversation and cursor.
 fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prelude) -> Plan {
     let tools = offered_tools(req, prelude);
-    let signature = serde_json::to_string(&tools).unwrap_or_default();
+    // Whether agy is gated is on its command line (the gate's directory
+    // and skip-permissions), so it is part of the key.
+    let signature = format!(
+        "{}|gate:{}",
+        serde_json::to_string(&tools).unwrap_or_default(),
+        prepared.gating.is_some()
+    );
     let mut warm_req = prepared.turn.clone();
     warm_req.prompt = String::new();
     Plan {
@@ -438,6 +451,7 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
         cfg: prepared.cfg.clone(),
         req: warm_req,
         tools,
+        gating: prepared.gating.clone(),
     }
 }
 
@@ -491,6 +505,7 @@ impl Session {
             mut req,
             key,
             tools,
+            gating,
         } = plan;
         if !runner::spaced_start(&cfg, cancel).await {
             return None;
@@ -506,11 +521,27 @@ impl Session {
             req.add_dirs.push(bridge.dir.path().to_path_buf());
             req.private_dirs.push(bridge.dir.path().to_path_buf());
         }
+        let own_server = tools.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+        let (gate, gate_note) = match &gating {
+            Some(plan) => {
+                match super::gate::open_gate(plan, &mut cfg, &mut req, own_server).await {
+                    Ok(gate) => (Some(gate), None),
+                    // agy runs as deny (no skip-permissions), still warm.
+                    Err(line) => (None, line),
+                }
+            }
+            None => (None, None),
+        };
         if let Some(standby) = self.standby.take() {
             cfg.guardian = cfg.guardian.map(|g| g.with_standby(standby));
         }
         match runner::start_warm(&cfg, &req, prelude, key).await {
-            Ok(warm) => Some(Slot { warm, tools }),
+            Ok(warm) => Some(Slot {
+                warm,
+                tools,
+                gate,
+                gate_note,
+            }),
             Err(why) => {
                 self.refuse(why);
                 None
@@ -588,6 +619,7 @@ fn prepare_warm(
         });
     let prepared = PreparedTurn {
         turn: turn::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
+        gating: super::gate::gate_plan(&resolved.settings, req.ui),
         cfg: resolved.cfg,
         cwd,
         session_key,
@@ -597,22 +629,6 @@ fn prepare_warm(
     };
     let prelude = runner::Prelude::blocking(&prepared.cfg);
     Ok((prepared, prelude))
-}
-
-/// The control lines of a warm turn: lent to pi's tool calls when agy has
-/// pi's tools, else unread.
-enum ToolSide {
-    Lines(ToolLines),
-    Unused(mpsc::Receiver<Control>),
-}
-
-impl ToolSide {
-    fn lines(&mut self) -> Option<&mut ToolLines> {
-        match self {
-            ToolSide::Lines(lines) => Some(lines),
-            ToolSide::Unused(_) => None,
-        }
-    }
 }
 
 impl Session {
@@ -631,17 +647,25 @@ impl Session {
         pi: &mut PiStream<W>,
         cancel: &CancellationToken,
     ) -> bool {
-        let Slot { warm, mut tools } = slot;
+        let Slot {
+            warm,
+            mut tools,
+            mut gate,
+            gate_note,
+        } = slot;
+        if let Some(line) = gate_note {
+            eprintln!("agy-bridge: {line}");
+            pi.thinking(&format!("\n[agy-bridge: {line}]\n"));
+        }
         if tools.is_some() {
             mapper.hide_bridge_calls();
         }
-        let mut side = match tools.as_mut() {
-            Some(bridge) => {
-                let calls = std::mem::replace(&mut bridge.calls, mpsc::channel(1).1);
-                ToolSide::Lines(ToolLines::new(calls, control, turn::tool_batch_window()))
-            }
-            None => ToolSide::Unused(control),
-        };
+        if let (Some(g), Some(plan)) = (&gate, &prepared.gating) {
+            // This turn's rules and UI; the session's grants stay.
+            let own = tools.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+            g.set_policy(super::gate::policy(plan, &prepared.turn.private_dirs, own));
+        }
+        let mut side = turn::tool_side(tools.as_mut(), gate.as_mut(), control);
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();
@@ -649,28 +673,25 @@ impl Session {
             tokio::spawn(
                 async move { runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await },
             );
-        agy_bridge::mcp::relay::relay(&mut rx, side.lines(), pi, mapper, cancel).await;
+        agy_bridge::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
         let outcome = task.await;
-        let control = match side {
-            ToolSide::Lines(lines) => {
-                if let Some(bridge) = tools.as_mut() {
-                    bridge.calls = lines.calls;
-                }
-                lines.control
-            }
-            ToolSide::Unused(control) => control,
-        };
+        let control = turn::give_back(side, tools.as_mut(), gate.as_mut());
         match outcome {
             Ok(WarmRun::Ran(result, warm)) => {
                 self.fruitless = 0;
-                self.slot = warm.map(|warm| Slot { warm, tools });
+                self.slot = warm.map(|warm| Slot {
+                    warm,
+                    tools,
+                    gate,
+                    gate_note: None,
+                });
                 let ok = turn::end_turn(pi, prepared, req, &result);
                 self.after_turn(plan, &result, cancel).await;
                 ok
             }
             Ok(WarmRun::Gone(why)) => {
                 eprintln!("agy-bridge: {why}; this turn starts agy afresh");
-                drop(tools);
+                drop((tools, gate));
                 let again = !self.died_again();
                 let prelude = runner::Prelude::new(&prepared.cfg).await;
                 let cold = ColdTurn {

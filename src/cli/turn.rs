@@ -895,6 +895,7 @@ pub(super) async fn run_cold_prepared<W: Write>(
         prelude,
     } = cold;
     let mut turn = prepared.turn.clone();
+    let mut cfg = prepared.cfg.clone();
     let served = offer_pi_tools(req, prepared, &prelude, &mut turn, mapper, pi).await;
     let bridge = match served {
         Ok(b) => b,
@@ -903,13 +904,12 @@ pub(super) async fn run_cold_prepared<W: Write>(
             return false;
         }
     };
-    let mut tool_lines = bridge.map(|b| {
-        let lines = agy_bridge::mcp::relay::ToolLines::new(b.calls, control, tool_batch_window());
-        (b.server, b.dir, lines)
-    });
+    let mut bridge = bridge;
+    let own_server = bridge.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+    let mut gate = open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi).await;
+    let mut side = tool_side(bridge.as_mut(), gate.as_mut(), control);
 
     let (tx, mut rx) = runner::event_channel();
-    let mut cfg = prepared.cfg.clone();
     // This binary as agy's guardian (`run_config`), already started.
     cfg.guardian = cfg.guardian.map(|guardian| match standby {
         Some(standby) => guardian.with_standby(standby),
@@ -918,11 +918,11 @@ pub(super) async fn run_cold_prepared<W: Write>(
     let run_cancel = cancel.clone();
     let runner =
         tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });
-    let tools = tool_lines.as_mut().map(|(_, _, lines)| lines);
-    agy_bridge::mcp::relay::relay(&mut rx, tools, pi, mapper, cancel).await;
+    agy_bridge::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
     let result = runner.await;
-    // The turn is over: close the port, remove the config, answer any call.
-    drop(tool_lines);
+    // The turn is over: close the ports, remove the configs, answer any
+    // call and any question.
+    drop((side, bridge, gate));
     let result = match result {
         Ok(r) => r,
         Err(e) => {
@@ -934,6 +934,71 @@ pub(super) async fn run_cold_prepared<W: Write>(
         }
     };
     end_turn(pi, prepared, req, &result)
+}
+
+/// The gate of an `ask` turn, opened (its line said when it cannot be,
+/// and the turn runs as `deny`).
+pub(super) async fn open_turn_gate<W: Write>(
+    prepared: &PreparedTurn,
+    cfg: &mut RunConfig,
+    turn: &mut TurnRequest,
+    own_server: Option<&str>,
+    pi: &mut agy_bridge::provider::PiStream<W>,
+) -> Option<agy_bridge::run::gate::Gate> {
+    let plan = prepared.gating.as_ref()?;
+    match super::gate::open_gate(plan, cfg, turn, own_server).await {
+        Ok(gate) => Some(gate),
+        Err(line) => {
+            if let Some(line) = line {
+                eprintln!("agy-bridge: {line}");
+                pi.thinking(&format!("\n[agy-bridge: {line}]\n"));
+            }
+            None
+        }
+    }
+}
+
+/// The turn's tool side, when agy may call pi's tools or the turn has a
+/// gate: pi's control lines with agy's calls (lent from the MCP server) and
+/// the gate's questions (lent from the gate). [`give_back`] returns them.
+pub(super) fn tool_side(
+    bridge: Option<&mut agy_bridge::mcp::ToolBridge>,
+    gate: Option<&mut agy_bridge::run::gate::Gate>,
+    control: tokio::sync::mpsc::Receiver<Control>,
+) -> Result<agy_bridge::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
+    use tokio::sync::mpsc::channel;
+    if bridge.is_none() && gate.is_none() {
+        return Err(control);
+    }
+    let calls = match bridge {
+        Some(b) => std::mem::replace(&mut b.calls, channel(1).1),
+        None => channel(1).1,
+    };
+    let asks = gate.map(|g| {
+        let questions = std::mem::replace(&mut g.questions, channel(1).1);
+        agy_bridge::pi::ask::Asks::new(questions, g.handle())
+    });
+    Ok(agy_bridge::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
+}
+
+/// What [`tool_side`] lent, back to its owners (questions still open are
+/// denied); pi's control lines back to the caller.
+pub(super) fn give_back(
+    side: Result<agy_bridge::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
+    bridge: Option<&mut agy_bridge::mcp::ToolBridge>,
+    gate: Option<&mut agy_bridge::run::gate::Gate>,
+) -> tokio::sync::mpsc::Receiver<Control> {
+    let mut lines = match side {
+        Ok(lines) => lines,
+        Err(control) => return control,
+    };
+    if let Some(b) = bridge {
+        b.calls = std::mem::replace(&mut lines.calls, tokio::sync::mpsc::channel(1).1);
+    }
+    if let (Some(g), Some(asks)) = (gate, lines.asks.take()) {
+        g.questions = asks.into_questions();
+    }
+    lines.control
 }
 
 /// pi's tools, served to agy for this turn only (dropped with it), when
@@ -1108,6 +1173,8 @@ pub(super) struct PreparedTurn {
     /// The pi session has no agy conversation yet: things said once per
     /// session are said now.
     pub(super) first_turn: bool,
+    /// `ask` mode: the gate agy's tool calls go through.
+    pub(super) gating: Option<super::gate::GatePlan>,
 }
 
 /// Where a resumed turn's new steps start: after the last step the
@@ -1263,6 +1330,7 @@ fn prepare_turn(
             prompt.dropped_images
         ));
     }
+    let gating = super::gate::gate_plan(&settings, req.ui);
     let turn = session_turn(
         provider::compose_prompt_for(&prompt, &digest, context),
         &cwd,
@@ -1288,6 +1356,7 @@ fn prepare_turn(
         store,
         notes,
         first_turn: existing.is_none(),
+        gating,
     })
 }
 

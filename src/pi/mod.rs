@@ -8,6 +8,7 @@
 //! May import: every layer below ([`crate::format`](mod@crate::format), [`crate::follow`],
 //! [`crate::state`], [`crate::run`]).
 
+pub mod ask;
 pub mod diff;
 pub mod mcp;
 pub mod models;

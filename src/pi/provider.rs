@@ -64,6 +64,10 @@ pub struct StreamRequest {
     /// pi's `context.tools`, offered to agy over MCP (see [`crate::mcp`]).
     #[serde(default)]
     pub tools: Vec<crate::mcp::PiTool>,
+    /// pi can show a dialog (it has a UI): in `ask` mode agy's tool calls
+    /// are put to the user; without one, only the rules pass them.
+    #[serde(default)]
+    pub ui: bool,
 }
 
 /// A pi `AssistantMessageEvent` without `partial` (see ARCHITECTURE.md).
@@ -128,6 +132,17 @@ pub enum PiEvent {
         reason: &'static str,
         #[serde(rename = "errorMessage")]
         error_message: String,
+    },
+    /// Not a message event: agy waits for the user's decision on a tool
+    /// call (`ask` mode). The extension asks with pi's dialog and answers
+    /// with a `permission` line; it may come between messages.
+    PermissionRequest {
+        id: String,
+        tool: String,
+        title: String,
+        detail: String,
+        #[serde(rename = "sessionRule")]
+        session_rule: String,
     },
 }
 
@@ -197,7 +212,11 @@ impl<W: Write> PiStream<W> {
     }
 
     fn emit(&mut self, event: &PiEvent) {
-        if self.finished && !matches!(event, PiEvent::Done { .. } | PiEvent::Error { .. }) {
+        let always = matches!(
+            event,
+            PiEvent::Done { .. } | PiEvent::Error { .. } | PiEvent::PermissionRequest { .. }
+        );
+        if self.finished && !always {
             return;
         }
         // Serialised straight into the sink: a `text_end` carries the whole
@@ -359,6 +378,13 @@ impl<W: Write> PiStream<W> {
             reason: "toolUse",
             usage: None,
         });
+    }
+
+    /// Ask pi to decide a tool call agy waits on (outside any message).
+    pub fn permission_request(&mut self, request: PiEvent) {
+        if matches!(request, PiEvent::PermissionRequest { .. }) {
+            self.emit(&request);
+        }
     }
 
     /// Begin the next assistant message of the same agy turn (after pi ran
@@ -676,6 +702,11 @@ pub struct EventMapper {
     /// the notices tell the user to run.
     conversation: Option<String>,
     conversations_dir: Option<PathBuf>,
+    /// Tool calls shown from the gate before the database had them (step
+    /// index → tool): the database's own call is then not shown again.
+    announced: HashMap<i64, String>,
+    /// Steps the gate denied, said already: their error is not repeated.
+    denied: HashMap<i64, String>,
 }
 
 fn call_key(id: &str, name: &str, arguments: &str) -> String {
@@ -697,7 +728,33 @@ impl EventMapper {
             failed_steps: HashMap::new(),
             conversation: None,
             conversations_dir: crate::discovery::default_conversations_dir(),
+            announced: HashMap::new(),
+            denied: HashMap::new(),
         }
+    }
+
+    /// A tool call agy is about to make, from the gate (its earliest sign,
+    /// with full arguments): the line to show now (`None` for an edit,
+    /// shown as its diff, and for pi's own tools). The database's record of
+    /// the same step is then not shown again.
+    pub fn announce_call(&mut self, idx: i64, name: &str, arguments: &str) -> Option<String> {
+        let call = Event::ToolCall {
+            idx,
+            id: String::new(),
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        };
+        if self.hidden(&call) || self.announced.contains_key(&idx) {
+            return None;
+        }
+        self.announced.insert(idx, name.to_string());
+        self.call_line(name, arguments)
+    }
+
+    /// A step the gate denied, with why (said on its own line): agy's
+    /// error for it is not said again.
+    pub fn note_denied(&mut self, idx: i64, reason: &str) {
+        self.denied.insert(idx, reason.to_string());
     }
 
     /// Leave out agy's steps for the calls it made through the bridge.
@@ -759,12 +816,27 @@ impl EventMapper {
             self.edits.before_edit(&target.path);
             self.pending_edits
                 .insert(call_key(id, name, arguments), target);
-        } else if name != "invoke_subagent" {
-            let line = subject::tool_line(name, arguments, Some(self.edits.cwd()));
-            let subject = line.subject.map(|s| format!(" {s}")).unwrap_or_default();
+        } else if let Some(line) = self.call_line(name, arguments) {
             out.release_held();
-            out.thinking(&format!("\n[agy tool: {}]{subject}\n", line.label));
+            out.thinking(&line);
         }
+    }
+
+    /// The line of a call that is neither an edit (remembered for its
+    /// diff) nor a subagent's (left to its subagent line).
+    fn call_line(&mut self, name: &str, arguments: &str) -> Option<String> {
+        if let Some(target) = diff::edit_target(name, arguments) {
+            self.edits.before_edit(&target.path);
+            self.pending_edits
+                .insert(call_key("", name, arguments), target);
+            return None;
+        }
+        if name == "invoke_subagent" {
+            return None;
+        }
+        let line = subject::tool_line(name, arguments, Some(self.edits.cwd()));
+        let subject = line.subject.map(|s| format!(" {s}")).unwrap_or_default();
+        Some(format!("\n[agy tool: {}]{subject}\n", line.label))
     }
 
     /// A tool's result: an edit's diff, or one failure line in agy's words.
@@ -820,7 +892,9 @@ impl EventMapper {
     /// reason already shown.
     fn error<W: Write>(&mut self, idx: i64, message: &str, out: &mut PiStream<W>) {
         self.errors.push(message.to_string());
-        if self.failed_steps.get(&idx).map(String::as_str) == Some(message) {
+        if self.failed_steps.get(&idx).map(String::as_str) == Some(message)
+            || self.denied.contains_key(&idx)
+        {
             return;
         }
         let sentence = subject::sentence(message);
@@ -872,11 +946,15 @@ impl EventMapper {
             }
             Event::Rewrite { channel, text, .. } => self.rewrite(*channel, text, out),
             Event::ToolCall {
+                idx,
                 id,
                 name,
                 arguments,
-                ..
-            } => self.tool_call(id, name, arguments, out),
+            } => {
+                if self.announced.get(idx) != Some(name) {
+                    self.tool_call(id, name, arguments, out)
+                }
+            }
             Event::ToolResult {
                 idx,
                 id,
@@ -884,7 +962,11 @@ impl EventMapper {
                 ok,
                 summary,
                 ..
-            } => self.tool_result(*idx, (id, name), *ok, summary, out),
+            } => {
+                if *ok || !self.denied.contains_key(idx) {
+                    self.tool_result(*idx, (id, name), *ok, summary, out)
+                }
+            }
             Event::Error { idx, message } => self.error(*idx, message, out),
             other => {
                 if let Some(line) = self.other_line(other) {

@@ -19,6 +19,7 @@ pub mod agy_version;
 pub mod failure;
 pub mod gate;
 pub mod guard;
+pub mod hook_proof;
 pub mod job_control;
 pub mod launch;
 pub mod process;

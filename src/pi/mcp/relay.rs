@@ -17,7 +17,9 @@
 //! come (issue 17, item 14).
 
 use super::park::{BadContent, Delivery, Mismatch, Parked, ToolCall, ToolOutcome};
+use crate::pi::ask::{Answer, Asks};
 use crate::provider::{EventMapper, PiStream};
+use crate::run::gate::Question;
 use crate::runner::RunEvent;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -37,6 +39,9 @@ pub enum Control {
         id: String,
         outcome: Result<ToolOutcome, BadContent>,
     },
+    /// `{"type":"permission","id","decision","scope","reason"}`: the user's
+    /// decision on a tool call agy waits for (see [`crate::pi::ask`]).
+    Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
     Release { reason: String },
@@ -72,6 +77,12 @@ impl Control {
                     })
                 }
                 None => unreadable("pi sent a tool_result without a toolCallId".into()),
+            },
+            Some("permission") => match Answer::from_value(&v) {
+                Some(answer) => Some(Control::Permission(answer)),
+                None => unreadable(
+                    "pi sent a permission line without an id or with a decision other than allow or deny".into(),
+                ),
             },
             Some("release") => Some(Control::Release {
                 reason: v
@@ -145,6 +156,8 @@ pub struct ToolLines {
     /// A release or stdin's end that came while no call was parked: it ends
     /// the wait for the next call, as it would have had it come then.
     ended: Option<Control>,
+    /// The gate's questions (`ask` mode), when the turn has a gate.
+    pub asks: Option<Asks>,
 }
 
 impl ToolLines {
@@ -159,6 +172,31 @@ impl ToolLines {
             window,
             answered: HashSet::new(),
             ended: None,
+            asks: None,
+        }
+    }
+
+    /// With the gate's questions.
+    pub fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
+        self.asks = asks;
+        self
+    }
+
+    /// A gate question's lines, or the lines of pi's answer to one.
+    fn gate_lines<W: Write>(
+        &mut self,
+        input: GateInput,
+        mapper: &mut EventMapper,
+        pi: &mut PiStream<W>,
+    ) -> Vec<String> {
+        match (input, self.asks.as_mut()) {
+            (GateInput::Question(q), Some(asks)) => asks.question(*q, mapper, pi),
+            (GateInput::Answer(a), Some(asks)) => asks.answer(a, mapper),
+            (GateInput::Answer(a), None) => vec![note(&format!(
+                "pi answered permission question {:?}, but this turn asks none",
+                a.id
+            ))],
+            (GateInput::Question(_), None) => Vec::new(),
         }
     }
 
@@ -179,23 +217,24 @@ impl ToolLines {
     /// A control line while no call is parked: a result is stale (no call
     /// is waiting, and a later call has an id pi has not seen yet), so pi
     /// hears so now; a release or stdin's end is kept for the next call.
-    fn between_calls<W: Write>(&mut self, ctl: Control, pi: &mut PiStream<W>) {
+    fn between_calls<W: Write>(
+        &mut self,
+        ctl: Control,
+        pi: &mut PiStream<W>,
+        mapper: &mut EventMapper,
+    ) {
         match ctl {
+            Control::Permission(a) => {
+                for line in self.gate_lines(GateInput::Answer(a), mapper, pi) {
+                    pi.thinking(&line);
+                }
+            }
             Control::ToolResult { id, .. } => {
                 pi.thinking(&note(&self.stale(id, String::new()).to_string()))
             }
             Control::Unreadable { why } => pi.thinking(&note(&why)),
             ended => self.ended = Some(ended),
         }
-    }
-
-    /// The next control line while calls are parked (one kept from before
-    /// first; a closed channel is stdin's end).
-    async fn next_control(&mut self) -> Control {
-        if let Some(ended) = self.ended.take() {
-            return ended;
-        }
-        self.control.recv().await.unwrap_or(Control::Closed)
     }
 
     /// Answer a parked call with pi's result; what pi should hear about it
@@ -230,6 +269,36 @@ impl ToolLines {
             }
             Err(Mismatch { id, waiting }) => notes.push(note(&self.stale(id, waiting).to_string())),
         }
+    }
+}
+
+/// The next control line while calls are parked (one kept from before
+/// first; a closed channel is stdin's end). Fields, not the whole
+/// [`ToolLines`]: the gate's questions are awaited beside it.
+async fn next_control(
+    ended: &mut Option<Control>,
+    control: &mut mpsc::Receiver<Control>,
+) -> Control {
+    if let Some(ended) = ended.take() {
+        return ended;
+    }
+    control.recv().await.unwrap_or(Control::Closed)
+}
+
+/// What the gate side of a turn brings.
+enum GateInput {
+    Question(Box<Question>),
+    Answer(Answer),
+}
+
+/// The next question of the gate (never, without one).
+async fn next_question(asks: Option<&mut Asks>) -> Question {
+    match asks {
+        Some(asks) => match asks.questions.recv().await {
+            Some(q) => q,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
     }
 }
 
@@ -286,9 +355,15 @@ pub async fn relay<W: Write>(
                     None => return,
                 },
                 Some(call) = t.calls.recv() => Some(call),
+                q = next_question(t.asks.as_mut()) => {
+                    for line in t.gate_lines(GateInput::Question(Box::new(q)), mapper, pi) {
+                        pi.thinking(&line);
+                    }
+                    continue;
+                }
                 // Read at once, never queued for a later call (item 14).
                 ctl = t.control.recv(), if t.ended.is_none() => {
-                    t.between_calls(ctl.unwrap_or(Control::Closed), pi);
+                    t.between_calls(ctl.unwrap_or(Control::Closed), pi, mapper);
                     continue;
                 }
             },
@@ -348,6 +423,11 @@ async fn hand_over<W: Write>(
                 batch.push((call.id.clone(), call.name.clone(), call.arguments.clone()));
                 parked.park(call);
             }
+            q = next_question(tools.asks.as_mut()) => {
+                for line in tools.gate_lines(GateInput::Question(Box::new(q)), mapper, pi) {
+                    pi.thinking(&line);
+                }
+            }
             _ = &mut window => break,
         }
     }
@@ -355,7 +435,12 @@ async fn hand_over<W: Write>(
     let mut held = Vec::new();
     let mut notes = Vec::new();
     let waited = if open {
-        wait_for_results(&mut parked, tools, events, &mut held, &mut notes, cancel).await
+        let mut waiting = Waiting {
+            held: &mut held,
+            notes: &mut notes,
+            mapper,
+        };
+        wait_for_results(&mut parked, tools, events, &mut waiting, pi, cancel).await
     } else {
         parked.release_all("agy's turn ended before pi ran the tool");
         Waited::Ended(
@@ -377,14 +462,23 @@ async fn hand_over<W: Write>(
     open && !ended
 }
 
-/// Wait until every parked call is answered or the turn ends for pi. Runner
-/// events are held (`None` marks the end of them).
-async fn wait_for_results(
+/// What a wait for pi's results keeps for the next message: agy's events
+/// (`None` marks the end of them) and the lines to say first.
+struct Waiting<'a> {
+    held: &'a mut Vec<Option<RunEvent>>,
+    notes: &'a mut Vec<String>,
+    mapper: &'a mut EventMapper,
+}
+
+/// Wait until every parked call is answered or the turn ends for pi.
+/// Runner events are held; the gate's questions are still asked (their
+/// lines wait with the notes: pi's message is ended meanwhile).
+async fn wait_for_results<W: Write>(
     parked: &mut Parked,
     tools: &mut ToolLines,
     events: &mut mpsc::Receiver<RunEvent>,
-    held: &mut Vec<Option<RunEvent>>,
-    notes: &mut Vec<String>,
+    waiting: &mut Waiting<'_>,
+    pi: &mut PiStream<W>,
     cancel: &CancellationToken,
 ) -> Waited {
     // pi will not continue: an abort for pi, an error result for agy.
@@ -398,14 +492,22 @@ async fn wait_for_results(
             // pi's lines first: stdin's end also cancels the turn, and the
             // call must hear why (pi is gone), not just that it was aborted.
             biased;
-            ctl = tools.next_control() => match ctl {
-                Control::ToolResult { id, outcome } => tools.take_result(parked, id, outcome, notes),
-                Control::Unreadable { why } => notes.push(note(&why)),
+            ctl = next_control(&mut tools.ended, &mut tools.control) => match ctl {
+                Control::ToolResult { id, outcome } => tools.take_result(parked, id, outcome, waiting.notes),
+                Control::Permission(a) => {
+                    let lines = tools.gate_lines(GateInput::Answer(a), waiting.mapper, pi);
+                    waiting.notes.extend(lines);
+                }
+                Control::Unreadable { why } => waiting.notes.push(note(&why)),
                 Control::Release { reason } => return end(parked, cancel, reason),
                 Control::Closed => {
                     return end(parked, cancel, "pi ended the session without a result for agy's tool call".into())
                 }
             },
+            q = next_question(tools.asks.as_mut()) => {
+                let lines = tools.gate_lines(GateInput::Question(Box::new(q)), waiting.mapper, pi);
+                waiting.notes.extend(lines);
+            }
             ev = events.recv() => {
                 let why = match &ev {
                     Some(RunEvent::TimedOut) => Some("the turn timed out while pi was running agy's tool call"),
@@ -413,7 +515,7 @@ async fn wait_for_results(
                     None => Some("agy's turn ended while pi was running its tool call"),
                     _ => None,
                 };
-                held.push(ev);
+                waiting.held.push(ev);
                 if let Some(why) = why {
                     parked.release_all(why);
                     // The held events end the next message as they would.

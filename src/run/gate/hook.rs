@@ -33,12 +33,13 @@ pub fn decide(event: &str, gate_file: &Path, stdin: impl Read) -> Decision {
             "agy-bridge's permission gate could not get a decision ({why}); the call was not allowed"
         ))
     };
-    let gate = match read_gate_file(gate_file) {
-        Ok(g) => g,
-        Err(why) => return denied(why),
-    };
+    // agy's payload first, whatever follows: agy never meets a closed pipe.
     let payload = match read_payload(stdin) {
         Ok(p) => p,
+        Err(why) => return denied(why),
+    };
+    let gate = match read_gate_file(gate_file) {
+        Ok(g) => g,
         Err(why) => return denied(why),
     };
     match exchange(&gate, event, &payload) {

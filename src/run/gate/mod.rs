@@ -145,14 +145,25 @@ impl Gate {
         self.shared.set_policy(policy);
     }
 
-    /// Remember a grant for the rest of the gate's life.
-    pub fn grant(&self, rule: crate::state::rules::Rule) {
-        self.shared.grant(rule);
+    /// What grants "allow for this session" (for the rest of the gate's
+    /// life).
+    pub fn handle(&self) -> GateHandle {
+        GateHandle(self.shared.clone())
     }
 
     /// A token that is cancelled when the gate closes.
     pub fn closing(&self) -> CancellationToken {
         self.shared.closing.clone()
+    }
+}
+
+/// Grants rules on a gate.
+#[derive(Clone)]
+pub struct GateHandle(Arc<server::Shared>);
+
+impl GateHandle {
+    pub fn grant(&self, rule: crate::state::rules::Rule) {
+        self.0.grant(rule);
     }
 }
 

@@ -1,0 +1,100 @@
+//! A turn's permission gate as the CLI opens it (`ask` mode; see
+//! `agy_bridge::run::gate`): agy must first have shown that it loads the
+//! bridge's hook from an `--add-dir` (`agy_bridge::run::hook_proof`, asked
+//! once per agy binary); only then does agy get the gate's directory and
+//! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
+//! as `deny`, and says why once per process (once per pi session).
+
+use agy_bridge::config::Config;
+use agy_bridge::run::gate::{Gate, Policy};
+use agy_bridge::runner::{RunConfig, TurnRequest};
+use agy_bridge::state::rules::Rule;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long agy may take to list its hooks (about 3 s on a real agy).
+const PROOF_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What an `ask` turn's gate decides with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GatePlan {
+    /// The rules that pass a call without asking.
+    pub(crate) rules: Vec<Rule>,
+    /// A person can be asked (pi has a UI).
+    pub(crate) can_ask: bool,
+}
+
+/// The plan for a turn under `settings`; `None` unless permissions are
+/// `ask`. `ui`: pi can show a dialog.
+pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
+    // TODO(merge wt-perms): settings.permissions == PermissionMode::Ask and
+    // settings.allow_list().
+    let _ = settings;
+    let ask = std::env::var("AGY_PERMISSIONS").as_deref() == Ok("ask");
+    ask.then(|| GatePlan {
+        rules: agy_bridge::state::rules::DEFAULT_ALLOW
+            .iter()
+            .filter_map(|r| Rule::parse(r).ok())
+            .collect(),
+        can_ask: ui,
+    })
+}
+
+/// The standing policy of a gate for `plan`.
+pub(crate) fn policy(plan: &GatePlan, private: &[PathBuf], own_server: Option<&str>) -> Policy {
+    Policy {
+        rules: plan.rules.clone(),
+        private: private.to_vec(),
+        own_server: own_server.map(str::to_string),
+        can_ask: plan.can_ask,
+        granted: Vec::new(),
+    }
+}
+
+/// Open the gate for a turn about to start agy: prove the hook, start the
+/// gate, give agy its directory and `--dangerously-skip-permissions`.
+/// `Err` is the line to show when it cannot (`None`: said before in this
+/// process); agy then runs without the flag, as `deny`.
+pub(crate) async fn open_gate(
+    plan: &GatePlan,
+    cfg: &mut RunConfig,
+    turn: &mut TurnRequest,
+    own_server: Option<&str>,
+) -> Result<Gate, Option<String>> {
+    cfg.skip_permissions = false;
+    let (bin, env) = (cfg.agy_bin.clone(), cfg.env.clone());
+    let proof = tokio::task::spawn_blocking(move || {
+        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT).map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the check failed ({e})")));
+    if let Err(why) = proof {
+        return Err(say_once(&cfg.agy_bin, format!(
+            "permissions are ask, but agy was not shown to load agy-bridge's permission hook ({why}); this turn runs as deny: agy's tools that need permission are refused. `/agy permissions allow` lets agy run them unseen instead"
+        )));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Some(format!("agy-bridge cannot name its own binary for the permission hook ({e}); this turn runs as deny")))?;
+    let gate = Gate::start(policy(plan, &turn.private_dirs, own_server), &exe)
+        .await
+        .map_err(|e| {
+            Some(format!(
+                "agy-bridge cannot start its permission gate ({e}); this turn runs as deny"
+            ))
+        })?;
+    turn.add_dirs.push(gate.dir().to_path_buf());
+    turn.private_dirs.push(gate.dir().to_path_buf());
+    cfg.skip_permissions = true;
+    Ok(gate)
+}
+
+/// `line` the first time this process says it about `bin`.
+fn say_once(bin: &std::path::Path, line: String) -> Option<String> {
+    static SAID: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let mut said = SAID.lock().ok()?;
+    said.get_or_insert_with(HashSet::new)
+        .insert(bin.to_path_buf())
+        .then_some(line)
+}
