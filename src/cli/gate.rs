@@ -98,3 +98,26 @@ fn say_once(bin: &std::path::Path, line: String) -> Option<String> {
         .insert(bin.to_path_buf())
         .then_some(line)
 }
+
+/// The gate of a turn nobody is asked in (`run`, AskAntigravity): the
+/// rules decide, and the turn's own steps show the denials. `None` when
+/// there is no gate (its line said on stderr when it could not be opened).
+pub(crate) async fn open_unattended(
+    plan: Option<&GatePlan>,
+    cfg: &mut RunConfig,
+    turn: &mut TurnRequest,
+) -> Option<Gate> {
+    let plan = GatePlan {
+        can_ask: false,
+        ..plan?.clone()
+    };
+    match open_gate(&plan, cfg, turn, None).await {
+        Ok(gate) => Some(gate),
+        Err(line) => {
+            if let Some(line) = line {
+                eprintln!("agy-bridge: {line}");
+            }
+            None
+        }
+    }
+}

@@ -195,8 +195,9 @@ pub fn cancel_on_signals(token: CancellationToken) {
 /// reader that closes stdout ends the turn (nobody sees the rest) and the
 /// command quietly, exit 0 (see `super::out`).
 async fn drive(
-    cfg: RunConfig,
-    req: TurnRequest,
+    mut cfg: RunConfig,
+    mut req: TurnRequest,
+    gating: Option<super::gate::GatePlan>,
     json: bool,
 ) -> io::Result<(ExitCode, runner::RunResult)> {
     use super::out;
@@ -211,6 +212,7 @@ async fn drive(
     // own, so the runner waits (its channel full), not a runtime worker.
     let printing = cancel.clone();
     let printer = tokio::task::spawn_blocking(move || print_events(rx, json, printing));
+    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut req).await;
     let result = runner::run(&cfg, &req, cancel, tx).await;
     let (mut view, gone) = printer.await.map_err(io::Error::other)?;
     let written = if gone {
@@ -292,7 +294,9 @@ pub fn settings() -> Result<agy_bridge::config::Config, String> {
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
     super::env::check_all()?;
-    let (mut cfg, mut req) = turn_setup(&args.turn, &settings()?)?;
+    let settings = settings()?;
+    let (mut cfg, mut req) = turn_setup(&args.turn, &settings)?;
+    let gating = super::gate::gate_plan(&settings, false);
     req.model = args.model;
     req.effort = args.effort;
     if let Some(bind) = args.bind {
@@ -303,7 +307,7 @@ pub fn cmd_run(args: RunArgs) -> CmdResult {
         cfg.wake = WakeMode::PollOnly;
     }
     let rt = runtime()?;
-    let (code, _) = rt.block_on(drive(cfg, req, args.json))?;
+    let (code, _) = rt.block_on(drive(cfg, req, gating, args.json))?;
     Ok(code)
 }
 
@@ -357,7 +361,7 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
         ..TurnRequest::default()
     };
     let rt = runtime()?;
-    let outcome = rt.block_on(drive(cfg, req, args.json));
+    let outcome = rt.block_on(drive(cfg, req, None, args.json));
     let _ = std::fs::remove_dir_all(&home);
     Ok(outcome?.0)
 }
@@ -1450,7 +1454,17 @@ impl AskReport<'_> {
 
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
-fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> {
+fn ask_turn(
+    args: &AskArgs,
+) -> Result<
+    (
+        RunConfig,
+        TurnRequest,
+        String,
+        Option<super::gate::GatePlan>,
+    ),
+    String,
+> {
     super::env::check_all()?;
     let settings = settings()?;
     let alias = args
@@ -1468,7 +1482,7 @@ fn ask_turn(args: &AskArgs) -> Result<(RunConfig, TurnRequest, String), String> 
     };
     turn.model = Some(resolved.model);
     turn.effort = resolved.effort;
-    Ok((cfg, turn, label))
+    Ok((cfg, turn, label, super::gate::gate_plan(&settings, false)))
 }
 
 pub fn cmd_ask(args: AskArgs) -> CmdResult {
@@ -1478,11 +1492,11 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         )
         .print(args.json));
     }
-    let (cfg, turn, label) = match ask_turn(&args) {
+    let (cfg, turn, label, gating) = match ask_turn(&args) {
         Ok(t) => t,
         Err(e) => return Ok(AskReport::failed(e).print(args.json)),
     };
-    let (result, events) = runtime()?.block_on(run_collecting(&cfg, &turn));
+    let (result, events) = runtime()?.block_on(run_collecting(cfg, turn, gating));
     let answer = final_answer(&result, &events);
     let mut notices = result.notices.clone();
     if let Some(reason) = &result.degraded {
@@ -1504,8 +1518,9 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
 /// Run one turn to the end, keeping agy's events (Ctrl-C and the other
 /// signals abort it).
 async fn run_collecting(
-    cfg: &RunConfig,
-    turn: &TurnRequest,
+    mut cfg: RunConfig,
+    mut turn: TurnRequest,
+    gating: Option<super::gate::GatePlan>,
 ) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
@@ -1522,7 +1537,8 @@ async fn run_collecting(
         }
         v
     });
-    let result = runner::run(cfg, turn, cancel, tx).await;
+    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut turn).await;
+    let result = runner::run(&cfg, &turn, cancel, tx).await;
     (result, collect.await.unwrap_or_default())
 }
 

@@ -93,7 +93,7 @@ impl Asks {
         let idx = q.payload.step_idx as i64;
         let (tool, arguments) = (q.tool().to_string(), q.arguments());
         let mut lines: Vec<String> = mapper
-            .announce_call(idx, &tool, &arguments)
+            .announce_call(&tool, &arguments)
             .into_iter()
             .collect();
         match &q.verdict {

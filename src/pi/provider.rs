@@ -702,11 +702,43 @@ pub struct EventMapper {
     /// the notices tell the user to run.
     conversation: Option<String>,
     conversations_dir: Option<PathBuf>,
-    /// Tool calls shown from the gate before the database had them (step
-    /// index → tool): the database's own call is then not shown again.
-    announced: HashMap<i64, String>,
+    /// Tool calls shown once from one source and not yet met in the other
+    /// (the gate's hook payload, the database's step), by [`call_identity`]:
+    /// each call is shown by whichever comes first, once.
+    from_gate: HashMap<String, u32>,
+    from_db: HashMap<String, u32>,
     /// Steps the gate denied, said already: their error is not repeated.
     denied: HashMap<i64, String>,
+}
+
+/// What makes the gate's view of a call and the database's the same call:
+/// the tool and its whole subject. The arguments themselves differ between
+/// the two (the planner's carry agy's `toolAction`/`toolSummary`, key order
+/// differs), and the step indexes do (the planner step requests, the tool
+/// step runs).
+fn call_identity(name: &str, arguments: &str) -> String {
+    format!("{name}\u{0}{}", subject::rule_subject(name, arguments))
+}
+
+/// A call seen by one source: `false` when the other source showed it
+/// already (that showing is used up), else `true` and remembered as shown.
+fn pair(
+    other: &mut HashMap<String, u32>,
+    mine: &mut HashMap<String, u32>,
+    name: &str,
+    arguments: &str,
+) -> bool {
+    let key = call_identity(name, arguments);
+    match other.get_mut(&key) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            false
+        }
+        _ => {
+            *mine.entry(key).or_default() += 1;
+            true
+        }
+    }
 }
 
 fn call_key(id: &str, name: &str, arguments: &str) -> String {
@@ -728,7 +760,8 @@ impl EventMapper {
             failed_steps: HashMap::new(),
             conversation: None,
             conversations_dir: crate::discovery::default_conversations_dir(),
-            announced: HashMap::new(),
+            from_gate: HashMap::new(),
+            from_db: HashMap::new(),
             denied: HashMap::new(),
         }
     }
@@ -737,17 +770,16 @@ impl EventMapper {
     /// with full arguments): the line to show now (`None` for an edit,
     /// shown as its diff, and for pi's own tools). The database's record of
     /// the same step is then not shown again.
-    pub fn announce_call(&mut self, idx: i64, name: &str, arguments: &str) -> Option<String> {
+    pub fn announce_call(&mut self, name: &str, arguments: &str) -> Option<String> {
         let call = Event::ToolCall {
-            idx,
+            idx: 0,
             id: String::new(),
             name: name.to_string(),
             arguments: arguments.to_string(),
         };
-        if self.hidden(&call) || self.announced.contains_key(&idx) {
+        if self.hidden(&call) || !pair(&mut self.from_db, &mut self.from_gate, name, arguments) {
             return None;
         }
-        self.announced.insert(idx, name.to_string());
         self.call_line(name, arguments)
     }
 
@@ -946,12 +978,12 @@ impl EventMapper {
             }
             Event::Rewrite { channel, text, .. } => self.rewrite(*channel, text, out),
             Event::ToolCall {
-                idx,
                 id,
                 name,
                 arguments,
+                ..
             } => {
-                if self.announced.get(idx) != Some(name) {
+                if pair(&mut self.from_gate, &mut self.from_db, name, arguments) {
                     self.tool_call(id, name, arguments, out)
                 }
             }
@@ -1182,6 +1214,80 @@ mod tests {
         );
         assert!(hidden.contains("[agy tool: mcp github/issues]"), "{hidden}");
         assert!(run(false).contains("[agy tool: mcp pi/memory]"));
+    }
+
+    /// A call announced by the gate (the hook's payload, the tool step's
+    /// index, agy's arguments without its own words) and recorded by the
+    /// database (the planner step's index, with them) is one line, whichever
+    /// comes first; two like calls are two lines; a denied step's error is
+    /// not said again.
+    #[test]
+    fn a_call_seen_by_the_gate_and_the_database_is_shown_once() {
+        let db_call = |idx: i64, cmd: &str| {
+            RunEvent::Agy(Event::ToolCall {
+                idx,
+                id: format!("call-{idx}"),
+                name: "run_command".into(),
+                arguments: format!(
+                    r#"{{"CommandLine":"{cmd}","toolAction":"Running","toolSummary":"tests"}}"#
+                ),
+            })
+        };
+        let hook_args = |cmd: &str| format!(r#"{{"Cwd":"/w","CommandLine":"{cmd}"}}"#);
+        let mut buf = Vec::new();
+        {
+            let mut mapper = EventMapper::new(Path::new("/w"));
+            let mut s = PiStream::new(&mut buf);
+            // Gate first, then the database.
+            let line = mapper.announce_call("run_command", &hook_args("cargo test"));
+            s.thinking(&line.expect("the gate's line"));
+            mapper.map(&db_call(2, "cargo test"), &mut s);
+            // The database first, then the gate.
+            mapper.map(&db_call(5, "cargo build"), &mut s);
+            assert_eq!(
+                mapper.announce_call("run_command", &hook_args("cargo build")),
+                None
+            );
+            // The same command again is another call.
+            let again = mapper.announce_call("run_command", &hook_args("cargo test"));
+            s.thinking(&again.expect("a second call"));
+            mapper.map(&db_call(8, "cargo test"), &mut s);
+            // A denied step: its error is the decision line's, said already.
+            mapper.note_denied(9, "not now");
+            mapper.map(
+                &RunEvent::Agy(Event::ToolResult {
+                    idx: 9,
+                    id: "call-8".into(),
+                    name: "run_command".into(),
+                    status: "error".into(),
+                    ok: false,
+                    summary: "tool call denied by pre-tool hook: not now".into(),
+                    output: None,
+                    exit_code: None,
+                }),
+                &mut s,
+            );
+            mapper.map(
+                &error(9, "tool call denied by pre-tool hook: not now"),
+                &mut s,
+            );
+            s.done(None);
+        }
+        let text: String = lines(&buf)
+            .iter()
+            .filter_map(|v| v["delta"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(
+            text.matches("[agy tool: run_command] cargo test").count(),
+            2,
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("[agy tool: run_command] cargo build").count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains("denied by pre-tool hook"), "{text}");
     }
 
     /// The thinking text and the final error message of `events` mapped
