@@ -2,7 +2,8 @@
 # End-to-end: the pi extension inside a real pi (0.84.0), with fake-agy as
 # agy. Reads as a transcript: each check names what a pi user would see.
 #
-# Needs target/debug/{agy-bridge,fake-agy} (cargo build --workspace).
+# Needs target/debug/{agy-bridge,fake-agy} (cargo build --workspace; with
+# CARGO_TARGET_DIR set, that directory's debug/).
 # Installs Node 22 and pi into $AGY_BRIDGE_CI_CACHE (default
 # ~/.cache/agy-bridge-ci), reusing them when already there (.ci/pi-env.sh).
 set -uo pipefail
@@ -10,8 +11,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 . "$ROOT/.ci/pi-env.sh"
 pi_env_install || { echo "could not install Node 22 / pi"; echo "0 passed, 1 failed"; exit 1; }
 
-BRIDGE="$ROOT/target/debug/agy-bridge"
-FAKE="$ROOT/target/debug/fake-agy"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+BRIDGE="$TARGET/debug/agy-bridge"
+FAKE="$TARGET/debug/fake-agy"
 [ -x "$BRIDGE" ] && [ -x "$FAKE" ] || { echo "build first: cargo build --workspace"; echo "0 passed, 1 failed"; exit 1; }
 
 
@@ -44,15 +46,21 @@ order="$(grep -o '"assistantMessageEvent":{"type":"[a-z_]*"' <<<"$out" | sed 's/
 check "--mode json shows thinking then text" $? "exit $code, order: $order"
 grep -q 'Canberra' <<<"$out"; check "--mode json carries the answer text" $? "$(tail -5 <<<"$out")"
 
-# 3. A quota error: pi exits 1 with agy's message.
-out="$(FAKE_AGY_RECORDING=quota-error pi_run --no-session -p "Refactor the parser" 2>&1)"; code=$?
-[ $code = 1 ] && grep -q "exhausted your capacity" <<<"$out"; check "quota error: exit 1 with agy's message" $? "exit $code
+# 3. A quota error: pi exits 1 with agy's message, and names the empty
+#    bucket (agy's /usage, asked after the failure) and when it refills.
+cat > "$WORK/usage3.json" <<'JSON'
+{"groups":[{"buckets":[{"id":"gemini-5h","name":"Gemini 5-hour","window":"5h","remaining_fraction":0,"reset_time":"2020-01-01T14:05:00Z"}]}]}
+JSON
+out="$(FAKE_AGY_RECORDING=quota-error FAKE_AGY_USAGE="$WORK/usage3.json" pi_run --no-session -p "Refactor the parser" 2>&1)"; code=$?
+[ $code = 1 ] && grep -q "exhausted your capacity" <<<"$out" &&
+  grep -qF "Gemini 5-hour quota is used up (0% left); it was due to reset on 2020-01-01 at 14:05 UTC" <<<"$out"
+check "quota error: exit 1 with agy's message and the empty bucket" $? "exit $code
 $out"
 
 # 3b. agy 1.2.17's real quota shape (exit 3, AGY_ERROR on stderr): pi shows
 #     agy's own sentence, never the JSON, and does not retry it.
 out="$(FAKE_AGY_RECORDING=outcomes/quota-1.2.17 FAKE_AGY_ARGV_LOG="$WORK/quota-argv.log" pi_run --no-session -p "Audit" 2>&1)"; code=$?
-runs="$(grep -c '"-p"' "$WORK/quota-argv.log" 2>/dev/null)"
+runs="$(grep '"-p"' "$WORK/quota-argv.log" 2>/dev/null | grep -vc '"/usage"')"  # not the quota's /usage
 [ $code = 1 ] && grep -q "agy quota exceeded: Individual quota reached" <<<"$out" && ! grep -q "AGY_ERROR" <<<"$out" &&
   [ "$runs" = 1 ]
 check "quota (1.2.17 shape): agy's sentence, no JSON, agy run once (no retry)" $? "exit $code, agy print runs: $runs
@@ -108,6 +116,23 @@ echo "$warm_out"
 passed=$((passed + $(grep -c '^ok ' <<<"$warm_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$warm_out")))
 grep -q '^ok ' <<<"$warm_out" || { failed=$((failed+1)); echo "FAIL - pi RPC warm session did not run"; }
+
+# 6c. agy's quota in pi's footer: after an agy turn the extension asks
+#     `agy-bridge usage` in the background and pi shows the lowest bucket
+#     (status key agy-quota); `/agy usage` lists every bucket.
+export HOME="$WORK/home6" PI_CODING_AGENT_DIR="$WORK/home6/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/ws6"
+cat > "$WORK/usage6.json" <<'JSON'
+{"groups":[{"name":"Gemini","buckets":[{"id":"gemini-weekly","name":"Gemini weekly","window":"weekly","remaining_fraction":0.6,"reset_time":"2026-12-07T00:00:00Z"},{"id":"gemini-5h","name":"Gemini 5-hour","window":"5h","remaining_fraction":0.07,"reset_time":"2026-12-01T23:10:00Z"}]}]}
+JSON
+quota_out="$(FAKE_AGY_RECORDING=stdin-two-turns FAKE_AGY_USAGE="$WORK/usage6.json" \
+  timeout 180 node "$ROOT/.ci/pi-quota-rpc.mjs" "$PI" "$ROOT/pi-extension" "$WORK/ws6" \
+  "agy quota: Gemini 5-hour 7% left, resets 2026-12-01T23:10:00Z" \
+  "Gemini weekly 60% left, resets 2026-12-07T00:00:00Z" "Gemini 5-hour 7% left, resets 2026-12-01T23:10:00Z" 2>&1)"
+echo "$quota_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$quota_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$quota_out")))
+grep -q '^ok ' <<<"$quota_out" || { failed=$((failed+1)); echo "FAIL - pi RPC quota footer session did not run"; }
 
 # 7. pi's tools for agy: agy (fake-agy) calls pi_probe, a tool of a second
 #    extension whose result only this pi can produce; pi runs it; the result

@@ -105,7 +105,7 @@ fn cases() -> Vec<Case> {
             exit: 3,
             check: |f| {
                 match f {
-                Some(Failure::QuotaExceeded { message }) => assert_eq!(
+                Some(Failure::QuotaExceeded { message, .. }) => assert_eq!(
                     message,
                     "Individual quota reached. Please upgrade your subscription to increase your limits. Resets in 34m13s."
                 ),

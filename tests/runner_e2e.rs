@@ -433,7 +433,7 @@ async fn quota_error_carries_agys_message() {
     let out = run(home.config("quota-error", 8.0), "q").await;
     assert_eq!(out.result.exit_code, Some(1));
     match out.result.failure.clone().expect("failure") {
-        Failure::QuotaExceeded { message } => {
+        Failure::QuotaExceeded { message, .. } => {
             assert!(message.contains("exhausted your capacity"), "{message}")
         }
         other => panic!("{other:?}"),

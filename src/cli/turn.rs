@@ -147,6 +147,10 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
         .ok()
         .map(agy_bridge::run::standby::Guardian::new);
     cfg.admission = super::admission::admission();
+    cfg.usage = Some(agy_bridge::run::quota::UsageLoader {
+        agy_bin: cfg.agy_bin.clone(),
+        ..agy_bridge::run::quota::UsageLoader::from_env()
+    });
     Ok(cfg)
 }
 

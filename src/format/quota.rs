@@ -276,22 +276,227 @@ impl Bucket {
     /// `Gemini 5h 42% left, resets 2026-12-01T23:10:00Z`: the name (else
     /// the id), what is left, when it refills.
     pub fn words(&self) -> String {
-        let name = if self.name.trim().is_empty() {
-            &self.id
-        } else {
-            &self.name
-        };
-        let pct = self.remaining_fraction * 100.0;
-        let left = if pct > 0.0 && pct < 0.5 {
-            "<1%".to_string()
-        } else {
-            format!("{:.0}%", pct)
-        };
+        let (name, left) = (self.display_name(), self.left_words());
         match &self.reset_time {
             Some(t) if !t.trim().is_empty() => format!("{name} {left} left, resets {t}"),
             _ => format!("{name} {left} left"),
         }
     }
+}
+
+impl Quota {
+    /// The buckets a quota failure is about: every bucket with nothing left
+    /// (`true`), else the one with the least left (`false`).
+    pub fn culprits(&self) -> (Vec<&Bucket>, bool) {
+        let empty: Vec<&Bucket> = self
+            .buckets
+            .iter()
+            .filter(|b| b.remaining_fraction <= 0.0)
+            .collect();
+        if empty.is_empty() {
+            (self.lowest().into_iter().collect(), false)
+        } else {
+            (empty, true)
+        }
+    }
+
+    /// What a turn that failed on agy's quota ends with, at `now` (Unix
+    /// seconds): each empty bucket and when it refills (`Gemini 5-hour
+    /// quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10
+    /// min).`), else the lowest bucket, said not to be empty.
+    pub fn failure_words(&self, now: i64) -> String {
+        match self.culprits() {
+            (buckets, true) => buckets
+                .iter()
+                .map(|b| {
+                    format!(
+                        "{} is used up (0% left); {}.",
+                        b.quota_name(),
+                        b.reset_words(now)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            (buckets, false) => match buckets.first() {
+                Some(b) => format!(
+                    "None of agy's quota buckets is empty; the lowest is {} ({} left); {}.",
+                    b.quota_name(),
+                    b.left_words(),
+                    b.reset_words(now)
+                ),
+                None => "agy reports no quota buckets.".to_string(),
+            },
+        }
+    }
+}
+
+impl Bucket {
+    /// `Gemini 5-hour quota`: the name (else the id), with "quota" unless
+    /// the name says it already.
+    pub fn quota_name(&self) -> String {
+        let name = self.display_name();
+        if name.to_ascii_lowercase().contains("quota") {
+            name.to_string()
+        } else {
+            format!("{name} quota")
+        }
+    }
+
+    fn display_name(&self) -> &str {
+        if self.name.trim().is_empty() {
+            &self.id
+        } else {
+            self.name.trim()
+        }
+    }
+
+    /// `42%`, `<1%`, `0%`.
+    fn left_words(&self) -> String {
+        let pct = self.remaining_fraction * 100.0;
+        if pct > 0.0 && pct < 0.5 {
+            "<1%".to_string()
+        } else {
+            format!("{:.0}%", pct)
+        }
+    }
+
+    /// When the bucket refills, seen from `now` (Unix seconds): `it resets
+    /// at 14:05 UTC (in 2 h 10 min)`, `it resets on 2026-12-07 at 00:00 UTC
+    /// (in 5 days 3 h)`, `it was due to reset at 13:55 UTC (10 min ago), so
+    /// it may work again now`, or `agy gives no reset time`. A time that is
+    /// not RFC 3339 is given as agy wrote it.
+    pub fn reset_words(&self, now: i64) -> String {
+        let raw = match self.reset_time.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t,
+            _ => return "agy gives no reset time".to_string(),
+        };
+        let Some(at) = parse_rfc3339(raw) else {
+            return format!("it resets at {raw}");
+        };
+        let (date, time) = utc_date_and_time(at);
+        let when = if (at - now).abs() < 86_400 {
+            format!("at {time} UTC")
+        } else {
+            format!("on {date} at {time} UTC")
+        };
+        if at > now {
+            format!("it resets {when} (in {})", span_words(at - now))
+        } else {
+            format!(
+                "it was due to reset {when} ({} ago), so it may work again now",
+                span_words(now - at)
+            )
+        }
+    }
+}
+
+/// `less than a minute`, `45 min`, `2 h 10 min`, `5 days 3 h` (rounded down).
+pub fn span_words(secs: i64) -> String {
+    let secs = secs.max(0);
+    let (days, hours, mins) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60);
+    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match (days, hours, mins) {
+        (0, 0, 0) => "less than a minute".to_string(),
+        (0, 0, m) => format!("{m} min"),
+        (0, h, 0) => format!("{h} h"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, 0, _) => unit(d, "day", "days"),
+        (d, h, _) => format!("{} {h} h", unit(d, "day", "days")),
+    }
+}
+
+/// Unix seconds of an RFC 3339 time (`2026-12-01T23:10:00Z`, with or
+/// without fractions, `Z` or a `±HH:MM` offset); `None` for anything else.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = s.get(19..)?;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = frac.get(digits..)?;
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let ob = rest.as_bytes();
+            if ob.len() != 6 || ob[3] != b':' {
+                return None;
+            }
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    let days = days_from_civil(year, month, day);
+    Some(days * 86_400 + hour * 3600 + min * 60 + sec - offset)
+}
+
+/// The RFC 3339 UTC text of Unix seconds (`2026-12-01T23:10:00Z`).
+pub fn rfc3339(secs: i64) -> String {
+    let (date, time) = utc_date_and_time(secs);
+    format!("{date}T{time}:{:02}Z", secs.rem_euclid(60))
+}
+
+/// `("2026-12-01", "23:10")`: the UTC date and time of day (to the minute)
+/// of Unix seconds.
+fn utc_date_and_time(secs: i64) -> (String, String) {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    (
+        format!("{y:04}-{m:02}-{d:02}"),
+        format!("{:02}:{:02}", rem / 3600, rem % 3600 / 60),
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 fn check_fraction(id: &str, value: f64) -> Result<(), QuotaError> {
@@ -447,12 +652,134 @@ mod tests {
         );
     }
 
+    fn bucket(name: &str, left: f64, reset: Option<&str>) -> Bucket {
+        Bucket {
+            id: name.to_ascii_lowercase().replace(' ', "-"),
+            name: name.into(),
+            window: String::new(),
+            remaining_fraction: left,
+            reset_time: reset.map(str::to_string),
+            group: String::new(),
+        }
+    }
+
+    /// 2026-12-01T11:55:00Z.
+    const NOW: i64 = 1_796_126_100;
+
+    #[test]
+    fn rfc3339_reads_and_writes() {
+        assert_eq!(rfc3339(NOW), "2026-12-01T11:55:00Z");
+        assert_eq!(parse_rfc3339("2026-12-01T11:55:00Z"), Some(NOW));
+        assert_eq!(parse_rfc3339("2026-12-01T11:55:00.123456Z"), Some(NOW));
+        assert_eq!(parse_rfc3339("2026-12-01T13:55:00+02:00"), Some(NOW));
+        assert_eq!(parse_rfc3339("2026-12-01T06:25:00-05:30"), Some(NOW));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        for bad in [
+            "",
+            "tomorrow",
+            "2026-13-01T00:00:00Z",
+            "2026-12-01T11:55:00",
+            "2026-12-01T11:55:00+0200",
+            "2026-12-01T11:55:00.Z",
+            "2026-12-01T1é:55:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn spans_in_words() {
+        assert_eq!(span_words(30), "less than a minute");
+        assert_eq!(span_words(45 * 60 + 59), "45 min");
+        assert_eq!(span_words(2 * 3600), "2 h");
+        assert_eq!(span_words(2 * 3600 + 10 * 60 + 30), "2 h 10 min");
+        assert_eq!(span_words(86_400 + 59), "1 day");
+        assert_eq!(span_words(5 * 86_400 + 3 * 3600 + 600), "5 days 3 h");
+        assert_eq!(span_words(-5), "less than a minute");
+    }
+
+    #[test]
+    fn an_empty_bucket_is_named_with_its_reset() {
+        let q = Quota {
+            buckets: vec![
+                bucket("Gemini weekly", 0.3, Some("2026-12-07T00:00:00Z")),
+                bucket("Gemini 5-hour", 0.0, Some("2026-12-01T14:05:00Z")),
+            ],
+        };
+        assert_eq!(
+            q.failure_words(NOW),
+            "Gemini 5-hour quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10 min)."
+        );
+    }
+
+    #[test]
+    fn several_empty_buckets_are_each_named() {
+        let q = Quota {
+            buckets: vec![
+                bucket("Gemini 5-hour", 0.0, Some("2026-12-01T14:05:00Z")),
+                bucket("Third-party weekly", 0.5, None),
+                bucket("Gemini weekly quota", 0.0, Some("2026-12-07T00:00:00Z")),
+            ],
+        };
+        assert_eq!(
+            q.failure_words(NOW),
+            "Gemini 5-hour quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10 min). \
+             Gemini weekly quota is used up (0% left); it resets on 2026-12-07 at 00:00 UTC (in 5 days 12 h)."
+        );
+    }
+
+    #[test]
+    fn a_reset_in_the_past_or_missing_or_odd_is_said_so() {
+        let past = bucket("Gemini 5-hour", 0.0, Some("2026-12-01T11:45:00Z"));
+        assert_eq!(
+            past.reset_words(NOW),
+            "it was due to reset at 11:45 UTC (10 min ago), so it may work again now"
+        );
+        let long_ago = bucket("Gemini weekly", 0.0, Some("2026-11-20T08:00:00Z"));
+        assert_eq!(
+            long_ago.reset_words(NOW),
+            "it was due to reset on 2026-11-20 at 08:00 UTC (11 days 3 h ago), so it may work again now"
+        );
+        let none = Quota {
+            buckets: vec![bucket("Gemini 5-hour", 0.0, None)],
+        };
+        assert_eq!(
+            none.failure_words(NOW),
+            "Gemini 5-hour quota is used up (0% left); agy gives no reset time."
+        );
+        let mut nameless = bucket("Gemini 5-hour", 0.0, Some("2026-12-01T14:05:00Z"));
+        nameless.name.clear();
+        assert_eq!(nameless.quota_name(), "gemini-5-hour quota");
+        let odd = bucket("Gemini 5-hour", 0.0, Some("in a while"));
+        assert_eq!(odd.reset_words(NOW), "it resets at in a while");
+    }
+
+    #[test]
+    fn without_an_empty_bucket_the_lowest_is_named_as_not_empty() {
+        let q = Quota {
+            buckets: vec![
+                bucket("Gemini weekly", 0.3, Some("2026-12-07T00:00:00Z")),
+                bucket("Gemini 5-hour", 0.004, Some("2026-12-01T14:05:00Z")),
+            ],
+        };
+        assert_eq!(
+            q.failure_words(NOW),
+            "None of agy's quota buckets is empty; the lowest is Gemini 5-hour quota (<1% left); it resets at 14:05 UTC (in 2 h 10 min)."
+        );
+        assert_eq!(
+            Quota::default().failure_words(NOW),
+            "agy reports no quota buckets."
+        );
+    }
+
     proptest::proptest! {
         #[test]
         fn arbitrary_text_never_panics(s in "\\PC*") {
             let _ = Quota::parse(&s);
             let _ = Quota::from_text(&s);
             let _ = Quota::from_stream_json(&s);
+            let _ = parse_rfc3339(&s);
         }
 
         #[test]

@@ -34,9 +34,16 @@ pub enum Failure {
     PromptHasNul { before: usize },
     #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
     NotSignedIn,
-    /// A quota with a reset time: hours away, so never retried.
-    #[error("agy quota exceeded: {message}")]
-    QuotaExceeded { message: String },
+    /// A quota with a reset time: hours away, so never retried. `quota`
+    /// is what agy's `/usage` said after the failure (the empty buckets and
+    /// when they refill, or why it could not be read); `None` when it was
+    /// not asked.
+    #[error("agy quota exceeded: {message}{}", quota_note(.message, .quota.as_deref()))]
+    QuotaExceeded {
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        quota: Option<String>,
+    },
     /// A throttle agy marks retryable that is not a quota.
     #[error("agy hit a rate limit: {message}")]
     Throttled { message: String },
@@ -81,6 +88,17 @@ pub enum Failure {
     /// command's output (`num_turns` 0) instead of a model turn.
     #[error("agy answered without starting a conversation ({detail}); nothing was sent to the model. If your message starts with '/', agy read it as one of its own commands: start it with another character")]
     NoConversation { detail: String },
+}
+
+/// agy's quota words after agy's own sentence, as a sentence of their own.
+fn quota_note(message: &str, quota: Option<&str>) -> String {
+    match quota.map(str::trim).filter(|q| !q.is_empty()) {
+        None => String::new(),
+        Some(q) if message.trim_end().ends_with('.') || message.trim().is_empty() => {
+            format!(" {q}")
+        }
+        Some(q) => format!(". {q}"),
+    }
 }
 
 fn model_timeout_text(ran_tools: bool) -> String {
@@ -137,6 +155,19 @@ impl Failure {
     /// The failure is the user's own abort.
     pub fn is_abort(&self) -> bool {
         matches!(self, Failure::Aborted)
+    }
+
+    /// A quota failure whose buckets are not named yet.
+    pub fn wants_quota(&self) -> bool {
+        matches!(self, Failure::QuotaExceeded { quota: None, .. })
+    }
+
+    /// Name the quota a [`Failure::QuotaExceeded`] ran out of (`words`:
+    /// `run::quota`'s sentences); any other failure is left as it is.
+    pub fn set_quota(&mut self, words: String) {
+        if let Failure::QuotaExceeded { quota, .. } = self {
+            *quota = Some(words);
+        }
     }
 }
 
@@ -347,7 +378,10 @@ fn quota(
     if let Some(e) = agy_error {
         let exhausted = e.status == "RESOURCE_EXHAUSTED" || e.error_code == 429;
         if exhausted && is_quota_wording(&human) {
-            return Some(Failure::QuotaExceeded { message: human });
+            return Some(Failure::QuotaExceeded {
+                message: human,
+                quota: None,
+            });
         }
         if e.retryable && (exhausted || e.error_code >= 500) {
             return Some(Failure::Throttled { message: human });
@@ -359,7 +393,10 @@ fn quota(
         .iter()
         .chain(std::iter::once(&error.to_string()))
         .find(|m| is_quota_wording(m))
-        .map(|m| Failure::QuotaExceeded { message: m.clone() });
+        .map(|m| Failure::QuotaExceeded {
+            message: m.clone(),
+            quota: None,
+        });
     // "Eligibility check failed: RESOURCE_EXHAUSTED (code 429)", a result
     // without AGY_ERROR (docs/agy-format.md, "Quota"): a rate outcome.
     quota.or_else(|| {
@@ -505,10 +542,35 @@ mod tests {
         assert_eq!(
             f,
             Some(Failure::QuotaExceeded {
-                message: "Individual quota reached. Resets in 1h2m.".into()
+                message: "Individual quota reached. Resets in 1h2m.".into(),
+                quota: None,
             })
         );
         assert!(!f.as_ref().is_some_and(Failure::retryable));
+        let mut f = f.expect("a failure");
+        assert!(f.wants_quota());
+        f.set_quota(
+            "Gemini 5-hour quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10 min)."
+                .into(),
+        );
+        assert!(!f.wants_quota());
+        assert_eq!(
+            f.to_string(),
+            "agy quota exceeded: Individual quota reached. Resets in 1h2m. Gemini 5-hour quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10 min)."
+        );
+        // agy's sentence without a full stop gets one before ours.
+        let mut bare = Failure::QuotaExceeded {
+            message: "You have exhausted your capacity (429 RESOURCE_EXHAUSTED)".into(),
+            quota: None,
+        };
+        assert_eq!(
+            bare.to_string(),
+            "agy quota exceeded: You have exhausted your capacity (429 RESOURCE_EXHAUSTED)"
+        );
+        bare.set_quota("agy reports no quota buckets.".into());
+        assert!(bare
+            .to_string()
+            .ends_with("RESOURCE_EXHAUSTED). agy reports no quota buckets."));
     }
 
     #[test]

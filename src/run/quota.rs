@@ -25,11 +25,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
 
 /// How long `agy -p /usage` may run before its process group is killed.
 pub const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The cache file name inside the state directory.
 pub const CACHE_FILE: &str = "usage-cache.json";
+/// How young a cached answer must be to explain a quota failure (the pi
+/// extension's footer keeps it about this fresh).
+pub const FAILURE_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// Why there is no quota to show. Each is one sentence for the user.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -52,6 +56,9 @@ pub enum UsageError {
     Exited { code: String, detail: String },
     #[error("agy's /usage answer could not be read: {0}")]
     Unreadable(QuotaError),
+    /// The turn was stopped (an abort) while its failure was being explained.
+    #[error("the turn was stopped before agy answered /usage")]
+    Canceled,
 }
 
 /// A quota and how old it is.
@@ -123,6 +130,36 @@ impl UsageLoader {
         tokio::task::spawn_blocking(move || this.fetch_and_store(&key))
             .await
             .map_err(|e| self.spawn_failed(e.to_string()))?
+    }
+
+    /// agy's quota for a turn that just failed on it: the cached answer
+    /// when it is younger than [`FAILURE_MAX_AGE`] and shows an empty
+    /// bucket, else agy asked once (bounded by `timeout`). A cached answer
+    /// with every bucket above zero predates the failure, so it is not
+    /// trusted to explain it. Given up when `cancel` fires.
+    pub async fn after_quota_failure(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Quota, UsageError> {
+        let ask = async {
+            let answer = self.load(FAILURE_MAX_AGE).await?;
+            let stale = answer.age.is_some() && !answer.quota.culprits().1;
+            if stale {
+                return self.load(Duration::ZERO).await.map(|a| a.quota);
+            }
+            Ok(answer.quota)
+        };
+        tokio::select! {
+            r = ask => r,
+            _ = cancel.cancelled() => Err(UsageError::Canceled),
+        }
+    }
+
+    /// What a quota failure ends with: the empty buckets and when they
+    /// refill ([`Quota::failure_words`]), or why agy's quota could not be
+    /// read.
+    pub async fn quota_failure_words(&self, cancel: &CancellationToken) -> String {
+        failure_words(self.after_quota_failure(cancel).await, now_ms() / 1000)
     }
 
     fn not_installed(&self) -> UsageError {
@@ -265,6 +302,18 @@ fn judge(
     Err(UsageError::Exited { code, detail })
 }
 
+/// [`UsageLoader::quota_failure_words`] for an answer at `now` (Unix
+/// seconds).
+pub fn failure_words(answer: Result<Quota, UsageError>, now: u64) -> String {
+    match answer {
+        Ok(quota) => quota.failure_words(i64::try_from(now).unwrap_or(i64::MAX)),
+        Err(e) => format!(
+            "agy's quota could not be read to name the empty bucket: {}.",
+            e.to_string().trim_end_matches('.')
+        ),
+    }
+}
+
 fn path_key(key: &BinaryKey) -> String {
     key.path.to_string_lossy().into_owned()
 }
@@ -295,6 +344,22 @@ mod tests {
             })
         );
         assert_eq!(check_version(Some((1, 1, 11))), Ok(()));
+    }
+
+    #[test]
+    fn an_unread_quota_says_why() {
+        assert_eq!(
+            failure_words(Err(UsageError::TimedOut { secs: 10 }), 0),
+            "agy's quota could not be read to name the empty bucket: `agy -p /usage` did not answer within 10 s."
+        );
+        assert_eq!(
+            failure_words(Err(UsageError::SignedOut), 0),
+            "agy's quota could not be read to name the empty bucket: agy is not signed in. Run `agy` once in a terminal to sign in, then try again."
+        );
+        assert_eq!(
+            failure_words(Ok(Quota::default()), 0),
+            "agy reports no quota buckets."
+        );
     }
 
     #[test]

@@ -85,6 +85,11 @@ pub struct RunConfig {
     /// a turn waits for it just before agy starts, after the request's own
     /// checks. `None`: no spacing (a library caller's default).
     pub admission: Option<crate::state::admission::Admission>,
+    /// Asks agy's `/usage` (through its cache) when a turn fails on quota,
+    /// so the failure names the empty bucket and its reset time. `None`:
+    /// the failure gives agy's own words alone (a library caller's
+    /// default).
+    pub usage: Option<crate::run::quota::UsageLoader>,
 }
 
 impl Default for RunConfig {
@@ -107,6 +112,7 @@ impl Default for RunConfig {
             env: Vec::new(),
             guardian: None,
             admission: None,
+            usage: None,
         }
     }
 }
@@ -1538,8 +1544,21 @@ impl Turn<'_> {
         }
         self.deliver_last(cancel).await;
         self.settle_result();
+        self.name_quota(cancel).await;
         self.restore_response();
         self.result
+    }
+
+    /// A turn that failed on agy's quota names the empty bucket and when it
+    /// refills ([`RunConfig::usage`]). Only a failed turn waits for this.
+    async fn name_quota(&mut self, cancel: &CancellationToken) {
+        let cfg = self.cfg;
+        let Some(loader) = &cfg.usage else {
+            return;
+        };
+        if let Some(failure) = self.result.failure.as_mut().filter(|f| f.wants_quota()) {
+            failure.set_quota(loader.quota_failure_words(cancel).await);
+        }
     }
 
     /// The turn's last events: waited for as any (a turn that ended on its
