@@ -51,7 +51,9 @@ fn record_cmd(home: &Path, recording: &Path, speed: f64) -> std::process::Comman
         .env_remove("AGY_CONVERSATIONS_DIR")
         .env_remove("AGY_EXTRA_ARGS")
         .env_remove("AGY_SKIP_PERMISSIONS")
-        .env_remove("AGY_PERMISSIONS")
+        // Recorded as agy runs with every tool allowed: the comparisons
+        // replay the originals with `skip_permissions: true`.
+        .env("AGY_PERMISSIONS", "allow")
         .env_remove("AGY_ALLOW")
         .env_remove("AGY_BIND")
         .env_remove("AGY_WAKE")
