@@ -149,7 +149,7 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
         ));
     }
     text.push_str(&format!(
-        "  {:<12} {} of yours + {} built-in read-only tools ({}; /agy allow)\n",
+        "  {:<12} {} of yours + {} built-in read-only tools ({}; /agy allow lists them)\n",
         "allow",
         rules_count(status.allow.rules.len()),
         DEFAULT_ALLOW.len(),
