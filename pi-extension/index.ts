@@ -530,7 +530,7 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 	});
 
 	pi.registerCommand("agy", {
-		description: "agy-bridge settings: /agy [usage | mode plan|accept-edits | permissions on|off | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
+		description: "agy-bridge settings: /agy [usage | mode plan|accept-edits | permissions ask|allow|deny | allow [RULE] | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
 			if (words[0] === "tools") {

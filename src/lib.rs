@@ -27,5 +27,5 @@ pub use follow::{discovery, events, poller};
 pub use format::{schema, steps, stream_json, wire};
 pub use pi::{diff, mcp, models, provider};
 pub use run::{agy_version, failure, guard, process, prompt_file, runner};
-pub use state::{admission, config, sessions};
+pub use state::{admission, config, rules, sessions};
 pub use view::{decode, render};

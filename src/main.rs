@@ -167,8 +167,9 @@ fn cmd_decode(args: DecodeArgs) -> CmdResult {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Environment variables win over config.json: AGY_MODE, AGY_SKIP_PERMISSIONS, \
-AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. Saving never writes them into the file. \
+    after_help = "Environment variables win over config.json: AGY_MODE, AGY_PERMISSIONS (the older \
+AGY_SKIP_PERMISSIONS counts when it is unset), AGY_ALLOW, AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. \
+Saving never writes them into the file. \
 The state directory is ~/.pi/agent/antigravity-bridge, $PI_CODING_AGENT_DIR/antigravity-bridge when \
 that is set (AGY_BRIDGE_STATE_DIR overrides both)."
 )]
@@ -187,13 +188,28 @@ enum ConfigCommand {
         #[arg(value_parser = ["plan", "accept-edits"])]
         mode: String,
     },
-    /// on (the default) or off: pass --dangerously-skip-permissions.
+    /// Who decides on agy's tools that need permission: ask (the default),
+    /// allow or deny (the old on and off are taken as allow and deny).
     ///
-    /// on: agy runs tools without asking (print mode cannot answer a
-    /// permission prompt, so a prompt would stall the turn). off: agy asks.
+    /// ask: each tool call waits for your decision in pi; read-only tools
+    /// and your allow rules pass, and with no UI (pi -p) only those pass.
+    /// allow: agy runs any command, writes any file and calls any MCP tool
+    /// without anyone seeing it first. deny: agy's print mode refuses every
+    /// tool that needs permission.
     Permissions {
-        #[arg(value_parser = ["on", "off"])]
-        value: String,
+        #[arg(value_parser = |s: &str| s.parse::<agy_bridge::config::PermissionMode>())]
+        value: agy_bridge::config::PermissionMode,
+    },
+    /// The tool calls that pass without asking: list them (the built-in
+    /// read-only tools and yours), or add or remove one of yours.
+    ///
+    /// A rule is TOOL or TOOL: PATTERN (`run_command: cargo test*`); in
+    /// PATTERN `*` is any run of characters (`/` too), `?` one character,
+    /// the rest itself, matched against the whole command line or path.
+    /// AGY_ALLOW (rules separated by `;` or newlines) replaces the file's.
+    Allow {
+        #[command(subcommand)]
+        action: Option<AllowCommand>,
     },
     /// The default model alias for AskAntigravity (flash, pro, ...).
     Model { alias: String },
@@ -201,6 +217,21 @@ enum ConfigCommand {
     Thinking {
         #[arg(value_parser = ["low", "medium", "high"])]
         tier: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AllowCommand {
+    /// Add a rule to config.json's allow list.
+    Add {
+        /// TOOL or TOOL: PATTERN (the words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        rule: Vec<String>,
+    },
+    /// Remove a rule from config.json's allow list.
+    Remove {
+        #[arg(required = true, num_args = 1..)]
+        rule: Vec<String>,
     },
 }
 
@@ -252,8 +283,9 @@ fn cmd_config(args: ConfigArgs) -> CmdResult {
     let change = match args.change {
         None => None,
         Some(ConfigCommand::Mode { mode }) => Some(ConfigChange::Mode(mode.parse()?)),
-        Some(ConfigCommand::Permissions { value }) => {
-            Some(ConfigChange::SkipPermissions(value == "on"))
+        Some(ConfigCommand::Permissions { value }) => Some(ConfigChange::Permissions(value)),
+        Some(ConfigCommand::Allow { action }) => {
+            return cmd_config_allow(&store, action, args.json)
         }
         Some(ConfigCommand::Model { alias }) => Some(ConfigChange::DefaultModel(alias)),
         Some(ConfigCommand::Thinking { tier }) => {
@@ -311,6 +343,89 @@ fn cmd_config(args: ConfigArgs) -> CmdResult {
         text.push_str(&format!("\n{status}\n"));
         text
     };
+    write_state_output(&text)
+}
+
+/// `agy-bridge config allow [add|remove RULE]`: the effective allow list
+/// (built-in rules marked), after the change if there is one.
+fn cmd_config_allow(
+    store: &agy_bridge::config::ConfigStore,
+    action: Option<AllowCommand>,
+    json: bool,
+) -> CmdResult {
+    use agy_bridge::config::{AllowEdit, Source};
+    use agy_bridge::rules::Rule;
+    let edit = match action {
+        None => None,
+        Some(AllowCommand::Add { rule }) => Some(AllowEdit::Add(Rule::parse(&rule.join(" "))?)),
+        Some(AllowCommand::Remove { rule }) => {
+            Some(AllowEdit::Remove(Rule::parse(&rule.join(" "))?))
+        }
+    };
+    let (status, changed) = match &edit {
+        None => (store.load()?, false),
+        Some(edit) => store.edit_allow(edit)?,
+    };
+    report_state_warnings(&status.warnings);
+    let list = status.config.allow_list();
+    let env_wins = status.allow.source == Source::Env;
+    if json {
+        let rules: Vec<serde_json::Value> = list
+            .iter()
+            .map(|r| serde_json::json!({ "rule": r, "builtIn": r.is_default() }))
+            .collect();
+        let mut out = serde_json::json!({
+            "rules": rules,
+            "source": status.allow.source,
+            "envVar": status.allow.env_var,
+            "permissions": status.config.permissions,
+            "configPath": status.config_path,
+        });
+        if let (Some(edit), Some(obj)) = (&edit, out.as_object_mut()) {
+            let (word, rule) = match edit {
+                AllowEdit::Add(r) => ("add", r),
+                AllowEdit::Remove(r) => ("remove", r),
+            };
+            obj.insert(
+                "saved".into(),
+                serde_json::json!({ word: rule, "changed": changed,
+                    "overriddenByEnv": env_wins.then_some(status.allow.env_var) }),
+            );
+        }
+        return write_state_output(&format!("{out}\n"));
+    }
+    let mut text = String::new();
+    match &edit {
+        Some(AllowEdit::Add(r)) if changed => text.push_str(&format!("added {r}\n")),
+        Some(AllowEdit::Add(r)) => text.push_str(&format!("{r} is already there\n")),
+        Some(AllowEdit::Remove(r)) if changed => text.push_str(&format!("removed {r}\n")),
+        Some(AllowEdit::Remove(r)) if r.is_default() => text.push_str(&format!(
+            "{r} is built in (a read-only tool) and cannot be removed\n"
+        )),
+        Some(AllowEdit::Remove(r)) => {
+            text.push_str(&format!("{r} is not in config.json's allow list\n"))
+        }
+        None => {}
+    }
+    if env_wins {
+        text.push_str(&format!(
+            "note: {} is set in the environment and replaces config.json's rules\n",
+            status.allow.env_var
+        ));
+    }
+    text.push_str(&format!(
+        "allow rules (permissions is {}; config file {}):\n",
+        status.config.permissions,
+        status.config_path.display()
+    ));
+    for rule in &list {
+        let mark = if rule.is_default() {
+            "  (built in)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("  {rule}{mark}\n"));
+    }
     write_state_output(&text)
 }
 

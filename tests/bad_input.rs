@@ -427,6 +427,8 @@ fn run_ask_and_record_refuse_unknown_bind_and_wake_words() {
 const BAD_ENV: &[(&str, &str, &str)] = &[
     ("AGY_MODE", "plna", "accept-edits, plan"),
     ("AGY_SKIP_PERMISSIONS", "bogus", "on or off"),
+    ("AGY_PERMISSIONS", "bogus", "ask, allow or deny"),
+    ("AGY_ALLOW", "run command: x", "TOOL: PATTERN"),
     ("AGY_DEFAULT_THINKING", "max", "low, medium, high"),
     ("AGY_DEFAULT_MODEL", "bogus", "flash"),
     ("AGY_PI_TOOLS", "maybe", "on or off"),

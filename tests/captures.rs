@@ -232,7 +232,11 @@ fn failure_sentences_are_plain_and_name_the_way_out() {
     );
     assert!(quota.ends_with("Resets in 34m13s."), "{quota}");
     let denied = by_name("tool auto-denied (1.2.17)");
-    for needle in ["RunCommand", "/agy permissions on", "AGY_SKIP_PERMISSIONS"] {
+    for needle in [
+        "RunCommand",
+        "/agy permissions allow",
+        "AGY_PERMISSIONS=allow",
+    ] {
         assert!(denied.contains(needle), "{needle} not in: {denied}");
     }
     let unknown = by_name("unknown model");

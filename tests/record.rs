@@ -51,6 +51,10 @@ fn record_cmd(home: &Path, recording: &Path, speed: f64) -> std::process::Comman
         .env_remove("AGY_CONVERSATIONS_DIR")
         .env_remove("AGY_EXTRA_ARGS")
         .env_remove("AGY_SKIP_PERMISSIONS")
+        // Recorded as agy runs with every tool allowed: the comparisons
+        // replay the originals with `skip_permissions: true`.
+        .env("AGY_PERMISSIONS", "allow")
+        .env_remove("AGY_ALLOW")
         .env_remove("AGY_BIND")
         .env_remove("AGY_WAKE")
         .env_remove("FAKE_AGY_RECORDINGS_DIR")

@@ -93,7 +93,7 @@ fn failures_exit_non_zero_with_words_a_user_can_act_on() {
         },
         {
             let mut c = run_cmd(&home, "permission");
-            c.env("AGY_SKIP_PERMISSIONS", "0").arg("Run the tests");
+            c.env("AGY_PERMISSIONS", "deny").arg("Run the tests");
             (c, "stopped to ask permission for run_command")
         },
     ];

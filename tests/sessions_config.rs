@@ -21,10 +21,12 @@ const ID_A: &str = "0f3c2a9e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
 const ID_B: &str = "7d9e1f20-3a4b-4c5d-9e6f-708192a3b4c5";
 const ID_C: &str = "ABCDEF01-2345-4678-9ABC-DEF012345678";
 
-const ENV_VARS: [&str; 6] = [
+const ENV_VARS: [&str; 8] = [
     "PI_CODING_AGENT_DIR",
     "AGY_MODE",
     "AGY_SKIP_PERMISSIONS",
+    "AGY_PERMISSIONS",
+    "AGY_ALLOW",
     "AGY_DEFAULT_MODEL",
     "AGY_DEFAULT_THINKING",
     "AGY_BRIDGE_STATE_DIR",
@@ -513,9 +515,10 @@ fn config_status_defaults_file_and_env() {
         String::from_utf8_lossy(&out.stdout),
         format!(
             "mode         accept-edits  default\n\
-             permissions  on            default\n\
+             permissions  ask           default\n\
              model        flash         default\n\
              thinking     medium        default\n\
+             allow        0 rules       default, after 11 built-in read-only tools\n\
              config file:   {}\n\
              sessions file: {}\n",
             path.display(),
@@ -545,7 +548,7 @@ fn config_status_defaults_file_and_env() {
         lines,
         [
             "mode         accept-edits  env AGY_MODE (file has plan)",
-            "permissions  off           file",
+            "permissions  deny          file (skipPermissions)",
             "model        opus          env AGY_DEFAULT_MODEL",
             "thinking     high          file",
         ]
@@ -560,15 +563,16 @@ fn config_status_defaults_file_and_env() {
     assert!(out.status.success());
     let v = stdout_json(&out);
     assert_eq!(v["mode"], json!("plan"));
-    assert_eq!(v["skipPermissions"], json!(true));
+    assert_eq!(v["permissions"], json!("allow"));
+    assert_eq!(v["allow"], json!([]));
     assert_eq!(v["defaultModel"], json!("flash"));
     assert_eq!(v["defaultThinking"], json!("high"));
     assert_eq!(v["configPath"], json!(path));
     assert_eq!(v["warnings"], json!([]));
     assert_eq!(
         v["settings"][1],
-        json!({ "setting": "permissions", "key": "skipPermissions", "value": true,
-                "source": "env", "envVar": "AGY_SKIP_PERMISSIONS", "fileValue": false })
+        json!({ "setting": "permissions", "key": "skipPermissions", "value": "allow",
+                "source": "env", "envVar": "AGY_SKIP_PERMISSIONS", "fileValue": "deny" })
     );
     assert_eq!(v["settings"][2]["source"], json!("default"));
 }
@@ -631,11 +635,12 @@ fn env_values_win_and_are_never_saved() {
     let v = stdout_json(&out);
     assert_eq!(
         v["saved"],
-        json!({ "setting": "permissions", "key": "skipPermissions", "value": false,
+        json!({ "setting": "permissions", "key": "permissions", "value": "deny",
                 "overriddenByEnv": "AGY_SKIP_PERMISSIONS" })
     );
-    assert_eq!(v["skipPermissions"], json!(true));
-    assert_eq!(read_json(&path)["skipPermissions"], json!(false));
+    assert_eq!(v["permissions"], json!("allow"));
+    assert_eq!(read_json(&path)["permissions"], json!("deny"));
+    assert_eq!(read_json(&path).get("skipPermissions"), None);
 }
 
 #[test]
@@ -667,7 +672,8 @@ fn config_keys_unknown_to_us_are_kept() {
     }
     let mut expected = original;
     expected["mode"] = json!("plan");
-    expected["skipPermissions"] = json!(false);
+    // Saved under the new key; the TypeScript bridge's switch is left as it was.
+    expected["permissions"] = json!("deny");
     expected["defaultModel"] = json!("gemini 3.5 flash high");
     expected["defaultThinking"] = json!("low");
     assert_eq!(read_json(&path), expected);
@@ -687,6 +693,8 @@ fn invalid_config_values_and_env_values_are_reported() {
     for (var, value, takes) in [
         ("AGY_MODE", "plna", "expected one of: accept-edits, plan"),
         ("AGY_SKIP_PERMISSIONS", "maybe", "expected on or off"),
+        ("AGY_PERMISSIONS", "maybe", "expected ask, allow or deny"),
+        ("AGY_ALLOW", "view_file; run command", "TOOL: PATTERN"),
         (
             "AGY_DEFAULT_THINKING",
             "max",
@@ -746,6 +754,139 @@ fn invalid_config_values_and_env_values_are_reported() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("invalid value 'yolo'"));
+}
+
+#[test]
+fn config_permissions_takes_the_three_words_and_the_old_switch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(CONFIG_FILE);
+    write(&path, r#"{ "skipPermissions": true }"#);
+    for (word, saved) in [
+        ("deny", "deny"),
+        ("on", "allow"),
+        ("off", "deny"),
+        ("ask", "ask"),
+    ] {
+        let out = bin(dir.path())
+            .args(["config", "permissions", word])
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{word}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with(&format!("saved permissions = {saved} in ")),
+            "{text}"
+        );
+        assert_eq!(
+            read_json(&path),
+            json!({ "skipPermissions": true, "permissions": saved })
+        );
+    }
+    bin(dir.path())
+        .args(["config", "permissions", "maybe"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("expected ask, allow or deny"));
+    // AGY_PERMISSIONS wins over the old variable, and says it ignored it.
+    let out = bin(dir.path())
+        .arg("config")
+        .env("AGY_PERMISSIONS", "deny")
+        .env("AGY_SKIP_PERMISSIONS", "on")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("permissions  deny          env AGY_PERMISSIONS (file has ask)\n"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "AGY_SKIP_PERMISSIONS=\"on\": ignored: AGY_PERMISSIONS=\"deny\" is set and wins"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn config_allow_lists_adds_and_removes_rules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(CONFIG_FILE);
+    let out = bin(dir.path())
+        .args(["config", "allow", "add", "run_command: cargo test*"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("added run_command: cargo test*\n"),
+        "{text}"
+    );
+    assert!(text.contains("  view_file: *  (built in)\n"), "{text}");
+    assert!(text.contains("  run_command: cargo test*\n"), "{text}");
+    assert_eq!(
+        read_json(&path),
+        json!({ "allow": ["run_command: cargo test*"] })
+    );
+    // Words are joined; the same rule twice is one.
+    bin(dir.path())
+        .args(["config", "allow", "add", "run_command:", "cargo", "test*"])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "run_command: cargo test* is already there",
+        ));
+
+    let out = bin(dir.path())
+        .args(["config", "allow", "--json"])
+        .output()
+        .expect("run");
+    let v = stdout_json(&out);
+    let rules = v["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 12);
+    assert_eq!(rules[0], json!({ "rule": "view_file: *", "builtIn": true }));
+    assert_eq!(
+        rules[11],
+        json!({ "rule": "run_command: cargo test*", "builtIn": false })
+    );
+    assert_eq!(v["source"], json!("file"));
+    assert_eq!(v["permissions"], json!("ask"));
+
+    // AGY_ALLOW replaces the file's list; a removal still edits the file
+    // and says the variable wins.
+    let out = bin(dir.path())
+        .args([
+            "config",
+            "allow",
+            "remove",
+            "run_command: cargo test*",
+            "--json",
+        ])
+        .env("AGY_ALLOW", "write_to_file: docs/*")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let v = stdout_json(&out);
+    assert_eq!(
+        v["saved"],
+        json!({ "remove": "run_command: cargo test*", "changed": true,
+                "overriddenByEnv": "AGY_ALLOW" })
+    );
+    assert_eq!(v["rules"][11]["rule"], json!("write_to_file: docs/*"));
+    assert_eq!(read_json(&path), json!({ "allow": [] }));
+    bin(dir.path())
+        .args(["config", "allow", "add", "bad tool: x"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "the tool name contains whitespace",
+        ));
+    let out = bin(dir.path())
+        .args(["config", "--json"])
+        .env("AGY_ALLOW", "view_file; run_command: make")
+        .output()
+        .expect("run");
+    let v = stdout_json(&out);
+    assert_eq!(v["allow"], json!(["view_file: *", "run_command: make"]));
+    assert_eq!(v["allowRules"]["source"], json!("env"));
 }
 
 #[test]

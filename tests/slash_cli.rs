@@ -54,8 +54,14 @@ fn a_bare_setting_shows_its_value_and_what_each_value_means() {
     assert!(text.contains("plan: agy plans first"), "{text}");
     let (ok, text) = slash(home.path(), "a", &["permissions"]);
     assert!(ok, "{text}");
+    assert!(
+        text.starts_with("permissions is ask (the default)"),
+        "{text}"
+    );
     assert!(text.contains("--dangerously-skip-permissions"), "{text}");
-    assert!(text.contains("off: agy's print mode denies"), "{text}");
+    for value in ["ask (the default): ", "allow: ", "deny: "] {
+        assert!(text.contains(&format!("\n  {value}")), "{value}: {text}");
+    }
     let (ok, text) = slash(home.path(), "a", &["permissions", "maybe"]);
     assert!(!ok);
     assert!(
@@ -75,7 +81,14 @@ fn the_overview_shows_every_setting_pis_tools_and_the_session() {
     bind(home.path(), "sid:a", id);
     let (ok, text) = slash(home.path(), "a", &[]);
     assert!(ok, "{text}");
-    for line in ["mode ", "permissions ", "model ", "thinking ", "warm agy "] {
+    for line in [
+        "mode ",
+        "permissions  ask (the default)",
+        "model ",
+        "thinking ",
+        "warm agy ",
+        "allow        0 rules of yours + 11 built-in read-only tools",
+    ] {
         assert!(text.contains(line), "{line:?} missing: {text}");
     }
     assert!(text.contains("tools        off (this pi process"), "{text}");
@@ -105,4 +118,75 @@ fn clear_forgets_this_session_only_and_clear_all_needs_a_yes() {
         .expect("slash");
     assert!(out.status.success());
     assert!(sessions_json(home.path()).get("sid:b").is_none());
+}
+
+#[test]
+fn permissions_take_three_words_and_the_old_ones_are_saved_as_the_new() {
+    let home = tempfile::tempdir().expect("tmp");
+    let config = home.path().join(".pi/agent/antigravity-bridge/config.json");
+    let (ok, text) = slash(home.path(), "a", &["permissions", "deny"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.starts_with("permissions is now deny: agy's print mode refuses"),
+        "{text}"
+    );
+    let (ok, text) = slash(home.path(), "a", &["permissions", "ask"]);
+    assert!(ok && text.starts_with("permissions is now ask: "), "{text}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    assert_eq!(saved["permissions"], "ask", "{saved}");
+    let (_, text) = slash(home.path(), "a", &["permissions"]);
+    assert!(
+        text.starts_with("permissions is ask (set with /agy)"),
+        "{text}"
+    );
+    let (ok, text) = slash(home.path(), "a", &["permissions", "on"]);
+    assert!(
+        ok && text.starts_with("permissions is now allow: "),
+        "{text}"
+    );
+    let (_, text) = slash(home.path(), "a", &[]);
+    assert!(
+        text.contains("permissions  allow (set with /agy)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn allow_rules_are_listed_added_and_removed() {
+    let home = tempfile::tempdir().expect("tmp");
+    let (ok, text) = slash(home.path(), "a", &["allow"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("  view_file: *  (built in)\n"), "{text}");
+    assert!(text.contains("TOOL: PATTERN"), "{text}");
+    let (ok, text) = slash(home.path(), "a", &["allow", "run_command: cargo test*"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.starts_with("added the allow rule run_command: cargo test*"),
+        "{text}"
+    );
+    // As the extension splits it: one word each, quotes and all.
+    let (ok, text) = slash(
+        home.path(),
+        "a",
+        &["allow", "'run_command:", "cargo", "test*'"],
+    );
+    assert!(ok && text.contains("is already there"), "{text}");
+    let (_, text) = slash(home.path(), "a", &["allow"]);
+    assert!(text.contains("  run_command: cargo test*\n"), "{text}");
+    assert!(!text.contains("cargo test*  (built in)"), "{text}");
+    let (_, text) = slash(home.path(), "a", &[]);
+    assert!(text.contains("allow        1 rule of yours"), "{text}");
+    let (ok, text) = slash(home.path(), "a", &["allow", "bad tool: x"]);
+    assert!(!ok && text.contains("whitespace"), "{text}");
+    let (ok, text) = slash(home.path(), "a", &["allow", "remove", "view_file"]);
+    assert!(!ok && text.contains("built in"), "{text}");
+    let (ok, text) = slash(
+        home.path(),
+        "a",
+        &["allow", "remove", "run_command: cargo test*"],
+    );
+    assert!(ok && text.starts_with("removed the allow rule"), "{text}");
+    let (_, text) = slash(home.path(), "a", &["allow"]);
+    assert!(!text.contains("  run_command: cargo test*\n"), "{text}");
 }

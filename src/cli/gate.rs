@@ -5,7 +5,7 @@
 //! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
 //! as `deny`, and says why once per process (once per pi session).
 
-use agy_bridge::config::Config;
+use agy_bridge::config::{Config, PermissionMode};
 use agy_bridge::run::gate::{Gate, Policy};
 use agy_bridge::runner::{RunConfig, TurnRequest};
 use agy_bridge::state::rules::Rule;
@@ -29,15 +29,8 @@ pub(crate) struct GatePlan {
 /// The plan for a turn under `settings`; `None` unless permissions are
 /// `ask`. `ui`: pi can show a dialog.
 pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
-    // TODO(merge wt-perms): settings.permissions == PermissionMode::Ask and
-    // settings.allow_list().
-    let _ = settings;
-    let ask = std::env::var("AGY_PERMISSIONS").as_deref() == Ok("ask");
-    ask.then(|| GatePlan {
-        rules: agy_bridge::state::rules::DEFAULT_ALLOW
-            .iter()
-            .filter_map(|r| Rule::parse(r).ok())
-            .collect(),
+    (settings.permissions == PermissionMode::Ask).then(|| GatePlan {
+        rules: settings.allow_list(),
         can_ask: ui,
     })
 }

@@ -7,7 +7,11 @@
 //! confirmation the extension asks for). The logic lives here so the
 //! extension stays thin.
 
-use agy_bridge::config::{ConfigChange, ConfigStatus, ConfigStore, Setting, Source};
+use agy_bridge::config::{
+    rules_count, AllowEdit, ConfigChange, ConfigStatus, ConfigStore, PermissionMode, Setting,
+    Source,
+};
+use agy_bridge::rules::{Rule, DEFAULT_ALLOW};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,7 +39,8 @@ pub struct SlashArgs {
 /// What `/agy` takes, one line each.
 const HELP: &str = "/agy                          every setting
 /agy mode [plan|accept-edits]  how agy works on files
-/agy permissions [on|off]     whether agy runs its tools without asking
+/agy permissions [ask|allow|deny]  who decides on agy's tools that need permission
+/agy allow [RULE]             the tool calls that pass without asking (/agy allow remove RULE)
 /agy model [ALIAS]            AskAntigravity's default model
 /agy thinking [low|medium|high]  the default thinking tier
 /agy tools [on|off]           whether agy may call pi's tools (this pi process)
@@ -49,15 +54,18 @@ fn values(setting: Setting) -> &'static str {
         Setting::Mode => {
             "accept-edits (the default): agy edits files without asking first\n  plan: agy plans first and edits only once the plan is accepted (agy's --mode plan)"
         }
-        Setting::Permissions => {
-            "on (the default): agy runs every tool without asking (--dangerously-skip-permissions): commands, file writes and MCP calls, with your user's rights, seen only as they happen\n  off: agy's print mode denies every tool that needs permission; agy can read and answer, and the turn names what it was denied"
-        }
+        Setting::Permissions => PERMISSION_VALUES,
         Setting::Model => {
             "an alias agy's catalog answers to: flash, pro, gemini, sonnet, opus, gpt-oss, or e.g. '3.5 flash high' (agy-bridge models lists them)"
         }
         Setting::Thinking => "low, medium or high: the default --effort tier",
     }
 }
+
+/// The three permission modes and what each means for safety.
+const PERMISSION_VALUES: &str = "ask (the default): each agy tool call waits for your decision in pi; read-only tools and your allow rules (/agy allow) pass without asking, and where pi has no UI (pi -p, JSON mode) only those pass and the rest is denied
+  allow: agy runs any command, writes any file and calls any MCP tool with your user's rights, without anyone seeing it first (--dangerously-skip-permissions)
+  deny: agy's print mode refuses every tool that needs permission, so the turn is mostly reading, and it names what was denied";
 
 /// `agy-bridge slash`: the answer on stdout; exit 1 when the words were
 /// not understood or a change could not be made (the answer says why).
@@ -85,6 +93,9 @@ fn answer(args: &SlashArgs) -> Result<String, String> {
         ["sessions"] => sessions(),
         ["clear"] => clear_this(args),
         ["clear", "all"] => clear_all(args),
+        ["allow"] => allow_list(),
+        ["allow", "remove", rule @ ..] => allow_edit(rule, false),
+        ["allow", rule @ ..] => allow_edit(rule, true),
         [name] if setting(name).is_some() => show(setting(name).ok_or_else(String::new)?),
         [name, value] if setting(name).is_some() => {
             change(setting(name).ok_or_else(String::new)?, value)
@@ -137,6 +148,13 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
             source_words(&status, setting)
         ));
     }
+    text.push_str(&format!(
+        "  {:<12} {} of yours + {} built-in read-only tools ({}; /agy allow lists them)\n",
+        "allow",
+        rules_count(status.allow.rules.len()),
+        DEFAULT_ALLOW.len(),
+        allow_source_words(&status)
+    ));
     let tools = args.pi_tools.as_deref().unwrap_or("on");
     text.push_str(&format!(
         "  {:<12} {tools} (this pi process; /agy tools on|off)\n",
@@ -203,17 +221,20 @@ fn change(setting: Setting, value: &str) -> Result<String, String> {
     };
     let change = match setting {
         Setting::Mode => ConfigChange::Mode(value.parse().map_err(|_| bad())?),
-        Setting::Permissions => match value {
-            "on" => ConfigChange::SkipPermissions(true),
-            "off" => ConfigChange::SkipPermissions(false),
-            _ => return Err(bad()),
-        },
+        Setting::Permissions => ConfigChange::Permissions(value.parse().map_err(|_| bad())?),
         Setting::Model => ConfigChange::DefaultModel(value.to_string()),
         Setting::Thinking => ConfigChange::DefaultThinking(value.parse().map_err(|_| bad())?),
     };
     let (store, _) = status()?;
+    let permissions = match &change {
+        ConfigChange::Permissions(p) => Some(*p),
+        _ => None,
+    };
     let status = store.save_change(change).map_err(|e| e.to_string())?;
-    let mut text = format!("{} is now {}", setting.name(), value);
+    let mut text = match permissions {
+        Some(p) => format!("permissions is now {p}: {}", p.meaning()),
+        None => format!("{} is now {}", setting.name(), value),
+    };
     if let Some(s) = status.setting(setting).filter(|s| s.source == Source::Env) {
         text.push_str(&format!(
             " in config.json, but {} in the environment still wins ({})",
@@ -222,6 +243,113 @@ fn change(setting: Setting, value: &str) -> Result<String, String> {
         ));
     }
     Ok(text)
+}
+
+/// Where the user's allow rules come from, in words.
+fn allow_source_words(status: &ConfigStatus) -> String {
+    match status.allow.source {
+        Source::Default => "none set".into(),
+        Source::File => "set with /agy allow".into(),
+        Source::Env => format!(
+            "from {} in the environment, which wins over /agy allow",
+            status.allow.env_var
+        ),
+    }
+}
+
+/// How a rule is written, for answers.
+const RULE_SYNTAX: &str = "A rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test*` or `write_to_file: docs/*`; in PATTERN * is any run of characters (/ too), ? one character, the rest itself, and it must match the whole command line or path.";
+
+fn allow_list() -> Result<String, String> {
+    let (_, status) = status()?;
+    let mode = status.config.permissions;
+    let mut text = format!(
+        "Tool calls that pass without asking ({}; permissions is {mode}{}):\n",
+        allow_source_words(&status),
+        match mode {
+            PermissionMode::Ask => "",
+            PermissionMode::Allow => ", so every call passes anyway",
+            PermissionMode::Deny => ", so the rules are not used",
+        }
+    );
+    for rule in status.config.allow_list() {
+        let mark = if rule.is_default() {
+            "  (built in)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("  {rule}{mark}\n"));
+    }
+    text.push_str(&format!(
+        "Add one with /agy allow RULE, remove one with /agy allow remove RULE. {RULE_SYNTAX}"
+    ));
+    Ok(text)
+}
+
+/// The words of a rule as the extension split them, joined again, without
+/// the quotes a user may have put around it.
+fn rule_text(words: &[&str]) -> String {
+    let joined = words.join(" ");
+    let t = joined.trim();
+    for q in ['\'', '"'] {
+        if let Some(inner) = t.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
+            return inner.trim().to_string();
+        }
+    }
+    t.to_string()
+}
+
+fn allow_edit(words: &[&str], add: bool) -> Result<String, String> {
+    let text = rule_text(words);
+    if text.is_empty() {
+        return Err(format!(
+            "/agy allow remove takes the rule to remove. {RULE_SYNTAX}"
+        ));
+    }
+    let rule = Rule::parse(&text).map_err(|e| format!("{e}. {RULE_SYNTAX}"))?;
+    if !add && rule.is_default() {
+        return Err(format!(
+            "{rule} is built in (a read-only tool) and cannot be removed"
+        ));
+    }
+    let (store, _) = status()?;
+    let edit = if add {
+        AllowEdit::Add(rule.clone())
+    } else {
+        AllowEdit::Remove(rule.clone())
+    };
+    let (status, changed) = store.edit_allow(&edit).map_err(|e| e.to_string())?;
+    let mut text = match (add, changed) {
+        (true, true) => format!("added the allow rule {rule}: {}", rule_effect(&rule)),
+        (true, false) => format!("the allow rule {rule} is already there"),
+        (false, true) => format!("removed the allow rule {rule}"),
+        (false, false) => format!("there is no allow rule {rule} in config.json to remove"),
+    };
+    if status.allow.source == Source::Env {
+        text.push_str(&format!(
+            "\nnote: {} in the environment replaces the rules of config.json, so this takes effect only once it is unset",
+            status.allow.env_var
+        ));
+    }
+    if add && status.config.permissions != PermissionMode::Ask {
+        text.push_str(&format!(
+            "\nnote: permissions is {}, and the rules count only when it is ask (/agy permissions ask)",
+            status.config.permissions
+        ));
+    }
+    Ok(text)
+}
+
+/// What an added rule lets through, in words.
+fn rule_effect(rule: &Rule) -> String {
+    if rule.glob == "*" {
+        format!("every {} call now runs without asking", rule.tool)
+    } else {
+        format!(
+            "{} calls matching {:?} now run without asking",
+            rule.tool, rule.glob
+        )
+    }
 }
 
 fn sessions() -> Result<String, String> {

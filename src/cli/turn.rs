@@ -49,7 +49,7 @@ pub fn turn_setup(
     settings: &agy_bridge::config::Config,
 ) -> Result<(RunConfig, TurnRequest), String> {
     let mut cfg = configured(settings)?;
-    cfg.skip_permissions = settings.skip_permissions;
+    cfg.skip_permissions = settings.permissions == agy_bridge::config::PermissionMode::Allow;
     let minutes = match opts.timeout_min {
         Some(m) => m,
         None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
@@ -158,7 +158,7 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
 /// agy (run, ask, stream, record) starts here.
 pub fn configured(settings: &agy_bridge::config::Config) -> Result<RunConfig, String> {
     let mut cfg = run_config().map_err(|e| e.to_string())?;
-    cfg.skip_permissions = settings.skip_permissions;
+    cfg.skip_permissions = settings.permissions == agy_bridge::config::PermissionMode::Allow;
     Ok(cfg)
 }
 

@@ -63,7 +63,7 @@ pub enum Failure {
     Denied { actions: Vec<DeniedAction> },
     #[error("could not bind agy's conversation database: {reason}")]
     CouldNotBind { reason: String },
-    #[error("agy stopped to ask permission for {tool}, which print mode cannot answer. Allow agy's tools with `/agy permissions on` in pi (or `agy-bridge config permissions on`, or AGY_SKIP_PERMISSIONS=1).")]
+    #[error("agy stopped to ask permission for {tool}, which print mode cannot answer. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow).")]
     PermissionStall { tool: String },
     /// Our watchdog. Worded without "timeout": a retry would run agy for
     /// another whole period and may repeat edits.
@@ -133,7 +133,7 @@ pub fn denied_list(actions: &[DeniedAction]) -> String {
 }
 
 /// How to stop agy denying: one phrase for failures and notices.
-pub const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions on` in pi (or `agy-bridge config permissions on`, or AGY_SKIP_PERMISSIONS=1)";
+pub const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow)";
 
 fn denied_text(actions: &[DeniedAction]) -> String {
     format!(
@@ -693,6 +693,6 @@ mod tests {
             notice.contains("RunCommand (command permission)"),
             "{notice}"
         );
-        assert!(notice.contains("/agy permissions on"), "{notice}");
+        assert!(notice.contains("/agy permissions allow"), "{notice}");
     }
 }

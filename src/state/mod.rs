@@ -1,7 +1,7 @@
 //! Layer 3, **state**: the bridge's own files under its state directory.
 //!
 //! Owns locked, atomic JSON state files and the settings in `config.json`
-//! ([`config`]), and the map from pi sessions to agy conversations with the
+//! ([`config`]) with the permission gate's allow rules ([`rules`]), and the map from pi sessions to agy conversations with the
 //! per-session turn lock ([`sessions`]), the temporary directory its
 //! private directories go in ([`tmp`]), and the account-wide admission
 //! limits on agy starts shared by every bridge process of the user

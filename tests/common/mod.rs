@@ -204,6 +204,8 @@ pub fn bridge(
         "AGY_CONVERSATIONS_DIR",
         "AGY_MODE",
         "AGY_SKIP_PERMISSIONS",
+        "AGY_PERMISSIONS",
+        "AGY_ALLOW",
         "AGY_DEFAULT_MODEL",
         "AGY_DEFAULT_THINKING",
         "AGY_EXTRA_ARGS",
