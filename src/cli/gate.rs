@@ -36,13 +36,14 @@ pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
 }
 
 /// The standing policy of a gate for `plan`.
-pub(crate) fn policy(plan: &GatePlan, private: &[PathBuf], own_server: Option<&str>) -> Policy {
+pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
     Policy {
         rules: plan.rules.clone(),
-        private: private.to_vec(),
+        private: turn.private_dirs.clone(),
         own_server: own_server.map(str::to_string),
         can_ask: plan.can_ask,
         granted: Vec::new(),
+        cwd: turn.cwd.clone(),
     }
 }
 
@@ -70,7 +71,7 @@ pub(crate) async fn open_gate(
     }
     let exe = std::env::current_exe()
         .map_err(|e| Some(format!("agy-bridge cannot name its own binary for the permission hook ({e}); this turn runs as deny")))?;
-    let gate = Gate::start(policy(plan, &turn.private_dirs, own_server), &exe)
+    let gate = Gate::start(policy(plan, turn, own_server), &exe)
         .await
         .map_err(|e| {
             Some(format!(

@@ -663,7 +663,7 @@ impl Session {
         if let (Some(g), Some(plan)) = (&gate, &prepared.gating) {
             // This turn's rules and UI; the session's grants stay.
             let own = tools.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
-            g.set_policy(super::gate::policy(plan, &prepared.turn.private_dirs, own));
+            g.set_policy(super::gate::policy(plan, &prepared.turn, own));
         }
         let mut side = turn::tool_side(tools.as_mut(), gate.as_mut(), control);
         let (tx, mut rx) = runner::event_channel();

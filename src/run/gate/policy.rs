@@ -32,6 +32,9 @@ pub struct Policy {
     pub can_ask: bool,
     /// Rules the user granted for this session ("allow for this session").
     pub granted: Vec<Rule>,
+    /// agy's workspace: a rule's path pattern may be relative to it
+    /// (`write_to_file: docs/*`).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Policy {
@@ -48,22 +51,12 @@ impl Policy {
                 return Verdict::Allow("pi's own tool (pi decides it)".into());
             }
         }
-        let subject = rule_subject(tool, arguments);
-        // A rule names one command: `cargo test*` must not pass
-        // `cargo test; rm -rf ~`.
-        let ruled = !(tool == "run_command" && has_shell_control(&subject));
-        if let Some(rule) = self
-            .rules
-            .iter()
-            .find(|r| ruled && r.matches(tool, &subject))
-        {
+        let subjects = self.subjects(tool, arguments);
+        let passes = |r: &&Rule| subjects.iter().any(|s| r.matches(tool, s));
+        if let Some(rule) = self.rules.iter().find(passes) {
             return Verdict::Allow(format!("rule {rule}"));
         }
-        if let Some(rule) = self
-            .granted
-            .iter()
-            .find(|r| ruled && r.matches(tool, &subject))
-        {
+        if let Some(rule) = self.granted.iter().find(passes) {
             return Verdict::Allow(format!("allowed for this session ({rule})"));
         }
         if self.can_ask {
@@ -73,6 +66,35 @@ impl Policy {
             "{tool} needs the user's permission and nobody can be asked here (no pi UI); to allow calls like it, the user adds a rule such as `{}` (`/agy allow RULE`, `agy-bridge config allow add RULE` or AGY_ALLOW), or sets permissions to allow",
             session_rule(tool, arguments)
         ))
+    }
+
+    /// What a rule may match for this call: its whole subject, and a path
+    /// inside the workspace also relative to it. None when a rule must not
+    /// decide: a command line that runs more than one command (`cargo
+    /// test*` must not pass `cargo test; rm -rf ~`), a path that climbs
+    /// out with `..` (`docs/*` must not pass `docs/../../.ssh/x`).
+    fn subjects(&self, tool: &str, arguments: &str) -> Vec<String> {
+        let subject = rule_subject(tool, arguments);
+        if tool == "run_command" {
+            return if has_shell_control(&subject) {
+                Vec::new()
+            } else {
+                vec![subject]
+            };
+        }
+        if std::path::Path::new(&subject)
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Vec::new();
+        }
+        let relative = self
+            .cwd
+            .as_deref()
+            .and_then(|cwd| std::path::Path::new(&subject).strip_prefix(cwd).ok())
+            .map(|rel| rel.to_string_lossy().into_owned())
+            .filter(|rel| !rel.is_empty());
+        std::iter::once(subject).chain(relative).collect()
     }
 
     /// The private directory the arguments name, if any. Any mention
@@ -139,6 +161,7 @@ mod tests {
             own_server: Some("pi".into()),
             can_ask,
             granted: Vec::new(),
+            cwd: Some(PathBuf::from("/w")),
         }
     }
 
@@ -201,6 +224,26 @@ mod tests {
             why.contains("write_to_file: *") && why.contains("/agy allow"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn path_rules_read_the_workspace_relative_path_and_never_climb_out() {
+        let mut p = policy(true);
+        p.rules.push(Rule::parse("write_to_file: docs/*").unwrap());
+        let write = |path: &str| {
+            p.decide(
+                "write_to_file",
+                &serde_json::json!({"TargetFile": path}).to_string(),
+            )
+        };
+        assert!(matches!(write("/w/docs/a.md"), Verdict::Allow(_)));
+        assert!(matches!(write("docs/a.md"), Verdict::Allow(_)));
+        assert_eq!(write("/w/src/a.rs"), Verdict::Ask);
+        assert_eq!(
+            write("/w/docs/../../home/u/.ssh/authorized_keys"),
+            Verdict::Ask
+        );
+        assert_eq!(write("/elsewhere/docs/a.md"), Verdict::Ask);
     }
 
     #[test]
