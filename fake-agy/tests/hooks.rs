@@ -387,3 +387,33 @@ fn a_denial_in_a_stdin_turn_ends_that_turn_and_the_session_goes_on() {
     assert!(seen[1] > seen[0]);
     assert_eq!(s.tools_ran().len(), 6, "view, grep, list in each turn");
 }
+
+#[test]
+fn an_mcp_call_reaches_the_hooks_as_call_mcp_tool_and_a_denial_skips_the_call() {
+    let deny = Decision::deny("no pi tools").to_json();
+    let s = Setup::new(
+        "call_mcp_tool",
+        &format!("cat >/dev/null; echo '{deny}'"),
+        10,
+    );
+    let o = s.run("mcp/pi-tool", SKIP);
+    assert!(o.status.success(), "{o:?}");
+    let (_, message) = denied_update(&o).expect("a denied MCP step");
+    assert_eq!(message, Decision::step_error("no pi tools"));
+    assert!(s.tools_ran().is_empty(), "{:?}", s.tools_ran());
+    let seen = s.log("hooks.log");
+    assert_eq!(seen.len(), 1);
+    let p = ToolPayload::parse(&seen[0].to_string()).expect("payload");
+    assert_eq!(p.tool_call.name, "call_mcp_tool");
+    assert_eq!(p.tool_call.args["ServerName"], "pi");
+    assert!(p
+        .tool_call
+        .args
+        .get("ToolName")
+        .is_some_and(Value::is_string));
+    let r = results(&o);
+    assert!(r[0]["response"]
+        .as_str()
+        .unwrap_or("")
+        .contains("no pi tools"));
+}
