@@ -569,6 +569,19 @@ Environment:
   FAKE_AGY_NO_SLASH_FLAG=1      Be an agy before 1.2.14, without the flag that disables
                                 slash commands (absent from this help, and an unknown
                                 flag: exit 2)
+  FAKE_AGY_TOOL_LOG=PATH        Append one JSON line {{name,args,stepIdx}} each time a
+                                recorded tool runs (no hook denied it; on the permitted path)
+  FAKE_AGY_HOOK_LOG=PATH        Append each payload a PreToolUse hook was given, one JSON
+                                line each
+
+Hooks: <DIR>/.agents/hooks.json of each --add-dir DIR is loaded (unparsable: a warning
+naming it, ignored); `-p /hooks` lists the hooks with their source file. With
+--dangerously-skip-permissions every matching PreToolUse hook runs (`sh -c`, in the
+.agents dir, the payload on stdin) before each recorded tool: all must print
+{{\"decision\":\"allow\"}}; `{{}}`, a non-zero exit or a crash deny: the step ends ERROR
+(`tool call denied by pre-tool hook: REASON`), an answer states it and the turn ends. A
+hook past its timeout is killed and the tool runs (agy 1.1.7). Without the flag hooks
+are not consulted: the recording's auto-deny stands.
 
 Fault knobs:
   FAKE_AGY_DB_DELAY_MS=N        Wait N ms (not scaled) before creating the database;
@@ -591,6 +604,8 @@ Fault knobs:
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
   FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation
                                 (agy's warning, then a new one), as when agy no longer has it
+  FAKE_AGY_IGNORE_HOOKS=1       Be an agy that does not load hooks from --add-dir:
+                                no hook runs, `/hooks` lists none
 
 Subagent conversations in a recording are written by a child fake-agy process
 (one per subagent database), as agy's subagents write their own databases.

@@ -5,8 +5,8 @@
 //! The endings are agy's outcome table (docs/agy-format.md, "Outcomes"): a
 //! recorded run that finished (its header's `outcome` says how when it did
 //! not simply succeed), a print timeout, an auto-denied tool (worded by agy
-//! version), a failure before any conversation existed, and a run that was
-//! killed (no result at all).
+//! version), a failure before any conversation existed, a run that was
+//! killed (no result at all), and a tool a `PreToolUse` hook denied.
 
 use crate::cli::{self, OutputFormat};
 use crate::stream::Emitter;
@@ -29,6 +29,9 @@ pub enum Ending {
     BeforeConversation,
     /// The recording's outcome says agy was killed after its last commit.
     Killed,
+    /// A `PreToolUse` hook denied a tool (with `--dangerously-skip-permissions`):
+    /// the turn ended on the answer that states the denial.
+    HookDenied,
 }
 
 /// What agy does in print mode at a tool that needs permission.
@@ -168,6 +171,15 @@ pub fn conclude(ending: Ending, ctx: &Context) -> Conclusion {
             }
         }
         Ending::Denied(actions) => denied(ctx, actions),
+        Ending::HookDenied => {
+            let response = ctx.emitter.response();
+            Conclusion {
+                result: Some(result(ctx, "SUCCESS", response.clone())),
+                stdout_text: as_text(&response),
+                stderr: String::new(),
+                exit_code: 0,
+            }
+        }
         // Nothing is printed after the kill.
         Ending::Killed => Conclusion {
             result: None,

@@ -8,6 +8,7 @@
 
 mod cli;
 mod ending;
+mod hooks;
 mod mcp;
 mod models;
 mod replay;

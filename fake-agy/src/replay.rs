@@ -18,6 +18,7 @@
 use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
 use crate::stream::{self, Earlier, Emitter, TextMode};
+use agy_bridge::format::hooks::Decision;
 use agy_bridge::recording::{
     self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
@@ -25,7 +26,7 @@ use agy_bridge::steps::{self, StepRow};
 use agy_bridge::stream_json::{DeniedAction, Line};
 use agy_bridge::{runner, schema, wire};
 use rusqlite::Connection;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -608,6 +609,23 @@ struct Run<'a> {
     commit_log: Option<File>,
     /// MCP calls waiting for their server's answer.
     mcp: crate::mcp::InFlight,
+    /// The hooks loaded from the `--add-dir` dirs.
+    hooks: crate::hooks::Hooks,
+    /// Recorded idx of the root tool steps already written (and gated).
+    tools_seen: HashSet<i64>,
+    /// The highest recorded idx of a root step this run wrote.
+    max_idx: i64,
+}
+
+/// A root tool step the replay is about to run: where its PreToolUse hooks
+/// are consulted.
+struct NewTool {
+    /// The step as first written (recorded idx).
+    step: steps::Step,
+    name: String,
+    args: serde_json::Value,
+    /// Its first write already holds its result (hooks run before it).
+    finished: bool,
 }
 
 impl<'a> Run<'a> {
@@ -667,6 +685,9 @@ impl<'a> Run<'a> {
             policy: PermissionPolicy::for_version(version),
             commit_log,
             mcp: crate::mcp::InFlight::default(),
+            hooks: crate::hooks::Hooks::load(&args.add_dirs),
+            tools_seen: HashSet::new(),
+            max_idx: -1,
         })
     }
 
@@ -815,6 +836,9 @@ impl<'a> Run<'a> {
                 .ok_or_else(|| Fatal::internal("no database"))?;
             apply_commit(conn, index, commit, &self.opts)
                 .map_err(|e| Fatal::internal(e.to_string()))?;
+            for (recorded, _, _) in step_writes(commit, 0) {
+                self.max_idx = self.max_idx.max(recorded);
+            }
             let idx = step_writes(commit, self.opts.idx_offset);
             return Ok((now_ns(), idx.into_iter().map(|w| w.0).collect()));
         }
@@ -848,9 +872,11 @@ impl<'a> Run<'a> {
         self.emitter.commit_done(commit.t_ms);
     }
 
-    /// Write type-38 steps of the recording's MCP calls (root database) as
-    /// agy would, one commit each, with their step updates.
-    fn write_mcp_steps(&mut self, t_ms: u64, steps: Vec<steps::Step>) -> Result<(), Fatal> {
+    /// Write steps fake-agy makes itself (root database, recorded idx): the
+    /// type-38 steps of the recording's MCP calls as agy would, a denied
+    /// tool and the answer after it; one commit each, with their step
+    /// updates.
+    fn write_steps(&mut self, t_ms: u64, steps: Vec<steps::Step>) -> Result<(), Fatal> {
         for step in steps {
             let commit = Commit {
                 t_ms,
@@ -875,8 +901,149 @@ impl<'a> Run<'a> {
         }
         let waited = Instant::now();
         let done = self.mcp.finish();
-        self.write_mcp_steps(t_ms, done)?;
+        self.write_steps(t_ms, done)?;
         Ok(waited.elapsed())
+    }
+
+    /// The root tool steps `commit` writes for the first time.
+    fn new_tools(&mut self, commit: &Commit) -> Vec<NewTool> {
+        let mut found = Vec::new();
+        for w in &commit.writes {
+            let Some(row) = step_row(w, 0) else {
+                continue;
+            };
+            let step = steps::decode(&row);
+            if stream::step_kind(&step) != "tool" || !self.tools_seen.insert(step.idx) {
+                continue;
+            }
+            let args = step
+                .tool_call()
+                .and_then(|c| serde_json::from_str(&c.arguments).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({}));
+            found.push(NewTool {
+                name: stream::tool_name(&step),
+                args,
+                finished: step.is_finished(),
+                step,
+            });
+        }
+        found
+    }
+
+    /// Consult the hooks for `tools`; whether one was denied (its denial
+    /// is written and the turn is over).
+    fn gate_tools<'t>(
+        &mut self,
+        commit: &Commit,
+        tools: impl Iterator<Item = &'t NewTool>,
+    ) -> Result<bool, Fatal> {
+        for tool in tools {
+            if self.gate(commit.t_ms, tool, commit.gate.is_some())? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// One tool's gate. Without `--dangerously-skip-permissions` the hooks
+    /// are not consulted (real agy's hook allow does not lift print mode's
+    /// auto-deny): the recording's gates decide, and a tool in a gated
+    /// commit never runs. With it, every matching PreToolUse hook must
+    /// allow. Whether the tool was denied.
+    fn gate(&mut self, t_ms: u64, tool: &NewTool, gated: bool) -> Result<bool, Fatal> {
+        let db_idx = tool.step.idx + self.opts.idx_offset;
+        if !self.args.skip_permissions {
+            if !gated {
+                crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);
+            }
+            return Ok(false);
+        }
+        let model = self
+            .args
+            .model
+            .clone()
+            .or_else(|| self.rec.header.model.clone());
+        let payload = crate::hooks::payload(
+            &self.root_id,
+            model.as_deref().unwrap_or(""),
+            db_idx,
+            &tool.name,
+            tool.args.clone(),
+        );
+        match self.hooks.pre_tool_use(&payload) {
+            Decision::Allow => {
+                crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);
+                Ok(false)
+            }
+            Decision::Deny { reason } => {
+                self.deny(t_ms, tool, &reason)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Write a denied tool as agy does (the step in ERROR with
+    /// `tool call denied by pre-tool hook: <reason>`), then the model's
+    /// answer stating the denial, which ends the turn.
+    fn deny(&mut self, t_ms: u64, tool: &NewTool, reason: &str) -> Result<(), Fatal> {
+        // Calls already in flight finish first.
+        self.finish_mcp(t_ms)?;
+        let error = Decision::step_error(reason);
+        let mut written = Vec::new();
+        let mut failed = tool.step.clone();
+        if tool.finished {
+            // Not written yet: it appears (ACTIVE) first, without a result.
+            failed.body = None;
+            let mut running = failed.clone();
+            running.status = steps::StepStatus::Running;
+            written.push(running);
+        }
+        failed.status = steps::StepStatus::Error;
+        failed.errors = vec![steps::ErrorDetails {
+            message: error.clone(),
+            detail: None,
+            stack: None,
+        }];
+        written.push(failed);
+        let idx = self.max_idx.max(tool.step.idx) + 1;
+        let text = format!("The {} call was denied: {error}", tool.name);
+        written.push(
+            steps::Step::new(
+                idx,
+                steps::StepType::PlannerResponse,
+                steps::StepStatus::Done,
+            )
+            .with_body(steps::Body::Planner(steps::PlannerResponse {
+                text,
+                ..steps::PlannerResponse::default()
+            })),
+        );
+        self.write_steps(t_ms, written)
+    }
+
+    /// An MCP call begins: its RUNNING step, its gate (agy's hooks see it as
+    /// `call_mcp_tool {ServerName, ToolName, Arguments}`), then the call.
+    /// Whether it was denied.
+    fn start_mcp_call(&mut self, t_ms: u64, call: &recording::McpCall) -> Result<bool, Fatal> {
+        let step = crate::mcp::step(call, None);
+        self.write_steps(t_ms, vec![step.clone()])?;
+        self.tools_seen.insert(call.idx);
+        let tool = NewTool {
+            step,
+            name: "call_mcp_tool".into(),
+            args: serde_json::json!({
+                "ServerName": call.server,
+                "ToolName": call.tool,
+                "Arguments": call.arguments,
+            }),
+            finished: false,
+        };
+        if self.gate(t_ms, &tool, false)? {
+            return Ok(true);
+        }
+        self.mcp.start(call, &self.args.add_dirs);
+        Ok(false)
     }
 
     /// Walk the commits on their schedule until the run ends.
@@ -919,8 +1086,17 @@ impl<'a> Run<'a> {
                 self.read_earlier()?;
             }
             if let Some(call) = &commit.mcp_call {
-                self.write_mcp_steps(commit.t_ms, vec![crate::mcp::step(call, None)])?;
-                self.mcp.start(call, &self.args.add_dirs);
+                if self.start_mcp_call(commit.t_ms, call)? {
+                    return Ok(Ending::HookDenied);
+                }
+            }
+            let tools = match is_root && !commit.pre {
+                true => self.new_tools(commit),
+                false => Vec::new(),
+            };
+            // A tool whose first write holds its result is gated before it.
+            if self.gate_tools(commit, tools.iter().filter(|t| t.finished))? {
+                return Ok(Ending::HookDenied);
             }
             let (ns, written) = self.apply(*index, commit)?;
             let id = self.fresh_id(&commit.db);
@@ -937,6 +1113,10 @@ impl<'a> Run<'a> {
             }
             if self.knobs.crash_at == Some(n) {
                 crash(self.knobs.crash_mode(), n);
+            }
+            // Hooks run once the tool step is written, before its result.
+            if self.gate_tools(commit, tools.iter().filter(|t| !t.finished))? {
+                return Ok(Ending::HookDenied);
             }
             if commit.gate == Some(Gate::Permission) {
                 if self.policy == PermissionPolicy::Stall {

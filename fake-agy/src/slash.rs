@@ -11,9 +11,12 @@
 //! (its model and its `agy models` listing), so they agree with what
 //! `fake-agy models` prints. `/usage` (agy 1.1.11+) answers agy's quota
 //! buckets ([`usage_buckets`]), written through the library's
-//! `format::quota` writer.
+//! `format::quota` writer. `/hooks` lists the hooks loaded from each
+//! `--add-dir` dir's `.agents/hooks.json` ([`crate::hooks`]), each with its
+//! absolute `source`, through the library's `format::hooks` listing.
 
 use crate::cli::{OutputFormat, PrintArgs};
+use agy_bridge::format::hooks::{listing_command, listing_text};
 use agy_bridge::format::quota::{Bucket, Quota};
 use agy_bridge::models::{parse_models_output, split_tier};
 use agy_bridge::recording::Recording;
@@ -24,8 +27,8 @@ use std::io::Write;
 const UNSUPPORTED_EXIT: i32 = 2;
 
 /// The commands agy has that fake-agy does not emulate (docs/agy-format.md:
-/// `/hooks`, `/quota` answer without a model turn).
-const NOT_EMULATED: &[&str] = &["hooks", "quota"];
+/// `/quota` answers without a model turn).
+const NOT_EMULATED: &[&str] = &["quota"];
 
 /// Exit code for a fake-agy set-up error (an unreadable `FAKE_AGY_USAGE`).
 const CONFIG_EXIT: i32 = 2;
@@ -56,10 +59,19 @@ pub fn run(name: &str, args: &PrintArgs, rec: &Recording) -> i32 {
             }
             Err(message) => refuse_with(&format!("fake-agy: {message}\n"), CONFIG_EXIT),
         },
+        "hooks" => {
+            let listed = crate::hooks::Hooks::load(&args.add_dirs).listing();
+            print_command(
+                listing_command(&listed),
+                listing_text(&listed),
+                args.output_format,
+            );
+            0
+        }
         // Our wording: agy's own message for these is not captured.
         "clear" => refuse("error: slash command \"/clear\" is not supported in print mode\n"),
         n if NOT_EMULATED.contains(&n) => refuse(&format!(
-            "fake-agy: the slash command \"/{n}\" is not emulated (only /model is)\n"
+            "fake-agy: the slash command \"/{n}\" is not emulated (only /model, /usage and /hooks are)\n"
         )),
         n => refuse(&format!("error: unknown slash command \"/{n}\"\n")),
     }

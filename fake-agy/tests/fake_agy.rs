@@ -39,6 +39,9 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_USAGE",
     "FAKE_AGY_STDIN_LOG",
     "FAKE_AGY_BOOT_MS",
+    "FAKE_AGY_IGNORE_HOOKS",
+    "FAKE_AGY_TOOL_LOG",
+    "FAKE_AGY_HOOK_LOG",
 ];
 
 // ---------------------------------------------------------------------------

@@ -12,10 +12,8 @@ use agy_bridge::state::rules::Rule;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
-/// How long agy may take to list its hooks (about 3 s on a real agy).
-const PROOF_TIMEOUT: Duration = Duration::from_secs(15);
+use agy_bridge::run::hook_proof::PROOF_TIMEOUT;
 
 /// What an `ask` turn's gate decides with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +58,17 @@ pub(crate) async fn open_gate(
     cfg.skip_permissions = false;
     let (bin, env) = (cfg.agy_bin.clone(), cfg.env.clone());
     let proof = tokio::task::spawn_blocking(move || {
+        // An agy known to predate slash commands would take `/hooks` as a
+        // prompt for its model: not asked.
+        let features = agy_bridge::run::agy_version::features_remembered(&bin);
+        if let Some((a, b, c)) = features
+            .filter(|f| !f.slash_commands())
+            .and_then(|f| f.version)
+        {
+            return Err(format!(
+                "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
+            ));
+        }
         agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT).map_err(|e| e.to_string())
     })
     .await

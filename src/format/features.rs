@@ -20,6 +20,10 @@ pub const STREAM_JSON_INPUT: Version = (1, 1, 15);
 /// `agy -p /usage --output-format json`: quota buckets without a model turn
 /// (docs/agy-format.md, "Quota": 1.1.11+).
 pub const USAGE_COMMAND: Version = (1, 1, 11);
+/// A `-p` prompt starting with `/` runs agy's own command (`/hooks`,
+/// `/usage`, ...) instead of a model turn (docs/agy-format.md, "Slash
+/// commands": since about 1.1.9).
+pub const SLASH_COMMANDS: Version = (1, 1, 9);
 /// MCP servers from `<add-dir>/.agents/mcp_config.json` (docs/agy-format.md,
 /// "MCP, corrected": loaded on 1.2.7 and 1.2.14, not on 1.1.27).
 pub const MCP_FROM_ADD_DIR: Version = (1, 2, 0);
@@ -66,6 +70,11 @@ impl AgyFeatures {
     /// Reads user turns as stream-json lines on stdin.
     pub fn stream_json_input(&self) -> bool {
         self.at_least(STREAM_JSON_INPUT)
+    }
+
+    /// Runs `-p /COMMAND` as its own command, not as a prompt.
+    pub fn slash_commands(&self) -> bool {
+        self.at_least(SLASH_COMMANDS)
     }
 
     /// Answers `-p /usage` with its quota buckets.

@@ -105,35 +105,92 @@ impl Entry {
     }
 }
 
+/// A state file of answers about agy binaries: one JSON entry per resolved
+/// binary path, each carrying the [`BinaryKey`] it is about as its `binary`
+/// field, and read back only for exactly that binary. `agy-version.json`
+/// and the hooks proof (`crate::run::hook_proof`) are such files. `None`
+/// inside: no state directory, nothing is remembered.
+#[derive(Debug, Clone)]
+pub(crate) struct PerBinaryFile {
+    file: Option<StateFile>,
+}
+
+impl PerBinaryFile {
+    /// The file `name` in `dir`.
+    pub(crate) fn at(dir: &Path, name: &'static str) -> PerBinaryFile {
+        PerBinaryFile {
+            file: Some(StateFile::new(dir, name)),
+        }
+    }
+
+    /// The file `name` in the bridge's state directory ([`config::state_dir`]).
+    pub(crate) fn from_env(name: &'static str) -> PerBinaryFile {
+        PerBinaryFile {
+            file: config::state_dir()
+                .ok()
+                .map(|dir| StateFile::new(&dir, name)),
+        }
+    }
+
+    /// The entry remembered for exactly `key` (blocking file I/O).
+    pub(crate) fn get<T: serde::de::DeserializeOwned>(&self, key: &BinaryKey) -> Option<T> {
+        let file = self.file.as_ref()?;
+        let map = file.read(None, &mut Vec::new()).ok()?;
+        let value = map.get(&path_key(key))?;
+        let binary: BinaryKey = serde_json::from_value(value.get("binary")?.clone()).ok()?;
+        if binary != *key {
+            return None;
+        }
+        serde_json::from_value(value.clone()).ok()
+    }
+
+    /// Remember `entry` (whose `binary` field is `key`) under the file's
+    /// lock (blocking file I/O). Entries for binaries that no longer exist
+    /// are dropped.
+    pub(crate) fn put<T: Serialize>(
+        &self,
+        key: &BinaryKey,
+        entry: &T,
+    ) -> Result<(), config::StateError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let lock = file.lock()?;
+        let mut warnings: Vec<StateWarning> = Vec::new();
+        let mut map = file.read(Some(&lock), &mut warnings)?;
+        map.retain(|path, _| Path::new(path).exists());
+        let Ok(value) = serde_json::to_value(entry) else {
+            return Ok(());
+        };
+        map.insert(path_key(key), value);
+        file.write(&lock, &map)
+    }
+}
+
 /// The on-disk version cache: `agy-version.json`, one entry per resolved
-/// binary path. `None` inside: no state directory, nothing is remembered.
+/// binary path ([`PerBinaryFile`]).
 #[derive(Debug, Clone)]
 pub struct VersionCache {
-    file: Option<StateFile>,
+    file: PerBinaryFile,
 }
 
 impl VersionCache {
     /// The cache in `dir`.
     pub fn at(dir: &Path) -> VersionCache {
         VersionCache {
-            file: Some(StateFile::new(dir, VERSION_CACHE_FILE)),
+            file: PerBinaryFile::at(dir, VERSION_CACHE_FILE),
         }
     }
 
     /// The cache in the bridge's state directory ([`config::state_dir`]).
     pub fn from_env() -> VersionCache {
         VersionCache {
-            file: config::state_dir()
-                .ok()
-                .map(|dir| StateFile::new(&dir, VERSION_CACHE_FILE)),
+            file: PerBinaryFile::from_env(VERSION_CACHE_FILE),
         }
     }
 
     fn entry(&self, key: &BinaryKey) -> Option<Entry> {
-        let file = self.file.as_ref()?;
-        let map = file.read(None, &mut Vec::new()).ok()?;
-        let entry: Entry = serde_json::from_value(map.get(&path_key(key))?.clone()).ok()?;
-        (entry.binary == *key).then_some(entry)
+        self.file.get(key)
     }
 
     /// The remembered version of exactly this binary (blocking file I/O).
@@ -184,19 +241,7 @@ impl VersionCache {
     }
 
     fn store_entry(&self, entry: Entry) -> Result<(), config::StateError> {
-        let key = entry.binary.clone();
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
-        let lock = file.lock()?;
-        let mut warnings: Vec<StateWarning> = Vec::new();
-        let mut map = file.read(Some(&lock), &mut warnings)?;
-        map.retain(|path, _| Path::new(path).exists());
-        let Ok(value) = serde_json::to_value(entry) else {
-            return Ok(());
-        };
-        map.insert(path_key(&key), value);
-        file.write(&lock, &map)
+        self.file.put(&entry.binary, &entry)
     }
 
     /// The version of the agy `bin` names: remembered, else asked now and

@@ -7,7 +7,9 @@
 //! told what to run ([`launch`]); pausing and resuming agy's trees with
 //! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached
 //! per binary ([`agy_version`]); agy's quota, asked with `/usage` and
-//! cached per binary ([`quota`]); and the prompt, never in agy's argv: on
+//! cached per binary ([`quota`]); the proof, cached per binary, that agy
+//! loads the bridge's hook from `--add-dir` before a turn relies on it as
+//! its permission gate ([`hook_proof`]); and the prompt, never in agy's argv: on
 //! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
 //! a private file ([`prompt_file`]).
 //!
