@@ -134,6 +134,18 @@ passed=$((passed + $(grep -c '^ok ' <<<"$quota_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$quota_out")))
 grep -q '^ok ' <<<"$quota_out" || { failed=$((failed+1)); echo "FAIL - pi RPC quota footer session did not run"; }
 
+# 6d. pi decides agy's tool calls (permissions ask): the dialog, through
+#     pi's extension_ui_request protocol, allows a command (it runs), denies
+#     one with a reason (it does not run; agy gets the reason), and an abort
+#     while it is open denies.
+export HOME="$WORK/home7" PI_CODING_AGENT_DIR="$WORK/home7/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/gate"
+gate_out="$(timeout 300 node "$ROOT/.ci/pi-gate-rpc.mjs" "$PI" "$ROOT/pi-extension" "$WORK/gate" 2>&1)"
+echo "$gate_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$gate_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$gate_out")))
+grep -q '^ok ' <<<"$gate_out" || { failed=$((failed+1)); echo "FAIL - pi RPC permission session did not run"; }
+
 # 7. pi's tools for agy: agy (fake-agy) calls pi_probe, a tool of a second
 #    extension whose result only this pi can produce; pi runs it; the result
 #    reaches agy (its type-38 step holds it) and agy's answer follows. pi's

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use agy_bridge::run::hook_proof::PROOF_TIMEOUT;
+use agy_bridge::run::hook_proof::{Unproven, PROOF_TIMEOUT};
 
 /// What an `ask` turn's gate decides with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,8 @@ pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&st
 /// Open the gate for a turn about to start agy: prove the hook, start the
 /// gate, give agy its directory and `--dangerously-skip-permissions`.
 /// `Err` is the line to show when it cannot (`None`: said before in this
-/// process); agy then runs without the flag, as `deny`.
+/// process, or agy is not installed, which the turn says itself); agy then
+/// runs without the flag, as `deny`.
 pub(crate) async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
@@ -65,15 +66,20 @@ pub(crate) async fn open_gate(
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
         {
-            return Err(format!(
+            return Err(Some(format!(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
-            ));
+            )));
         }
-        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT).map_err(|e| e.to_string())
+        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT).map_err(|e| match e {
+            Unproven::NotInstalled { .. } => None,
+            other => Some(other.to_string()),
+        })
     })
     .await
-    .unwrap_or_else(|e| Err(format!("the check failed ({e})")));
+    .unwrap_or_else(|e| Err(Some(format!("the check failed ({e})"))));
     if let Err(why) = proof {
+        // No agy at all: the turn itself says so, once.
+        let Some(why) = why else { return Err(None) };
         return Err(say_once(&cfg.agy_bin, format!(
             "permissions are ask, but agy was not shown to load agy-bridge's permission hook ({why}); this turn runs as deny: agy's tools that need permission are refused. `/agy permissions allow` lets agy run them unseen instead"
         )));

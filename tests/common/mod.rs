@@ -185,7 +185,10 @@ pub fn exists(pid: u32) -> bool {
 
 /// `agy-bridge SUBCOMMAND` with fake-agy as agy, replaying `recording` at
 /// `speed`, in the temporary `home`, and none of the caller's own agy-bridge
-/// settings leaking in from the environment.
+/// settings leaking in from the environment. Permissions are `allow` (the
+/// default before `ask`): these tests are about everything but the
+/// permission gate, which tests/permissions.rs and tests/gate.rs cover (set
+/// `AGY_PERMISSIONS` again to choose).
 pub fn bridge(
     subcommand: &str,
     home: &Path,
@@ -214,6 +217,7 @@ pub fn bridge(
     ] {
         c.env_remove(var);
     }
+    c.env("AGY_PERMISSIONS", "allow");
     c
 }
 
