@@ -60,7 +60,8 @@ $out"
 # 3b. agy 1.2.17's real quota shape (exit 3, AGY_ERROR on stderr): pi shows
 #     agy's own sentence, never the JSON, and does not retry it.
 out="$(FAKE_AGY_RECORDING=outcomes/quota-1.2.17 FAKE_AGY_ARGV_LOG="$WORK/quota-argv.log" pi_run --no-session -p "Audit" 2>&1)"; code=$?
-runs="$(grep '"-p"' "$WORK/quota-argv.log" 2>/dev/null | grep -vc '"/usage"')"  # not the quota's /usage
+# agy's turns only: not its own commands (the quota's /usage, the permission hook's /hooks)
+runs="$(grep '"-p"' "$WORK/quota-argv.log" 2>/dev/null | grep -vc '"-p","/')"
 [ $code = 1 ] && grep -q "agy quota exceeded: Individual quota reached" <<<"$out" && ! grep -q "AGY_ERROR" <<<"$out" &&
   [ "$runs" = 1 ]
 check "quota (1.2.17 shape): agy's sentence, no JSON, agy run once (no retry)" $? "exit $code, agy print runs: $runs

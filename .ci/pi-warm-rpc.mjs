@@ -17,9 +17,10 @@ const agyStarts = () =>
 		.split("\n")
 		.filter(Boolean)
 		.map((l) => JSON.parse(l))
-		// A turn's agy gets `-p ""` and its prompt on stdin; the footer's
-		// `-p /usage` (no model turn) is not one.
-		.filter((argv) => argv.includes("-p") && !argv.includes("/usage"));
+		// A turn's agy gets `-p ""` and its prompt on stdin; agy's own
+		// commands (the footer's `-p /usage`, the permission hook's proof
+		// `-p /hooks`: no model turn) are not one.
+		.filter((argv) => argv.includes("-p") && !String(argv[argv.indexOf("-p") + 1]).startsWith("/"));
 const agyPids = () =>
 	fs
 		.readdirSync("/proc")
