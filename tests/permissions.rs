@@ -65,11 +65,18 @@ fn deltas(stdout: &[u8]) -> String {
         .collect()
 }
 
-/// The argv of agy's turn (not `--version`, `--help` or `-p /hooks`).
+/// Whether an agy command line runs a turn (`-p ""` or a prompt), not
+/// `--version`, `--help` or one of agy's own commands (`-p /hooks`).
+fn is_turn(argv: &[String]) -> bool {
+    let prompt = argv.iter().position(|w| w == "-p").and_then(|i| argv.get(i + 1));
+    prompt.is_some_and(|p| !p.starts_with('/'))
+}
+
+/// The argv of agy's turn.
 fn turn_argv(home: &Path) -> Vec<String> {
     argvs(&home.join("argv.log"))
         .into_iter()
-        .find(|a| a.iter().any(|w| w == "-p") && !a.iter().any(|w| w == "/hooks"))
+        .find(|a| is_turn(a))
         .expect("agy's turn")
 }
 
@@ -163,33 +170,55 @@ fn allow_and_deny_are_the_old_on_and_off() {
     }
 }
 
-/// A stream whose questions are answered by `answer` (the extension's part).
+/// A stream whose questions are answered by `answer` (the extension's part;
+/// `None` aborts): each turn's deltas, and every question asked.
 fn answered(home: &Path, answer: impl Fn(&Value) -> Option<Value>) -> (String, Vec<Value>) {
-    let mut child: Child = stream(home, "ask").spawn().expect("stream");
+    let (mut turns, asked) = session(home, &[String::new()], answer);
+    (turns.remove(0), asked)
+}
+
+/// `turns` pi prompts on one `stream --session` (one on plain `stream`
+/// when there is a single empty one).
+fn session(
+    home: &Path,
+    turns: &[String],
+    answer: impl Fn(&Value) -> Option<Value>,
+) -> (Vec<String>, Vec<Value>) {
+    let mut cmd = stream(home, "ask");
+    let warm = turns.len() > 1;
+    if warm {
+        cmd.arg("--session");
+    }
+    let mut child: Child = cmd.spawn().expect("stream");
     let mut stdin = child.stdin.take().expect("stdin");
-    writeln!(stdin, "{}", request(home, true)).expect("request");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = Vec::new();
-    let mut asked = Vec::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line.expect("line");
-        let v: Value = serde_json::from_str(&line).expect("json");
-        if v["type"] == "permission_request" {
-            asked.push(v.clone());
-            match answer(&v) {
-                Some(reply) => writeln!(stdin, "{reply}").expect("answer"),
-                None => writeln!(stdin, "{}", json!({"type": "abort"})).expect("abort"),
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let (mut texts, mut asked) = (Vec::new(), Vec::new());
+    let mut messages = Vec::new();
+    for prompt in turns {
+        messages.push(json!({"role": "user", "content": if prompt.is_empty() { "Fix the failing test" } else { prompt }}));
+        let req = json!({"model": "gemini-3.7-flash", "cwd": home, "ui": true, "sessionId": "s1", "messages": messages});
+        writeln!(stdin, "{req}").expect("request");
+        let mut lines = Vec::new();
+        for line in stdout.by_ref() {
+            let line = line.expect("line");
+            let v: Value = serde_json::from_str(&line).expect("json");
+            if v["type"] == "permission_request" {
+                asked.push(v.clone());
+                let reply = answer(&v).unwrap_or_else(|| json!({"type": "abort"}));
+                writeln!(stdin, "{reply}").expect("answer");
+            }
+            let end = v["type"] == "error" || (v["type"] == "done" && v["reason"] == "stop");
+            lines.push(line);
+            if end {
+                break;
             }
         }
-        let end = v["type"] == "error" || (v["type"] == "done" && v["reason"] == "stop");
-        lines.push(line);
-        if end {
-            break;
-        }
+        texts.push(deltas(lines.join("\n").as_bytes()));
+        messages.push(json!({"role": "assistant", "content": [{"type": "text", "text": "done"}]}));
     }
     drop(stdin);
     let _ = common::wait_status(&mut child, std::time::Duration::from_secs(30));
-    (deltas(lines.join("\n").as_bytes()), asked)
+    (texts, asked)
 }
 
 #[test]
@@ -236,4 +265,24 @@ fn an_abort_while_pi_is_asked_denies_and_nothing_runs() {
             .any(|t| t.starts_with("run_command")),
         "{text}"
     );
+}
+
+#[test]
+fn a_warm_session_keeps_its_gate_and_what_was_allowed_for_the_session() {
+    let home = tempfile::tempdir().expect("tmp");
+    let turns = ["Fix the failing test".to_string(), "Once more".to_string()];
+    let (texts, asked) = session(home.path(), &turns, |q| {
+        Some(json!({"type": "permission", "id": q["id"], "decision": "allow", "scope": "session"}))
+    });
+    let tools: Vec<&str> = asked.iter().filter_map(|q| q["tool"].as_str()).collect();
+    assert_eq!(tools, ["run_command", "replace_file_content", "run_command"], "asked in turn 1 only: {asked:?}");
+    assert!(texts[0].contains("allowed for this session (run_command: cargo test*)"), "{}", texts[0]);
+    let ran = ran(&home.path().join("tools.log"));
+    assert_eq!(ran.iter().filter(|t| *t == "run_command cargo test").count(), 2, "both turns ran it: {ran:?}");
+    assert!(texts[1].contains("[agy tool: run_command] cargo test"), "{}", texts[1]);
+    let turn_agys = argvs(&home.path().join("argv.log"))
+        .into_iter()
+        .filter(|a| is_turn(a))
+        .count();
+    assert_eq!(turn_agys, 1, "one warm agy, its gate kept between turns");
 }
