@@ -227,7 +227,7 @@ async fn pi_is_asked_and_a_session_grant_passes_the_next_call_like_it() {
     let mut gate = Gate::start(policy(), exe()).await.expect("gate");
     let gate_file = gate.dir().join("gate.json");
     let questions = std::mem::replace(&mut gate.questions, tokio::sync::mpsc::channel(1).1);
-    let mut asks = Asks::new(questions, gate.handle());
+    let mut asks = Asks::new(questions, gate.grants());
     let mut mapper = EventMapper::new(Path::new("/w"));
     let mut out = Vec::new();
 

@@ -68,7 +68,10 @@ fn deltas(stdout: &[u8]) -> String {
 /// Whether an agy command line runs a turn (`-p ""` or a prompt), not
 /// `--version`, `--help` or one of agy's own commands (`-p /hooks`).
 fn is_turn(argv: &[String]) -> bool {
-    let prompt = argv.iter().position(|w| w == "-p").and_then(|i| argv.get(i + 1));
+    let prompt = argv
+        .iter()
+        .position(|w| w == "-p")
+        .and_then(|i| argv.get(i + 1));
     prompt.is_some_and(|p| !p.starts_with('/'))
 }
 
@@ -184,7 +187,15 @@ fn session(
     turns: &[String],
     answer: impl Fn(&Value) -> Option<Value>,
 ) -> (Vec<String>, Vec<Value>) {
-    let mut cmd = stream(home, "ask");
+    session_with(stream(home, "ask"), home, turns, answer)
+}
+
+fn session_with(
+    mut cmd: Command,
+    home: &Path,
+    turns: &[String],
+    answer: impl Fn(&Value) -> Option<Value>,
+) -> (Vec<String>, Vec<Value>) {
     let warm = turns.len() > 1;
     if warm {
         cmd.arg("--session");
@@ -275,14 +286,49 @@ fn a_warm_session_keeps_its_gate_and_what_was_allowed_for_the_session() {
         Some(json!({"type": "permission", "id": q["id"], "decision": "allow", "scope": "session"}))
     });
     let tools: Vec<&str> = asked.iter().filter_map(|q| q["tool"].as_str()).collect();
-    assert_eq!(tools, ["run_command", "replace_file_content", "run_command"], "asked in turn 1 only: {asked:?}");
-    assert!(texts[0].contains("allowed for this session (run_command: cargo test*)"), "{}", texts[0]);
+    assert_eq!(
+        tools,
+        ["run_command", "replace_file_content", "run_command"],
+        "asked in turn 1 only: {asked:?}"
+    );
+    assert!(
+        texts[0].contains("allowed for this session (run_command: cargo test*)"),
+        "{}",
+        texts[0]
+    );
     let ran = ran(&home.path().join("tools.log"));
-    assert_eq!(ran.iter().filter(|t| *t == "run_command cargo test").count(), 2, "both turns ran it: {ran:?}");
-    assert!(texts[1].contains("[agy tool: run_command] cargo test"), "{}", texts[1]);
+    assert_eq!(
+        ran.iter()
+            .filter(|t| *t == "run_command cargo test")
+            .count(),
+        2,
+        "both turns ran it: {ran:?}"
+    );
+    assert!(
+        texts[1].contains("[agy tool: run_command] cargo test"),
+        "{}",
+        texts[1]
+    );
     let turn_agys = argvs(&home.path().join("argv.log"))
         .into_iter()
         .filter(|a| is_turn(a))
         .count();
     assert_eq!(turn_agys, 1, "one warm agy, its gate kept between turns");
+}
+
+#[test]
+fn a_cold_session_keeps_what_was_allowed_for_the_session_across_its_agys() {
+    let home = tempfile::tempdir().expect("tmp");
+    let mut cmd = stream(home.path(), "ask");
+    cmd.env("AGY_WARM", "off");
+    let turns = ["Fix the failing test".to_string(), "Once more".to_string()];
+    let (_, asked) = session_with(cmd, home.path(), &turns, |q| {
+        Some(json!({"type": "permission", "id": q["id"], "decision": "allow", "scope": "session"}))
+    });
+    assert_eq!(asked.len(), 3, "asked in turn 1 only: {asked:?}");
+    let turn_agys = argvs(&home.path().join("argv.log"))
+        .into_iter()
+        .filter(|a| is_turn(a))
+        .count();
+    assert_eq!(turn_agys, 2, "one agy (and one gate) per turn");
 }

@@ -6,7 +6,7 @@
 //! as `deny`, and says why once per process (once per pi session).
 
 use agy_bridge::config::{Config, PermissionMode};
-use agy_bridge::run::gate::{Gate, Policy};
+use agy_bridge::run::gate::{Gate, Grants, Policy};
 use agy_bridge::runner::{RunConfig, TurnRequest};
 use agy_bridge::state::rules::Rule;
 use std::collections::HashSet;
@@ -16,12 +16,14 @@ use std::sync::Mutex;
 use agy_bridge::run::hook_proof::{Unproven, PROOF_TIMEOUT};
 
 /// What an `ask` turn's gate decides with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct GatePlan {
     /// The rules that pass a call without asking.
     pub(crate) rules: Vec<Rule>,
     /// A person can be asked (pi has a UI).
     pub(crate) can_ask: bool,
+    /// The pi session's grants (a `stream --session` sets its own).
+    pub(crate) grants: Grants,
 }
 
 /// The plan for a turn under `settings`; `None` unless permissions are
@@ -30,6 +32,7 @@ pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
     (settings.permissions == PermissionMode::Ask).then(|| GatePlan {
         rules: settings.allow_list(),
         can_ask: ui,
+        grants: Grants::default(),
     })
 }
 
@@ -40,7 +43,7 @@ pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&st
         private: turn.private_dirs.clone(),
         own_server: own_server.map(str::to_string),
         can_ask: plan.can_ask,
-        granted: Vec::new(),
+        granted: plan.grants.clone(),
         cwd: turn.cwd.clone(),
     }
 }

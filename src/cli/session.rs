@@ -199,6 +199,9 @@ struct Session {
     said: bool,
     last_use: Instant,
     fruitless: u32,
+    /// What the user allowed "for this session": every gate of the
+    /// session (each warm agy's, each cold turn's) shares it.
+    grants: agy_bridge::run::gate::Grants,
 }
 
 /// `stream --session`. Returns `false` only when the session could not
@@ -231,6 +234,7 @@ pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
         said: false,
         last_use: Instant::now(),
         fruitless: 0,
+        grants: Default::default(),
     };
     while let Some(next) = session.next(&mut msgs, &gone).await {
         match next {
@@ -389,7 +393,7 @@ impl Session {
         // The turn lock and the seat are held to the end of the turn.
         let Some(turn::Begun {
             req,
-            prepared,
+            mut prepared,
             prelude,
             mut mapper,
             held: _held,
@@ -397,6 +401,7 @@ impl Session {
         else {
             return false;
         };
+        self.share_grants(&mut prepared);
         if self.warm_possible() {
             let too_old = turn::too_old_for_pi_tools(&prelude);
             if let Some(old) = too_old.filter(|_| prepared.first_turn && !req.tools.is_empty()) {
@@ -573,7 +578,7 @@ impl Session {
         let prepared =
             tokio::task::spawn_blocking(move || prepare_warm(&req, timeout).map(|p| (req, p)))
                 .await;
-        let (req, (prepared, prelude)) = match prepared {
+        let (req, (mut prepared, prelude)) = match prepared {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => {
                 eprintln!("agy-bridge: warning: agy was not started ahead: {e}");
@@ -581,6 +586,7 @@ impl Session {
             }
             Err(_) => return,
         };
+        self.share_grants(&mut prepared);
         let plan = plan_for(&req, &prepared, &prelude);
         let fits = self.slot.as_ref().is_some_and(|s| {
             s.warm.fits(
@@ -632,6 +638,13 @@ fn prepare_warm(
 }
 
 impl Session {
+    /// The turn's gate uses the session's grants.
+    fn share_grants(&self, prepared: &mut PreparedTurn) {
+        if let Some(plan) = prepared.gating.as_mut() {
+            plan.grants = self.grants.clone();
+        }
+    }
+
     /// A turn on `slot`'s warm agy. If that agy turns out to be gone before
     /// the turn began, the turn runs cold instead (nothing of it happened
     /// yet) and the session starts another warm agy.

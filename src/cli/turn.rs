@@ -984,7 +984,7 @@ pub(super) fn tool_side(
     };
     let asks = gate.map(|g| {
         let questions = std::mem::replace(&mut g.questions, channel(1).1);
-        agy_bridge::pi::ask::Asks::new(questions, g.handle())
+        agy_bridge::pi::ask::Asks::new(questions, g.grants())
     });
     Ok(agy_bridge::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
 }

@@ -6,7 +6,7 @@
 //! line when it was denied. A call that waits is put to pi as a
 //! `permission_request` (the extension asks with pi's own dialog) and
 //! answered when the extension's `permission` line comes: allow once, allow
-//! for this session (the gate remembers a rule for the session's life), or
+//! for this session (a rule the session's gates share for its life), or
 //! deny with a reason that reaches the model. The stream says each decision
 //! in a line. Questions still open when the turn ends are denied (dropping
 //! them does: the gate's hook hears no).
@@ -15,7 +15,7 @@ use crate::follow::subject;
 use crate::format::hooks::Decision;
 use crate::provider::{EventMapper, PiEvent, PiStream};
 use crate::run::gate::policy::session_rule;
-use crate::run::gate::{GateHandle, Question, Verdict};
+use crate::run::gate::{Grants, Question, Verdict};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
@@ -58,16 +58,16 @@ impl Answer {
 /// The questions of one turn.
 pub struct Asks {
     pub questions: mpsc::Receiver<Question>,
-    gate: GateHandle,
+    grants: Grants,
     open: HashMap<String, Question>,
     next_id: u64,
 }
 
 impl Asks {
-    pub fn new(questions: mpsc::Receiver<Question>, gate: GateHandle) -> Asks {
+    pub fn new(questions: mpsc::Receiver<Question>, grants: Grants) -> Asks {
         Asks {
             questions,
-            gate,
+            grants,
             open: HashMap::new(),
             next_id: 0,
         }
@@ -130,7 +130,7 @@ impl Asks {
         let (decision, words) = if answer.allow && answer.for_session {
             let rule = session_rule(&tool, &arguments);
             let words = format!("allowed for this session ({rule})");
-            self.gate.grant(rule);
+            self.grants.grant(rule);
             (Decision::Allow, words)
         } else if answer.allow {
             (Decision::Allow, "allowed once".to_string())

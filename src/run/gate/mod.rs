@@ -29,7 +29,7 @@ pub mod server;
 use crate::format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
 use crate::format::text::shell_word;
 use crate::state::tmp::PrivateDir;
-pub use policy::{Policy, Verdict};
+pub use policy::{Grants, Policy, Verdict};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -145,25 +145,15 @@ impl Gate {
         self.shared.set_policy(policy);
     }
 
-    /// What grants "allow for this session" (for the rest of the gate's
-    /// life).
-    pub fn handle(&self) -> GateHandle {
-        GateHandle(self.shared.clone())
+    /// Where "allow for this session" goes: the session's grants, shared
+    /// by each gate of the session.
+    pub fn grants(&self) -> policy::Grants {
+        self.shared.grants()
     }
 
     /// A token that is cancelled when the gate closes.
     pub fn closing(&self) -> CancellationToken {
         self.shared.closing.clone()
-    }
-}
-
-/// Grants rules on a gate.
-#[derive(Clone)]
-pub struct GateHandle(Arc<server::Shared>);
-
-impl GateHandle {
-    pub fn grant(&self, rule: crate::state::rules::Rule) {
-        self.0.grant(rule);
     }
 }
 

@@ -7,6 +7,28 @@
 use crate::follow::subject::{mcp_target, rule_subject};
 use crate::state::rules::Rule;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// What a pi session's user allowed "for this session": one list for every
+/// gate the session opens (each cold turn's, each warm agy's), so a grant
+/// outlives the agy it was given on.
+#[derive(Debug, Clone, Default)]
+pub struct Grants(Arc<Mutex<Vec<Rule>>>);
+
+impl Grants {
+    pub fn grant(&self, rule: Rule) {
+        if let Ok(mut rules) = self.0.lock() {
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+
+    /// The first granted rule that `passes`.
+    pub fn find(&self, passes: impl FnMut(&&Rule) -> bool) -> Option<Rule> {
+        self.0.lock().ok()?.iter().find(passes).cloned()
+    }
+}
 
 /// The policy's call on one tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +52,9 @@ pub struct Policy {
     pub own_server: Option<String>,
     /// Whether a person can be asked (pi has a UI).
     pub can_ask: bool,
-    /// Rules the user granted for this session ("allow for this session").
-    pub granted: Vec<Rule>,
+    /// Rules the user granted for this session ("allow for this session"),
+    /// shared by every gate of the session.
+    pub granted: Grants,
     /// agy's workspace: a rule's path pattern may be relative to it
     /// (`write_to_file: docs/*`).
     pub cwd: Option<PathBuf>,
@@ -56,7 +79,7 @@ impl Policy {
         if let Some(rule) = self.rules.iter().find(passes) {
             return Verdict::Allow(format!("rule {rule}"));
         }
-        if let Some(rule) = self.granted.iter().find(passes) {
+        if let Some(rule) = self.granted.find(passes) {
             return Verdict::Allow(format!("allowed for this session ({rule})"));
         }
         if self.can_ask {
@@ -160,7 +183,7 @@ mod tests {
             private: vec![PathBuf::from("/tmp/agy-bridge-gate-1")],
             own_server: Some("pi".into()),
             can_ask,
-            granted: Vec::new(),
+            granted: Grants::default(),
             cwd: Some(PathBuf::from("/w")),
         }
     }

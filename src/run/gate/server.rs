@@ -10,7 +10,6 @@
 use super::policy::{Policy, Verdict};
 use super::Question;
 use crate::format::hooks::{Decision, HookEvent, ToolPayload};
-use crate::state::rules::Rule;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,18 +43,16 @@ impl Shared {
 
     pub(super) fn set_policy(&self, policy: Policy) {
         if let Ok(mut p) = self.policy.lock() {
-            let granted = std::mem::take(&mut p.granted);
             *p = policy;
-            p.granted.extend(granted);
         }
     }
 
-    pub(super) fn grant(&self, rule: Rule) {
-        if let Ok(mut p) = self.policy.lock() {
-            if !p.granted.contains(&rule) {
-                p.granted.push(rule);
-            }
-        }
+    /// Where this gate's policy keeps the session's grants.
+    pub(super) fn grants(&self) -> super::policy::Grants {
+        self.policy
+            .lock()
+            .map(|p| p.granted.clone())
+            .unwrap_or_default()
     }
 
     fn verdict(&self, payload: &ToolPayload) -> Verdict {
