@@ -292,7 +292,7 @@ mod tests {
             "call_mcp_tool: notes/add"
         );
         let mut p = policy(true);
-        p.granted.push(session_rule(
+        p.granted.grant(session_rule(
             "run_command",
             r#"{"CommandLine":"npm run build"}"#,
         ));
