@@ -291,7 +291,7 @@ mod tests {
             ),
             "call_mcp_tool: notes/add"
         );
-        let mut p = policy(true);
+        let p = policy(true);
         p.granted.grant(session_rule(
             "run_command",
             r#"{"CommandLine":"npm run build"}"#,
