@@ -46,6 +46,15 @@ order="$(grep -o '"assistantMessageEvent":{"type":"[a-z_]*"' <<<"$out" | sed 's/
 check "--mode json shows thinking then text" $? "exit $code, order: $order"
 grep -q 'Canberra' <<<"$out"; check "--mode json carries the answer text" $? "$(tail -5 <<<"$out")"
 
+# 2b. Permissions `ask` (the default) where pi has no UI: agy's read-only
+#     tools run, its command does not (fake-agy's tool log is the mark),
+#     and the answer says which rule would allow it.
+out="$(FAKE_AGY_RECORDING=tools FAKE_AGY_TOOL_LOG="$WORK/tools2b.log" pi_run --no-session -p "Fix the failing test" 2>&1)"; code=$?
+grep -q '"view_file"' "$WORK/tools2b.log" && ! grep -q '"run_command"' "$WORK/tools2b.log" &&
+  grep -q 'run_command: cargo test\*' <<<"$out"
+check "pi -p, permissions ask: reads run, the command is denied with the rule that would allow it" $? "exit $code, ran: $(cat "$WORK/tools2b.log" 2>/dev/null)
+$out"
+
 # 3. A quota error: pi exits 1 with agy's message, and names the empty
 #    bucket (agy's /usage, asked after the failure) and when it refills.
 cat > "$WORK/usage3.json" <<'JSON'
