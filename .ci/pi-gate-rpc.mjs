@@ -11,10 +11,8 @@
 // Prints one "ok"/"FAIL" line per check; exit code = failures.
 //
 // Usage: node pi-gate-rpc.mjs PI_BIN EXTENSION_DIR WORK_DIR
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import fs from "node:fs";
-import { alive, check, failures, until } from "./rpc-check.mjs";
+import { check, failures, pidsWith, startPi, until } from "./rpc-check.mjs";
 
 const [piBin, extension, work] = process.argv.slice(2);
 
@@ -26,40 +24,19 @@ const ran = (log) =>
 		.map((l) => JSON.parse(l))
 		.map((t) => `${t.name} ${t.args?.CommandLine ?? ""}`.trim());
 
-const fakeAgyPids = (workspace) =>
-	fs
-		.readdirSync("/proc")
-		.filter((n) => /^\d+$/.test(n))
-		.filter((pid) => {
-			try {
-				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
-				return cmd.includes("fake-agy") && cmd.includes(workspace) && alive(pid);
-			} catch {
-				return false;
-			}
-		});
+const fakeAgyPids = (workspace) => pidsWith("fake-agy", workspace);
 
 /** One pi in RPC mode, in its own workspace, answering dialogs with `answer`. */
 async function session(name, answer) {
 	const workspace = `${work}/ws-${name}`;
 	const toolLog = `${work}/tools-${name}.log`;
 	fs.mkdirSync(workspace, { recursive: true });
-	const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
-		stdio: ["pipe", "pipe", "inherit"],
+	const { pi, events, send } = startPi(piBin, extension, {
 		cwd: workspace,
 		env: { ...process.env, AGY_PERMISSIONS: "ask", FAKE_AGY_RECORDING: "tools", FAKE_AGY_TOOL_LOG: toolLog },
-	});
-	const events = [];
-	const send = (line) => pi.stdin.write(`${JSON.stringify(line)}\n`);
-	createInterface({ input: pi.stdout }).on("line", (line) => {
-		let e;
-		try {
-			e = JSON.parse(line);
-		} catch {
-			return;
-		}
-		events.push(e);
-		if (e.type === "extension_ui_request" && (e.method === "select" || e.method === "input")) answer(e, send, events);
+		onEvent: (e, reply) => {
+			if (e.type === "extension_ui_request" && (e.method === "select" || e.method === "input")) answer(e, reply, events);
+		},
 	});
 	send({ type: "prompt", message: "Fix the failing test" });
 	const end = await until(() => events.find((e) => e.type === "agent_end"), 60000);

@@ -7,23 +7,12 @@
 // Prints one "ok"/"FAIL" line per check; exit code = failures.
 //
 // Usage: node pi-quota-rpc.mjs PI_BIN EXTENSION_DIR WORKSPACE FOOTER_TEXT BUCKET_LINE...
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { check, failures, until } from "./rpc-check.mjs";
+import { check, failures, startPi, until } from "./rpc-check.mjs";
 
 const [piBin, extension, workspace, footer, ...bucketLines] = process.argv.slice(2);
 
-const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
-	stdio: ["pipe", "pipe", "inherit"],
-	cwd: workspace,
-});
-const events = [];
-createInterface({ input: pi.stdout }).on("line", (line) => {
-	try {
-		events.push(JSON.parse(line));
-	} catch {}
-});
-const send = (message) => pi.stdin.write(`${JSON.stringify({ type: "prompt", message })}\n`);
+const { pi, events, send: command } = startPi(piBin, extension, { cwd: workspace });
+const send = (message) => command({ type: "prompt", message });
 const isQuotaStatus = (e) => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "agy-quota";
 const types = (from) => JSON.stringify(events.slice(from).map((e) => e.method ?? e.type)).slice(0, 600);
 

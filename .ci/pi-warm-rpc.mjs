@@ -5,10 +5,8 @@
 // exit code = failures.
 //
 // Usage: node pi-warm-rpc.mjs PI_BIN EXTENSION_DIR ARGV_LOG WORKSPACE
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import fs from "node:fs";
-import { alive, check, failures, until } from "./rpc-check.mjs";
+import { check, failures, pidsWith, startPi, until } from "./rpc-check.mjs";
 
 const [piBin, extension, argvLog, workspace] = process.argv.slice(2);
 /** agy turn processes started so far (fake-agy's argv log; not `models`…). */
@@ -21,36 +19,16 @@ const agyStarts = () =>
 		// commands (the footer's `-p /usage`, the permission hook's proof
 		// `-p /hooks`: no model turn) are not one.
 		.filter((argv) => argv.includes("-p") && !String(argv[argv.indexOf("-p") + 1]).startsWith("/"));
-const agyPids = () =>
-	fs
-		.readdirSync("/proc")
-		.filter((n) => /^\d+$/.test(n))
-		.filter((pid) => {
-			try {
-				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
-				return cmd.includes("fake-agy") && cmd.includes(workspace) && alive(pid);
-			} catch {
-				return false;
-			}
-		});
+const agyPids = () => pidsWith("fake-agy", workspace);
 
-const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
-	stdio: ["pipe", "pipe", "inherit"],
-	cwd: workspace,
-});
-const events = [];
-createInterface({ input: pi.stdout }).on("line", (line) => {
-	try {
-		events.push(JSON.parse(line));
-	} catch {}
-});
+const { pi, events, send } = startPi(piBin, extension, { cwd: workspace });
 const warmed = await until(() => agyStarts().length === 1, 30000);
 check("the session's agy starts before the first prompt", !!warmed, `agy starts: ${JSON.stringify(agyStarts())}`);
 
 const answers = [];
 for (const message of ["first question", "second question"]) {
 	const from = events.length;
-	pi.stdin.write(`${JSON.stringify({ type: "prompt", message })}\n`);
+	send({ type: "prompt", message });
 	const end = await until(() => events.slice(from).find((e) => e.type === "agent_end"), 60000);
 	const text = events
 		.slice(from)

@@ -1,6 +1,8 @@
 // What the pi RPC scripts share: one "ok"/"FAIL" line per check, and
 // waiting for a condition with a bound.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
+import { createInterface } from "node:readline";
 
 let failed = 0;
 export const check = (name, ok, detail = "") => {
@@ -26,4 +28,40 @@ export const alive = (pid) => {
 	} catch {
 		return false;
 	}
+};
+/** Live pids whose command line holds every one of `markers`. */
+export const pidsWith = (...markers) =>
+	fs
+		.readdirSync("/proc")
+		.filter((n) => /^\d+$/.test(n))
+		.filter((pid) => {
+			try {
+				const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+				return markers.every((m) => cmd.includes(m)) && alive(pid);
+			} catch {
+				return false;
+			}
+		});
+/** pi in RPC mode on the antigravity provider with `extension`: its
+ *  process, every JSON line it printed (in `events`, `onEvent` called on
+ *  each as it comes) and `send` for a command line. */
+export const startPi = (piBin, extension, { cwd, env, onEvent } = {}) => {
+	const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "--model", "antigravity/gemini-3.7-flash"], {
+		stdio: ["pipe", "pipe", "inherit"],
+		cwd,
+		env: env ?? process.env,
+	});
+	const events = [];
+	const send = (line) => pi.stdin.write(`${JSON.stringify(line)}\n`);
+	createInterface({ input: pi.stdout }).on("line", (line) => {
+		let e;
+		try {
+			e = JSON.parse(line);
+		} catch {
+			return;
+		}
+		events.push(e);
+		onEvent?.(e, send);
+	});
+	return { pi, events, send };
 };

@@ -51,6 +51,15 @@ pub fn repeats(whole: &str, sentence: &str) -> bool {
     !sentence.is_empty() && words(whole).contains(sentence)
 }
 
+/// A fresh 256-bit secret as 64 hex digits (a loopback server's token).
+pub fn new_secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
 /// Constant-time equality of a secret (a token) with what was given: the
 /// time taken does not tell how much of it matched (its length is no secret).
 pub fn same_secret(given: &[u8], ours: &[u8]) -> bool {

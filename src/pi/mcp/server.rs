@@ -124,11 +124,7 @@ impl McpServer {
     ) -> std::io::Result<McpServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
-        let token = format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let token = crate::format::text::new_secret();
         let shared = Arc::new(Shared {
             token: token.clone(),
             port: addr.port(),

@@ -70,11 +70,7 @@ pub(super) async fn start(
 ) -> std::io::Result<(Arc<Shared>, SocketAddr)> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
-    let token = format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let token = crate::format::text::new_secret();
     let shared = Arc::new(Shared {
         token,
         policy: Mutex::new(policy),
