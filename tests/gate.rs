@@ -112,7 +112,12 @@ async fn asked_calls_wait_for_the_answer_and_ruled_ones_do_not() {
         "the decision line, not an exit code, carries the denial"
     );
 
-    // Writing into the gate's own directory is never allowed, nor asked.
+    // Writing into the gate's own directory is never allowed, nor asked,
+    // even under a later turn's policy that names no private directory.
+    gate.set_policy(Policy {
+        can_ask: true,
+        ..Policy::default()
+    });
     let private = serde_json::json!({"TargetFile": gate.hooks_file()});
     let (decision, _) = run_hook(&gate_file, payload("write_to_file", private))
         .join()

@@ -1458,17 +1458,7 @@ impl AskReport<'_> {
 
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
-fn ask_turn(
-    args: &AskArgs,
-) -> Result<
-    (
-        RunConfig,
-        TurnRequest,
-        String,
-        Option<super::gate::GatePlan>,
-    ),
-    String,
-> {
+fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
     super::env::check_all()?;
     let settings = settings()?;
     let alias = args
@@ -1486,7 +1476,21 @@ fn ask_turn(
     };
     turn.model = Some(resolved.model);
     turn.effort = resolved.effort;
-    Ok((cfg, turn, label, super::gate::gate_plan(&settings, false)))
+    Ok(AskTurn {
+        cfg,
+        turn,
+        label,
+        gating: super::gate::gate_plan(&settings, false),
+    })
+}
+
+/// AskAntigravity's turn: agy's settings and request, the model as the
+/// answer names it, and its gate (nobody is asked: the rules decide).
+struct AskTurn {
+    cfg: RunConfig,
+    turn: TurnRequest,
+    label: String,
+    gating: Option<super::gate::GatePlan>,
 }
 
 pub fn cmd_ask(args: AskArgs) -> CmdResult {
@@ -1496,7 +1500,12 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         )
         .print(args.json));
     }
-    let (cfg, turn, label, gating) = match ask_turn(&args) {
+    let AskTurn {
+        cfg,
+        turn,
+        label,
+        gating,
+    } = match ask_turn(&args) {
         Ok(t) => t,
         Err(e) => return Ok(AskReport::failed(e).print(args.json)),
     };

@@ -168,7 +168,7 @@ impl PerBinaryFile {
 }
 
 /// The on-disk version cache: `agy-version.json`, one entry per resolved
-/// binary path ([`PerBinaryFile`]).
+/// binary path (`PerBinaryFile`).
 #[derive(Debug, Clone)]
 pub struct VersionCache {
     file: PerBinaryFile,

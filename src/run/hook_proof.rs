@@ -19,7 +19,7 @@
 //!
 //! The answer is remembered per agy binary in `agy-hooks-proof.json` in the
 //! state directory, keyed by [`BinaryKey`] as `agy-version.json` is (the
-//! same [`PerBinaryFile`] plumbing): another or upgraded agy is asked afresh.
+//! same `PerBinaryFile` plumbing): another or upgraded agy is asked afresh.
 //! Only definitive answers are kept (proven, or ran fine and did not list
 //! the hook); a failure to run and a timeout are asked again next time.
 

@@ -138,10 +138,10 @@ impl Gate {
         self.dir.path().join(".agents").join(hooks::HOOKS_FILE)
     }
 
-    /// Replace the standing policy (a new turn of the session: settings
-    /// and grants may have changed). The gate's own directory stays private.
-    pub fn set_policy(&self, mut policy: Policy) {
-        policy.private.push(self.dir.path().to_path_buf());
+    /// Replace the standing policy (a new turn of the session: its rules
+    /// and UI may have changed). The directories private when the gate
+    /// started (its own, pi's tools' config) stay private.
+    pub fn set_policy(&self, policy: Policy) {
         self.shared.set_policy(policy);
     }
 

@@ -31,6 +31,9 @@ pub const MAX_CONNECTIONS: usize = 32;
 pub struct Shared {
     token: String,
     policy: Mutex<Policy>,
+    /// The directories private for the gate's whole life (its own, and
+    /// those of what was served with it): every later policy keeps them.
+    private: Vec<std::path::PathBuf>,
     questions: mpsc::Sender<Question>,
     pub(super) closing: CancellationToken,
     slots: Semaphore,
@@ -41,7 +44,12 @@ impl Shared {
         &self.token
     }
 
-    pub(super) fn set_policy(&self, policy: Policy) {
+    pub(super) fn set_policy(&self, mut policy: Policy) {
+        for dir in &self.private {
+            if !policy.private.contains(dir) {
+                policy.private.push(dir.clone());
+            }
+        }
         if let Ok(mut p) = self.policy.lock() {
             *p = policy;
         }
@@ -73,6 +81,7 @@ pub(super) async fn start(
     let token = crate::format::text::new_secret();
     let shared = Arc::new(Shared {
         token,
+        private: policy.private.clone(),
         policy: Mutex::new(policy),
         questions,
         closing: CancellationToken::new(),
