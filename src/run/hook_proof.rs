@@ -26,6 +26,7 @@
 use crate::format::hooks::{hooks_file, listed_sources, Decision, Hook, HookEvent, HOOKS_FILE};
 use crate::run::agy_version::{BinaryKey, PerBinaryFile};
 use crate::run::process::{output_within, NoOutput};
+use crate::state::tmp::PrivateDir;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -219,44 +220,15 @@ pub fn lists_probe(output: &str, hooks_json: &Path, command: &str) -> bool {
     })
 }
 
-/// The private probe: `<tmp>/agy-bridge-hook-probe-XXXX/` (0700) holding
-/// `add/.agents/hooks.json` and an empty `cwd/`; removed when dropped.
+/// The private probe (a [`PrivateDir`], removed when dropped):
+/// `add/.agents/hooks.json` and an empty `cwd/`.
 struct Probe {
-    root: PathBuf,
+    dir: PrivateDir,
 }
 
 impl Probe {
     fn create() -> std::io::Result<Probe> {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = crate::state::tmp::temp_dir();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let mut last = None;
-        for attempt in 0..16u32 {
-            let name = format!(
-                "agy-bridge-hook-probe-{}-{nanos:x}-{attempt}",
-                std::process::id()
-            );
-            let root = base.join(name);
-            // `create`, not `create_all`: an existing path is someone else's.
-            match std::fs::DirBuilder::new().mode(0o700).create(&root) {
-                Ok(()) => {
-                    let probe = Probe { root };
-                    probe.fill()?;
-                    return Ok(probe);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no probe directory")))
-    }
-
-    fn fill(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.add_dir().join(".agents"))?;
-        std::fs::create_dir_all(self.cwd())?;
+        let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "hook-probe")?;
         let hook = Hook {
             name: PROBE_NAME.into(),
             event: HookEvent::PreToolUse,
@@ -264,25 +236,24 @@ impl Probe {
             command: probe_command(),
             timeout_secs: 5,
         };
-        std::fs::write(self.hooks_json(), hooks_file(&[hook]).to_string())
+        dir.write(
+            &format!("add/.agents/{HOOKS_FILE}"),
+            &hooks_file(&[hook]).to_string(),
+        )?;
+        std::fs::create_dir(dir.path().join("cwd"))?;
+        Ok(Probe { dir })
     }
 
     fn add_dir(&self) -> PathBuf {
-        self.root.join("add")
+        self.dir.path().join("add")
     }
 
     fn cwd(&self) -> PathBuf {
-        self.root.join("cwd")
+        self.dir.path().join("cwd")
     }
 
     fn hooks_json(&self) -> PathBuf {
         self.add_dir().join(".agents").join(HOOKS_FILE)
-    }
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -320,7 +291,7 @@ mod tests {
             &cmd
         ));
         // Another path to the same file counts.
-        let link = probe.root.join("link");
+        let link = probe.dir.path().join("link");
         std::os::unix::fs::symlink(probe.add_dir(), &link).expect("symlink");
         let other = link.join(".agents/hooks.json");
         assert!(lists_probe(
@@ -347,7 +318,7 @@ mod tests {
     fn the_probe_is_private_and_removed() {
         use std::os::unix::fs::PermissionsExt;
         let probe = Probe::create().expect("probe");
-        let root = probe.root.clone();
+        let root = probe.dir.path().to_path_buf();
         let mode = std::fs::metadata(&root).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let text = std::fs::read_to_string(probe.hooks_json()).expect("hooks.json");
