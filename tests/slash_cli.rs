@@ -8,9 +8,11 @@ mod common;
 use common::{bridge, sessions_json};
 use std::path::Path;
 
-/// `/agy WORDS` in pi session `sid`: (exit ok, stdout).
+/// `/agy WORDS` in pi session `sid`: (exit ok, stdout). Settings as the
+/// user has them by default (no `AGY_PERMISSIONS`: these tests read them).
 fn slash(home: &Path, sid: &str, words: &[&str]) -> (bool, String) {
     let out = bridge("slash", home, "hello", "1")
+        .env_remove("AGY_PERMISSIONS")
         .args(["--session-id", sid, "--pi-tools", "off", "--"])
         .args(words)
         .output()
