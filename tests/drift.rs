@@ -5,9 +5,18 @@
 //! content carried by an alternative field are notes, a wire-type change or a
 //! moved field the decoder reads is breaking, a new step type is a warning,
 //! and an empty input is "nothing to compare", not a breaking change.
+//!
+//! The checks that compare with a baseline take a [`Corpus`] (a recordings
+//! directory and its baseline) and compute every count they expect from
+//! that baseline, never from numbers typed in here: they run on the
+//! repository's corpus, and again (`the_readme_path_stays_green`) on a copy
+//! to which a new agy's recording was added and whose baseline was
+//! regenerated with README's command, as a new maintainer would.
 
+use agy_bridge::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
 use agy_bridge::recording::{self, Recording, SqlValue, Write};
 use agy_bridge::schema;
+use agy_bridge::steps::StepType;
 use agy_bridge::wire::{self, Encoder, Value};
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -26,12 +35,186 @@ fn corpus() -> PathBuf {
     recording::bundled_dir()
 }
 
-fn baseline() -> PathBuf {
-    corpus().join("schema-baseline.json")
-}
-
 fn load(name: &str) -> Recording {
     Recording::load(&corpus().join(format!("{name}.jsonl"))).expect("recording")
+}
+
+/// README's "Recording a new agy version" command that regenerates the
+/// baseline, run from the repository root: the top-level recordings and
+/// those one directory down (`outcomes/`, `mcp/`).
+const README_UPDATE: &str =
+    "agy-bridge drift --update-baseline recordings/schema-baseline.json recordings/ recordings/*/";
+
+/// A corpus and its baseline, loaded with the library's drift types: the
+/// repository's, or a copy a test changed the way a maintainer would. The
+/// checks that compare with a baseline take one, and derive every count
+/// they expect from its baseline, so they hold for any corpus whose
+/// baseline is current.
+struct Corpus {
+    dir: PathBuf,
+    baseline: PathBuf,
+    fp: Fingerprint,
+}
+
+/// How often the baseline saw a path where it could be (`had` of `of`
+/// steps), and the chance that `n` steps all lack it, as drift computes it.
+struct Share {
+    had: u64,
+    of: u64,
+    n: u64,
+    chance: f64,
+}
+
+impl Share {
+    /// Whether drift takes `n` steps without the path as evidence.
+    fn is_evidence(&self) -> bool {
+        self.chance < SIGNIFICANCE
+    }
+
+    /// `in 26 of 27`, as a report gives the baseline's count.
+    fn counts(&self) -> String {
+        format!("in {} of {}", self.had, self.of)
+    }
+
+    /// `chance 3.7%`.
+    fn chance(&self) -> String {
+        format!("chance {:.1}%", self.chance * 100.0)
+    }
+}
+
+impl Corpus {
+    fn bundled() -> Corpus {
+        Corpus::at(corpus(), drift::bundled_baseline())
+    }
+
+    fn at(dir: PathBuf, baseline: PathBuf) -> Corpus {
+        let fp = Fingerprint::load(&baseline).expect("baseline loads");
+        Corpus { dir, baseline, fp }
+    }
+
+    fn load(&self, name: &str) -> Recording {
+        Recording::load(&self.dir.join(format!("{name}.jsonl"))).expect("recording")
+    }
+
+    /// `agy-bridge drift --baseline <this baseline>`.
+    fn drift(&self) -> Command {
+        let mut cmd = bin();
+        cmd.arg("drift").arg("--baseline").arg(&self.baseline);
+        cmd
+    }
+
+    /// `drift --json` of `paths` against this baseline.
+    fn run_json(&self, paths: &[&Path]) -> (i32, Json) {
+        let out = self
+            .drift()
+            .arg("--json")
+            .args(paths)
+            .output()
+            .expect("run drift");
+        let json: Json = serde_json::from_slice(&out.stdout).expect("drift --json prints JSON");
+        (out.status.code().unwrap_or(-1), json)
+    }
+
+    /// Baseline steps of `step_type` carrying `path` (`None`: all of them).
+    fn steps(&self, step_type: i64, path: Option<&str>) -> u64 {
+        let Some(t) = self.fp.step_types.get(&step_type) else {
+            return 0;
+        };
+        match path {
+            Some(p) => t
+                .paths
+                .get(&PathKey(p.to_string()))
+                .map_or(0, |pp| pp.steps),
+            None => t.steps,
+        }
+    }
+
+    /// The baseline's example source of `step_type`.
+    fn example(&self, step_type: i64) -> String {
+        self.fp.step_types[&step_type].example.clone()
+    }
+
+    /// The evidence a report gives that `path` is missing from `n` steps of
+    /// `step_type` that carry `scope` (the whole step when `None`).
+    fn share(&self, step_type: i64, path: &str, scope: Option<&str>, n: u64) -> Share {
+        let (had, of) = (
+            self.steps(step_type, Some(path)),
+            self.steps(step_type, scope),
+        );
+        assert!(had > 0, "the baseline has no {step_type}: {path}");
+        let share = (had as f64 / of as f64).min(1.0);
+        let chance = (1.0 - share).powi(n as i32);
+        Share { had, of, n, chance }
+    }
+
+    /// The fewest steps lacking `path` that drift takes as evidence.
+    fn evidence(&self, step_type: i64, path: &str, scope: Option<&str>) -> Share {
+        (1..=1000)
+            .map(|n| self.share(step_type, path, scope, n))
+            .find(Share::is_evidence)
+            .expect("some number of steps is evidence")
+    }
+
+    /// The first field number from `from` with no path `<parent>.<n>` in the
+    /// baseline's `step_type` at all: a field agy has never written there.
+    fn unseen_field(&self, step_type: i64, parent: &str, from: u32) -> u32 {
+        let t = &self.fp.step_types[&step_type];
+        (from..)
+            .find(|n| !t.paths.contains_key(&PathKey(format!("{parent}.{n}"))))
+            .unwrap()
+    }
+}
+
+/// The file names of `n` copies of one input: `stem.ext` alone, else
+/// `stem-001.ext`, ... (sorted as listed, so the first is a report's
+/// example).
+fn copy_names(stem: &str, ext: &str, n: u64) -> Vec<String> {
+    match n {
+        1 => vec![format!("{stem}.{ext}")],
+        _ => (1..=n).map(|i| format!("{stem}-{i:03}.{ext}")).collect(),
+    }
+}
+
+/// Save `n` copies of `rec` in `dir` (see [`copy_names`]).
+fn save_copies(dir: &Path, stem: &str, rec: &Recording, n: u64) -> Vec<PathBuf> {
+    copy_names(stem, "jsonl", n)
+        .iter()
+        .map(|name| save(dir, name, rec))
+        .collect()
+}
+
+/// `1 step`, `3 steps`.
+fn steps_text(n: u64) -> String {
+    match n {
+        1 => "1 step".to_string(),
+        n => format!("{n} steps"),
+    }
+}
+
+/// Every recording under `dir`, in every subdirectory, sorted.
+fn recordings_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            out.extend(recordings_under(&path));
+        } else if path.extension().is_some_and(|x| x == "jsonl") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What [`README_UPDATE`] passes for `recordings/ recordings/*/`.
+fn update_inputs(dir: &Path) -> Vec<PathBuf> {
+    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subdirs.sort();
+    std::iter::once(dir.to_path_buf()).chain(subdirs).collect()
 }
 
 /// Save `rec` as `dir/name` (the name is what reports cite).
@@ -148,46 +331,111 @@ fn has(json: &Json, class: &str, kind: &str, path: Option<&str>) -> bool {
     })
 }
 
-#[test]
-fn corpus_shows_no_drift_against_its_baseline() {
-    bin()
-        .args(["drift", "--baseline"])
-        .arg(baseline())
-        .arg(corpus())
+/// The corpus shows no drift against its baseline: README's inputs, and
+/// every recording under the corpus directory by file, as JSON.
+fn check_no_drift(c: &Corpus) {
+    c.drift()
+        .args(update_inputs(&c.dir))
         .assert()
         .success()
         .stdout(predicate::str::ends_with("no drift\n"));
-    // The same by file, and as JSON.
-    let files: Vec<PathBuf> = recording::list(&corpus())
-        .unwrap()
-        .iter()
-        .map(|n| corpus().join(format!("{n}.jsonl")))
-        .collect();
+    let files = recordings_under(&c.dir);
     let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let (code, json) = run_json(&refs);
+    let (code, json) = c.run_json(&refs);
     assert_eq!(code, 0, "{json}");
-    assert_eq!(json["breaking"], 0);
-    assert_eq!(json["additive"], 0);
-    assert_eq!(json["findings"], Json::Array(vec![]));
+    assert_eq!(json["breaking"], 0, "{json}");
+    assert_eq!(json["additive"], 0, "{json}");
+    assert_eq!(json["findings"], Json::Array(vec![]), "{json}");
 }
 
-#[test]
-fn baseline_is_up_to_date() {
+/// Every recording under the corpus directory, however deep, is a source
+/// of the baseline, and `drift` of each directory alone warns of nothing.
+fn check_every_recording_is_covered(c: &Corpus) {
+    let files = recordings_under(&c.dir);
+    let mut dirs: Vec<&Path> = Vec::new();
+    for file in &files {
+        let name = drift::source_name(file);
+        assert!(
+            c.fp.sources.contains(&name),
+            "{} is not in {}: run `{README_UPDATE}`",
+            file.display(),
+            c.baseline.display()
+        );
+        let dir = file.parent().unwrap();
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    assert!(
+        dirs.len() > 1,
+        "the corpus has recordings in subdirectories"
+    );
+    for dir in dirs {
+        let (code, json) = c.run_json(&[dir]);
+        assert_eq!(code, 0, "{}: {json}", dir.display());
+        assert_eq!(json["breaking"], 0, "{}: {json}", dir.display());
+        assert_eq!(json["additive"], 0, "{}: {json}", dir.display());
+        c.drift()
+            .arg(dir)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("warning:").not())
+            .stdout(predicate::str::ends_with("no drift\n"));
+    }
+}
+
+/// The baseline is what README's command writes for the corpus.
+fn check_baseline_is_current(c: &Corpus) {
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("baseline.json");
     bin()
         .args(["drift", "--update-baseline"])
         .arg(&fresh)
-        .arg(corpus())
+        .args(update_inputs(&c.dir))
         .assert()
         .success()
         .stdout(predicate::str::contains(" sources, "));
     let want = std::fs::read_to_string(&fresh).unwrap();
-    let have = std::fs::read_to_string(baseline()).unwrap();
+    let have = std::fs::read_to_string(&c.baseline).unwrap();
     assert!(
         want == have,
-        "recordings/schema-baseline.json is stale: run `agy-bridge drift --update-baseline recordings/schema-baseline.json recordings/`"
+        "{} is stale: run `{README_UPDATE}`",
+        c.baseline.display()
     );
+}
+
+#[test]
+fn corpus_shows_no_drift_against_its_baseline() {
+    check_no_drift(&Corpus::bundled());
+    // The top-level recordings alone, with the default baseline.
+    bin()
+        .arg("drift")
+        .arg(corpus())
+        .assert()
+        .success()
+        .stdout(predicate::str::ends_with("no drift\n"));
+}
+
+#[test]
+fn every_recording_under_recordings_is_covered_by_the_baseline() {
+    check_every_recording_is_covered(&Corpus::bundled());
+}
+
+#[test]
+fn baseline_is_up_to_date() {
+    check_baseline_is_current(&Corpus::bundled());
+}
+
+#[test]
+fn readme_gives_the_update_command_and_the_check() {
+    let readme = std::fs::read_to_string(corpus().join("../README.md")).unwrap();
+    let start = readme
+        .find("## Recording a new agy version")
+        .expect("README has the section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    assert!(section.contains(README_UPDATE), "README: `{README_UPDATE}`");
+    assert!(section.contains("cargo test --workspace --no-fail-fast"));
 }
 
 #[test]
@@ -207,39 +455,45 @@ fn a_single_recording_shows_no_drift_and_notes_what_it_does_not_exercise() {
         .stdout(predicate::str::ends_with("no drift\n"));
 }
 
-#[test]
-fn renumbered_text_field_is_breaking() {
+/// The planner text (20.1) renumbered to a field agy never wrote there is
+/// breaking, in as few copies of hello's planner step as the baseline's
+/// share of 20.1 makes evidence (one, unless agy often omits the text).
+fn check_renumbered_text(c: &Corpus) {
     let dir = tempfile::tempdir().unwrap();
-    let rec = mutate_steps(&load("hello"), |w| {
-        if step_type(w) == 15 {
-            let p = payload(w).unwrap();
-            *p = rewrite_planner(p, &mut |e, n, v| match (n, v) {
-                (1, Value::Len(text)) => {
-                    e.bytes(21, text);
-                    true
-                }
-                _ => false,
-            });
-        }
-    });
-    let path = save(dir.path(), "hello.jsonl", &rec);
-    let (had, chance) = baseline_share(15, "20.1", Some("20"), 1);
-    bin()
-        .arg("drift")
-        .arg(&path)
+    let to = c.unseen_field(15, "20", 21);
+    let rec = move_planner_text(&c.load("hello"), to);
+    let share = c.evidence(15, "20.1", Some("20"));
+    let paths = save_copies(dir.path(), "hello", &rec, share.n);
+    let example = drift::source_name(&paths[0]);
+    let steps = steps_text(share.n);
+    let (counts, chance) = (share.counts(), share.chance());
+    let mut cmd = c.drift();
+    cmd.args(&paths)
         .assert()
         .code(1)
         .stdout(predicate::str::contains(format!(
-            "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.21 (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {had} steps that carry 20 (planner response); {chance}; e.g. hello.jsonl): its content probably moved there and would not be shown\n",
+            "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in {steps} where the unread length-delimited field 20.{to} (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {counts} steps that carry 20 (planner response); {chance}; e.g. {example}): its content probably moved there and would not be shown\n",
         )))
-        .stdout(predicate::str::contains(
-            "warning: 15 (planner response): new field 20.21 (unknown to the decoder, inside planner response) with wire type len in 1 of 1 steps (e.g. hello.jsonl)\n",
-        ))
+        .stdout(predicate::str::contains(format!(
+            "warning: 15 (planner response): new field 20.{to} (unknown to the decoder, inside planner response) with wire type len in {n} of {n} steps (e.g. {example})\n",
+            n = share.n
+        )))
         .stdout(predicate::str::contains("1 breaking, 1 additive"));
-    let (code, json) = run_json(&[&path]);
-    assert_eq!(code, 1);
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (code, json) = c.run_json(&refs);
+    assert_eq!(code, 1, "{json}");
     assert!(has(&json, "breaking", "missing_load_bearing", Some("20.1")));
-    assert!(has(&json, "additive", "new_path", Some("20.21")));
+    assert!(has(
+        &json,
+        "additive",
+        "new_path",
+        Some(&format!("20.{to}"))
+    ));
+}
+
+#[test]
+fn renumbered_text_field_is_breaking() {
+    check_renumbered_text(&Corpus::bundled());
 }
 
 #[test]
@@ -415,42 +669,53 @@ fn decode_errors_are_breaking() {
     assert!(has(&json, "breaking", "decode_errors", None), "{json}");
 }
 
-#[test]
-fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
-    // The corpus re-recorded with a new agy that numbers file edits 6.
+/// The whole corpus re-recorded with a new agy that numbers file edits
+/// (5) as a type neither the decoder nor the baseline knows: breaking, with
+/// the baseline's count and example of file edits.
+fn check_vanished_step_type(c: &Corpus) {
     let dir = tempfile::tempdir().unwrap();
-    for name in recording::list(&corpus()).unwrap() {
-        let rec = mutate_steps(&load(&name), |w| {
+    let to = (6..)
+        .find(|t| !c.fp.step_types.contains_key(t) && !StepType::from_raw(*t).is_known())
+        .unwrap();
+    for file in recordings_under(&c.dir) {
+        let rec = Recording::load(&file).expect("recording");
+        let rec = mutate_steps(&rec, |w| {
             if step_type(w) == 5 {
-                w.values.insert("step_type".into(), SqlValue::Integer(6));
+                w.values.insert("step_type".into(), SqlValue::Integer(to));
                 let p = payload(w).unwrap();
                 *p = rewrite(p, &mut |e, n, v| match (n, v) {
                     (1, Value::Varint(_)) => {
-                        e.varint(1, 6);
+                        e.varint(1, to as u64);
                         true
                     }
                     _ => false,
                 });
             }
         });
-        save(dir.path(), &format!("{name}.jsonl"), &rec);
+        // One directory: the file names are what the baseline lists.
+        save(dir.path(), &drift::source_name(&file), &rec);
     }
-    let edits = match baseline_steps(5, None) {
+    let edits = match c.steps(5, None) {
+        0 => panic!("the baseline has no file edit"),
         1 => "1 step".to_string(),
         n => format!("{n} steps"),
     };
-    let example = baseline_example(5);
-    bin()
-        .arg("drift")
+    let example = c.example(5);
+    c.drift()
         .arg(dir.path())
         .assert()
         .code(1)
         .stdout(predicate::str::contains(format!(
-            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: {edits}, e.g. {example}), and step types the decoder does not know appeared (6): its steps have probably been renumbered and would not be shown\n",
+            "BREAKING: step type 5 (file edit) no longer appears although these inputs include every baseline recording (baseline: {edits}, e.g. {example}), and step types the decoder does not know appeared ({to}): its steps have probably been renumbered and would not be shown\n",
         )))
         .stdout(predicate::str::contains(format!(
-            "warning: step type 6 (unknown) is new: {edits} with ",
+            "warning: step type {to} (unknown) is new: {edits} with ",
         )));
+}
+
+#[test]
+fn a_vanished_step_type_is_breaking_when_the_whole_corpus_is_rerun() {
+    check_vanished_step_type(&Corpus::bundled());
 }
 
 #[test]
@@ -537,11 +802,12 @@ fn classes(json: &Json, class: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn omitted_zero_values_are_notes_not_breaking() {
-    // A usage with cache_read 0 and no stop reason: proto3 leaves both out.
+/// A usage with cache_read 0 and no stop reason: proto3 leaves both out,
+/// and drift never calls that breaking. Each absence is a note where the
+/// baseline makes one step without it evidence, else coverage.
+fn check_omitted_zeros(c: &Corpus) {
     let dir = tempfile::tempdir().unwrap();
-    let rec = mutate_steps(&load("hello"), |w| {
+    let rec = mutate_steps(&c.load("hello"), |w| {
         if step_type(w) != 15 {
             return;
         }
@@ -552,31 +818,48 @@ fn omitted_zero_values_are_notes_not_breaking() {
         }
     });
     let path = save(dir.path(), "hello-zeros.jsonl", &rec);
-    let (code, json) = run_json(&[&path]);
+    let (code, json) = c.run_json(&[&path]);
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["breaking"], 0, "{json}");
-    assert!(has(&json, "info", "absent_path", Some("5.9.5")), "{json}");
-    assert!(
-        has(&json, "info", "absent_path", Some("metadata.9.5")),
-        "{json}"
+    for (field, scope) in [
+        ("5.9.5", "5.9"),
+        ("metadata.9.5", "metadata.9"),
+        ("20.12", "20"),
+    ] {
+        let share = c.share(15, field, Some(scope), 1);
+        let noted = has(&json, "info", "absent_path", Some(field));
+        assert_eq!(noted, share.is_evidence(), "{field}: {json}");
+        let listed = json["not_seen"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Json::as_str)
+            .filter(|s| s.starts_with("15 (planner response): "))
+            .any(|s| s.contains(&drift::describe_path(field)));
+        assert_eq!(listed, !share.is_evidence(), "{field}: {json}");
+    }
+    let share = c.share(15, "5.9.5", Some("5.9"), 1);
+    let note = format!(
+        "note: 15 (planner response): 5.9.5 (metadata usage cache read tokens) is absent from the one step that carries 5.9 (metadata usage) (baseline: {}; {}; e.g. hello-zeros.jsonl); proto3 omits zero and empty values, so this loses nothing\n",
+        share.counts(),
+        share.chance()
     );
-    // One step without a stop reason could be chance (most, not all, planner
-    // responses have one): coverage, not a finding.
-    assert!(!has(&json, "info", "absent_path", Some("20.12")), "{json}");
-    assert!(json["not_seen"][0]
-        .as_str()
-        .unwrap()
-        .contains("20.12 (planner response stop reason)"));
-    let (had, chance) = baseline_share(15, "5.9.5", Some("5.9"), 1);
-    bin()
-        .arg("drift")
+    let note = if share.is_evidence() {
+        predicate::str::contains(note).boxed()
+    } else {
+        predicate::str::contains(note).not().boxed()
+    };
+    c.drift()
         .arg(&path)
         .assert()
         .success()
-        .stdout(predicate::str::contains(format!(
-            "note: 15 (planner response): 5.9.5 (metadata usage cache read tokens) is absent from the one step that carries 5.9 (metadata usage) (baseline: {had}; {chance}; e.g. hello-zeros.jsonl); proto3 omits zero and empty values, so this loses nothing\n",
-        )))
+        .stdout(note)
         .stdout(predicate::str::ends_with("no drift\n"));
+}
+
+#[test]
+fn omitted_zero_values_are_notes_not_breaking() {
+    check_omitted_zeros(&Corpus::bundled());
 }
 
 #[test]
@@ -588,8 +871,12 @@ fn load_bearing_text_carried_by_the_modified_response_is_not_breaking() {
             *p = renumber(p, &[20], 1, 8);
         }
     });
-    let path = save(dir.path(), "hello-modified.jsonl", &rec);
-    let (code, json) = run_json(&[&path]);
+    // As many such steps as make the absence of 20.1 evidence.
+    let c = Corpus::bundled();
+    let n = c.evidence(15, "20.1", Some("20")).n;
+    let paths = save_copies(dir.path(), "hello-modified", &rec, n);
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (code, json) = c.run_json(&refs);
     assert_eq!(code, 0, "{json}");
     assert!(
         has(&json, "info", "carried_elsewhere", Some("20.1")),
@@ -848,47 +1135,6 @@ fn writing_a_table_agy_does_not_have_is_reported() {
     );
 }
 
-fn baseline_json() -> Json {
-    let text = std::fs::read_to_string(baseline()).expect("baseline");
-    serde_json::from_str(&text).expect("baseline JSON")
-}
-
-/// The baseline's count of steps of `step_type` carrying `path` (`None`:
-/// every step of the type), so that expectations follow the corpus when a
-/// recording is added.
-fn baseline_steps(step_type: i64, path: Option<&str>) -> u64 {
-    let json = baseline_json();
-    let t = &json["step_types"][step_type.to_string()];
-    let n = match path {
-        Some(p) => &t["paths"][p]["steps"],
-        None => &t["steps"],
-    };
-    n.as_u64().unwrap_or(0)
-}
-
-/// The baseline's example source of `step_type`.
-fn baseline_example(step_type: i64) -> String {
-    baseline_json()["step_types"][step_type.to_string()]["example"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// `("in 26 of 27", "chance 3.7%")`: the evidence a report gives that
-/// `path` is missing from `n` steps of `step_type` that carry `scope` (the
-/// whole step when `None`), computed from the baseline.
-fn baseline_share(step_type: i64, path: &str, scope: Option<&str>, n: i32) -> (String, String) {
-    let (had, of) = (
-        baseline_steps(step_type, Some(path)),
-        baseline_steps(step_type, scope),
-    );
-    let chance = (1.0 - had as f64 / of as f64).powi(n);
-    (
-        format!("in {had} of {of}"),
-        format!("chance {:.1}%", chance * 100.0),
-    )
-}
-
 /// Move the planner text (20.1) of every version of every type-15 step to
 /// field `to`, still length-delimited, carrying the same text.
 fn move_planner_text(rec: &Recording, to: u32) -> Recording {
@@ -936,31 +1182,55 @@ fn database_of(rec: &Recording, path: &Path) {
 
 #[test]
 fn text_moved_to_an_unread_field_the_baseline_knows_by_another_wire_type_is_breaking() {
-    // The baseline has 20.2 as fixed64 (unknown-steps.jsonl); here it is
+    // The baseline has a planner field the decoder does not read, but never
+    // length-delimited (20.2, a fixed64 in unknown-steps.jsonl); here it is
     // length-delimited and carries the text 20.1 no longer does.
+    let c = Corpus::bundled();
+    let planner = &c.fp.step_types[&15];
+    let field = planner
+        .paths
+        .iter()
+        .filter(|(p, pp)| {
+            p.0.strip_prefix("20.")
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                && !pp.wire.contains_key("len")
+                && !drift::known_paths().contains_key(&p.0)
+        })
+        .map(|(p, _)| p.0.clone())
+        .next()
+        .expect("the baseline has an unread planner field that is not length-delimited");
+    let number: u32 = field["20.".len()..].parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let rec = move_planner_text(&load("hello"), 2);
-    let path = save(dir.path(), "hello-moved.jsonl", &rec);
-    let db = dir
-        .path()
-        .join(format!("{}.db", rec.header.root_conversation));
-    database_of(&rec, &db);
-    let (had, chance) = baseline_share(15, "20.1", Some("20"), 1);
-    for input in [&path, &db] {
-        let name = source_name(input);
-        let (code, json) = run_json(&[input]);
+    let rec = move_planner_text(&c.load("hello"), number);
+    // As many such steps as make the absence of 20.1 evidence, as
+    // recordings and as databases.
+    let share = c.evidence(15, "20.1", Some("20"));
+    let recordings = save_copies(dir.path(), "hello-moved", &rec, share.n);
+    let dbs: Vec<PathBuf> = copy_names(&rec.header.root_conversation, "db", share.n)
+        .iter()
+        .map(|name| {
+            let db = dir.path().join(name);
+            database_of(&rec, &db);
+            db
+        })
+        .collect();
+    let (counts, chance) = (share.counts(), share.chance());
+    let steps = steps_text(share.n);
+    for inputs in [&recordings, &dbs] {
+        let name = source_name(&inputs[0]);
+        let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        let (code, json) = c.run_json(&refs);
         assert_eq!(code, 1, "{json}");
         assert!(
             has(&json, "breaking", "missing_load_bearing", Some("20.1")),
             "{json}"
         );
-        bin()
-            .arg("drift")
-            .arg(input)
+        c.drift()
+            .args(&refs)
             .assert()
             .code(1)
             .stdout(predicate::str::contains(format!(
-                "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.2 (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {had} steps that carry 20 (planner response); {chance}; e.g. {name}): its content probably moved there and would not be shown\n",
+                "BREAKING: 15 (planner response): 20.1 (planner response text) is absent in {steps} where the unread length-delimited field {field} (unknown to the decoder, inside planner response) now appears instead, never beside it (baseline: {counts} steps that carry 20 (planner response); {chance}; e.g. {name}): its content probably moved there and would not be shown\n",
             )))
             .stdout(predicate::str::contains("note: 15 (planner response): 20.1").not());
     }
@@ -1000,12 +1270,17 @@ fn an_answer_without_text_stays_a_note_when_nothing_unread_takes_its_place() {
             });
         }
     });
-    for (name, rec) in [
-        ("hello-empty.jsonl", &empty),
-        ("hello-tool-only.jsonl", &tool_only),
-    ] {
-        let path = save(dir.path(), name, rec);
-        let (code, json) = run_json(&[&path]);
+    // As many such steps as make the absence of 20.1 evidence.
+    let c = Corpus::bundled();
+    let n = c.evidence(15, "20.1", Some("20")).n;
+    let absent = match n {
+        1 => "the one step that carries".to_string(),
+        n => format!("all {n} steps that carry"),
+    };
+    for (name, rec) in [("hello-empty", &empty), ("hello-tool-only", &tool_only)] {
+        let paths = save_copies(dir.path(), name, rec, n);
+        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let (code, json) = c.run_json(&refs);
         assert_eq!(code, 0, "{name}: {json}");
         assert_eq!(json["breaking"], 0, "{name}: {json}");
         assert!(
@@ -1013,9 +1288,9 @@ fn an_answer_without_text_stays_a_note_when_nothing_unread_takes_its_place() {
             "{name}: {json}"
         );
         assert!(
-            classes(&json, "info").iter().any(|m| m.starts_with(
-                "15 (planner response): 20.1 (planner response text) is absent from the one step that carries 20 (planner response)"
-            ) && m.ends_with("so these steps most likely had none")),
+            classes(&json, "info").iter().any(|m| m.starts_with(&format!(
+                "15 (planner response): 20.1 (planner response text) is absent from {absent} 20 (planner response)"
+            )) && m.ends_with("so these steps most likely had none")),
             "{name}: {json}"
         );
     }
@@ -1028,27 +1303,34 @@ fn an_unread_field_in_other_steps_is_not_paired_with_the_vanished_path() {
     // beside it. The text is lost where 20.2 replaced it (breaking, naming
     // 20.2), but 20.9 appears only in a step that kept its text: it is new,
     // not where the text went.
+    // As many moved steps as make the absence of 20.1 evidence.
+    let c = Corpus::bundled();
+    let n = c.evidence(15, "20.1", Some("20")).n;
     let dir = tempfile::tempdir().unwrap();
-    let moved = save(
+    let mut inputs = save_copies(
         dir.path(),
-        "hello-moved.jsonl",
+        "hello-moved",
         &move_planner_text(&load("hello"), 2),
+        n,
     );
     let beside = save(
         dir.path(),
         "thinking-beside.jsonl",
         &add_planner_field(&load("thinking"), 9),
     );
-    let (code, json) = run_json(&[&moved, &beside]);
+    inputs.push(beside.clone());
+    let refs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let (code, json) = c.run_json(&refs);
     assert_eq!(code, 1, "{json}");
     let breaking = classes(&json, "breaking");
     assert_eq!(breaking.len(), 1, "{json}");
-    assert!(breaking[0].contains("20.1 (planner response text) is absent in 1 step where the unread length-delimited field 20.2 "), "{json}");
+    let steps = steps_text(n);
+    assert!(breaking[0].contains(&format!("20.1 (planner response text) is absent in {steps} where the unread length-delimited field 20.2 ")), "{json}");
     assert!(!breaking[0].contains("20.9"), "{json}");
     assert!(has(&json, "additive", "new_path", Some("20.9")), "{json}");
 
     // 20.9 alone, beside the text in every step: a new field, nothing lost.
-    let (code, json) = run_json(&[&beside]);
+    let (code, json) = c.run_json(&[&beside]);
     assert_eq!(code, 0, "{json}");
     assert_eq!(json["breaking"], 0, "{json}");
     assert!(has(&json, "additive", "new_path", Some("20.9")), "{json}");
@@ -1056,4 +1338,114 @@ fn an_unread_field_in_other_steps_is_not_paired_with_the_vanished_path() {
 
 fn source_name(path: &Path) -> String {
     path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Copy `from` into `to`, subdirectories and all.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
+/// What agy 1.3.0 might write for tools.jsonl's scenario: the version
+/// moved on, every planner body carries a new varint field 20.21 (README's
+/// example report has a new 20.21 too), and no call read the cache, so
+/// proto3 leaves the cache-read counts (5.9.5, metadata.9.5) out.
+fn agy_1_3_recording(c: &Corpus) -> Recording {
+    let mut rec = mutate_steps(&c.load("tools"), |w| {
+        if step_type(w) != 15 {
+            return;
+        }
+        let p = payload(w).unwrap();
+        *p = rewrite_at(
+            &drop_field(p, &[5, 9], 5),
+            &[],
+            &mut |e, n, v| match (n, v) {
+                (20, Value::Len(body)) => {
+                    let mut body = body.to_vec();
+                    let mut extra = Encoder::new();
+                    extra.varint(21, 1);
+                    body.extend(extra.finish());
+                    e.bytes(20, &body);
+                    true
+                }
+                _ => false,
+            },
+        );
+        if let Some(m) = column(w, "metadata") {
+            *m = drop_field(m, &[9], 5);
+        }
+    });
+    rec.header.agy_version = "1.3.0".into();
+    rec.header.version_output = "1.3.0\n".into();
+    rec.header.description = format!("agy 1.3.0: {}", rec.header.description);
+    rec
+}
+
+/// Run README's baseline command from `root` (which holds `recordings/`),
+/// with this build's agy-bridge first on `PATH`.
+fn run_readme_update(root: &Path) {
+    let bin_dir = assert_cmd::cargo::cargo_bin("agy-bridge")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(&inherited)))
+            .unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(README_UPDATE)
+        .current_dir(root)
+        .env("PATH", path)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{README_UPDATE}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_readme_path_stays_green() {
+    // A copy of the corpus, with a new agy's recording added as README's
+    // "Recording a new agy version" says.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join("recordings");
+    copy_tree(&corpus(), &dir);
+    let baseline = dir.join(drift::BASELINE_FILE);
+    let before = Corpus::at(dir.clone(), baseline.clone());
+    let name = "agy-1.3.0-tools.jsonl";
+    let new = save(root, name, &agy_1_3_recording(&before));
+    // 3. Drift: something new, nothing breaking.
+    let (code, json) = before.run_json(&[&new]);
+    assert_eq!(code, 0, "{json}");
+    assert!(has(&json, "additive", "new_path", Some("20.21")), "{json}");
+    // 5. Add it and regenerate the baseline with README's command.
+    std::fs::copy(&new, dir.join(name)).unwrap();
+    run_readme_update(root);
+    let after = Corpus::at(dir, baseline);
+    assert!(
+        after.fp.sources.iter().any(|s| s == name),
+        "{:?}",
+        after.fp.sources
+    );
+    assert_ne!(after.fp, before.fp, "the new recording moved the baseline");
+    // The drift tests' checks hold against the updated baseline.
+    check_baseline_is_current(&after);
+    check_no_drift(&after);
+    check_every_recording_is_covered(&after);
+    check_renumbered_text(&after);
+    check_omitted_zeros(&after);
+    check_vanished_step_type(&after);
 }
