@@ -59,6 +59,9 @@ enum Commands {
     /// Fingerprint recordings or databases and compare them with the
     /// schema baseline: breaking changes exit 1.
     Drift(DriftArgs),
+    /// Run the conformance scenarios against agy and report which facts of
+    /// docs/agy-format.md held.
+    Conformance(cli::conformance::ConformanceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +150,7 @@ fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) ->
         Commands::Usage(args) => cli::usage::cmd_usage(args.json, args.max_age_secs),
         Commands::Record(args) => cmd_record(args),
         Commands::Drift(args) => cmd_drift(args),
+        Commands::Conformance(args) => cli::conformance::cmd_conformance(args),
     }
 }
 

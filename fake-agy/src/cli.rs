@@ -606,6 +606,8 @@ Fault knobs:
                                 (agy's warning, then a new one), as when agy no longer has it
   FAKE_AGY_IGNORE_HOOKS=1       Be an agy that does not load hooks from --add-dir:
                                 no hook runs, `/hooks` lists none
+  FAKE_AGY_FAULT=F[,F...]       Break one fact (for `agy-bridge conformance`'s test):
+                                init-without-id, usage-per-turn, text-field-moved
 
 Subagent conversations in a recording are written by a child fake-agy process
 (one per subagent database), as agy's subagents write their own databases.

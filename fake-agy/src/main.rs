@@ -8,6 +8,7 @@
 
 mod cli;
 mod ending;
+mod fault;
 mod hooks;
 mod mcp;
 mod models;

@@ -834,7 +834,9 @@ impl<'a> Run<'a> {
                 .conn
                 .as_ref()
                 .ok_or_else(|| Fatal::internal("no database"))?;
-            apply_commit(conn, index, commit, &self.opts)
+            let moved =
+                crate::fault::is("text-field-moved").then(|| crate::fault::move_text_field(commit));
+            apply_commit(conn, index, moved.as_ref().unwrap_or(commit), &self.opts)
                 .map_err(|e| Fatal::internal(e.to_string()))?;
             for (recorded, _, _) in step_writes(commit, 0) {
                 self.max_idx = self.max_idx.max(recorded);
@@ -1174,13 +1176,16 @@ pub fn print_init(args: &PrintArgs, rec: &Recording, id: &str) {
         return;
     }
     let model = args.model.clone().or_else(|| rec.header.model.clone());
-    out_line(
-        &Line::Init {
-            conversation_id: id.to_string(),
-            init: stream::init(model, args.agent.clone(), args.skip_permissions),
-        }
-        .to_json(),
-    );
+    let line = Line::Init {
+        conversation_id: id.to_string(),
+        init: stream::init(model, args.agent.clone(), args.skip_permissions),
+    }
+    .to_json();
+    if crate::fault::is("init-without-id") {
+        out_line(&crate::fault::without_conversation_id(&line));
+    } else {
+        out_line(&line);
+    }
 }
 
 /// The version assumed for a recording whose `agy_version` does not parse.

@@ -344,6 +344,9 @@ impl Emitter {
 
     /// `result.usage`: the earlier turns' model calls and this turn's.
     pub fn conversation_usage(&self) -> Usage {
+        if crate::fault::is("usage-per-turn") {
+            return self.usage;
+        }
         let mut u = self.earlier.usage;
         u += &self.usage;
         u

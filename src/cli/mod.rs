@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod caller;
+pub mod conformance;
 pub mod env;
 pub mod gate;
 pub mod hook;

@@ -9,6 +9,7 @@
 //! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`] (the
 //! recorder runs a turn), [`crate::view`] (drift reads what `decode` reads).
 
+pub mod conformance;
 pub mod db;
 pub mod drift;
 pub mod record;

@@ -1,0 +1,76 @@
+//! `FAKE_AGY_FAULT`: an agy that breaks one fact of docs/agy-format.md, so
+//! a test can show `agy-bridge conformance` names exactly that fact. A
+//! comma-separated list of:
+//!
+//! - `init-without-id`: the stream-json `init` line has no `conversation_id`;
+//! - `usage-per-turn`: `result.usage` counts this run's model calls only,
+//!   not the whole conversation's;
+//! - `text-field-moved`: the planner's answer text is written to the
+//!   database at payload field 20.31 instead of 20.1 (stream-json still
+//!   prints it, from the recording).
+
+use agy_bridge::recording::{Commit, SqlValue};
+use agy_bridge::wire::{self, Encoder};
+
+/// The field the moved text goes to (unknown to the decoder).
+const MOVED_TEXT_FIELD: u32 = 31;
+
+/// Whether `FAKE_AGY_FAULT` names `fault`.
+pub fn is(fault: &str) -> bool {
+    std::env::var("FAKE_AGY_FAULT")
+        .map(|v| v.split(',').any(|f| f.trim() == fault))
+        .unwrap_or(false)
+}
+
+/// `line` (an init line's JSON) without its `conversation_id`.
+pub fn without_conversation_id(line: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.remove("conversation_id");
+            serde_json::Value::Object(map).to_string()
+        }
+        _ => line.to_string(),
+    }
+}
+
+/// `commit` with each step payload's planner text (20.1) moved to
+/// 20.[`MOVED_TEXT_FIELD`].
+pub fn move_text_field(commit: &Commit) -> Commit {
+    let mut moved = commit.clone();
+    for w in moved.writes.iter_mut().filter(|w| w.table == "steps") {
+        if let Some(SqlValue::Blob(payload)) = w.values.get_mut("step_payload") {
+            if let Some(rewritten) = rewrite_payload(payload) {
+                *payload = rewritten;
+            }
+        }
+    }
+    moved
+}
+
+/// The payload with field 20's field 1 renumbered; `None` when it does not
+/// walk (left as it is).
+fn rewrite_payload(payload: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Encoder::new();
+    for field in wire::fields(payload) {
+        let field = field.ok()?;
+        match (field.number, field.value) {
+            (20, wire::Value::Len(inner)) => {
+                let mut planner = Encoder::new();
+                for f in wire::fields(inner) {
+                    let f = f.ok()?;
+                    let number = if f.number == 1 {
+                        MOVED_TEXT_FIELD
+                    } else {
+                        f.number
+                    };
+                    planner.value(number, &f.value);
+                }
+                out.bytes(20, planner.as_bytes());
+            }
+            (number, value) => {
+                out.value(number, &value);
+            }
+        }
+    }
+    Some(out.finish())
+}

@@ -1,0 +1,707 @@
+//! The scenarios: what each asks agy, and the facts read from what came
+//! back. Prompts are ones a real agy answers the way the recording fake-agy
+//! plays for the scenario does (a one-word answer, a file read and a
+//! command, a denied command ...).
+
+use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
+use crate::discovery::{BindMethod, ConversationId};
+use crate::events::Event;
+use crate::format::hooks::{self, Decision, Hook, HookEvent};
+use crate::format::quota::Quota;
+use crate::format::text::{one_line, shorten};
+use crate::runner::{self, RunConfig, RunEvent, RunResult};
+use crate::steps::{self, Body, StepType};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// How much of a value evidence shows.
+const EVIDENCE_CHARS: usize = 160;
+
+fn short(s: &str) -> String {
+    shorten(&one_line(s), EVIDENCE_CHARS)
+}
+
+/// `agy --version`, as the report keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct Version {
+    pub text: String,
+    pub output: String,
+    pub exit: Option<i32>,
+}
+
+/// Run one of agy's own commands (no model turn) in `cwd`, stdin closed.
+fn agy_command(cfg: &RunConfig, args: &[&str], cwd: Option<&Path>) -> Result<Output, String> {
+    let mut cmd = Command::new(&cfg.agy_bin);
+    cmd.args(args)
+        .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null());
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let bin = cfg.agy_bin.display();
+    crate::process::output_within(&mut cmd, COMMAND_TIMEOUT).map_err(|e| match e {
+        crate::process::NoOutput::NotInstalled => format!("{bin} is not installed"),
+        crate::process::NoOutput::SpawnFailed(m) => format!("cannot start {bin}: {m}"),
+        crate::process::NoOutput::TimedOut { secs } => {
+            format!("`{bin} {}` gave no answer within {secs} s", args.join(" "))
+        }
+    })
+}
+
+/// `agy --version`; an agy that cannot be started is an error (exit 2).
+pub(crate) fn version(cfg: &RunConfig) -> Result<Version, String> {
+    let out = agy_command(cfg, &["--version"], None)?;
+    let output = String::from_utf8_lossy(&out.stdout).into_owned();
+    Ok(Version {
+        text: crate::record::version_of(&output),
+        output,
+        exit: out.status.code(),
+    })
+}
+
+/// The cheapest model `agy models` lists: a lite, else a flash model, at
+/// the lowest effort; `None` (agy's default) when it lists none.
+pub fn cheapest_model(cfg: &RunConfig) -> Option<String> {
+    let out = agy_command(cfg, &["models"], None).ok()?;
+    let listed = crate::pi::models::parse_models_output(&String::from_utf8_lossy(&out.stdout));
+    listed.iter().map(|m| m.slug()).min_by_key(|slug| {
+        let family = if slug.contains("lite") {
+            0
+        } else if slug.contains("flash") {
+            1
+        } else {
+            2
+        };
+        let effort = if slug.ends_with("-low") {
+            0
+        } else if slug.ends_with("-medium") {
+            1
+        } else {
+            2
+        };
+        (family, effort)
+    })
+}
+
+/// Run one scenario; what it could not check is left out (the caller
+/// reports it as not checked).
+pub(crate) async fn run_one(s: &mut Suite, sc: &Scenario, version: &Version) -> Vec<Found> {
+    let found = match sc.name {
+        "version" => Ok(vec![version_fact(version)]),
+        "models" => models(&s.cfg),
+        "usage" => usage(&s.config(sc)),
+        "one-word" => one_word(s, sc).await,
+        "tools" => tools(s, sc).await,
+        "denied" => denied(s, sc).await,
+        "resume" => resume(s, sc).await,
+        "resume-unknown" => resume_unknown(s, sc).await,
+        "stdin" => stdin(s, sc).await,
+        "hooks" => hook_decisions(s, sc).await,
+        "slash-flag" => slash_flag(s, sc).await,
+        "write" => write(s, sc).await,
+        "mcp" => mcp(s, sc).await,
+        "subagent" => subagent(s, sc).await,
+        other => Err(format!("no scenario {other}")),
+    };
+    match found {
+        Ok(found) => found,
+        Err(e) => {
+            s.notes.push(format!("{}: {}", sc.name, one_line(&e)));
+            Vec::new()
+        }
+    }
+}
+
+fn io_error(e: std::io::Error) -> String {
+    e.to_string()
+}
+
+fn version_fact(v: &Version) -> Found {
+    let parsed = runner::parse_version(&v.output);
+    let evidence = format!(
+        "exit {}, stdout {:?}",
+        v.exit.map_or("none".into(), |c| c.to_string()),
+        short(&v.output)
+    );
+    (
+        "cli.version",
+        v.exit == Some(0) && parsed.is_some(),
+        evidence,
+    )
+}
+
+fn models(cfg: &RunConfig) -> Result<Vec<Found>, String> {
+    let out = agy_command(cfg, &["models"], None)?;
+    let listed = crate::pi::models::parse_models_output(&String::from_utf8_lossy(&out.stdout));
+    let slugs: Vec<String> = listed.iter().map(|m| m.slug()).collect();
+    let evidence = format!(
+        "exit {}, {} model(s): {}",
+        out.status.code().unwrap_or(-1),
+        slugs.len(),
+        short(&slugs.join(", "))
+    );
+    Ok(vec![(
+        "models.listing",
+        out.status.success() && !slugs.is_empty(),
+        evidence,
+    )])
+}
+
+fn usage(cfg: &RunConfig) -> Result<Vec<Found>, String> {
+    let out = agy_command(cfg, &["-p", "/usage", "--output-format", "json"], None)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (ok, evidence) = match Quota::parse(&stdout) {
+        Ok(q) if !q.buckets.is_empty() => (
+            out.status.success(),
+            format!(
+                "exit {}, {} bucket(s); lowest: {}",
+                out.status.code().unwrap_or(-1),
+                q.buckets.len(),
+                q.lowest().map(|b| b.words()).unwrap_or_default()
+            ),
+        ),
+        Ok(_) => (false, format!("no bucket in {:?}", short(&stdout))),
+        Err(e) => (false, format!("{e}: {:?}", short(&stdout))),
+    };
+    Ok(vec![("usage.buckets", ok, evidence)])
+}
+
+/// `init.conversation_id`: the runner bound the turn from the init line.
+fn init_fact(r: &RunResult) -> Found {
+    let id = r.conversation_id.clone().unwrap_or_default();
+    // An init line without its id is an event the reader does not know
+    // (the runner then binds from a later line's id).
+    let unread = r.stream_stats.unknown_events;
+    match &r.bind_method {
+        Some(BindMethod::StreamJson) if unread == 0 => {
+            ("init.conversation_id", true, format!("init named {id}"))
+        }
+        other => (
+            "init.conversation_id",
+            false,
+            format!(
+                "{unread} stream-json line(s) not read (an init without conversation_id is one); bound by {other:?} to {id:?}"
+            ),
+        ),
+    }
+}
+
+/// The result line, exit code and failure in a few words.
+fn result_words(r: &RunResult) -> String {
+    let status = r
+        .agy_result
+        .as_ref()
+        .map_or("no result line".to_string(), |a| {
+            format!("status {}, response {:?}", a.status, short(&a.response))
+        });
+    let failure = r
+        .failure
+        .as_ref()
+        .map(|f| format!(", failure: {}", short(&f.to_string())))
+        .unwrap_or_default();
+    format!(
+        "exit {}, {status}{failure}",
+        r.exit_code.map_or("none".into(), |c| c.to_string())
+    )
+}
+
+/// A turn on a warm agy: agy goes on running, so there is no exit code.
+fn warm_succeeded(r: &RunResult) -> bool {
+    r.failure.is_none() && r.agy_result.as_ref().is_some_and(|a| a.is_success())
+}
+
+fn succeeded(r: &RunResult) -> bool {
+    r.exit_code == Some(0) && r.agy_result.as_ref().is_some_and(|a| a.is_success())
+}
+
+/// `db.text_field_path`: the answer's text is where the decoder reads it
+/// (payload 20.1 of a planner response step).
+fn text_field_fact(cfg: &RunConfig, r: &RunResult) -> Found {
+    const ID: &str = "db.text_field_path";
+    let Some(id) = &r.conversation_id else {
+        return (ID, false, "no conversation was bound".into());
+    };
+    let path = cfg.conversations_dir.join(format!("{id}.db"));
+    let rows = match crate::poller::open_read_only(&path)
+        .and_then(|conn| crate::poller::read_all(&conn, &path))
+    {
+        Ok(rows) => rows,
+        Err(e) => return (ID, false, format!("cannot read {}: {e}", path.display())),
+    };
+    let decoded: Vec<steps::Step> = rows.iter().map(steps::decode).collect();
+    let planners = decoded
+        .iter()
+        .filter(|s| s.step_type == StepType::PlannerResponse);
+    for step in planners.clone() {
+        if let Some(Body::Planner(p)) = &step.body {
+            if !p.text.trim().is_empty() {
+                return (
+                    ID,
+                    true,
+                    format!("step {}: 20.1 = {:?}", step.idx, short(&p.text)),
+                );
+            }
+        }
+    }
+    let unknown: Vec<String> = planners
+        .flat_map(|s| s.unknown_fields.iter().map(|f| f.path.clone()))
+        .collect();
+    (
+        ID,
+        false,
+        format!(
+            "no planner response step holds text at 20.1; unknown fields there: [{}]",
+            unknown.join(", ")
+        ),
+    )
+}
+
+async fn one_word(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let req = s.request("Answer with the single word READY.", &cwd);
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    Ok(vec![
+        init_fact(&t.result),
+        (
+            "result.success",
+            succeeded(&t.result),
+            result_words(&t.result),
+        ),
+        text_field_fact(&cfg, &t.result),
+    ])
+}
+
+/// The results of tool `name` in a turn's events: (ok, summary).
+fn tool_results<'a>(
+    events: &'a [RunEvent],
+    name: &'a str,
+) -> impl Iterator<Item = (bool, &'a str)> {
+    events.iter().filter_map(move |e| match e {
+        RunEvent::Agy(Event::ToolResult {
+            name: n,
+            ok,
+            summary,
+            ..
+        }) if n == name => Some((*ok, summary.as_str())),
+        _ => None,
+    })
+}
+
+/// The tools a turn called, for evidence.
+fn tools_called(events: &[RunEvent]) -> String {
+    let names: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Agy(Event::ToolCall { name, .. }) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    format!("tools called: [{}]", names.join(", "))
+}
+
+/// A fact that tool `name` ran and succeeded in the turn.
+fn tool_ran(fact: &'static str, t: &Turn, name: &str) -> Found {
+    match tool_results(&t.events, name).find(|(ok, _)| *ok) {
+        Some((_, summary)) => (fact, true, format!("{name} ok: {}", short(summary))),
+        None => (
+            fact,
+            false,
+            format!("no successful {name} result; {}", tools_called(&t.events)),
+        ),
+    }
+}
+
+const TOOLS_PROMPT: &str = "Read the file VERSION in this directory with view_file, then run \
+`python3 -c 'print(6*9)'` with run_command, and reply NAME=<the name in VERSION> and SUM=<result>.";
+
+async fn tools(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    std::fs::write(cwd.join("VERSION"), "name=conformance\n").map_err(io_error)?;
+    let cfg = s.config(sc);
+    let req = s.request(TOOLS_PROMPT, &cwd);
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    Ok(vec![
+        tool_ran("tools.view_file", &t, "view_file"),
+        tool_ran("tools.run_command", &t, "run_command"),
+    ])
+}
+
+async fn denied(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let mut cfg = s.config(sc);
+    cfg.skip_permissions = false;
+    let req = s.request(
+        "Run the shell command `ls -la /srv` with run_command and show its output.",
+        &cwd,
+    );
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let denied = t
+        .result
+        .agy_result
+        .as_ref()
+        .map(|a| a.denied_actions.clone())
+        .unwrap_or_default();
+    let listed: Vec<String> = denied
+        .iter()
+        .map(|d| format!("{}/{}", d.action, d.display_name))
+        .collect();
+    let ok = t.result.exit_code == Some(0) && denied.iter().any(|d| d.action == "command");
+    let evidence = format!(
+        "denied_actions [{}]; {}",
+        listed.join(", "),
+        result_words(&t.result)
+    );
+    Ok(vec![("denied.result_denied_actions", ok, evidence)])
+}
+
+fn total(u: Option<runner::TurnUsage>) -> (Option<u64>, u64) {
+    match u {
+        Some(u) => (u.conversation.map(|c| c.total_tokens), u.turn.total_tokens),
+        None => (None, 0),
+    }
+}
+
+async fn resume(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let first_cfg = s.config_for("outcomes/pong-1.2.17");
+    let req = s.request("Answer with the single word READY.", &cwd);
+    let Some(first) = s.turn(&first_cfg, &req, "resume-first").await else {
+        return Ok(Vec::new());
+    };
+    let Some(id) = first.result.conversation_id.clone() else {
+        return Err(format!(
+            "the first turn was not bound: {}",
+            result_words(&first.result)
+        ));
+    };
+    let mut req = s.request("Any suggestions? Answer in one short sentence.", &cwd);
+    req.conversation = Some(ConversationId::parse(&id).map_err(|e| e.to_string())?);
+    let cfg = s.config(sc);
+    let Some(second) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let r = &second.result;
+    let same = r.conversation_id.as_deref() == Some(id.as_str()) && r.lost_conversation.is_none();
+    let same_fact = (
+        "resume.same_conversation",
+        same && succeeded(r),
+        format!(
+            "asked {id}, got {:?}; {}",
+            r.conversation_id.clone().unwrap_or_default(),
+            result_words(r)
+        ),
+    );
+    let (before, _) = total(first.result.usage);
+    let (whole, turn) = total(r.usage);
+    let cumulative = match (whole, before) {
+        (Some(w), Some(b)) => w > turn && w >= b,
+        _ => false,
+    };
+    let usage_fact = (
+        "result.usage.cumulative",
+        cumulative,
+        format!(
+            "second result.usage.total_tokens {whole:?}; its own calls {turn}; the first turn's result {before:?}"
+        ),
+    );
+    Ok(vec![same_fact, usage_fact])
+}
+
+async fn resume_unknown(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let asked = uuid::Uuid::new_v4().to_string();
+    let mut req = s.request("Reply with exactly: fresh", &cwd);
+    req.conversation = Some(ConversationId::parse(&asked).map_err(|e| e.to_string())?);
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let r = &t.result;
+    let new_id = r.conversation_id.clone().unwrap_or_default();
+    let ok = r.lost_conversation.as_deref() == Some(asked.as_str())
+        && !new_id.is_empty()
+        && new_id != asked
+        && r.exit_code == Some(0);
+    let evidence = format!(
+        "asked {asked}; bound {new_id:?}, lost {:?}; {}",
+        r.lost_conversation,
+        result_words(r)
+    );
+    Ok(vec![("resume.unknown_id_new_conversation", ok, evidence)])
+}
+
+async fn stdin(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let first = s.request("Reply with exactly the word one.", &cwd);
+    let Some(results) = s
+        .warm_turns(&cfg, &first, "Reply with exactly the word two.")
+        .await?
+    else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<Option<String>> = results.iter().map(|r| r.conversation_id.clone()).collect();
+    let turns: Vec<u64> = results
+        .iter()
+        .map(|r| r.agy_result.as_ref().map_or(0, |a| a.num_turns))
+        .collect();
+    let ok = results.len() == 2
+        && results.iter().all(warm_succeeded)
+        && ids[0].is_some()
+        && ids[0] == ids[1];
+    let words: Vec<String> = results.iter().map(result_words).collect();
+    let evidence = format!(
+        "conversations {ids:?}, num_turns {turns:?}; {}",
+        words.join(" | ")
+    );
+    Ok(vec![("stdin.two_turns_one_conversation", ok, evidence)])
+}
+
+/// Single-quote `s` for `sh`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, add) = s.workspace(sc.name).map_err(io_error)?;
+    std::fs::write(cwd.join("VERSION"), "name=conformance\n").map_err(io_error)?;
+    let decision = add.join("decision.json");
+    let command = format!(
+        "cat >/dev/null; cat {}",
+        sh_quote(&decision.display().to_string())
+    );
+    let hook = Hook {
+        name: "conformance".into(),
+        event: HookEvent::PreToolUse,
+        matcher: Some("run_command".into()),
+        command: command.clone(),
+        timeout_secs: 30,
+    };
+    let agents = add.join(".agents");
+    std::fs::create_dir_all(&agents).map_err(io_error)?;
+    let hooks_json = agents.join(hooks::HOOKS_FILE);
+    std::fs::write(&hooks_json, hooks::hooks_file(&[hook]).to_string()).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let add_arg = add.display().to_string();
+    let args = [
+        "-p",
+        "/hooks",
+        "--output-format",
+        "json",
+        "--add-dir",
+        add_arg.as_str(),
+    ];
+    let out = agy_command(&cfg, &args, Some(&cwd))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let loaded =
+        out.status.success() && crate::run::hook_proof::lists_probe(&stdout, &hooks_json, &command);
+    let sources: Vec<String> = hooks::listed_sources(&stdout)
+        .into_iter()
+        .map(|l| l.source)
+        .collect();
+    let mut found = vec![(
+        "hooks.add_dir_loaded",
+        loaded,
+        format!(
+            "/hooks exit {}, sources listed: [{}]",
+            out.status.code().unwrap_or(-1),
+            short(&sources.join(", "))
+        ),
+    )];
+    if !loaded {
+        return Ok(found);
+    }
+    let mut req = s.request(TOOLS_PROMPT, &cwd);
+    req.add_dirs = vec![add.clone()];
+    std::fs::write(&decision, Decision::Allow.to_json()).map_err(io_error)?;
+    if let Some(t) = s.turn(&cfg, &req, "hooks-allow").await {
+        found.push(tool_ran("hooks.pre_tool_use_allow", &t, "run_command"));
+    }
+    let reason = "conformance hook says no";
+    std::fs::write(&decision, Decision::deny(reason).to_json()).map_err(io_error)?;
+    if let Some(t) = s.turn(&cfg, &req, "hooks-deny").await {
+        let hit = tool_results(&t.events, "run_command").find(|(ok, _)| !ok);
+        let ran = tool_results(&t.events, "run_command").any(|(ok, _)| ok);
+        found.push(match hit {
+            Some((_, summary)) if !ran && summary.contains(reason) => (
+                "hooks.pre_tool_use_deny",
+                true,
+                format!("run_command failed: {}", short(summary)),
+            ),
+            other => (
+                "hooks.pre_tool_use_deny",
+                false,
+                format!(
+                    "run_command ran: {ran}, failure: {:?}; {}",
+                    other.map(|(_, s)| short(s)),
+                    tools_called(&t.events)
+                ),
+            ),
+        });
+    }
+    Ok(found)
+}
+
+async fn slash_flag(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let req = s.request(
+        "/model is not a command here: answer with the single word READY.",
+        &cwd,
+    );
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let r = &t.result;
+    let command = r.agy_result.as_ref().and_then(|a| a.command.as_ref());
+    let turns = r.agy_result.as_ref().map_or(0, |a| a.num_turns);
+    let ok = succeeded(r) && command.is_none() && turns >= 1 && r.conversation_id.is_some();
+    let evidence = format!(
+        "conversation {:?}, num_turns {turns}, slash command run: {:?}; {}",
+        r.conversation_id.clone().unwrap_or_default(),
+        command.map(|c| c.name.clone()),
+        result_words(r)
+    );
+    Ok(vec![("slash.disable_flag", ok, evidence)])
+}
+
+async fn write(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let mut req = s.request(
+        "Create the file NOTES.md in this directory containing the one line: conformance",
+        &cwd,
+    );
+    req.mode = Some(runner::Mode::AcceptEdits);
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let written = t.events.iter().find_map(|e| match e {
+        RunEvent::Agy(Event::ToolResult {
+            name,
+            ok: true,
+            summary,
+            ..
+        }) if name.contains("write") || name.contains("edit") => {
+            Some(format!("{name} ok: {}", short(summary)))
+        }
+        _ => None,
+    });
+    let on_disk = std::fs::read_to_string(cwd.join("NOTES.md")).ok();
+    let ok = written.is_some() && succeeded(&t.result);
+    let evidence = format!(
+        "{}; NOTES.md on disk: {:?}; {}",
+        written.unwrap_or_else(|| format!("no successful write; {}", tools_called(&t.events))),
+        on_disk.map(|t| short(&t)),
+        result_words(&t.result)
+    );
+    Ok(vec![("edits.accept_edits_write", ok, evidence)])
+}
+
+/// The tool the bridge's MCP server offers in the `mcp` scenario, and what
+/// it answers.
+const PROBE_TOOL: &str = "pi_probe";
+const PROBE_ANSWER: &str = "conformance-probe-42";
+
+async fn mcp(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    use crate::pi::mcp::{PiTool, ToolBridge, ToolOutcome};
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let tool = PiTool {
+        name: PROBE_TOOL.into(),
+        description: "Returns a probe value.".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {}}),
+    };
+    let Some(mut bridge) = ToolBridge::start(vec![tool]).await.map_err(io_error)? else {
+        return Err("the MCP server offered no tool".into());
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let mut calls = std::mem::replace(&mut bridge.calls, tokio::sync::mpsc::channel(1).1);
+    let answering = tokio::spawn(async move {
+        while let Some(call) = calls.recv().await {
+            if let Ok(mut names) = log.lock() {
+                names.push(call.name.clone());
+            }
+            let text = serde_json::json!({"type": "text", "text": PROBE_ANSWER});
+            let _ = call.answer(ToolOutcome::from_pi(&[text], false));
+        }
+    });
+    let cfg = s.config(sc);
+    let mut req = s.request(
+        "Call the pi_probe tool of the MCP server named pi and reply with the value it returns.",
+        &cwd,
+    );
+    req.add_dirs = vec![bridge.dir.path().to_path_buf()];
+    let turn = s.turn(&cfg, &req, sc.name).await;
+    answering.abort();
+    drop(bridge);
+    let Some(t) = turn else {
+        return Ok(Vec::new());
+    };
+    let names = seen.lock().map(|n| n.clone()).unwrap_or_default();
+    let called = names.iter().any(|n| n == PROBE_TOOL);
+    let evidence = format!(
+        "calls the server got: [{}]; {}; {}",
+        names.join(", "),
+        tools_called(&t.events),
+        result_words(&t.result)
+    );
+    Ok(vec![(
+        "mcp.bridge_server",
+        called && succeeded(&t.result),
+        evidence,
+    )])
+}
+
+async fn subagent(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let req = s.request(
+        "Start a subagent to work out what 6*7 is, then reply with its answer.",
+        &cwd,
+    );
+    let Some(t) = s.turn(&cfg, &req, sc.name).await else {
+        return Ok(Vec::new());
+    };
+    let started: Vec<&str> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Agy(Event::Subagent {
+                conversation_id, ..
+            }) => Some(conversation_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if started.is_empty() {
+        return Err(format!(
+            "the model started no subagent (not checked); {}",
+            tools_called(&t.events)
+        ));
+    }
+    let ended: Vec<(bool, Option<String>)> = t
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Agy(Event::SubagentEnded { ok, answer, .. }) => Some((*ok, answer.clone())),
+            _ => None,
+        })
+        .collect();
+    let ok = ended.iter().any(|(ok, _)| *ok);
+    let evidence = format!(
+        "subagent conversation(s) [{}]; ended: {:?}",
+        started.join(", "),
+        ended
+            .iter()
+            .map(|(ok, a)| format!("ok {ok}, answer {:?}", a.as_deref().map(short)))
+            .collect::<Vec<_>>()
+    );
+    Ok(vec![("subagent.child_conversation", ok, evidence)])
+}

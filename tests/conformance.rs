@@ -1,0 +1,149 @@
+//! `agy-bridge conformance` against fake-agy: every fact holds; with one
+//! fault injected (fake-agy's FAKE_AGY_FAULT, FAKE_AGY_IGNORE_HOOKS) the
+//! report names exactly that fact, and the exit code is 1.
+
+mod common;
+
+use common::bridge;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// Run the suite with `env` added; its exit code and report.json.
+fn conformance(home: &Path, env: &[(&str, &str)]) -> (Option<i32>, Value) {
+    let out = home.join("out");
+    let mut cmd = bridge("conformance", home, "hello", "50");
+    cmd.arg("--out").arg(&out).arg("--timeout").arg("60");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn agy-bridge conformance");
+    let output = common::wait_output(child, Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let text = std::fs::read_to_string(out.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json ({e}); stderr: {stderr}"));
+    let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
+    assert!(
+        out.join("report.md").is_file(),
+        "no report.md; stderr: {stderr}"
+    );
+    (output.status.code(), report)
+}
+
+/// The facts whose `ok` is `want` (true, false, or null).
+fn facts_with(report: &Value, want: &Value) -> Vec<String> {
+    report["facts"]
+        .as_array()
+        .map(|facts| {
+            facts
+                .iter()
+                .filter(|f| &f["ok"] == want)
+                .filter_map(|f| f["fact"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_fact_holds_against_fake_agy() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (code, report) = conformance(home.path(), &[]);
+    let failed = facts_with(&report, &Value::Bool(false));
+    assert!(failed.is_empty(), "facts failed: {failed:?}\n{report:#}");
+    assert_eq!(code, Some(0), "{report:#}");
+    let held = facts_with(&report, &Value::Bool(true));
+    for fact in [
+        "cli.version",
+        "models.listing",
+        "usage.buckets",
+        "init.conversation_id",
+        "result.success",
+        "db.text_field_path",
+        "tools.view_file",
+        "tools.run_command",
+        "denied.result_denied_actions",
+        "resume.same_conversation",
+        "result.usage.cumulative",
+        "resume.unknown_id_new_conversation",
+        "stdin.two_turns_one_conversation",
+        "hooks.add_dir_loaded",
+        "hooks.pre_tool_use_allow",
+        "hooks.pre_tool_use_deny",
+        "slash.disable_flag",
+        "edits.accept_edits_write",
+        "mcp.bridge_server",
+        "subagent.child_conversation",
+    ] {
+        assert!(
+            held.iter().any(|f| f == fact),
+            "{fact} not held:\n{report:#}"
+        );
+    }
+    assert_eq!(report["planned_turns"], report["spent_turns"], "{report:#}");
+    let recordings = report["recordings"].as_array().map_or(0, Vec::len);
+    assert!(recordings >= 10, "recordings: {:#}", report["recordings"]);
+    // The recordings are what fake-agy replays.
+    let one = home.path().join("out/recordings/one-word.jsonl");
+    agy_bridge::recording::Recording::load(&one).expect("one-word recording loads");
+}
+
+/// Each fault makes exactly its fact fail.
+#[test]
+fn each_injected_fault_names_exactly_its_fact() {
+    for (env, fact) in [
+        (
+            ("FAKE_AGY_FAULT", "init-without-id"),
+            "init.conversation_id",
+        ),
+        (
+            ("FAKE_AGY_FAULT", "usage-per-turn"),
+            "result.usage.cumulative",
+        ),
+        (("FAKE_AGY_FAULT", "text-field-moved"), "db.text_field_path"),
+        (("FAKE_AGY_IGNORE_HOOKS", "1"), "hooks.add_dir_loaded"),
+    ] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let (code, report) = conformance(home.path(), &[env]);
+        let failed = facts_with(&report, &Value::Bool(false));
+        assert_eq!(failed, vec![fact.to_string()], "{env:?}:\n{report:#}");
+        assert_eq!(code, Some(1), "{env:?}");
+    }
+}
+
+#[test]
+fn only_and_unknown_scenarios() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = home.path().join("out");
+    let output = bridge("conformance", home.path(), "hello", "50")
+        .args(["--only", "version,one-word", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
+            .expect("json");
+    assert_eq!(report["planned_turns"], 1);
+    assert_eq!(report["facts"].as_array().map(Vec::len), Some(4));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("1 model turn(s)"), "{stderr}");
+
+    let output = bridge("conformance", home.path(), "hello", "50")
+        .args(["--only", "nonsense", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+
+    let output = bridge("conformance", home.path(), "hello", "50")
+        .args(["--out"])
+        .arg(&out)
+        .env("AGY_BIN", home.path().join("no-such-agy"))
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+}
