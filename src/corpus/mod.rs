@@ -4,10 +4,14 @@
 //! synthesized corpus in `recordings/` (`synth`, behind the `corpus`
 //! feature: fake-agy's tests, ours and the benches use it), capturing a live run
 //! ([`record`]), redaction ([`redact`]), reading and diffing whole databases
-//! ([`db`]) and the schema drift report ([`drift`]).
+//! ([`db`]), the schema drift report ([`drift`]) and the conformance suite
+//! that checks a live agy against docs/agy-format.md ([`conformance`]).
 //!
 //! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`] (the
 //! recorder runs a turn), [`crate::view`] (drift reads what `decode` reads).
+//! One exception, kept to [`conformance`]: it also imports [`crate::pi`]
+//! (the `agy models` parser, and the bridge's own MCP server it checks agy
+//! against), so it sits above `pi`; nothing below imports it.
 
 pub mod conformance;
 pub mod db;
