@@ -9,7 +9,7 @@ use cli::turn as cmd_turn;
 use agy_bridge::decode;
 use clap::{Args, Parser, Subcommand};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Stream Google's Antigravity CLI (agy) as a model provider, and inspect
@@ -776,10 +776,12 @@ struct DriftArgs {
 /// `drift`'s exit status when the inputs hold nothing to compare.
 const DRIFT_NOTHING_TO_COMPARE: u8 = 3;
 
-/// The files drift reads from PATHS (directories give their `.jsonl`
-/// files), and a description of each PATH for the nothing-to-compare case.
+/// The files drift reads from PATHS (a directory gives the `.jsonl` files
+/// in it and in every directory below it, so `recordings/` is the whole
+/// corpus), each once, and a description of each PATH for the
+/// nothing-to-compare case.
 fn drift_inputs(args: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>), String> {
-    let mut paths = Vec::new();
+    let mut paths: Vec<PathBuf> = Vec::new();
     let mut looked_at = Vec::new();
     for p in args {
         if !p.is_dir() {
@@ -787,20 +789,37 @@ fn drift_inputs(args: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>), String>
             looked_at.push(p.display().to_string());
             continue;
         }
-        let entries = std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let mut found: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
+        let mut found = Vec::new();
+        jsonl_under(p, &mut found)?;
         found.sort();
         looked_at.push(format!(
-            "{} (a directory with {} .jsonl file(s))",
+            "{} (a directory with {} .jsonl file(s) in it and below)",
             p.display(),
             found.len()
         ));
         paths.extend(found);
     }
+    let mut seen = std::collections::HashSet::new();
+    paths.retain(|p| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())));
     Ok((paths, looked_at))
+}
+
+/// Every `.jsonl` file under `dir`, at any depth.
+fn jsonl_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = entry.path();
+        let kind = entry
+            .file_type()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if kind.is_dir() {
+            jsonl_under(&path, found)?;
+        } else if path.extension().is_some_and(|x| x == "jsonl") {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 fn cmd_drift(args: DriftArgs) -> CmdResult {

@@ -147,3 +147,119 @@ fn only_and_unknown_scenarios() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// fake-agy run on a saved conformance folder: `args`, `stdin`, `env`.
+fn replay(args: &[&str], stdin: &str, env: &[(&str, &Path)]) -> std::process::Output {
+    use std::io::Write;
+    let mut cmd = std::process::Command::new(common::fake_agy());
+    cmd.args(args)
+        .env("FAKE_AGY_SPEED", "50")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn fake-agy");
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.as_bytes()).expect("write stdin");
+    }
+    common::wait_output(child, Duration::from_secs(60))
+}
+
+/// What a report's folder keeps is what agy printed, and fake-agy replays
+/// it as it is: `--version` and `models` from a recording's header, `/usage`
+/// from `commands/usage.stdout`, the two stdin turns from one recording.
+#[test]
+fn the_folder_keeps_agys_commands_and_stdin_turns_and_fake_agy_replays_them() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = home.path().join("out");
+    let output = bridge("conformance", home.path(), "hello", "50")
+        .args(["--only", "version,models,usage,hooks,stdin", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
+            .expect("json");
+    assert!(
+        report["commands"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|f| f == "commands/usage.stdout")),
+        "{report:#}"
+    );
+    let commands = out.join("commands");
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(commands.join("index.json")).expect("commands/index.json"),
+    )
+    .expect("index is JSON");
+    let names: Vec<&str> = index
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["version", "models", "usage", "hooks"], "{index:#}");
+    for c in index.as_array().into_iter().flatten() {
+        assert_eq!(c["exit_code"], 0, "{c:#}");
+    }
+    let saved = |name: &str| {
+        std::fs::read_to_string(commands.join(format!("{name}.stdout"))).expect("saved stdout")
+    };
+    // The throwaway workspace is redacted out of /hooks' listing.
+    let hooks = saved("hooks");
+    assert!(hooks.contains("hooks.json"), "{hooks}");
+    assert!(!hooks.contains("conformance-"), "{hooks}");
+
+    let stdin_rec = out.join("recordings/stdin.jsonl");
+    let rec = agy_bridge::recording::Recording::load(&stdin_rec).expect("stdin recording loads");
+    let turns: std::collections::BTreeSet<u32> = rec.commits.iter().map(|c| c.turn).collect();
+    assert_eq!(turns, [0, 1].into(), "one recording, both stdin turns");
+    assert_eq!(rec.header.version_output, saved("version"));
+    assert_eq!(rec.header.models_output, saved("models"));
+
+    let env = [("FAKE_AGY_RECORDING", stdin_rec.as_path())];
+    let version = replay(&["--version"], "", &env);
+    assert_eq!(String::from_utf8_lossy(&version.stdout), saved("version"));
+    let models = replay(&["models"], "", &env);
+    assert_eq!(String::from_utf8_lossy(&models.stdout), saved("models"));
+    let usage_file = commands.join("usage.stdout");
+    let usage = replay(
+        &["-p", "/usage", "--output-format", "json"],
+        "",
+        &[("FAKE_AGY_USAGE", usage_file.as_path())],
+    );
+    assert_eq!(String::from_utf8_lossy(&usage.stdout), saved("usage"));
+
+    let lines = format!(
+        "{}\n{}\n",
+        agy_bridge::format::stream_input::user_line("one"),
+        agy_bridge::format::stream_input::user_line("two")
+    );
+    let played = replay(
+        &[
+            "--output-format",
+            "stream-json",
+            "--input-format",
+            "stream-json",
+            "--print",
+            "",
+        ],
+        &lines,
+        &env,
+    );
+    let stdout = String::from_utf8_lossy(&played.stdout);
+    assert_eq!(played.status.code(), Some(0), "{stdout}");
+    let results: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "result")
+        .collect();
+    assert_eq!(results.len(), 2, "{stdout}");
+    assert_eq!(
+        results[0]["result"]["conversation_id"], results[1]["result"]["conversation_id"],
+        "{stdout}"
+    );
+    assert_eq!(results[1]["result"]["num_turns"], 2, "{stdout}");
+}

@@ -40,10 +40,10 @@ fn load(name: &str) -> Recording {
 }
 
 /// README's "Recording a new agy version" command that regenerates the
-/// baseline, run from the repository root: the top-level recordings and
-/// those one directory down (`outcomes/`, `mcp/`).
+/// baseline, run from the repository root: `recordings/` reads every
+/// recording below it (`outcomes/`, `mcp/`).
 const README_UPDATE: &str =
-    "agy-bridge drift --update-baseline recordings/schema-baseline.json recordings/ recordings/*/";
+    "agy-bridge drift --update-baseline recordings/schema-baseline.json recordings/";
 
 /// A corpus and its baseline, loaded with the library's drift types: the
 /// repository's, or a copy a test changed the way a maintainer would. The
@@ -206,15 +206,10 @@ fn recordings_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// What [`README_UPDATE`] passes for `recordings/ recordings/*/`.
+/// What [`README_UPDATE`] passes: the corpus directory, which drift reads
+/// at every depth.
 fn update_inputs(dir: &Path) -> Vec<PathBuf> {
-    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.is_dir())
-        .collect();
-    subdirs.sort();
-    std::iter::once(dir.to_path_buf()).chain(subdirs).collect()
+    vec![dir.to_path_buf()]
 }
 
 /// Save `rec` as `dir/name` (the name is what reports cite).
@@ -1015,7 +1010,7 @@ fn an_empty_directory_is_nothing_to_compare() {
             "drift: nothing to compare: no recording or database to read.\nlooked at: ",
         ))
         .stdout(predicate::str::contains(
-            "(a directory with 0 .jsonl file(s))",
+            "(a directory with 0 .jsonl file(s) in it and below)",
         ))
         .stdout(predicate::str::contains("BREAKING").not())
         .stdout(predicate::str::contains("vanished").not());
@@ -1448,4 +1443,25 @@ fn the_readme_path_stays_green() {
     check_renumbered_text(&after);
     check_omitted_zeros(&after);
     check_vanished_step_type(&after);
+}
+
+/// A directory is read at every depth (a conformance report's
+/// `recordings/agy-<version>/recordings/` is two down), and a file named
+/// twice, alone and in its directory, counts once.
+#[test]
+fn directories_are_read_at_every_depth_and_each_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("agy-9.9.9").join("recordings");
+    std::fs::create_dir_all(&deep).unwrap();
+    save(dir.path(), "top.jsonl", &load("hello"));
+    let nested = save(&deep, "nested.jsonl", &load("tools"));
+    let out = tempfile::tempdir().unwrap();
+    bin()
+        .args(["drift", "--update-baseline"])
+        .arg(out.path().join("baseline.json"))
+        .arg(dir.path())
+        .arg(&nested)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(": 2 sources, "));
 }

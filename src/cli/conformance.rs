@@ -22,7 +22,8 @@ so the conversations it creates are where agy keeps them (~/.gemini/antigravity-
 It says first how many model turns it will spend, and stops cleanly on a quota error (the report \
 says what was not checked). Each scenario sets FAKE_AGY_RECORDING for fake-agy; a real agy ignores it.
 
-Writes DIR/report.json, DIR/report.md and DIR/recordings/*.jsonl (redacted).
+Writes, redacted: DIR/report.json, DIR/report.md, DIR/recordings/*.jsonl (every turn, replayable by \
+fake-agy), DIR/commands/ (what --version, models, /usage and /hooks printed) and DIR/drift.txt.
 
 Exit status: 0 every fact checked held; 1 a fact did not hold (named on stderr); 2 the suite could \
 not run."

@@ -224,6 +224,8 @@ pub struct Capturer {
     links: BTreeMap<String, String>,
     commits: Vec<Commit>,
     stats: CaptureStats,
+    /// The stdin turn being captured (a warm agy runs several).
+    turn: u32,
 }
 
 impl Capturer {
@@ -237,6 +239,7 @@ impl Capturer {
             links: BTreeMap::new(),
             commits: Vec::new(),
             stats: CaptureStats::default(),
+            turn: 0,
         }
     }
 
@@ -280,6 +283,13 @@ impl Capturer {
     /// Start the clock: commit offsets are measured from here.
     pub fn start(&mut self) {
         self.t0 = Instant::now();
+    }
+
+    /// The next stdin turn of the same agy begins now: later commits are
+    /// that turn's, timed from here (the recording format's `turn`).
+    pub fn next_turn(&mut self) {
+        self.turn += 1;
+        self.start();
     }
 
     pub fn stats(&self) -> CaptureStats {
@@ -334,7 +344,7 @@ impl Capturer {
                 pre: false,
                 gate: None,
                 mcp_call: None,
-                turn: 0,
+                turn: self.turn,
                 writes,
             });
         }

@@ -441,6 +441,9 @@ mod erased {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ParseStats {
     pub lines: u64,
+    /// `init` lines read, each naming its conversation (an `init` without
+    /// `conversation_id` is an unknown event, not one of these).
+    pub inits: u64,
     pub unknown_events: u64,
     pub unknown_fields: u64,
     pub not_json: u64,
@@ -454,6 +457,9 @@ impl ParseStats {
             Line::UnknownEvent { .. } => self.unknown_events += 1,
             Line::NotJson(_) => self.not_json += 1,
             _ => self.unknown_fields += line.unknown_fields().len() as u64,
+        }
+        if matches!(line, Line::Init { .. }) {
+            self.inits += 1;
         }
     }
 }
@@ -573,6 +579,9 @@ mod tests {
     fn unknown_events_and_fields_are_counted_not_fatal() {
         let mut stats = ParseStats::default();
         for line in [
+            INIT,
+            // An init line without its conversation id is not an init.
+            r#"{"event":"init","init":{"cwd":"/work"}}"#,
             r#"{"event":"heartbeat","heartbeat":{}}"#,
             "I0701 12:00:00 log line",
             r#"{"event":"step_update","step_update":{"step_index":1,"state":"ACTIVE","step_type":"agent_response","sparkle":true}}"#,
@@ -585,8 +594,9 @@ mod tests {
         assert_eq!(
             stats,
             ParseStats {
-                lines: 4,
-                unknown_events: 1,
+                lines: 6,
+                inits: 1,
+                unknown_events: 2,
                 unknown_fields: 1,
                 not_json: 1
             }

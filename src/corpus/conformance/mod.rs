@@ -18,6 +18,7 @@
 //! with [`crate::pi::models`]' parser (the only parser of that listing) and
 //! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
 
+mod commands;
 mod report;
 mod scenarios;
 
@@ -245,6 +246,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The recordings written, relative to the output directory.
     pub recordings: Vec<String>,
+    /// What agy's own commands printed, relative to the output directory.
+    pub commands: Vec<String>,
     /// What the drift report against the schema baseline found.
     pub drift: Option<String>,
 }
@@ -284,6 +287,10 @@ pub(crate) struct Suite {
     pub out: Option<PathBuf>,
     pub recordings: Vec<String>,
     pub version_output: String,
+    /// What `agy models` printed (every recording's `models_output`).
+    pub models_output: String,
+    /// agy's own commands as they ran (`DIR/commands/`).
+    pub commands: Vec<commands::Ran>,
     pub cancel: CancellationToken,
 }
 
@@ -327,6 +334,21 @@ impl Suite {
         }
     }
 
+    /// A capturer for a run of `req` when the suite writes recordings, and
+    /// `cfg` with the poll interval a capture needs.
+    fn capture(&self, cfg: &RunConfig, req: &TurnRequest) -> (RunConfig, Option<record::Capturer>) {
+        let mut run_cfg = cfg.clone();
+        let capturer = self.out.as_ref().map(|_| {
+            run_cfg.poll_interval = run_cfg.poll_interval.min(record::CAPTURE_INTERVAL);
+            let _ = std::fs::create_dir_all(&cfg.conversations_dir);
+            match &req.conversation {
+                Some(id) => record::Capturer::resume(&cfg.conversations_dir, id),
+                None => record::Capturer::new(&cfg.conversations_dir),
+            }
+        });
+        (run_cfg, capturer)
+    }
+
     /// Run one turn (unless the suite stopped), recorded as `label` when
     /// the suite writes recordings; a quota failure stops the suite.
     /// `None`: it did not run.
@@ -334,17 +356,10 @@ impl Suite {
         if self.stopped.is_some() {
             return None;
         }
-        let mut run_cfg = cfg.clone();
-        let mut capturer = self.out.as_ref().map(|_| {
-            run_cfg.poll_interval = run_cfg.poll_interval.min(record::CAPTURE_INTERVAL);
-            let _ = std::fs::create_dir_all(&cfg.conversations_dir);
-            let mut c = match &req.conversation {
-                Some(id) => record::Capturer::resume(&cfg.conversations_dir, id),
-                None => record::Capturer::new(&cfg.conversations_dir),
-            };
+        let (run_cfg, mut capturer) = self.capture(cfg, req);
+        if let Some(c) = capturer.as_mut() {
             c.start();
-            c
-        });
+        }
         let (tx, rx) = runner::event_channel();
         let observer = capturer.as_mut().map(|c| c as &mut dyn runner::Observer);
         let (result, events) = tokio::join!(
@@ -360,26 +375,37 @@ impl Suite {
     }
 
     /// Two turns on one agy over its stdin (a warm agy, as pi's sessions
-    /// run them): the results, `None` when the suite had stopped.
+    /// run them), recorded as `label` (one recording, a `turn` per line):
+    /// the results, `None` when the suite had stopped.
     pub async fn warm_turns(
         &mut self,
         cfg: &RunConfig,
         first: &TurnRequest,
         second_prompt: &str,
+        label: &str,
     ) -> Result<Option<Vec<RunResult>>, String> {
         if self.stopped.is_some() {
             return Ok(None);
         }
-        let key = runner::WarmKey::of(cfg, first, "");
-        let prelude = runner::Prelude::blocking(cfg);
-        let mut warm = runner::start_warm(cfg, first, prelude, key).await?;
+        let (cfg, mut capturer) = self.capture(cfg, first);
+        let key = runner::WarmKey::of(&cfg, first, "");
+        let prelude = runner::Prelude::blocking(&cfg);
+        let mut warm = runner::start_warm(&cfg, first, prelude, key).await?;
         let mut results = Vec::new();
         let mut req = first.clone();
         for prompt in [first.prompt.as_str(), second_prompt] {
             req.prompt = prompt.to_string();
+            if let Some(c) = capturer.as_mut() {
+                if results.is_empty() {
+                    c.start();
+                } else {
+                    c.next_turn();
+                }
+            }
             let (tx, rx) = runner::event_channel();
+            let observer = capturer.as_mut().map(|c| c as &mut dyn runner::Observer);
             let (ran, _) = tokio::join!(
-                runner::run_warm(cfg, &req, warm, self.cancel.clone(), tx),
+                runner::run_warm_observed(&cfg, &req, warm, self.cancel.clone(), tx, observer),
                 collect(rx)
             );
             let (result, next) = match ran {
@@ -402,6 +428,9 @@ impl Suite {
                 }
                 None => break,
             }
+        }
+        if let (Some(c), Some(result)) = (&capturer, results.first()) {
+            self.save_recording(label, first, result, c);
         }
         Ok(Some(results))
     }
@@ -463,10 +492,13 @@ fn recorded(
         Some(r) if !r.response.is_empty() => format!("{}\n", r.response.trim_end()),
         _ => result.stdout.clone(),
     };
+    // A warm agy's turn has no exit code of its own: agy goes on to the
+    // next line, and exits 0 when its input closes after a good turn.
+    let warm_ok = result.agy_result.as_ref().is_some_and(|a| a.is_success());
     let exit_code = result
         .exit_code
         .or_else(|| result.signal.map(|s| 128 + s))
-        .unwrap_or(-1);
+        .unwrap_or(if warm_ok { 0 } else { -1 });
     Recording {
         header: Header {
             format: crate::recording::FORMAT_VERSION,
@@ -483,7 +515,7 @@ fn recorded(
             stdout,
             stderr: result.stderr_tail.clone(),
             exit_code,
-            models_output: String::new(),
+            models_output: suite.models_output.clone(),
             version_output: suite.version_output.clone(),
             schema: capturer.schema(),
             outcome: None,
@@ -506,23 +538,26 @@ pub(crate) async fn collect(mut rx: tokio::sync::mpsc::Receiver<RunEvent>) -> Ve
 pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, String> {
     let root = PrivateDir::create(&crate::state::tmp::temp_dir(), "conformance")
         .map_err(|e| format!("cannot create a temporary workspace: {e}"))?;
-    let version = scenarios::version(&opts.cfg)?;
-    let model = match opts.model.clone() {
-        Some(m) => Some(m),
-        None => scenarios::cheapest_model(&opts.cfg),
-    };
     let mut suite = Suite {
         cfg: opts.cfg.clone(),
-        model: model.clone(),
+        model: opts.model.clone(),
         root,
         spent: 0,
         stopped: None,
         notes: Vec::new(),
         out: opts.out.clone(),
         recordings: Vec::new(),
-        version_output: version.output.clone(),
+        version_output: String::new(),
+        models_output: String::new(),
+        commands: Vec::new(),
         cancel,
     };
+    let version = suite.version()?;
+    suite.list_models();
+    if suite.model.is_none() {
+        suite.model = scenarios::cheapest_listed(&suite.models_output);
+    }
+    let model = suite.model.clone();
     let mut facts = Vec::new();
     for sc in &opts.scenarios {
         let found = if sc.not_yet {
@@ -544,6 +579,14 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, Str
         Some(out) if !suite.recordings.is_empty() => write_drift(out, &suite.recordings),
         _ => None,
     };
+    let mut saved_commands = Vec::new();
+    if let Some(out) = &opts.out {
+        let opts = redact::RedactOptions::from_env(vec![suite.root.path().display().to_string()]);
+        match commands::write(out, &suite.commands, &mut redact::Redactor::new(&opts)) {
+            Ok(files) => saved_commands = files,
+            Err(e) => suite.notes.push(format!("cannot write commands/: {e}")),
+        }
+    }
     Ok(Report {
         agy_bin: opts.cfg.agy_bin.display().to_string(),
         agy_version: version.text.clone(),
@@ -560,6 +603,7 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, Str
         .chain(suite.notes.iter().cloned())
         .collect(),
         recordings: suite.recordings.clone(),
+        commands: saved_commands,
         drift,
     })
 }

@@ -62,6 +62,12 @@ impl Report {
                 md.push_str(&format!("- `{r}`\n"));
             }
         }
+        if !self.commands.is_empty() {
+            md.push_str("\n## agy's own commands (redacted)\n\n");
+            for c in &self.commands {
+                md.push_str(&format!("- `{c}`\n"));
+            }
+        }
         if let Some(drift) = &self.drift {
             md.push_str(&format!("\n## Drift\n\n{}\n", cell(drift)));
         }

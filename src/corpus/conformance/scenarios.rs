@@ -3,6 +3,7 @@
 //! plays for the scenario does (a one-word answer, a file read and a
 //! command, a denied command ...).
 
+use super::commands::Ran;
 use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
 use crate::discovery::{BindMethod, ConversationId};
 use crate::events::Event;
@@ -48,22 +49,55 @@ fn agy_command(cfg: &RunConfig, args: &[&str], cwd: Option<&Path>) -> Result<Out
     })
 }
 
-/// `agy --version`; an agy that cannot be started is an error (exit 2).
-pub(crate) fn version(cfg: &RunConfig) -> Result<Version, String> {
-    let out = agy_command(cfg, &["--version"], None)?;
-    let output = String::from_utf8_lossy(&out.stdout).into_owned();
-    Ok(Version {
-        text: crate::record::version_of(&output),
-        output,
-        exit: out.status.code(),
-    })
+impl Suite {
+    /// Run one of agy's own commands, kept for `DIR/commands/` as `name`.
+    fn command(
+        &mut self,
+        name: &str,
+        cfg: &RunConfig,
+        args: &[&str],
+        cwd: Option<&Path>,
+    ) -> Result<Output, String> {
+        let out = agy_command(cfg, args, cwd)?;
+        self.commands.push(Ran::new(name, args, &out));
+        Ok(out)
+    }
+
+    /// `agy --version` (kept as the recordings' `version_output`); an agy
+    /// that cannot be started is an error (exit 2).
+    pub(crate) fn version(&mut self) -> Result<Version, String> {
+        let cfg = self.cfg.clone();
+        let out = self.command("version", &cfg, &["--version"], None)?;
+        let output = String::from_utf8_lossy(&out.stdout).into_owned();
+        self.version_output = output.clone();
+        Ok(Version {
+            text: crate::record::version_of(&output),
+            output,
+            exit: out.status.code(),
+        })
+    }
+
+    /// `agy models` (kept as the recordings' `models_output`), once per
+    /// suite; the `models` scenario reads what it printed.
+    pub(crate) fn list_models(&mut self) {
+        let cfg = self.cfg.clone();
+        match self.command("models", &cfg, &["models"], None) {
+            Ok(out) => self.models_output = String::from_utf8_lossy(&out.stdout).into_owned(),
+            Err(e) => self.notes.push(format!("models: {}", one_line(&e))),
+        }
+    }
 }
 
 /// The cheapest model `agy models` lists: a lite, else a flash model, at
 /// the lowest effort; `None` (agy's default) when it lists none.
 pub fn cheapest_model(cfg: &RunConfig) -> Option<String> {
     let out = agy_command(cfg, &["models"], None).ok()?;
-    let listed = crate::pi::models::parse_models_output(&String::from_utf8_lossy(&out.stdout));
+    cheapest_listed(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// [`cheapest_model`] of what `agy models` printed.
+pub(crate) fn cheapest_listed(listing: &str) -> Option<String> {
+    let listed = crate::pi::models::parse_models_output(listing);
     listed.iter().map(|m| m.slug()).min_by_key(|slug| {
         let family = if slug.contains("lite") {
             0
@@ -88,8 +122,8 @@ pub fn cheapest_model(cfg: &RunConfig) -> Option<String> {
 pub(crate) async fn run_one(s: &mut Suite, sc: &Scenario, version: &Version) -> Vec<Found> {
     let found = match sc.name {
         "version" => Ok(vec![version_fact(version)]),
-        "models" => models(&s.cfg),
-        "usage" => usage(&s.config(sc)),
+        "models" => models(s),
+        "usage" => usage(s, sc),
         "one-word" => one_word(s, sc).await,
         "tools" => tools(s, sc).await,
         "denied" => denied(s, sc).await,
@@ -130,25 +164,33 @@ fn version_fact(v: &Version) -> Found {
     )
 }
 
-fn models(cfg: &RunConfig) -> Result<Vec<Found>, String> {
-    let out = agy_command(cfg, &["models"], None)?;
-    let listed = crate::pi::models::parse_models_output(&String::from_utf8_lossy(&out.stdout));
+fn models(s: &Suite) -> Result<Vec<Found>, String> {
+    let Some(out) = s.commands.iter().find(|c| c.name == "models") else {
+        return Err("`agy models` did not run (see the notes)".into());
+    };
+    let listed = crate::pi::models::parse_models_output(&out.stdout);
     let slugs: Vec<String> = listed.iter().map(|m| m.slug()).collect();
     let evidence = format!(
         "exit {}, {} model(s): {}",
-        out.status.code().unwrap_or(-1),
+        out.exit_code.unwrap_or(-1),
         slugs.len(),
         short(&slugs.join(", "))
     );
     Ok(vec![(
         "models.listing",
-        out.status.success() && !slugs.is_empty(),
+        out.exit_code == Some(0) && !slugs.is_empty(),
         evidence,
     )])
 }
 
-fn usage(cfg: &RunConfig) -> Result<Vec<Found>, String> {
-    let out = agy_command(cfg, &["-p", "/usage", "--output-format", "json"], None)?;
+fn usage(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let cfg = s.config(sc);
+    let out = s.command(
+        "usage",
+        &cfg,
+        &["-p", "/usage", "--output-format", "json"],
+        None,
+    )?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (ok, evidence) = match Quota::parse(&stdout) {
         Ok(q) if !q.buckets.is_empty() => (
@@ -166,21 +208,25 @@ fn usage(cfg: &RunConfig) -> Result<Vec<Found>, String> {
     Ok(vec![("usage.buckets", ok, evidence)])
 }
 
-/// `init.conversation_id`: the runner bound the turn from the init line.
+/// `init.conversation_id`: agy printed an `init` line naming its
+/// conversation (the stream-json reader counts those; an init without
+/// `conversation_id` is an event it does not know), and the runner bound
+/// the turn from it.
 fn init_fact(r: &RunResult) -> Found {
     let id = r.conversation_id.clone().unwrap_or_default();
-    // An init line without its id is an event the reader does not know
-    // (the runner then binds from a later line's id).
-    let unread = r.stream_stats.unknown_events;
+    let stats = &r.stream_stats;
     match &r.bind_method {
-        Some(BindMethod::StreamJson) if unread == 0 => {
-            ("init.conversation_id", true, format!("init named {id}"))
-        }
+        Some(BindMethod::StreamJson) if stats.inits > 0 => (
+            "init.conversation_id",
+            true,
+            format!("{} init line(s); the first named {id}", stats.inits),
+        ),
         other => (
             "init.conversation_id",
             false,
             format!(
-                "{unread} stream-json line(s) not read (an init without conversation_id is one); bound by {other:?} to {id:?}"
+                "{} init line(s) with a conversation_id among {} stream-json line(s), {} not read (an init without conversation_id is one); bound by {other:?} to {id:?}",
+                stats.inits, stats.lines, stats.unknown_events
             ),
         ),
     }
@@ -442,7 +488,7 @@ async fn stdin(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
     let cfg = s.config(sc);
     let first = s.request("Reply with exactly the word one.", &cwd);
     let Some(results) = s
-        .warm_turns(&cfg, &first, "Reply with exactly the word two.")
+        .warm_turns(&cfg, &first, "Reply with exactly the word two.", sc.name)
         .await?
     else {
         return Ok(Vec::new());
@@ -498,7 +544,7 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
         "--add-dir",
         add_arg.as_str(),
     ];
-    let out = agy_command(&cfg, &args, Some(&cwd))?;
+    let out = s.command("hooks", &cfg, &args, Some(&cwd))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let loaded =
         out.status.success() && crate::run::hook_proof::lists_probe(&stdout, &hooks_json, &command);

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
+pub use warm::{run_warm, run_warm_observed, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
 
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

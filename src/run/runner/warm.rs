@@ -235,9 +235,22 @@ pub async fn start_warm(
 pub async fn run_warm(
     cfg: &RunConfig,
     req: &TurnRequest,
+    warm: WarmAgy,
+    cancel: CancellationToken,
+    events: mpsc::Sender<RunEvent>,
+) -> WarmRun {
+    run_warm_observed(cfg, req, warm, cancel, events, None).await
+}
+
+/// [`run_warm`] with an [`Observer`] woken after every poll of the turn
+/// (conformance records a warm agy's turns this way).
+pub async fn run_warm_observed<'a>(
+    cfg: &RunConfig,
+    req: &TurnRequest,
     mut warm: WarmAgy,
     cancel: CancellationToken,
     events: mpsc::Sender<RunEvent>,
+    observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> WarmRun {
     if warm.has_exited().await {
         let status = warm.agy.child.wait().await;
@@ -257,7 +270,15 @@ pub async fn run_warm(
         return WarmRun::Gone("the prompt cannot go on agy's stdin".into());
     };
     warm.agy.tails.clear();
-    let mut turn = Turn::new(cfg, req, events, None, warm.surface, warm.before.clone());
+    let observer = observer.map(|o| &mut *o as &mut dyn Observer);
+    let mut turn = Turn::new(
+        cfg,
+        req,
+        events,
+        observer,
+        warm.surface,
+        warm.before.clone(),
+    );
     turn.warm = Some(WarmTurn {
         before: warm.total,
         ended: false,
