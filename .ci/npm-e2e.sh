@@ -74,6 +74,10 @@ check "pack-npm.sh packs $TGZ and prints: $INSTALL" $? "exit $code, printed: $pr
 $(tail -20 <<<"$out")
 $(ls "$TARGET_DIR/npm" 2>&1)"
 [ -f "$TGZ" ] && [ -n "$printed" ] || finish
+# README shows the same two lines (for the default target directory).
+readme_line="pi install npm:pi-agy-bridge@file:\$PWD/target/npm/pi-agy-bridge-$VERSION.tgz"
+grep -q '^scripts/pack-npm.sh ' README.md && grep -qF "$readme_line" README.md
+check "README's pi set-up shows scripts/pack-npm.sh and $readme_line" $? "$(grep -n 'pack-npm.sh\|pi install' README.md)"
 
 out="$(tar -tvzf "$TGZ" 2>&1)"
 grep -qE '^-rwxr-xr-x .* package/bin/agy-bridge$' <<<"$out" && grep -q ' package/index.ts$' <<<"$out"
