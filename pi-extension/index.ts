@@ -4,16 +4,20 @@
 // `agy-bridge`, which this extension spawns and talks to over JSON lines.
 // The protocol is documented in ARCHITECTURE.md ("The pi protocol").
 //
-// The binary is `$AGY_BRIDGE_BIN`, else the one in this platform's npm
-// package (`pi-agy-bridge-<os>-<cpu>`, an optional dependency of
-// `pi-agy-bridge`), else `agy-bridge` on PATH. It must be a real executable:
-// it re-executes itself as the guardian of agy's process tree.
+// The binary is `$AGY_BRIDGE_BIN`, else `bin/agy-bridge` beside this file
+// (the package `scripts/pack-npm.sh` packs from a local build), else the one
+// in this platform's npm package (`pi-agy-bridge-<os>-<cpu>`, an optional
+// dependency of the published `pi-agy-bridge`), else `agy-bridge` on PATH. It
+// must be a real executable: it re-executes itself as the guardian of agy's
+// process tree. With none of them, pi says so at start-up (stderr, and a
+// notification in pi's UI) instead of listing no models in silence.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import {
 	createAssistantMessageEventStream,
 	type Api,
@@ -36,6 +40,13 @@ const PLATFORM_PACKAGE = `pi-agy-bridge-${process.platform}-${process.arch}`;
 
 function bridgeBin(): string {
 	if (process.env.AGY_BRIDGE_BIN) return process.env.AGY_BRIDGE_BIN;
+	// A package packed from a local build carries its binary (scripts/pack-npm.sh).
+	try {
+		const bundled = join(dirname(fileURLToPath(import.meta.url)), "bin", "agy-bridge");
+		if (existsSync(bundled)) return bundled;
+	} catch {
+		// Not loaded from a file: no bundled binary.
+	}
 	try {
 		const manifest = createRequire(import.meta.url).resolve(`${PLATFORM_PACKAGE}/package.json`);
 		const bin = join(dirname(manifest), "bin", "agy-bridge");
@@ -47,13 +58,17 @@ function bridgeBin(): string {
 	return "agy-bridge";
 }
 
-/** Why the binary could not be started, in words that say how to fix it. */
+/** Why the binary could not be started, in words that say how to fix it;
+ *  the first such sentence is kept for pi's UI (`startFailure`). */
+let startFailure: string | undefined;
 function cannotStart(err: Error): string {
 	const bin = bridgeBin();
-	if ((err as NodeJS.ErrnoException).code === "ENOENT" && bin === "agy-bridge") {
-		return `agy-bridge not found: the npm package ${PLATFORM_PACKAGE} (the prebuilt binary for this platform) is not installed and agy-bridge is not on PATH, so reinstall pi-agy-bridge with optional dependencies, set AGY_BRIDGE_BIN, or build it from source with \`cargo install --path .\` in a checkout of the agy-bridge repository.`;
-	}
-	return `agy-bridge could not start (${bin}): ${err.message}`;
+	const why =
+		(err as NodeJS.ErrnoException).code === "ENOENT" && bin === "agy-bridge"
+			? `pi-agy-bridge cannot run: it has no agy-bridge binary for ${process.platform}-${process.arch} (not bundled in the package, the npm package ${PLATFORM_PACKAGE} is not installed, and agy-bridge is not on PATH), so pi has no antigravity models. Fix: \`pi install npm:pi-agy-bridge\` from the npm registry (it brings ${PLATFORM_PACKAGE}); or, in a checkout of the agy-bridge repository, run \`scripts/pack-npm.sh\` and the \`pi install\` command it prints; or \`cargo install --path .\` there (agy-bridge on PATH); or set AGY_BRIDGE_BIN to the binary.`
+			: `agy-bridge could not start (${bin}): ${err.message}`;
+	startFailure ??= why;
+	return why;
 }
 
 type BridgeRun = { ok: boolean; stdout: string; stderr: string; aborted: boolean };
@@ -470,6 +485,10 @@ async function loadModels(): Promise<ProviderModelConfig[]> {
 
 export default async function (pi: ExtensionAPI): Promise<void> {
 	const models = await loadModels();
+	// No binary: say so in pi's UI too (stderr scrolls away under the TUI).
+	pi.on("session_start", (_ev, ctx) => {
+		if (startFailure && ctx.hasUI) ctx.ui.notify(startFailure, "error");
+	});
 	pi.registerProvider(PROVIDER, {
 		name: "Antigravity (agy)",
 		baseUrl: "agy-bridge://antigravity",

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Packs the npm packages that `pi install npm:pi-agy-bridge` installs, in the
-# pattern esbuild and biome use: one package per platform holding the
-# agy-bridge binary (`pi-agy-bridge-<os>-<cpu>`, with `os`/`cpu` fields so npm
-# installs only the matching one), and the main package `pi-agy-bridge` (the
-# pi extension from pi-extension/) with all of them as optionalDependencies.
-# Every package gets the version of Cargo.toml; the main package pins its
-# platform packages to it.
+# Packs the npm packages of the pi extension.
 #
 #   scripts/pack-npm.sh
-#       builds the release binary for this machine (cargo build --release)
-#       and packs this platform's package and the main package.
+#       A local build: builds the release binary for this machine (cargo
+#       build --release) and packs ONE package, pi-agy-bridge with the binary
+#       inside (bin/agy-bridge) and no optional dependencies, so npm fetches
+#       nothing. Prints its path and the command that installs it into pi:
+#         pi install npm:pi-agy-bridge@file:/abs/path/pi-agy-bridge-<v>.tgz
+#       (pi finds an npm package by the name before `@`; `npm:/abs/path.tgz`
+#       installs but pi 0.84 never loads it.) README's "pi set-up" documents
+#       this route and .ci/npm-e2e.sh tests it as written.
 #   scripts/pack-npm.sh PLATFORM=BINARY...
-#       packs prebuilt binaries instead (the release workflow), e.g.
-#       linux-x64=dist/agy-bridge; no build.
+#       The release layout (the release workflow), in the pattern esbuild and
+#       biome use: prebuilt binaries, no build, one package per platform
+#       holding the binary (`pi-agy-bridge-<os>-<cpu>`, with `os`/`cpu` fields
+#       so npm installs only the matching one), e.g. linux-x64=dist/agy-bridge,
+#       and the main package `pi-agy-bridge` (the pi extension from
+#       pi-extension/) with all four as optionalDependencies. This is what
+#       `pi install npm:pi-agy-bridge` installs from the registry.
 #
-# Writes the tarballs, and nothing else, to target/npm/ and prints their paths.
-# Needs cargo, node and npm.
+# Every package gets the version of Cargo.toml; the main package pins its
+# platform packages to it. Writes the tarballs, and nothing else, to
+# <cargo target dir>/npm/ and prints their paths. Needs cargo, node and npm.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -26,28 +32,45 @@ VERSION="$(node -e 'const m=JSON.parse(require("fs").readFileSync(0,"utf8"));con
 TARGET_DIR="$(node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).target_directory)' <<<"$meta")"
 OUT="$TARGET_DIR/npm"
 
-if [ $# = 0 ]; then
-  host="$(node -p 'process.platform + "-" + process.arch')"
-  case " $PLATFORMS " in
-    *" $host "*) ;;
-    *) echo "pack-npm: no npm package for this platform ($host); platforms: $PLATFORMS" >&2; exit 1 ;;
-  esac
-  cargo build --release -p agy-bridge --bin agy-bridge
-  set -- "$host=$TARGET_DIR/release/agy-bridge"
-fi
-
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
-rm -rf "$OUT"
-mkdir -p "$OUT"
-
 pack() { # pack DIR: npm pack into $OUT, print the tarball's path
   local name
   name="$(cd "$1" && npm pack --silent --pack-destination "$OUT")"
   echo "$OUT/$name"
 }
+main_manifest() { # main_manifest FILES OPTIONAL_DEPS DEST: pi-extension's manifest, versioned
+  FILES="$1" OPTIONAL="$2" VERSION="$VERSION" node -e '
+    const fs = require("fs");
+    const pkg = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    pkg.version = process.env.VERSION;
+    pkg.files = process.env.FILES.split(" ");
+    const opt = process.env.OPTIONAL.split(" ").filter(Boolean);
+    if (opt.length) pkg.optionalDependencies = Object.fromEntries(opt.map((p) => [`pi-agy-bridge-${p}`, process.env.VERSION]));
+    fs.writeFileSync(process.argv[2], JSON.stringify(pkg, null, 2) + "\n");
+  ' pi-extension/package.json "$3"
+}
 
-# One package per binary.
+if [ $# = 0 ]; then
+  # A local build: one package, the binary inside.
+  cargo build --release -p agy-bridge --bin agy-bridge
+  rm -rf "$OUT"
+  mkdir -p "$OUT" "$STAGE/main/bin"
+  # The extension spawns it, and it re-executes itself as agy's guardian.
+  install -m 0755 "$TARGET_DIR/release/agy-bridge" "$STAGE/main/bin/agy-bridge"
+  cp pi-extension/index.ts npm/README.md "$STAGE/main/"
+  main_manifest "index.ts README.md bin/agy-bridge" "" "$STAGE/main/package.json"
+  tgz="$(pack "$STAGE/main")"
+  echo "$tgz"
+  echo "install it into pi with:"
+  echo "  pi install npm:pi-agy-bridge@file:$tgz"
+  exit 0
+fi
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# The release layout: one package per binary.
 for spec in "$@"; do
   platform="${spec%%=*}"
   bin="${spec#*=}"
@@ -86,13 +109,5 @@ done
 dir="$STAGE/main"
 mkdir -p "$dir"
 cp pi-extension/index.ts npm/README.md "$dir/"
-PLATFORMS="$PLATFORMS" VERSION="$VERSION" node -e '
-  const fs = require("fs");
-  const pkg = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
-  pkg.version = process.env.VERSION;
-  pkg.files = ["index.ts", "README.md"];
-  pkg.optionalDependencies = Object.fromEntries(
-    process.env.PLATFORMS.split(" ").map((p) => [`pi-agy-bridge-${p}`, process.env.VERSION]));
-  fs.writeFileSync(process.argv[2], JSON.stringify(pkg, null, 2) + "\n");
-' pi-extension/package.json "$dir/package.json"
+main_manifest "index.ts README.md" "$PLATFORMS" "$dir/package.json"
 pack "$dir"
