@@ -11,9 +11,9 @@ mod common;
 
 use common::workspace_bin;
 
-use agy_bridge::record::{self, Capturer};
-use agy_bridge::recording::{self, Recording};
-use agy_bridge::runner::{self, BindMode, RunConfig, TurnRequest};
+use agy_bridge::corpus::record::{self, Capturer};
+use agy_bridge::corpus::recording::{self, Recording};
+use agy_bridge::run::runner::{self, BindMode, RunConfig, TurnRequest};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> f64 {

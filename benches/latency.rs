@@ -25,12 +25,12 @@ mod common;
 
 use common::{fake_agy, workspace_bin};
 
-use agy_bridge::events::Event;
-use agy_bridge::poller::{Poll, Poller};
-use agy_bridge::recording::Recording;
-use agy_bridge::runner::{self, BindMode, RunConfig, RunEvent, TurnRequest, WakeMode};
-use agy_bridge::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
-use agy_bridge::synth::{chunks, step_write, Builder};
+use agy_bridge::follow::events::Event;
+use agy_bridge::follow::poller::{Poll, Poller};
+use agy_bridge::corpus::recording::Recording;
+use agy_bridge::run::runner::{self, BindMode, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
+use agy_bridge::corpus::synth::{chunks, step_write, Builder};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -305,12 +305,12 @@ fn bridge_ttft(
 /// commit of `rec` after which a poller reads answer text: where agy's own
 /// time to its first text ends.
 fn first_text_commit(rec: &Recording) -> Option<usize> {
-    use agy_bridge::recording::{apply_commit, ApplyOptions};
+    use agy_bridge::corpus::recording::{apply_commit, ApplyOptions};
     let dir = tempfile::tempdir().ok()?;
     let path = dir.path().join("first-text.db");
     let conn = rusqlite::Connection::open(&path).ok()?;
     conn.pragma_update(None, "journal_mode", "wal").ok()?;
-    agy_bridge::schema::create(&conn).ok()?;
+    agy_bridge::format::schema::create(&conn).ok()?;
     let opts = ApplyOptions {
         skip_permissions: true,
         ..ApplyOptions::default()
@@ -377,7 +377,7 @@ fn idle_poller(span: Duration, every: Duration) -> (u64, u64, f64) {
     let path = dir.path().join("c.db");
     let w = rusqlite::Connection::open(&path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    agy_bridge::schema::create(&w).expect("schema");
+    agy_bridge::format::schema::create(&w).expect("schema");
     let row = Step::new(0, StepType::PlannerResponse, StepStatus::Generating)
         .with_body(Body::Planner(PlannerResponse {
             text: "still thinking".into(),
@@ -423,7 +423,7 @@ fn resume_poll_cost(history: i64) -> Duration {
     let path = dir.path().join("c.db");
     let w = rusqlite::Connection::open(&path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    agy_bridge::schema::create(&w).expect("schema");
+    agy_bridge::format::schema::create(&w).expect("schema");
     {
         let tx = w.unchecked_transaction().expect("tx");
         for idx in 0..history {
@@ -591,7 +591,7 @@ fn main() {
         true,
     );
     // fake-agy lists the models of the recording's agy version.
-    let pong = agy_bridge::recording::bundled_dir().join("outcomes/pong-1.2.17.jsonl");
+    let pong = agy_bridge::corpus::recording::bundled_dir().join("outcomes/pong-1.2.17.jsonl");
     ttft_case(
         "pong-1.2.17 (follows a real agy 1.2.17 capture, at its pace)",
         &pong,

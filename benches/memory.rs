@@ -18,8 +18,8 @@ use common::fake_agy;
 #[path = "../tests/common/rss.rs"]
 mod rss;
 
-use agy_bridge::recording::Recording;
-use agy_bridge::synth;
+use agy_bridge::corpus::recording::Recording;
+use agy_bridge::corpus::synth;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -9,10 +9,10 @@
 //! median and p95 of 300 round trips on one keep-alive connection; the
 //! budget is 5 ms).
 
-use agy_bridge::mcp::relay::{batch_window, relay, Control, ToolLines};
-use agy_bridge::mcp::server::McpServer;
-use agy_bridge::mcp::PiTool;
-use agy_bridge::provider::{EventMapper, PiStream};
+use agy_bridge::pi::mcp::relay::{batch_window, relay, Control, ToolLines};
+use agy_bridge::pi::mcp::server::McpServer;
+use agy_bridge::pi::mcp::PiTool;
+use agy_bridge::pi::provider::{EventMapper, PiStream};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -85,9 +85,9 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let (call_tx, calls) = channel(agy_bridge::mcp::CALL_CAPACITY);
-        let (control_tx, control) = channel(agy_bridge::mcp::relay::CONTROL_CAPACITY);
-        let (_events_tx, mut events) = agy_bridge::runner::event_channel();
+        let (call_tx, calls) = channel(agy_bridge::pi::mcp::CALL_CAPACITY);
+        let (control_tx, control) = channel(agy_bridge::pi::mcp::relay::CONTROL_CAPACITY);
+        let (_events_tx, mut events) = agy_bridge::run::runner::event_channel();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
         let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");

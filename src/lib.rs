@@ -8,9 +8,8 @@
 //! [`view`] the readable views and [`corpus`] the recordings, fake-agy's
 //! food, the recorder and drift. ARCHITECTURE.md has the whole map.
 //!
-//! The modules are also re-exported at the top level under their own names
-//! (`agy_bridge::steps`, `agy_bridge::runner`, ...), the paths the tests,
-//! benches and fake-agy use.
+//! Every path names its layer (`agy_bridge::format::steps`,
+//! `agy_bridge::run::runner`): there are no top-level aliases.
 
 pub mod corpus;
 pub mod follow;
@@ -19,13 +18,3 @@ pub mod pi;
 pub mod run;
 pub mod state;
 pub mod view;
-
-#[cfg(any(test, feature = "corpus"))]
-pub use corpus::synth;
-pub use corpus::{db, drift, record, recording, redact};
-pub use follow::{discovery, events, poller};
-pub use format::{schema, steps, stream_json, wire};
-pub use pi::{diff, mcp, models, provider};
-pub use run::{agy_version, failure, guard, process, prompt_file, runner};
-pub use state::{admission, config, rules, sessions};
-pub use view::{decode, render};

@@ -6,7 +6,7 @@ mod cli;
 
 use cli::turn as cmd_turn;
 
-use agy_bridge::decode;
+use agy_bridge::view::decode;
 use clap::{Args, Parser, Subcommand};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ struct DecodeArgs {
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn main() -> ExitCode {
-    agy_bridge::guard::main_if_guard();
+    agy_bridge::run::guard::main_if_guard();
     // A turn command notes a stop signal from its first instruction on, so
     // even one in the first millisecond ends the turn in order.
     let turn_command = std::env::args_os()
@@ -201,8 +201,8 @@ enum ConfigCommand {
     /// without anyone seeing it first. deny: agy's print mode refuses every
     /// tool that needs permission.
     Permissions {
-        #[arg(value_parser = |s: &str| s.parse::<agy_bridge::config::PermissionMode>())]
-        value: agy_bridge::config::PermissionMode,
+        #[arg(value_parser = |s: &str| s.parse::<agy_bridge::state::config::PermissionMode>())]
+        value: agy_bridge::state::config::PermissionMode,
     },
     /// The tool calls that pass without asking: list them (the built-in
     /// read-only tools and yours), or add or remove one of yours.
@@ -268,7 +268,7 @@ enum SessionsCommand {
 }
 
 /// Print state warnings on stderr, one line each.
-fn report_state_warnings(warnings: &[agy_bridge::config::StateWarning]) {
+fn report_state_warnings(warnings: &[agy_bridge::state::config::StateWarning]) {
     for w in warnings {
         let line = w.to_string().replace(['\n', '\r'], " ");
         eprintln!("agy-bridge: warning: {line}");
@@ -281,7 +281,7 @@ fn write_state_output(text: &str) -> CmdResult {
 }
 
 fn cmd_config(args: ConfigArgs) -> CmdResult {
-    use agy_bridge::config::{ConfigChange, ConfigStore};
+    use agy_bridge::state::config::{ConfigChange, ConfigStore};
     cli::env::check_all()?;
     let store = ConfigStore::open_default()?;
     let change = match args.change {
@@ -315,7 +315,7 @@ fn cmd_config(args: ConfigArgs) -> CmdResult {
     let saved = now.file_value.clone().unwrap_or_default();
     let saved_shown = now.display_file_value().unwrap_or_default();
     // The environment variable's current value, if it still wins.
-    let env_wins = (now.source == agy_bridge::config::Source::Env)
+    let env_wins = (now.source == agy_bridge::state::config::Source::Env)
         .then(|| std::env::var(now.env_var).unwrap_or_default());
     let text = if args.json {
         let mut json = status.to_json();
@@ -353,12 +353,12 @@ fn cmd_config(args: ConfigArgs) -> CmdResult {
 /// `agy-bridge config allow [add|remove RULE]`: the effective allow list
 /// (built-in rules marked), after the change if there is one.
 fn cmd_config_allow(
-    store: &agy_bridge::config::ConfigStore,
+    store: &agy_bridge::state::config::ConfigStore,
     action: Option<AllowCommand>,
     json: bool,
 ) -> CmdResult {
-    use agy_bridge::config::{AllowEdit, Source};
-    use agy_bridge::rules::Rule;
+    use agy_bridge::state::config::{AllowEdit, Source};
+    use agy_bridge::state::rules::Rule;
     let edit = match action {
         None => None,
         Some(AllowCommand::Add { rule }) => Some(AllowEdit::Add(Rule::parse(&rule.join(" "))?)),
@@ -434,7 +434,7 @@ fn cmd_config_allow(
 }
 
 fn cmd_sessions(args: SessionsArgs) -> CmdResult {
-    use agy_bridge::sessions::{SessionEntry, SessionStore};
+    use agy_bridge::state::sessions::{SessionEntry, SessionStore};
     let store = SessionStore::open_default()?;
     let result = match args.action.unwrap_or(SessionsCommand::List) {
         SessionsCommand::List => store.list().map(|list| {
@@ -505,7 +505,7 @@ fn cmd_sessions(args: SessionsArgs) -> CmdResult {
                 return Err(format!("LAST_IDX must be -1 or more, not {last_idx}").into());
             }
             let entry = SessionEntry {
-                conversation_id: agy_bridge::discovery::ConversationId::parse(&conversation_id)?,
+                conversation_id: agy_bridge::follow::discovery::ConversationId::parse(&conversation_id)?,
                 last_step_idx: last_idx,
                 message_count: message_count.unwrap_or(0),
                 context_lost: false,
@@ -552,7 +552,7 @@ struct ModelsArgs {
 }
 
 fn cmd_models(args: ModelsArgs) -> CmdResult {
-    use agy_bridge::models::{Loader, Policy};
+    use agy_bridge::pi::models::{Loader, Policy};
     let loader = Loader::from_env();
     if args.quiet && args.refresh {
         let _ = loader.refresh_quietly();
@@ -579,7 +579,7 @@ fn cmd_models(args: ModelsArgs) -> CmdResult {
         format!("{}\n", serde_json::to_string(&loaded.catalog.to_pi())?)
     } else {
         let mut buf = Vec::new();
-        agy_bridge::models::write_table(&loaded.catalog, &mut buf)?;
+        agy_bridge::pi::models::write_table(&loaded.catalog, &mut buf)?;
         String::from_utf8_lossy(&buf).into_owned()
     };
     cli::out::print_then(&text, ExitCode::SUCCESS)
@@ -633,10 +633,10 @@ struct RecordArgs {
     model: Option<String>,
     /// agy's --effort: low, medium or high.
     #[arg(long)]
-    effort: Option<agy_bridge::runner::Effort>,
+    effort: Option<agy_bridge::run::runner::Effort>,
     /// agy's --mode: accept-edits or plan.
     #[arg(long)]
-    mode: Option<agy_bridge::runner::Mode>,
+    mode: Option<agy_bridge::run::runner::Mode>,
     /// Resume this conversation (its earlier state is recorded as `pre`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
@@ -658,7 +658,7 @@ struct RecordArgs {
 }
 
 fn cmd_record(args: RecordArgs) -> CmdResult {
-    use agy_bridge::{record, recording::Recording, redact, runner};
+    use agy_bridge::{corpus::record, corpus::recording::Recording, corpus::redact, run::runner};
     let mut workspaces: Vec<String> = Vec::new();
     let recording = if let Some(db) = &args.db {
         record::from_database(db)?
@@ -677,7 +677,7 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
         let conversation = match &args.conversation {
-            Some(id) => Some(agy_bridge::discovery::ConversationId::parse(id)?),
+            Some(id) => Some(agy_bridge::follow::discovery::ConversationId::parse(id)?),
             None => None,
         };
         let cwd = match &args.cwd {
@@ -823,7 +823,7 @@ fn jsonl_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 fn cmd_drift(args: DriftArgs) -> CmdResult {
-    use agy_bridge::drift;
+    use agy_bridge::corpus::drift;
     let fail = |message: String| {
         eprintln!("agy-bridge: error: {}", message.replace(['\n', '\r'], " "));
         Ok(ExitCode::from(2))

@@ -11,7 +11,7 @@ mod common;
 #[path = "common/rss.rs"]
 mod rss;
 
-use agy_bridge::synth;
+use agy_bridge::corpus::synth;
 use common::{alive, bridge, eventually, Watchdog};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

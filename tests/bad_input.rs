@@ -575,9 +575,9 @@ fn a_nul_in_the_prompt_a_file_as_cwd_and_an_unknown_recording_db_are_named() {
     }
 
     // A recording whose conversation is none of the databases it writes.
-    let hello = agy_bridge::recording::resolve("hello", &agy_bridge::recording::bundled_dir())
+    let hello = agy_bridge::corpus::recording::resolve("hello", &agy_bridge::corpus::recording::bundled_dir())
         .expect("bundled");
-    let mut rec = agy_bridge::recording::Recording::load(&hello).expect("load");
+    let mut rec = agy_bridge::corpus::recording::Recording::load(&hello).expect("load");
     let real = rec.header.root_conversation.clone();
     rec.header.root_conversation = "00000000-0000-4000-8000-000000000000".into();
     let odd = env.home.path().join("odd.jsonl");
@@ -715,7 +715,7 @@ fn demo_names_the_recordings_there_are() {
         &["demo", "--recording", "nosuch"],
     );
     assert!(!out.success);
-    let names = agy_bridge::recording::list(&agy_bridge::recording::bundled_dir()).expect("list");
+    let names = agy_bridge::corpus::recording::list(&agy_bridge::corpus::recording::bundled_dir()).expect("list");
     assert!(names.iter().any(|n| n == "tools"), "{names:?}");
     assert_eq!(
         out.stderr,
@@ -759,7 +759,7 @@ fn demo_output_speaks_of_meaning_not_field_numbers() {
 fn the_guardian_names_a_damaged_launch_and_runs_nothing() {
     let guardian = || {
         let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-        c.arg(agy_bridge::guard::GUARD_ARG);
+        c.arg(agy_bridge::run::guard::GUARD_ARG);
         c
     };
     let damaged = feed(guardian(), b"x\x00\x00\x00\x00.");

@@ -14,10 +14,10 @@
 
 mod common;
 
-use agy_bridge::discovery::BindMethod;
-use agy_bridge::failure::{self, AgyReport, Failure};
-use agy_bridge::runner::{self, RunEvent, TurnRequest};
-use agy_bridge::stream_json::{Line, TurnResult};
+use agy_bridge::follow::discovery::BindMethod;
+use agy_bridge::run::failure::{self, AgyReport, Failure};
+use agy_bridge::run::runner::{self, RunEvent, TurnRequest};
+use agy_bridge::format::stream_json::{Line, TurnResult};
 use common::{pi_retries, text_of};
 use std::path::{Path, PathBuf};
 

@@ -1,14 +1,14 @@
 //! The recording corpus: the files in `recordings/` are exactly what
-//! `agy_bridge::synth` builds, and each one's decoded, merged event stream is
+//! `agy_bridge::corpus::synth` builds, and each one's decoded, merged event stream is
 //! pinned by an insta snapshot.
 //!
 //! Regenerate the files after changing the synthesiser with
 //! `AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus`, then review the diff
 //! and the snapshot changes (`cargo insta review`).
 
-use agy_bridge::events::{self, Event};
-use agy_bridge::recording::{self, Recording};
-use agy_bridge::{poller, steps, synth};
+use agy_bridge::follow::events::{self, Event};
+use agy_bridge::corpus::recording::{self, Recording};
+use agy_bridge::{follow::poller, format::steps, corpus::synth};
 use std::path::Path;
 
 /// agy ended before it created a conversation (no database, no steps).
@@ -94,7 +94,7 @@ fn replayed(rec: &Recording) -> Vec<Event> {
     writer
         .pragma_update(None, "journal_mode", "wal")
         .expect("wal");
-    agy_bridge::schema::create(&writer).expect("schema");
+    agy_bridge::format::schema::create(&writer).expect("schema");
     let mut poller = poller::Poller::new(&path, None);
     let opts = recording::ApplyOptions {
         skip_permissions: true,

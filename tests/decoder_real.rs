@@ -9,8 +9,8 @@
 //! by field, so a wrong field number or wire type in the decoder cannot hide
 //! behind an encoder making the same mistake.
 
-use agy_bridge::events::{self, Event, PermissionDecision};
-use agy_bridge::steps::{self, Body, Step, StepRow, LOAD_BEARING};
+use agy_bridge::follow::events::{self, Event, PermissionDecision};
+use agy_bridge::format::steps::{self, Body, Step, StepRow, LOAD_BEARING};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -749,8 +749,8 @@ fn every_load_bearing_path_decodes_from_literal_bytes() {
 // ---------------------------------------------------------------------------
 
 fn pi_thinking(cwd: &std::path::Path, events: Vec<Event>) -> String {
-    use agy_bridge::provider::{EventMapper, PiStream};
-    use agy_bridge::runner::RunEvent;
+    use agy_bridge::pi::provider::{EventMapper, PiStream};
+    use agy_bridge::run::runner::RunEvent;
     let mut buf = Vec::new();
     {
         let mut out = PiStream::new(&mut buf);

@@ -13,11 +13,11 @@
 //! to which a new agy's recording was added and whose baseline was
 //! regenerated with README's command, as a new maintainer would.
 
-use agy_bridge::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
-use agy_bridge::recording::{self, Recording, SqlValue, Write};
-use agy_bridge::schema;
-use agy_bridge::steps::StepType;
-use agy_bridge::wire::{self, Encoder, Value};
+use agy_bridge::corpus::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
+use agy_bridge::corpus::recording::{self, Recording, SqlValue, Write};
+use agy_bridge::format::schema;
+use agy_bridge::format::steps::StepType;
+use agy_bridge::format::wire::{self, Encoder, Value};
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value as Json;

@@ -12,7 +12,7 @@
 
 mod common;
 
-use agy_bridge::runner::{self, RunEvent, TurnRequest};
+use agy_bridge::run::runner::{self, RunEvent, TurnRequest};
 use common::{bridge, fake_agy, Home};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -188,7 +188,7 @@ async fn run_long(spy: &Spy, recording: &str, speed: f64, abort: bool) -> runner
     let canceller = cancel.clone();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {
-            if abort && matches!(ev, RunEvent::Agy(agy_bridge::events::Event::Text { .. })) {
+            if abort && matches!(ev, RunEvent::Agy(agy_bridge::follow::events::Event::Text { .. })) {
                 canceller.cancel();
             }
         }

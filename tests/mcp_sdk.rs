@@ -7,8 +7,8 @@
 //! install directory in `AGY_BRIDGE_MCP_SDK`; without that variable the
 //! tests say they were skipped.
 
-use agy_bridge::mcp::server::McpServer;
-use agy_bridge::mcp::{PiTool, ToolOutcome};
+use agy_bridge::pi::mcp::server::McpServer;
+use agy_bridge::pi::mcp::{PiTool, ToolOutcome};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -24,7 +24,7 @@ async fn sdk_run(mode: &str) -> Option<(Value, Vec<Value>)> {
         description: "say it back".into(),
         parameters: json!({"type":"object","properties":{"text":{"type":"string"}}}),
     };
-    let (tx, mut rx) = mpsc::channel(agy_bridge::mcp::CALL_CAPACITY);
+    let (tx, mut rx) = mpsc::channel(agy_bridge::pi::mcp::CALL_CAPACITY);
     let server = McpServer::start(vec![tool], tx).await.expect("server");
     // pi's side: answer each call with its text.
     let answering = tokio::spawn(async move {

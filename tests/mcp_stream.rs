@@ -6,11 +6,11 @@
 
 mod common;
 
-use agy_bridge::mcp::relay::{relay, Control, ToolLines};
-use agy_bridge::mcp::{ToolCall, ToolOutcome};
-use agy_bridge::provider::{EventMapper, PiStream};
-use agy_bridge::runner::RunEvent;
-use agy_bridge::{recording, steps, synth};
+use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
+use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
+use agy_bridge::pi::provider::{EventMapper, PiStream};
+use agy_bridge::run::runner::RunEvent;
+use agy_bridge::{corpus::recording, format::steps, corpus::synth};
 use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -181,8 +181,8 @@ impl Turn {
             if path.extension().and_then(|e| e.to_str()) != Some("db") {
                 continue;
             }
-            let conn = agy_bridge::poller::open_read_only(&path).expect("open");
-            for row in agy_bridge::poller::read_all(&conn, &path).expect("rows") {
+            let conn = agy_bridge::follow::poller::open_read_only(&path).expect("open");
+            for row in agy_bridge::follow::poller::read_all(&conn, &path).expect("rows") {
                 let step = steps::decode(&row);
                 if let Some(steps::Body::McpTool(m)) = &step.body {
                     out.push((step.idx, step.status.label().to_string(), m.result.clone()));
@@ -704,7 +704,7 @@ impl Write for Lines {
 
 #[tokio::test]
 async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
-    let (ev_tx, mut events) = agy_bridge::runner::event_channel();
+    let (ev_tx, mut events) = agy_bridge::run::runner::event_channel();
     let (call_tx, calls) = tokio::sync::mpsc::channel::<ToolCall>(1);
     let (_ctl_tx, control) = tokio::sync::mpsc::channel::<Control>(1);
     let (out_tx, mut out) = tokio::sync::mpsc::unbounded_channel::<Value>();

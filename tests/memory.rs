@@ -7,7 +7,7 @@ mod common;
 #[path = "common/rss.rs"]
 mod rss;
 
-use agy_bridge::synth;
+use agy_bridge::corpus::synth;
 use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

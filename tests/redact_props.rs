@@ -3,11 +3,11 @@
 //! before still decodes after, with the same field paths; a step built the
 //! way agy writes it keeps its body while the user's home disappears.
 
-use agy_bridge::redact::{RedactOptions, Redactor};
-use agy_bridge::steps::{
+use agy_bridge::corpus::redact::{RedactOptions, Redactor};
+use agy_bridge::format::steps::{
     self, Body, Known, PlannerResponse, Step, StepRow, StepStatus, StepType, ToolCall,
 };
-use agy_bridge::wire::Encoder;
+use agy_bridge::format::wire::Encoder;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::BTreeSet;

@@ -4,10 +4,10 @@
 
 mod common;
 
-use agy_bridge::discovery::{BindMethod, ConversationId};
-use agy_bridge::events::{Event, Transcript};
-use agy_bridge::recording;
-use agy_bridge::runner::{BindMode, Failure, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::follow::discovery::{BindMethod, ConversationId};
+use agy_bridge::follow::events::{Event, Transcript};
+use agy_bridge::corpus::recording;
+use agy_bridge::run::runner::{BindMode, Failure, RunEvent, TurnRequest, WakeMode};
 use common::*;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -253,13 +253,13 @@ async fn abort_during_generation_kills_the_whole_tree() {
         pidfile.display().to_string(),
     ));
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = agy_bridge::runner::event_channel();
+    let (tx, mut rx) = agy_bridge::run::runner::event_channel();
     let req = TurnRequest {
         prompt: "Write a long report".into(),
         ..TurnRequest::default()
     };
     let c2 = cancel.clone();
-    let task = tokio::spawn(async move { agy_bridge::runner::run(&cfg, &req, c2, tx).await });
+    let task = tokio::spawn(async move { agy_bridge::run::runner::run(&cfg, &req, c2, tx).await });
     let mut agy_pid = 0;
     let mut saw_text = false;
     while let Some(ev) = rx.recv().await {

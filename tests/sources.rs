@@ -5,8 +5,8 @@
 
 mod common;
 
-use agy_bridge::events::Event;
-use agy_bridge::runner::{BindMode, RunEvent};
+use agy_bridge::follow::events::Event;
+use agy_bridge::run::runner::{BindMode, RunEvent};
 use common::*;
 use std::path::{Path, PathBuf};
 

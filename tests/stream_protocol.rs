@@ -379,13 +379,13 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
     let db = env.home.path().join(format!(
         ".gemini/antigravity-cli/conversations/{conversation}.db"
     ));
-    let decoded = agy_bridge::decode::transcript(&db).expect("decode");
+    let decoded = agy_bridge::view::decode::transcript(&db).expect("decode");
     let prompts: Vec<String> = decoded
         .steps
         .values()
         .flatten()
         .filter_map(|e| match e {
-            agy_bridge::events::Event::UserInput { text, .. } => Some(text.clone()),
+            agy_bridge::follow::events::Event::UserInput { text, .. } => Some(text.clone()),
             _ => None,
         })
         .collect();
@@ -418,8 +418,8 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
 
 #[test]
 fn file_edits_show_as_numbered_diffs_against_git_head() {
-    use agy_bridge::steps::{Body, StepStatus, StepType, ToolCall};
-    use agy_bridge::synth::Builder;
+    use agy_bridge::format::steps::{Body, StepStatus, StepType, ToolCall};
+    use agy_bridge::corpus::synth::Builder;
     let env = Env::new();
     // A repo whose HEAD has the old line; the working tree has agy's edit.
     let repo = env.home.path().join("repo");

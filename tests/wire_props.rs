@@ -3,13 +3,13 @@
 //! same fields, typed bodies round-trip, and unknown fields of every wire type
 //! between known ones are skipped and reported without changing the body.
 
-use agy_bridge::events::Tracker;
-use agy_bridge::steps::{
+use agy_bridge::follow::events::Tracker;
+use agy_bridge::format::steps::{
     self, Body, DirEntry, GenericTool, GrepHit, GrepResult, ListDirResult, McpToolResult, Metadata,
     ModelError, ModelInfo, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
     StepRow, StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
 };
-use agy_bridge::wire::{self, Encoder, Field, Value, WireError, WireType};
+use agy_bridge::format::wire::{self, Encoder, Field, Value, WireError, WireType};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -728,7 +728,7 @@ fn repeated_singular_strings_last_wins_and_repeated_tool_calls_are_all_kept() {
     let events = Tracker::new().observe(&step);
     let calls = events
         .iter()
-        .filter(|e| matches!(e, agy_bridge::events::Event::ToolCall { .. }))
+        .filter(|e| matches!(e, agy_bridge::follow::events::Event::ToolCall { .. }))
         .count();
     assert_eq!(calls, 2);
 }

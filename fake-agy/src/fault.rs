@@ -9,8 +9,8 @@
 //!   database at payload field 20.31 instead of 20.1 (stream-json still
 //!   prints it, from the recording).
 
-use agy_bridge::recording::{Commit, SqlValue};
-use agy_bridge::wire::{self, Encoder};
+use agy_bridge::corpus::recording::{Commit, SqlValue};
+use agy_bridge::format::wire::{self, Encoder};
 
 /// The field the moved text goes to (unknown to the decoder).
 const MOVED_TEXT_FIELD: u32 = 31;

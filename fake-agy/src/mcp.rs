@@ -242,7 +242,7 @@ impl Server {
 #[derive(Default)]
 pub struct InFlight {
     calls: Vec<(
-        agy_bridge::recording::McpCall,
+        agy_bridge::corpus::recording::McpCall,
         std::thread::JoinHandle<CallResult>,
     )>,
 }
@@ -259,10 +259,10 @@ fn cutoff() -> Duration {
 /// The type-38 step of `call`: RUNNING while it waits (no result), DONE with
 /// the result string after.
 pub fn step(
-    call: &agy_bridge::recording::McpCall,
+    call: &agy_bridge::corpus::recording::McpCall,
     result: Option<&CallResult>,
-) -> agy_bridge::steps::Step {
-    use agy_bridge::steps::{Body, McpToolResult, Step, StepStatus, StepType, ToolCall};
+) -> agy_bridge::format::steps::Step {
+    use agy_bridge::format::steps::{Body, McpToolResult, Step, StepStatus, StepType, ToolCall};
     let status = if result.is_some() {
         StepStatus::Done
     } else {
@@ -288,7 +288,7 @@ pub fn step(
 
 impl InFlight {
     /// Send `call` to its server (from `dirs`' MCP configs) on its own thread.
-    pub fn start(&mut self, call: &agy_bridge::recording::McpCall, dirs: &[String]) {
+    pub fn start(&mut self, call: &agy_bridge::corpus::recording::McpCall, dirs: &[String]) {
         let server = find_server(dirs, &call.server);
         let c = call.clone();
         let handle = std::thread::spawn(move || match server {
@@ -303,7 +303,7 @@ impl InFlight {
     }
 
     /// Wait for every call in flight; their finished steps, in call order.
-    pub fn finish(&mut self) -> Vec<agy_bridge::steps::Step> {
+    pub fn finish(&mut self) -> Vec<agy_bridge::format::steps::Step> {
         self.calls
             .drain(..)
             .map(|(call, handle)| {

@@ -79,7 +79,7 @@ pub fn render(format: u32) -> Option<Printed> {
 pub fn split_recorded(text: &str) -> Printed {
     let mut printed = Printed::default();
     for line in text.split_inclusive('\n') {
-        let to = if agy_bridge::models::is_progress(line) {
+        let to = if agy_bridge::pi::models::is_progress(line) {
             &mut printed.stderr
         } else {
             &mut printed.stdout

@@ -25,8 +25,8 @@
 use crate::cli::{OutputFormat, PrintArgs};
 use crate::replay::{self, Conversation, Fatal, TurnPlan};
 use agy_bridge::format::stream_input::read_user_line;
-use agy_bridge::recording::Recording;
-use agy_bridge::stream_json::{Line, TurnResult, Usage};
+use agy_bridge::corpus::recording::Recording;
+use agy_bridge::format::stream_json::{Line, TurnResult, Usage};
 use std::io::{BufRead, Write};
 use std::time::Instant;
 

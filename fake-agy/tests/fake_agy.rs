@@ -2,13 +2,13 @@
 //! own types, replays it with a temporary HOME and checks what fake-agy
 //! wrote and printed. Nothing here is timing-precise; bounds are generous.
 
-use agy_bridge::recording::{Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write};
-use agy_bridge::schema;
-use agy_bridge::steps::{
+use agy_bridge::corpus::recording::{Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write};
+use agy_bridge::format::schema;
+use agy_bridge::format::steps::{
     self, Body, PlannerResponse, RunCommandResult, Step, StepRow, StepStatus, StepType, Subagent,
     ToolCall, UserInput,
 };
-use agy_bridge::wire::Encoder;
+use agy_bridge::format::wire::Encoder;
 use assert_cmd::Command;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
@@ -165,7 +165,7 @@ fn commit(t_ms: u64, db: &str, writes: Vec<Write>) -> Commit {
 
 fn header(stdout: &str) -> Header {
     Header {
-        format: agy_bridge::recording::FORMAT_VERSION,
+        format: agy_bridge::corpus::recording::FORMAT_VERSION,
         agy_version: "1.2.8".into(),
         provenance: Provenance::Synthesized {
             from: "fake-agy tests".into(),
@@ -373,7 +373,7 @@ fn open(path: &Path) -> Connection {
 
 fn steps_of(path: &Path) -> Vec<StepRow> {
     let conn = open(path);
-    agy_bridge::poller::read_all(&conn, path).expect("read steps")
+    agy_bridge::follow::poller::read_all(&conn, path).expect("read steps")
 }
 
 fn text_of(row: &StepRow) -> String {
@@ -703,7 +703,7 @@ fn a_killed_recording_prints_no_result_and_exits_with_its_code_or_sigkill() {
     rec.commits.pop();
     rec.header.exit_code = 1;
     rec.header.stdout = String::new();
-    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
         killed: true,
         ..Default::default()
     });
@@ -937,18 +937,18 @@ fn the_recorded_outcome_shapes_the_result() {
     let mut rec = hello(100);
     rec.header.exit_code = 3;
     rec.header.stderr = "error: out of quota\n".into();
-    let usage = agy_bridge::stream_json::Usage {
+    let usage = agy_bridge::format::stream_json::Usage {
         input_tokens: 7,
         output_tokens: 2,
         thinking_tokens: 1,
         cache_read_tokens: 5,
         total_tokens: 9,
     };
-    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
         status: "ERROR".into(),
         error: Some("out of quota".into()),
         usage: Some(usage),
-        denied_actions: vec![agy_bridge::stream_json::DeniedAction {
+        denied_actions: vec![agy_bridge::format::stream_json::DeniedAction {
             action: "file".into(),
             display_name: "WriteToFile".into(),
         }],
@@ -975,7 +975,7 @@ fn a_failure_before_the_conversation_creates_nothing() {
     rec.header.exit_code = 1;
     rec.header.stdout = String::new();
     rec.header.stderr = "error: invalid model selection\n".into();
-    rec.header.outcome = Some(agy_bridge::recording::Outcome {
+    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
         status: "ERROR".into(),
         error: Some("invalid model selection".into()),
         before_conversation: true,
@@ -2009,7 +2009,7 @@ fn user_inputs(db: &Path) -> Vec<(i64, String)> {
 }
 
 fn bundled(name: &str) -> Recording {
-    let path = agy_bridge::recording::bundled_dir().join(format!("{name}.jsonl"));
+    let path = agy_bridge::corpus::recording::bundled_dir().join(format!("{name}.jsonl"));
     Recording::load(&path).expect("bundled recording")
 }
 

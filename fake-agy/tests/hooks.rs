@@ -5,7 +5,7 @@
 //! replace_file_content 9, run_command 11).
 
 use agy_bridge::format::hooks::{listed_sources, Decision, ToolPayload};
-use agy_bridge::recording::{self, Recording};
+use agy_bridge::corpus::recording::{self, Recording};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! sure every command asks all of them up front, so `run` cannot pass a
 //! typo that only `stream` would have caught.
 
-use agy_bridge::config::env_nonempty;
+use agy_bridge::state::config::env_nonempty;
 
 /// The watchdog's variable, in minutes.
 pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
@@ -33,16 +33,16 @@ pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 /// Every variable whose values are words or numbers: the settings, the
 /// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
 pub fn check_words() -> Result<(), String> {
-    agy_bridge::config::check_env_settings().map_err(|e| e.to_string())?;
-    agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
+    agy_bridge::state::config::check_env_settings().map_err(|e| e.to_string())?;
+    agy_bridge::run::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
-    agy_bridge::mcp::disabled_by_env().map_err(|e| e.to_string())?;
+    agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;
     super::session::warm_policy()?;
-    agy_bridge::mcp::relay::batch_window().map_err(|e| e.to_string())?;
+    agy_bridge::pi::mcp::relay::batch_window().map_err(|e| e.to_string())?;
     // Reads only the variables: the path is kept, never touched, so no
     // state directory (or HOME) is needed to check them.
-    agy_bridge::admission::Admission::from_env(std::path::Path::new(""))
+    agy_bridge::state::admission::Admission::from_env(std::path::Path::new(""))
         .map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -50,7 +50,7 @@ pub fn check_words() -> Result<(), String> {
 /// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
 /// the cache, else `agy models`, else the built-in catalog): an alias no
 /// model answers to is an error naming the ones there are.
-pub fn check_default_model(catalog: &agy_bridge::models::Catalog) -> Result<(), String> {
+pub fn check_default_model(catalog: &agy_bridge::pi::models::Catalog) -> Result<(), String> {
     let Some(alias) = env_nonempty(DEFAULT_MODEL) else {
         return Ok(());
     };
@@ -65,7 +65,7 @@ pub fn check_default_model(catalog: &agy_bridge::models::Catalog) -> Result<(), 
 pub fn check_all() -> Result<(), String> {
     check_words()?;
     if env_nonempty(DEFAULT_MODEL).is_some() {
-        check_default_model(&agy_bridge::models::catalog())?;
+        check_default_model(&agy_bridge::pi::models::catalog())?;
     }
     Ok(())
 }

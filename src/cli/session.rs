@@ -2,7 +2,7 @@
 //! turns one after another, with a warm agy kept between them.
 //!
 //! A cold turn pays agy's start-up (seconds) before agy does anything; a
-//! turn on a warm agy ([`agy_bridge::runner::WarmAgy`]) does not. pi's
+//! turn on a warm agy ([`agy_bridge::run::runner::WarmAgy`]) does not. pi's
 //! extension keeps one of these children per pi session (it already kept
 //! `stream`'s child across tool calls), so the warm agy lives exactly as
 //! long as the pi session does: the guardian covers it, pi's death ends
@@ -17,10 +17,10 @@
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
 use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
-use agy_bridge::mcp::relay::{Control, CONTROL_CAPACITY};
-use agy_bridge::provider::{PiStream, StreamRequest};
+use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
+use agy_bridge::pi::provider::{PiStream, StreamRequest};
 use agy_bridge::run::standby::Standby;
-use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,7 +46,7 @@ pub struct WarmPolicy {
 
 /// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
 pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match agy_bridge::config::env_nonempty(WARM_ENV) {
+    let on = match agy_bridge::state::config::env_nonempty(WARM_ENV) {
         None => true,
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "on" | "1" | "true" | "yes" => true,
@@ -166,7 +166,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
 /// its whole life (they are on its command line).
 struct Slot {
     warm: WarmAgy,
-    tools: Option<agy_bridge::mcp::ToolBridge>,
+    tools: Option<agy_bridge::pi::mcp::ToolBridge>,
     /// `ask` mode: the gate agy's hook reaches (its directory is on agy's
     /// command line).
     gate: Option<agy_bridge::run::gate::Gate>,
@@ -182,7 +182,7 @@ struct Plan {
     cfg: RunConfig,
     req: TurnRequest,
     key: WarmKey,
-    tools: Vec<agy_bridge::mcp::PiTool>,
+    tools: Vec<agy_bridge::pi::mcp::PiTool>,
     gating: Option<super::gate::GatePlan>,
 }
 
@@ -462,12 +462,12 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 
 /// pi's tools agy is offered: none when they are switched off or this agy
 /// is known to be too old to reach them.
-fn offered_tools(req: &StreamRequest, prelude: &runner::Prelude) -> Vec<agy_bridge::mcp::PiTool> {
+fn offered_tools(req: &StreamRequest, prelude: &runner::Prelude) -> Vec<agy_bridge::pi::mcp::PiTool> {
     let too_old = turn::too_old_for_pi_tools(prelude).is_some();
-    if too_old || agy_bridge::mcp::disabled_by_env().unwrap_or(true) {
+    if too_old || agy_bridge::pi::mcp::disabled_by_env().unwrap_or(true) {
         return Vec::new();
     }
-    agy_bridge::mcp::offered_tools(&req.tools)
+    agy_bridge::pi::mcp::offered_tools(&req.tools)
 }
 
 impl Session {
@@ -515,7 +515,7 @@ impl Session {
         if !runner::spaced_start(&cfg, cancel).await {
             return None;
         }
-        let tools = match agy_bridge::mcp::ToolBridge::start(tools).await {
+        let tools = match agy_bridge::pi::mcp::ToolBridge::start(tools).await {
             Ok(tools) => tools,
             Err(e) => {
                 self.refuse(format!("pi's tools cannot be served to agy ({e})"));
@@ -526,7 +526,7 @@ impl Session {
             req.add_dirs.push(bridge.dir.path().to_path_buf());
             req.private_dirs.push(bridge.dir.path().to_path_buf());
         }
-        let own_server = tools.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+        let own_server = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
         let (gate, gate_note) = match &gating {
             Some(plan) => {
                 match super::gate::open_gate(plan, &mut cfg, &mut req, own_server).await {
@@ -620,7 +620,7 @@ fn prepare_warm(
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
         .filter(|e| {
-            agy_bridge::discovery::db_path(&resolved.cfg.conversations_dir, &e.conversation_id)
+            agy_bridge::follow::discovery::db_path(&resolved.cfg.conversations_dir, &e.conversation_id)
                 .is_file()
         });
     let prepared = PreparedTurn {
@@ -655,7 +655,7 @@ impl Session {
         plan: Plan,
         req: &StreamRequest,
         prepared: &PreparedTurn,
-        mapper: &mut agy_bridge::provider::EventMapper,
+        mapper: &mut agy_bridge::pi::provider::EventMapper,
         control: mpsc::Receiver<Control>,
         pi: &mut PiStream<W>,
         cancel: &CancellationToken,
@@ -675,7 +675,7 @@ impl Session {
         }
         if let (Some(g), Some(plan)) = (&gate, &prepared.gating) {
             // This turn's rules and UI; the session's grants stay.
-            let own = tools.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+            let own = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
             g.set_policy(super::gate::policy(plan, &prepared.turn, own));
         }
         let mut side = turn::tool_side(tools.as_mut(), gate.as_mut(), control);
@@ -686,7 +686,7 @@ impl Session {
             tokio::spawn(
                 async move { runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await },
             );
-        agy_bridge::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
+        agy_bridge::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
         let outcome = task.await;
         let control = turn::give_back(side, tools.as_mut(), gate.as_mut());
         match outcome {
@@ -741,7 +741,7 @@ impl Session {
         if let Some(id) = result
             .conversation_id
             .as_deref()
-            .and_then(|id| agy_bridge::discovery::ConversationId::parse(id).ok())
+            .and_then(|id| agy_bridge::follow::discovery::ConversationId::parse(id).ok())
         {
             plan.req.conversation = Some(id);
             plan.req.after_idx = result.last_idx.or(plan.req.after_idx);

@@ -7,11 +7,11 @@
 //! confirmation the extension asks for). The logic lives here so the
 //! extension stays thin.
 
-use agy_bridge::config::{
+use agy_bridge::state::config::{
     rules_count, AllowEdit, ConfigChange, ConfigStatus, ConfigStore, PermissionMode, Setting,
     Source,
 };
-use agy_bridge::rules::{Rule, DEFAULT_ALLOW};
+use agy_bridge::state::rules::{Rule, DEFAULT_ALLOW};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -188,8 +188,8 @@ fn this_conversation(args: &SlashArgs) -> String {
     }
 }
 
-fn session_key(args: &SlashArgs) -> (String, Option<agy_bridge::sessions::SessionStore>) {
-    use agy_bridge::sessions::{SessionKey, SessionStore};
+fn session_key(args: &SlashArgs) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
+    use agy_bridge::state::sessions::{SessionKey, SessionStore};
     let cwd = args
         .cwd
         .clone()
@@ -353,7 +353,7 @@ fn rule_effect(rule: &Rule) -> String {
 }
 
 fn sessions() -> Result<String, String> {
-    let store = agy_bridge::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let store = agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
     let list = store.list().map_err(|e| e.to_string())?;
     if list.is_empty() {
         return Ok("no pi session has an agy conversation yet".into());
@@ -383,7 +383,7 @@ fn clear_this(args: &SlashArgs) -> Result<String, String> {
 }
 
 fn clear_all(args: &SlashArgs) -> Result<String, String> {
-    let store = agy_bridge::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let store = agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
     if !args.yes {
         let n = store.list().map(|l| l.len()).unwrap_or(0);
         return Err(format!(

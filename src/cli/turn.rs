@@ -3,10 +3,10 @@
 //! build a runtime, call the runner or the provider, and turn the outcome
 //! into an exit code and words a user can act on.
 
-use agy_bridge::discovery::ConversationId;
-use agy_bridge::mcp::relay::Control;
-use agy_bridge::render::LiveView;
-use agy_bridge::runner::{
+use agy_bridge::follow::discovery::ConversationId;
+use agy_bridge::pi::mcp::relay::Control;
+use agy_bridge::view::render::LiveView;
+use agy_bridge::run::runner::{
     self, BindMode, Effort, Mode, RunConfig, RunEvent, TurnRequest, WakeMode,
 };
 use clap::Args;
@@ -46,10 +46,10 @@ pub struct TurnOpts {
 /// and mode, the watchdog; agy's workspace is the turn's directory.
 pub fn turn_setup(
     opts: &TurnOpts,
-    settings: &agy_bridge::config::Config,
+    settings: &agy_bridge::state::config::Config,
 ) -> Result<(RunConfig, TurnRequest), String> {
     let mut cfg = configured(settings)?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::config::PermissionMode::Allow;
+    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
     let minutes = match opts.timeout_min {
         Some(m) => m,
         None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
@@ -156,9 +156,9 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
 
 /// [`run_config`] with the configured permissions: every command that runs
 /// agy (run, ask, stream, record) starts here.
-pub fn configured(settings: &agy_bridge::config::Config) -> Result<RunConfig, String> {
+pub fn configured(settings: &agy_bridge::state::config::Config) -> Result<RunConfig, String> {
     let mut cfg = run_config().map_err(|e| e.to_string())?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::config::PermissionMode::Allow;
+    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
     Ok(cfg)
 }
 
@@ -279,8 +279,8 @@ fn print_events(
 /// settings variable with a value it does not take is an error (the turn
 /// must not run in a mode nobody asked for); a state directory that cannot
 /// be read only costs the file's values.
-pub fn settings() -> Result<agy_bridge::config::Config, String> {
-    use agy_bridge::config::{Config, StateError};
+pub fn settings() -> Result<agy_bridge::state::config::Config, String> {
+    use agy_bridge::state::config::{Config, StateError};
     match Config::load() {
         Ok(status) => {
             for w in &status.warnings {
@@ -335,7 +335,7 @@ fn find_fake_agy() -> Result<PathBuf, String> {
 pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     let fake = find_fake_agy()?;
     let recording = resolve_demo_recording(&args.recording)?;
-    let rec = agy_bridge::recording::Recording::load(&recording)?;
+    let rec = agy_bridge::corpus::recording::Recording::load(&recording)?;
     let home = tempfile_dir()?;
     let conversations = home.join(".gemini/antigravity-cli/conversations");
     if !args.json {
@@ -373,7 +373,7 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
 /// The recording `name` names (a bundled name or a file); when there is
 /// none, the error lists the bundled ones.
 fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
-    use agy_bridge::recording;
+    use agy_bridge::corpus::recording;
     let dir = recording::bundled_dir();
     recording::resolve(name, &dir).map_err(|e| match recording::list(&dir) {
         Ok(names) if !names.is_empty() => format!(
@@ -429,7 +429,7 @@ type RequestLine = Result<String, String>;
 /// Read stdin on a plain thread: the first line is the request (or, without
 /// a newline, everything up to the end of stdin); later lines are
 /// `{"type":"abort"}` (cancels at once) or the control lines of pi's tool
-/// results (see [`agy_bridge::mcp::relay::Control`]). The end of stdin
+/// results (see [`agy_bridge::pi::mcp::relay::Control`]). The end of stdin
 /// cancels the turn: the caller is gone.
 fn stdin_reader(
     cancel: CancellationToken,
@@ -437,7 +437,7 @@ fn stdin_reader(
     tokio::sync::oneshot::Receiver<RequestLine>,
     tokio::sync::mpsc::Receiver<Control>,
 ) {
-    use agy_bridge::mcp::relay::CONTROL_CAPACITY;
+    use agy_bridge::pi::mcp::relay::CONTROL_CAPACITY;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (control_tx, control) = tokio::sync::mpsc::channel(CONTROL_CAPACITY);
     std::thread::spawn(move || {
@@ -476,7 +476,7 @@ fn stdin_reader(
 
 /// Queue a control line for the relay without waiting: this thread must go
 /// on reading stdin (an abort may follow), so a line beyond
-/// [`agy_bridge::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
+/// [`agy_bridge::pi::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
 pub(super) fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
     use tokio::sync::mpsc::error::TrySendError;
     if let Err(TrySendError::Full(_)) = control.try_send(line) {
@@ -512,7 +512,7 @@ pub(super) fn is_abort_line(line: &[u8]) -> bool {
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
 /// one `error` naming what was wrong.
 pub fn stream_fails_early(message: &str) -> ExitCode {
-    let mut pi = agy_bridge::provider::PiStream::new(io::stdout());
+    let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
     pi.start();
     pi.fail(false, message);
     ExitCode::FAILURE
@@ -556,7 +556,7 @@ async fn stream_session(
     match stream_limits(&args) {
         Ok((timeout, _)) => super::session::serve(timeout, standby).await,
         Err(message) => {
-            let mut pi = agy_bridge::provider::PiStream::new(io::stdout());
+            let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
             pi.start();
             pi.fail(false, &format!("agy-bridge: {message}"));
             false
@@ -684,11 +684,11 @@ impl Drop for StdoutThread {
 /// Everything `stream` has before agy starts: the request, its watchdog,
 /// the session's turn lock, the prepared turn.
 pub(super) struct StreamStart {
-    pub(super) req: agy_bridge::provider::StreamRequest,
+    pub(super) req: agy_bridge::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     /// The runner's [`runner::Prelude`], computed while preparing.
     pub(super) prelude: runner::Prelude,
-    pub(super) _turn_lock: Option<agy_bridge::sessions::TurnLock>,
+    pub(super) _turn_lock: Option<agy_bridge::state::sessions::TurnLock>,
 }
 
 /// Read and check the request, take the session's turn lock (waiting for a
@@ -712,7 +712,7 @@ pub(super) async fn start_from_line(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
-    let req: agy_bridge::provider::StreamRequest =
+    let req: agy_bridge::pi::provider::StreamRequest =
         serde_json::from_str(line).map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
@@ -760,7 +760,7 @@ pub(super) async fn start_from_line(
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
-    use agy_bridge::provider::PiStream;
+    use agy_bridge::pi::provider::PiStream;
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.
@@ -784,21 +784,21 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
 }
 
 /// A turn ready to run: its request, preparation and [`runner::Prelude`],
-/// the [`agy_bridge::provider::EventMapper`] its events go through, and
+/// the [`agy_bridge::pi::provider::EventMapper`] its events go through, and
 /// what it holds to its end (the session's turn lock, an account seat).
 pub(super) struct Begun {
-    pub(super) req: agy_bridge::provider::StreamRequest,
+    pub(super) req: agy_bridge::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     pub(super) prelude: runner::Prelude,
-    pub(super) mapper: agy_bridge::provider::EventMapper,
+    pub(super) mapper: agy_bridge::pi::provider::EventMapper,
     /// Bind it (`held: _held`) to keep both to the end of the turn.
     pub(super) held: Held,
 }
 
 /// What a turn holds while it runs.
 pub(super) struct Held {
-    _turn_lock: Option<agy_bridge::sessions::TurnLock>,
-    _seat: Option<agy_bridge::admission::Seat>,
+    _turn_lock: Option<agy_bridge::state::sessions::TurnLock>,
+    _seat: Option<agy_bridge::state::admission::Seat>,
 }
 
 /// From a started turn to one ready to run: agy's features asked (once
@@ -807,7 +807,7 @@ pub(super) struct Held {
 /// told when it waits). `None`: pi aborted the wait (pi has its `error`).
 pub(super) async fn begin_turn<W: Write>(
     start: StreamStart,
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Begun> {
     let StreamStart {
@@ -817,13 +817,13 @@ pub(super) async fn begin_turn<W: Write>(
         _turn_lock,
     } = start;
     if prelude.features().is_none() {
-        let features = agy_bridge::agy_version::agy_features(&prepared.cfg.agy_bin).await;
+        let features = agy_bridge::run::agy_version::agy_features(&prepared.cfg.agy_bin).await;
         prelude.set_features(features);
     }
     for note in &prepared.notes {
         pi.thinking(note);
     }
-    let mut mapper = agy_bridge::provider::EventMapper::new(&prepared.cwd);
+    let mut mapper = agy_bridge::pi::provider::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     let seat = take_seat(pi, cancel).await?;
     Some(Begun {
@@ -844,7 +844,7 @@ pub(super) async fn run_cold<W: Write>(
     start: StreamStart,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let Some(Begun {
@@ -869,9 +869,9 @@ pub(super) async fn run_cold<W: Write>(
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
 async fn take_seat<W: Write>(
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
     cancel: &CancellationToken,
-) -> Option<Option<agy_bridge::admission::Seat>> {
+) -> Option<Option<agy_bridge::state::admission::Seat>> {
     match super::admission::wait_seat(cancel, |words| pi.thinking(words)).await {
         Ok(seat) => Some(seat),
         Err(()) => {
@@ -883,7 +883,7 @@ async fn take_seat<W: Write>(
 
 /// A turn past its prologue, to run on an agy of its own.
 pub(super) struct ColdTurn<'a> {
-    pub(super) req: &'a agy_bridge::provider::StreamRequest,
+    pub(super) req: &'a agy_bridge::pi::provider::StreamRequest,
     pub(super) prepared: &'a PreparedTurn,
     pub(super) prelude: runner::Prelude,
 }
@@ -891,10 +891,10 @@ pub(super) struct ColdTurn<'a> {
 /// [`run_cold`] after [`turn_prologue`].
 pub(super) async fn run_cold_prepared<W: Write>(
     cold: ColdTurn<'_>,
-    mapper: &mut agy_bridge::provider::EventMapper,
+    mapper: &mut agy_bridge::pi::provider::EventMapper,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let ColdTurn {
@@ -913,7 +913,7 @@ pub(super) async fn run_cold_prepared<W: Write>(
         }
     };
     let mut bridge = bridge;
-    let own_server = bridge.as_ref().map(|_| agy_bridge::mcp::SERVER_NAME);
+    let own_server = bridge.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
     let mut gate = open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi).await;
     let mut side = tool_side(bridge.as_mut(), gate.as_mut(), control);
 
@@ -926,7 +926,7 @@ pub(super) async fn run_cold_prepared<W: Write>(
     let run_cancel = cancel.clone();
     let runner =
         tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });
-    agy_bridge::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
+    agy_bridge::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
     let result = runner.await;
     // The turn is over: close the ports, remove the configs, answer any
     // call and any question.
@@ -951,7 +951,7 @@ pub(super) async fn open_turn_gate<W: Write>(
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
     own_server: Option<&str>,
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
 ) -> Option<agy_bridge::run::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
     match super::gate::open_gate(plan, cfg, turn, own_server).await {
@@ -970,10 +970,10 @@ pub(super) async fn open_turn_gate<W: Write>(
 /// gate: pi's control lines with agy's calls (lent from the MCP server) and
 /// the gate's questions (lent from the gate). [`give_back`] returns them.
 pub(super) fn tool_side(
-    bridge: Option<&mut agy_bridge::mcp::ToolBridge>,
+    bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
     gate: Option<&mut agy_bridge::run::gate::Gate>,
     control: tokio::sync::mpsc::Receiver<Control>,
-) -> Result<agy_bridge::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
+) -> Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
     use tokio::sync::mpsc::channel;
     if bridge.is_none() && gate.is_none() {
         return Err(control);
@@ -986,14 +986,14 @@ pub(super) fn tool_side(
         let questions = std::mem::replace(&mut g.questions, channel(1).1);
         agy_bridge::pi::ask::Asks::new(questions, g.grants())
     });
-    Ok(agy_bridge::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
+    Ok(agy_bridge::pi::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
 }
 
 /// What [`tool_side`] lent, back to its owners (questions still open are
 /// denied); pi's control lines back to the caller.
 pub(super) fn give_back(
-    side: Result<agy_bridge::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
-    bridge: Option<&mut agy_bridge::mcp::ToolBridge>,
+    side: Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
+    bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
     gate: Option<&mut agy_bridge::run::gate::Gate>,
 ) -> tokio::sync::mpsc::Receiver<Control> {
     let mut lines = match side {
@@ -1014,13 +1014,13 @@ pub(super) fn give_back(
 /// once per pi session): an agy that does not say its version is offered
 /// the tools as before.
 pub(super) async fn offer_pi_tools<W: Write>(
-    req: &agy_bridge::provider::StreamRequest,
+    req: &agy_bridge::pi::provider::StreamRequest,
     prepared: &PreparedTurn,
     prelude: &runner::Prelude,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::provider::EventMapper,
-    pi: &mut agy_bridge::provider::PiStream<W>,
-) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
+    mapper: &mut agy_bridge::pi::provider::EventMapper,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
     if let Some(old) = too_old_for_pi_tools(prelude) {
         if prepared.first_turn && !req.tools.is_empty() {
             pi.thinking(&no_pi_tools_note(old));
@@ -1043,18 +1043,18 @@ pub(super) fn too_old_for_pi_tools(
 /// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
 /// never gets this far).
 pub(super) fn tool_batch_window() -> Duration {
-    use agy_bridge::mcp::relay;
+    use agy_bridge::pi::mcp::relay;
     relay::batch_window().unwrap_or(relay::DEFAULT_BATCH_WINDOW)
 }
 
 /// Save the session's binding and end pi's message with the turn's outcome.
 pub(super) fn end_turn<W: Write>(
-    pi: &mut agy_bridge::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::PiStream<W>,
     prepared: &PreparedTurn,
-    req: &agy_bridge::provider::StreamRequest,
+    req: &agy_bridge::pi::provider::StreamRequest,
     result: &runner::RunResult,
 ) -> bool {
-    use agy_bridge::provider;
+    use agy_bridge::pi::provider;
     // Remember where this conversation is, unless the run failed to bind.
     if let Some(store) = &prepared.store {
         // A new conversation (agy did not have ours) has no earlier cursor.
@@ -1090,11 +1090,11 @@ pub(super) fn end_turn<W: Write>(
 /// Serve the request's tools (those agy lacks) to agy for this turn: the
 /// private MCP config directory joins the turn's `--add-dir`s.
 async fn serve_pi_tools(
-    req: &agy_bridge::provider::StreamRequest,
+    req: &agy_bridge::pi::provider::StreamRequest,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::provider::EventMapper,
-) -> Result<Option<agy_bridge::mcp::ToolBridge>, String> {
-    use agy_bridge::mcp;
+    mapper: &mut agy_bridge::pi::provider::EventMapper,
+) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
+    use agy_bridge::pi::mcp;
     if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {
         return Ok(None);
     }
@@ -1110,7 +1110,7 @@ async fn serve_pi_tools(
 }
 
 /// The request's working directory: pi's, else ours.
-pub(super) fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf {
+pub(super) fn request_cwd(req: &agy_bridge::pi::provider::StreamRequest) -> PathBuf {
     req.cwd
         .as_deref()
         .map(PathBuf::from)
@@ -1120,9 +1120,9 @@ pub(super) fn request_cwd(req: &agy_bridge::provider::StreamRequest) -> PathBuf 
 
 /// The request's session key and the session store (if it can be opened).
 pub(super) fn session_of(
-    req: &agy_bridge::provider::StreamRequest,
-) -> (String, Option<agy_bridge::sessions::SessionStore>) {
-    use agy_bridge::sessions::{SessionKey, SessionStore};
+    req: &agy_bridge::pi::provider::StreamRequest,
+) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
+    use agy_bridge::state::sessions::{SessionKey, SessionStore};
     let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
     let store = match SessionStore::open_default() {
         Ok(s) => Some(s),
@@ -1145,11 +1145,11 @@ enum TurnWait {
 /// Take the session's turn lock, waiting (cancellably, at most `wait`) for
 /// another process's turn of the same session to end.
 async fn wait_turn_lock(
-    store: &agy_bridge::sessions::SessionStore,
+    store: &agy_bridge::state::sessions::SessionStore,
     key: &str,
     cancel: &CancellationToken,
     wait: Duration,
-) -> Result<agy_bridge::sessions::TurnLock, TurnWait> {
+) -> Result<agy_bridge::state::sessions::TurnLock, TurnWait> {
     let deadline = std::time::Instant::now().checked_add(wait);
     loop {
         match store.try_lock_turn(key) {
@@ -1175,7 +1175,7 @@ pub(super) struct PreparedTurn {
     pub(super) turn: TurnRequest,
     pub(super) cwd: PathBuf,
     pub(super) session_key: String,
-    pub(super) store: Option<agy_bridge::sessions::SessionStore>,
+    pub(super) store: Option<agy_bridge::state::sessions::SessionStore>,
     /// Thinking lines to show before agy starts.
     pub(super) notes: Vec<String>,
     /// The pi session has no agy conversation yet: things said once per
@@ -1190,11 +1190,11 @@ pub(super) struct PreparedTurn {
 /// an older cursor, which would replay the previous turn's answer.
 /// (Blocking: a SQLite read, on the thread that prepares the turn.)
 pub(super) fn resume_cursor(
-    entry: &agy_bridge::sessions::SessionEntry,
+    entry: &agy_bridge::state::sessions::SessionEntry,
     conversations_dir: &std::path::Path,
 ) -> i64 {
-    let db = agy_bridge::discovery::db_path(conversations_dir, &entry.conversation_id);
-    agy_bridge::poller::last_idx(&db)
+    let db = agy_bridge::follow::discovery::db_path(conversations_dir, &entry.conversation_id);
+    agy_bridge::follow::poller::last_idx(&db)
         .map_or(entry.last_step_idx, |now| now.max(entry.last_step_idx))
 }
 
@@ -1214,7 +1214,7 @@ pub(super) fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatur
 /// asked for.
 pub(super) fn thinking_level(
     reasoning: Option<&str>,
-) -> Result<Option<agy_bridge::models::ThinkingLevel>, String> {
+) -> Result<Option<agy_bridge::pi::models::ThinkingLevel>, String> {
     reasoning
         .filter(|r| !r.trim().is_empty())
         .map(str::parse)
@@ -1226,19 +1226,19 @@ pub(super) fn thinking_level(
 /// settings, agy's model and effort.
 pub(super) struct Resolved {
     pub(super) cfg: RunConfig,
-    pub(super) settings: agy_bridge::config::Config,
-    pub(super) model: agy_bridge::models::Resolved,
+    pub(super) settings: agy_bridge::state::config::Config,
+    pub(super) model: agy_bridge::pi::models::Resolved,
 }
 
 /// Resolve the request's model and thinking level and the settings
 /// (files, at worst an `agy models` run: blocking).
 pub(super) fn resolve_agy(
-    req: &agy_bridge::provider::StreamRequest,
+    req: &agy_bridge::pi::provider::StreamRequest,
     timeout: Duration,
 ) -> Result<Resolved, String> {
     let settings = settings().map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = agy_bridge::models::catalog();
+    let catalog = agy_bridge::pi::models::catalog();
     super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
     let model = catalog
         .resolve(&req.model, thinking)
@@ -1260,7 +1260,7 @@ pub(super) fn session_turn(
     prompt: String,
     cwd: &std::path::Path,
     resolved: &Resolved,
-    existing: Option<&agy_bridge::sessions::SessionEntry>,
+    existing: Option<&agy_bridge::state::sessions::SessionEntry>,
 ) -> TurnRequest {
     TurnRequest {
         prompt,
@@ -1278,12 +1278,12 @@ pub(super) fn session_turn(
 /// Everything between pi's request and agy's command line; errors are the
 /// message pi shows.
 fn prepare_turn(
-    req: &agy_bridge::provider::StreamRequest,
+    req: &agy_bridge::pi::provider::StreamRequest,
     timeout: Duration,
     session_key: String,
-    store: Option<agy_bridge::sessions::SessionStore>,
+    store: Option<agy_bridge::state::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::provider::{self, DIGEST_MAX_CHARS};
+    use agy_bridge::pi::provider::{self, DIGEST_MAX_CHARS};
 
     let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
@@ -1304,7 +1304,7 @@ fn prepare_turn(
     };
     let mut context = provider::AgyContext::Kept;
     if let Some(entry) = &existing {
-        let db = agy_bridge::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
+        let db = agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
         if !db.is_file() {
             notes.push(format!(
                 "[agy-bridge: conversation {} is gone from {}; starting a new one with pi's record of the earlier turns]\n",
@@ -1465,7 +1465,7 @@ fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
         .model
         .clone()
         .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = agy_bridge::models::catalog()
+    let resolved = agy_bridge::pi::models::catalog()
         .resolve_alias(&alias, Some(settings.default_thinking))
         .map_err(|e| e.to_string())?;
     let (mut cfg, mut turn) = turn_setup(&args.turn, &settings)?;
@@ -1494,7 +1494,7 @@ struct AskTurn {
 }
 
 pub fn cmd_ask(args: AskArgs) -> CmdResult {
-    if args.caller_provider.as_deref() == Some(agy_bridge::provider::PROVIDER_ID) {
+    if args.caller_provider.as_deref() == Some(agy_bridge::pi::provider::PROVIDER_ID) {
         return Ok(AskReport::failed(
             "AskAntigravity is not available while the current model is itself antigravity: agy would be delegating to itself".into(),
         )
@@ -1534,7 +1534,7 @@ async fn run_collecting(
     mut cfg: RunConfig,
     mut turn: TurnRequest,
     gating: Option<super::gate::GatePlan>,
-) -> (runner::RunResult, Vec<agy_bridge::events::Event>) {
+) -> (runner::RunResult, Vec<agy_bridge::follow::events::Event>) {
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
     let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
@@ -1557,7 +1557,7 @@ async fn run_collecting(
 
 /// agy's answer: its stream-json `result.response` when it printed one,
 /// else the last planner step's text, else its plain stdout.
-fn final_answer(result: &runner::RunResult, events: &[agy_bridge::events::Event]) -> String {
+fn final_answer(result: &runner::RunResult, events: &[agy_bridge::follow::events::Event]) -> String {
     if let Some(r) = result
         .agy_result
         .as_ref()
@@ -1565,7 +1565,7 @@ fn final_answer(result: &runner::RunResult, events: &[agy_bridge::events::Event]
     {
         return r.response.trim_end().to_string();
     }
-    let t = agy_bridge::events::Transcript::from_events(events.iter().cloned());
+    let t = agy_bridge::follow::events::Transcript::from_events(events.iter().cloned());
     t.last_answer()
         .map(str::to_string)
         .unwrap_or_else(|| result.stdout.trim().to_string())

@@ -4,10 +4,10 @@
 //! depends on neither.
 
 use crate::corpus::recording::{Op, SqlValue, Write};
-use crate::schema;
-use crate::steps::StepRow;
-use crate::steps::{Step, StepType};
-use crate::wire::Encoder;
+use crate::format::schema;
+use crate::format::steps::StepRow;
+use crate::format::steps::{Step, StepType};
+use crate::format::wire::Encoder;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -36,13 +36,13 @@
 //! The recorder never writes, never holds a read transaction between wake-ups
 //! and never checkpoints, so it cannot block or disturb agy.
 
-use crate::discovery::{self, ConversationId, Snapshot};
-use crate::poller::{self, ReadError};
-use crate::process::run_with_timeout_async;
-use crate::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
-use crate::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
-use crate::schema;
-use crate::steps::{self, Body, StepRow};
+use crate::follow::discovery::{self, ConversationId, Snapshot};
+use crate::follow::poller::{self, ReadError};
+use crate::run::process::run_with_timeout_async;
+use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
+use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
+use crate::format::schema;
+use crate::format::steps::{self, Body, StepRow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -520,7 +520,7 @@ fn captured_header(
         .or_else(|| result.signal.map(|s| 128 + s))
         .unwrap_or(-1);
     Header {
-        format: crate::recording::FORMAT_VERSION,
+        format: crate::corpus::recording::FORMAT_VERSION,
         agy_version: agy_version.clone(),
         provenance: Provenance::Captured {
             agy_version,
@@ -661,7 +661,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
     }
 
     let rows = poller::read_all(&poller::open_read_only(path)?, path).unwrap_or_default();
-    let decoded = crate::decode::decode_rows(&rows);
+    let decoded = crate::view::decode::decode_rows(&rows);
     let prompt = decoded
         .iter()
         .find_map(|s| match &s.step.body {
@@ -670,7 +670,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         })
         .unwrap_or_default();
     // agy prints the final answer: the text of the last step that has any.
-    let transcript = crate::events::Transcript::from_events(
+    let transcript = crate::follow::events::Transcript::from_events(
         decoded.iter().flat_map(|s| s.events.iter().cloned()),
     );
     let text = transcript
@@ -678,7 +678,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         .map(str::to_string)
         .unwrap_or_default();
     let header = Header {
-        format: crate::recording::FORMAT_VERSION,
+        format: crate::corpus::recording::FORMAT_VERSION,
         agy_version: "unknown".into(),
         provenance: Provenance::Captured {
             agy_version: "unknown".into(),

@@ -19,7 +19,7 @@
 //! single out one database, [`decide`] says so ([`Binding::Waiting`] or
 //! [`Binding::Ambiguous`]) instead of picking one.
 
-use crate::steps::{self, Body, StepRow};
+use crate::format::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsString;
@@ -323,8 +323,8 @@ pub fn match_prompt(
 /// Every step of the database at `db_path`, read-only; `None` when it
 /// cannot be read (missing, locked, not agy's).
 fn read_step_rows(db_path: &Path) -> Option<Vec<StepRow>> {
-    let conn = crate::poller::open_read_only(db_path).ok()?;
-    crate::poller::read_all(&conn, db_path).ok()
+    let conn = crate::follow::poller::open_read_only(db_path).ok()?;
+    crate::follow::poller::read_all(&conn, db_path).ok()
 }
 
 /// How a conversation id was bound.
@@ -519,7 +519,7 @@ fn descendants(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::steps::{Step, StepStatus, StepType, Subagent};
+    use crate::format::steps::{Step, StepStatus, StepType, Subagent};
     use rusqlite::Connection;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
@@ -537,7 +537,7 @@ mod tests {
     fn make_db(dir: &Path, conv: &str, children: &[&str]) -> PathBuf {
         let path = dir.join(format!("{conv}.db"));
         let conn = Connection::open(&path).unwrap();
-        crate::schema::create(&conn).unwrap();
+        crate::format::schema::create(&conn).unwrap();
         let mut steps = vec![Step::new(0, StepType::UserInput, StepStatus::Done)];
         for (i, child) in children.iter().enumerate() {
             steps.push(
@@ -563,9 +563,9 @@ mod tests {
 
     fn make_prompt_db(dir: &Path, conv: &str, prompt: &str) {
         let conn = Connection::open(dir.join(format!("{conv}.db"))).unwrap();
-        crate::schema::create(&conn).unwrap();
+        crate::format::schema::create(&conn).unwrap();
         let row = Step::new(0, StepType::UserInput, StepStatus::Done)
-            .with_body(Body::UserInput(crate::steps::UserInput {
+            .with_body(Body::UserInput(crate::format::steps::UserInput {
                 text: prompt.into(),
                 workspace_uri: None,
             }))

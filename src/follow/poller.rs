@@ -19,9 +19,9 @@
 //! decoded, and [`release_large_buffers`] keeps those buffers from staying
 //! resident once freed.
 
-use crate::events::{self, Event, Tracker, Transcript};
+use crate::follow::events::{self, Event, Tracker, Transcript};
 use crate::format::ids::ConversationId;
-use crate::steps::{self, StepRow};
+use crate::format::steps::{self, StepRow};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -106,7 +106,7 @@ struct StepColumns {
 impl StepColumns {
     fn detect(conn: &Connection, path: &Path) -> Result<StepColumns, ReadError> {
         let cols =
-            crate::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
+            crate::format::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
         if cols.is_empty() {
             return Err(ReadError::NoStepsTable {
                 path: path.to_path_buf(),

@@ -13,7 +13,7 @@
 
 use crate::follow::subject;
 use crate::format::hooks::Decision;
-use crate::provider::{EventMapper, PiEvent, PiStream};
+use crate::pi::provider::{EventMapper, PiEvent, PiStream};
 use crate::run::gate::policy::session_rule;
 use crate::run::gate::{Grants, Question, Verdict};
 use serde_json::Value;

@@ -7,11 +7,11 @@
 //! promises to pi: `start` goes out at once, and exactly one terminal event
 //! (`done` or `error`) ends every stream, whatever happens.
 
-use crate::diff::{self, TurnEdits};
-use crate::events::{self, Channel, Event};
+use crate::pi::diff::{self, TurnEdits};
+use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
 use crate::format::text::{flat, repeats, shell_word};
-use crate::runner::{
+use crate::run::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
     TurnUsage,
 };
@@ -61,9 +61,9 @@ pub struct StreamRequest {
     /// pi's `context.messages`, as pi serialises them.
     #[serde(default)]
     pub messages: Vec<Value>,
-    /// pi's `context.tools`, offered to agy over MCP (see [`crate::mcp`]).
+    /// pi's `context.tools`, offered to agy over MCP (see [`crate::pi::mcp`]).
     #[serde(default)]
-    pub tools: Vec<crate::mcp::PiTool>,
+    pub tools: Vec<crate::pi::mcp::PiTool>,
     /// pi can show a dialog (it has a UI): in `ask` mode agy's tool calls
     /// are put to the user; without one, only the rules pass them.
     #[serde(default)]
@@ -652,7 +652,7 @@ pub fn has_own_turns(messages: &[Value]) -> bool {
 /// The full prompt agy receives: digest (if any), then the user's text.
 ///
 /// Nothing is trimmed for length: the prompt never goes on agy's command
-/// line, but on its stdin or in a private file ([`crate::prompt_file`]),
+/// line, but on its stdin or in a private file ([`crate::run::prompt_file`]),
 /// and the digest is bounded when it is made ([`context_digest`]).
 pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     compose_prompt_for(prompt, digest, AgyContext::Kept)
@@ -759,7 +759,7 @@ impl EventMapper {
             hide_bridge_calls: false,
             failed_steps: HashMap::new(),
             conversation: None,
-            conversations_dir: crate::discovery::default_conversations_dir(),
+            conversations_dir: crate::follow::discovery::default_conversations_dir(),
             from_gate: HashMap::new(),
             from_db: HashMap::new(),
             denied: HashMap::new(),
@@ -804,9 +804,9 @@ impl EventMapper {
         match e {
             Event::ToolCall {
                 name, arguments, ..
-            } => self.hide_bridge_calls && crate::mcp::is_bridge_call(name, arguments),
+            } => self.hide_bridge_calls && crate::pi::mcp::is_bridge_call(name, arguments),
             Event::ToolResult { name, .. } => {
-                self.hide_bridge_calls && crate::mcp::is_bridge_call(name, "")
+                self.hide_bridge_calls && crate::pi::mcp::is_bridge_call(name, "")
             }
             _ => false,
         }
@@ -1071,7 +1071,7 @@ impl EventMapper {
 
 /// The error pi sees for a failed turn: whether it was the user's abort,
 /// and the failure's one sentence (worded for pi's retry; see
-/// [`crate::failure`]).
+/// [`crate::run::failure`]).
 pub fn error_message(result: &RunResult) -> (bool, String) {
     match &result.failure {
         Some(f) => (f.is_abort(), f.to_string()),
@@ -1391,7 +1391,7 @@ mod tests {
 
     #[test]
     fn one_mcp_call_is_one_line_and_its_failure_another() {
-        use crate::steps::{
+        use crate::format::steps::{
             Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall,
         };
         let call = |id: &str, name: &str, args: Value| ToolCall {
@@ -1477,7 +1477,7 @@ mod tests {
         let events = vec![
             RunEvent::Bound {
                 conversation_id: id.into(),
-                method: crate::discovery::BindMethod::StreamJson,
+                method: crate::follow::discovery::BindMethod::StreamJson,
             },
             RunEvent::Agy(Event::Unknown {
                 idx: 7,

@@ -12,10 +12,10 @@
 //! Usage is counted per turn from the steps this process reported, never
 //! from `result.usage`, which agy sums over the whole conversation.
 
-use crate::events::Event;
+use crate::follow::events::Event;
 use crate::follow::subject;
 use crate::format::text::first_line;
-use crate::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
+use crate::format::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -13,10 +13,10 @@
 //! it lacks it and is completed on the next probe).
 //!
 //! [`BinaryKey`] is also what keys the `agy models` cache (see
-//! [`crate::models`]), so that an answer about one agy never outlives it.
+//! [`crate::pi::models`]), so that an answer about one agy never outlives it.
 
-use crate::config::{self, StateFile, StateWarning};
-use crate::process::run_with_timeout_async;
+use crate::state::config::{self, StateFile, StateWarning};
+use crate::run::process::run_with_timeout_async;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -64,7 +64,7 @@ impl BinaryKey {
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
     pub fn of(bin: &Path) -> Option<BinaryKey> {
-        let found = crate::process::find_program(bin)?;
+        let found = crate::run::process::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
         if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {

@@ -11,7 +11,7 @@
 //! failures for which [`Failure::retryable`] is true. A test holds the two
 //! together.
 
-use crate::stream_json::{DeniedAction, TurnResult};
+use crate::format::stream_json::{DeniedAction, TurnResult};
 use serde::Serialize;
 
 /// Why a turn failed, in words a user can act on.

@@ -13,7 +13,7 @@
 //!
 //! Without Linux (macOS): no subreaper and no `PR_SET_PDEATHSIG`. The stdin
 //! lifeline works the same, and agy's tree is found through `ps` (see
-//! [`crate::discovery::process_tree`]) and signalled with its process groups;
+//! [`crate::follow::discovery::process_tree`]) and signalled with its process groups;
 //! what it cannot reach is an orphan already reparented to launchd in a group
 //! of its own.
 //!
@@ -89,7 +89,7 @@ fn guard_tree(launch: Launch) -> i32 {
         std::process::Stdio::null()
     });
     os::reset_signals_in_child(&mut cmd);
-    let mut child = match crate::process::retry_while_busy(|| cmd.spawn()) {
+    let mut child = match crate::run::process::retry_while_busy(|| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             // The runner words this from the exit code and stderr.
@@ -271,7 +271,7 @@ mod os {
     /// returns how many there were.
     pub fn kill_descendants(sig: Signal) -> usize {
         let me = std::process::id();
-        let found = crate::process::signal_tree_below(me, sig);
+        let found = crate::run::process::signal_tree_below(me, sig);
         while let Ok(status) = waitpid(
             Pid::from_raw(-1),
             Some(nix::sys::wait::WaitPidFlag::WNOHANG),

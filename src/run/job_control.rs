@@ -13,7 +13,7 @@
 //! Under a guardian only what runs below it is paused, never the guardian:
 //! stopped, it could not take agy's tree down if the bridge died meanwhile.
 
-use crate::process::ChildPid;
+use crate::run::process::ChildPid;
 use nix::sys::signal::Signal;
 use std::sync::{Mutex, MutexGuard};
 
@@ -66,9 +66,9 @@ fn signal_all(sig: Signal) -> usize {
     let list = live();
     for l in list.iter() {
         if l.guardian {
-            crate::process::signal_each_below(l.pid, sig);
+            crate::run::process::signal_each_below(l.pid, sig);
         } else {
-            crate::process::signal_tree(l.pid, sig);
+            crate::run::process::signal_tree(l.pid, sig);
         }
     }
     list.len()

@@ -4,11 +4,11 @@
 //! program with a timeout ([`run_with_timeout`]).
 //!
 //! One helper for the runner, which takes agy's tree down on abort, timeout
-//! and exit, and for the guardian ([`crate::guard`]), which does it when the
+//! and exit, and for the guardian ([`crate::run::guard`]), which does it when the
 //! bridge dies; one for every short program the bridge asks (`agy --version`,
 //! `agy models`, `git`), so each is killed, tree and all, when it overstays.
 
-use crate::discovery;
+use crate::follow::discovery;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpgid, getpgrp, Pid};
 use std::io::Read;

@@ -22,12 +22,12 @@
 //!   fail.
 //!
 //! A prompt starting with `/` is kept a prompt on both ways as on the
-//! command line ([`crate::runner::agy_prompt`]): whether agy expands a slash
+//! command line ([`crate::run::runner::agy_prompt`]): whether agy expands a slash
 //! command sent on stdin is not known, so it is not risked.
 
-use crate::failure::Failure;
+use crate::run::failure::Failure;
 use crate::format::features::AgyFeatures;
-use crate::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
+use crate::run::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
 use std::borrow::Cow;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Guardians started ahead of their turn, and the process a launch gives
 //! the runner.
 //!
-//! A guardian ([`crate::guard`]) waits on its stdin for what to run
+//! A guardian ([`crate::run::guard`]) waits on its stdin for what to run
 //! ([`Launch`]), so it can be started before the turn knows agy's command
 //! line: `stream` starts one first thing, and the time it takes to start
 //! passes while pi's request is read, the session lock taken and the turn
@@ -18,7 +18,7 @@
 //! [`Guardian`] is the runner's handle: a binary to start, and maybe a
 //! standby to take first.
 
-use crate::process::ChildPid;
+use crate::run::process::ChildPid;
 use crate::run::launch::Launch;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -60,10 +60,10 @@ impl Drop for Forked {
 
 impl Standby {
     /// Start `bin` (the agy-bridge binary, or any binary that calls
-    /// [`crate::guard::main_if_guard`] first) as a guardian.
+    /// [`crate::run::guard::main_if_guard`] first) as a guardian.
     pub fn spawn(bin: &Path) -> io::Result<Standby> {
         let mut child = std::process::Command::new(bin)
-            .arg(crate::guard::GUARD_ARG)
+            .arg(crate::run::guard::GUARD_ARG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -169,7 +169,7 @@ fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
     // The bridge's ends: kept here, the lifeline would never reach EOF.
     drop(theirs);
     drop(ours);
-    crate::guard::serve()
+    crate::run::guard::serve()
 }
 
 /// A process a launch started (the guardian, or agy itself without one):
@@ -206,7 +206,7 @@ impl Spawned {
         std::thread::spawn(move || {
             // An error means it is not our child to wait for (reaped
             // elsewhere): then it has exited as far as we can tell.
-            let _ = crate::process::exited_unreaped(pid, true);
+            let _ = crate::run::process::exited_unreaped(pid, true);
             let _ = tx.send(());
         });
         Spawned {
@@ -273,7 +273,7 @@ impl Spawned {
     pub fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
         let unreaped = self.unreaped();
         if unreaped {
-            crate::process::signal_tree(self.pid, sig);
+            crate::run::process::signal_tree(self.pid, sig);
         }
         unreaped
     }
@@ -281,7 +281,7 @@ impl Spawned {
     /// Signal the process group it leads, if it is not reaped yet.
     pub fn signal_group(&self, sig: nix::sys::signal::Signal) {
         if self.unreaped() {
-            crate::process::signal_group(self.pid, sig);
+            crate::run::process::signal_group(self.pid, sig);
         }
     }
 }
@@ -293,7 +293,7 @@ impl Drop for Spawned {
             // tree goes with it, and it is collected off-thread.
             let pid = self.pid;
             crate::run::job_control::unregister_then(pid, || {
-                crate::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+                crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
             });
             std::thread::spawn(move || reap(pid));
         }
@@ -336,7 +336,7 @@ pub struct Guardian {
 
 impl Guardian {
     /// `bin`: the agy-bridge binary, or any binary that calls
-    /// [`crate::guard::main_if_guard`] first thing in `main`.
+    /// [`crate::run::guard::main_if_guard`] first thing in `main`.
     pub fn new(bin: impl Into<PathBuf>) -> Guardian {
         Guardian {
             bin: bin.into(),

@@ -51,12 +51,12 @@
 //! both are set and disagree, `AGY_PERMISSIONS` wins and a
 //! [`StateWarning::Env`] says the other was ignored.
 //!
-//! **Allow rules** ([`crate::rules`]): `allow` is the user's list, each
+//! **Allow rules** ([`crate::state::rules`]): `allow` is the user's list, each
 //! entry a rule string; an invalid entry is a [`StateWarning::SkippedRule`]
 //! and is skipped (and kept in the file). `AGY_ALLOW` (rules separated by
 //! `;` or newlines) replaces the file's list; an invalid rule in it is an
 //! error. The gate uses [`Config::allow_list`]: the built-in read-only
-//! tools ([`crate::rules::DEFAULT_ALLOW`]) and the user's rules.
+//! tools ([`crate::state::rules::DEFAULT_ALLOW`]) and the user's rules.
 //!
 //! Every other key (the TypeScript bridge's `engine`, `acp`, `askTool`, `bridgeTools`,
 //! `digest`, `systemPrompt`, `patchCleanupNotified`, ...) is kept as it is
@@ -97,7 +97,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const STATE_DIR_ENV: &str = "AGY_BRIDGE_STATE_DIR";
 /// The settings file's name inside the state directory.
 pub const CONFIG_FILE: &str = "config.json";
-/// The session bindings file's name (see [`crate::sessions`]).
+/// The session bindings file's name (see [`crate::state::sessions`]).
 pub const SESSIONS_FILE: &str = "sessions.json";
 
 /// A state file larger than this is treated as corrupt rather than read.

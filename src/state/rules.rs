@@ -17,7 +17,7 @@
 //!
 //! [`DEFAULT_ALLOW`] lists agy's read-only tools, which pass without asking;
 //! the user's rules (config.json's `"allow"`, or `AGY_ALLOW`) come on top
-//! (see [`crate::config::Config::allow_list`]).
+//! (see [`crate::state::config::Config::allow_list`]).
 
 use std::fmt;
 

@@ -12,10 +12,10 @@
 //! module never writes, never holds a transaction and never checkpoints, so
 //! decoding a database agy is writing cannot block or disturb agy.
 
-use crate::events::{self, Event, Tracker, Transcript};
-use crate::poller::{self, ReadError};
-use crate::recording::{Recording, RecordingError};
-use crate::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
+use crate::follow::events::{self, Event, Tracker, Transcript};
+use crate::follow::poller::{self, ReadError};
+use crate::corpus::recording::{Recording, RecordingError};
+use crate::format::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -489,8 +489,8 @@ fn render_event(out: &mut String, event: &Event) {
         Event::DecodeError { message, .. } => prefixed(out, "  decode error: ", message),
         Event::Rewrite { channel, text, .. } => {
             let label = match channel {
-                crate::events::Channel::Text => "text",
-                crate::events::Channel::Thinking => "thinking",
+                crate::follow::events::Channel::Text => "text",
+                crate::follow::events::Channel::Thinking => "thinking",
             };
             let _ = writeln!(out, "  rewritten {label}:");
             verbatim(out, text);
@@ -577,7 +577,7 @@ fn render_summary(out: &mut String, summary: &Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::steps::{Body, PlannerResponse, ToolCall, UserInput};
+    use crate::format::steps::{Body, PlannerResponse, ToolCall, UserInput};
 
     fn rows() -> Vec<StepRow> {
         let call = ToolCall {

@@ -10,10 +10,10 @@
 //! an error, and agy's error line that the turn's own failure repeats (which
 //! the caller prints) is held back.
 
-use crate::events::{self, Channel, Event};
+use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
 use crate::format::text::{repeats, shorten};
-use crate::runner::{
+use crate::run::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
 };
 use std::collections::HashMap;

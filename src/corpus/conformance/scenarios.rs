@@ -5,13 +5,13 @@
 
 use super::commands::Ran;
 use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
-use crate::discovery::{BindMethod, ConversationId};
-use crate::events::Event;
+use crate::follow::discovery::{BindMethod, ConversationId};
+use crate::follow::events::Event;
 use crate::format::hooks::{self, Decision, Hook, HookEvent};
 use crate::format::quota::Quota;
 use crate::format::text::{one_line, shorten};
-use crate::runner::{self, RunConfig, RunEvent, RunResult};
-use crate::steps::{self, Body, StepType};
+use crate::run::runner::{self, RunConfig, RunEvent, RunResult};
+use crate::format::steps::{self, Body, StepType};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -40,10 +40,10 @@ fn agy_command(cfg: &RunConfig, args: &[&str], cwd: Option<&Path>) -> Result<Out
         cmd.current_dir(dir);
     }
     let bin = cfg.agy_bin.display();
-    crate::process::output_within(&mut cmd, COMMAND_TIMEOUT).map_err(|e| match e {
-        crate::process::NoOutput::NotInstalled => format!("{bin} is not installed"),
-        crate::process::NoOutput::SpawnFailed(m) => format!("cannot start {bin}: {m}"),
-        crate::process::NoOutput::TimedOut { secs } => {
+    crate::run::process::output_within(&mut cmd, COMMAND_TIMEOUT).map_err(|e| match e {
+        crate::run::process::NoOutput::NotInstalled => format!("{bin} is not installed"),
+        crate::run::process::NoOutput::SpawnFailed(m) => format!("cannot start {bin}: {m}"),
+        crate::run::process::NoOutput::TimedOut { secs } => {
             format!("`{bin} {}` gave no answer within {secs} s", args.join(" "))
         }
     })
@@ -71,7 +71,7 @@ impl Suite {
         let output = String::from_utf8_lossy(&out.stdout).into_owned();
         self.version_output = output.clone();
         Ok(Version {
-            text: crate::record::version_of(&output),
+            text: crate::corpus::record::version_of(&output),
             output,
             exit: out.status.code(),
         })
@@ -268,8 +268,8 @@ fn text_field_fact(cfg: &RunConfig, r: &RunResult) -> Found {
         return (ID, false, "no conversation was bound".into());
     };
     let path = cfg.conversations_dir.join(format!("{id}.db"));
-    let rows = match crate::poller::open_read_only(&path)
-        .and_then(|conn| crate::poller::read_all(&conn, &path))
+    let rows = match crate::follow::poller::open_read_only(&path)
+        .and_then(|conn| crate::follow::poller::read_all(&conn, &path))
     {
         Ok(rows) => rows,
         Err(e) => return (ID, false, format!("cannot read {}: {e}", path.display())),

@@ -12,7 +12,7 @@
 //! - `report`: the findings as sentences (paths named by what they mean,
 //!   from the decoder's known-field table) and as JSON.
 //!
-//! Drift reads the decoder's own tables ([`crate::steps`]'s known-field
+//! Drift reads the decoder's own tables ([`crate::format::steps`]'s known-field
 //! tree and `LOAD_BEARING`) rather than a copy, so a decoder change moves
 //! the judgement with it.
 
@@ -36,7 +36,7 @@ pub const BASELINE_FILE: &str = "schema-baseline.json";
 
 /// The baseline of this source tree.
 pub fn bundled_baseline() -> PathBuf {
-    crate::recording::bundled_dir().join(BASELINE_FILE)
+    crate::corpus::recording::bundled_dir().join(BASELINE_FILE)
 }
 
 /// The same baseline, built into the binary: an installed agy-bridge has no

@@ -5,7 +5,7 @@
 //! whatever that server answered, which no recording can know.
 
 use super::{call, Builder};
-use crate::recording::{McpCall, Recording};
+use crate::corpus::recording::{McpCall, Recording};
 use serde_json::json;
 
 /// The tool these recordings call (the tests' pi extension registers it).
@@ -22,11 +22,11 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
 }
 
 /// The planner's `call_mcp_tool` for `tool` on the bridge's server.
-fn mcp_call(id: &str, tool: &str, arguments: serde_json::Value) -> crate::steps::ToolCall {
+fn mcp_call(id: &str, tool: &str, arguments: serde_json::Value) -> crate::format::steps::ToolCall {
     call(
         id,
         "call_mcp_tool",
-        json!({"ServerName": crate::mcp::SERVER_NAME, "ToolName": tool, "Arguments": arguments}),
+        json!({"ServerName": crate::pi::mcp::SERVER_NAME, "ToolName": tool, "Arguments": arguments}),
     )
 }
 
@@ -36,7 +36,7 @@ fn then_call(b: &mut Builder, dt_ms: u64, idx: i64, tool: &str, arguments: serde
     b.commit(dt_ms, Vec::new());
     if let Some(c) = b.commits.last_mut() {
         c.mcp_call = Some(McpCall {
-            server: crate::mcp::SERVER_NAME.into(),
+            server: crate::pi::mcp::SERVER_NAME.into(),
             tool: tool.into(),
             arguments,
             idx,

@@ -14,12 +14,12 @@
 
 use super::{call, Builder, MODELS_FORMAT_2};
 mod sessions;
-use crate::recording::{Gate, Outcome, Provenance, Recording};
-use crate::steps::{
+use crate::corpus::recording::{Gate, Outcome, Provenance, Recording};
+use crate::format::steps::{
     Body, ErrorDetails, GenericTool, Metadata, ModelError, PlannerResponse, RunCommandResult, Step,
     StepStatus, StepType, ToolCall, Usage, UserInput,
 };
-use crate::wire::Encoder;
+use crate::format::wire::Encoder;
 use serde::Serialize;
 
 const FROM: &str =

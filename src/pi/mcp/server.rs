@@ -516,7 +516,7 @@ mod tests {
     }
 
     async fn start() -> (McpServer, mpsc::Receiver<ToolCall>) {
-        let (tx, rx) = mpsc::channel(crate::mcp::CALL_CAPACITY);
+        let (tx, rx) = mpsc::channel(crate::pi::mcp::CALL_CAPACITY);
         (
             McpServer::start(vec![echo_tool()], tx)
                 .await
@@ -825,7 +825,7 @@ mod tests {
     #[tokio::test]
     async fn connections_are_capped_and_slow_ones_dropped() {
         // Finding 7: connections were unlimited and never timed out.
-        let (tx, _rx) = mpsc::channel(crate::mcp::CALL_CAPACITY);
+        let (tx, _rx) = mpsc::channel(crate::pi::mcp::CALL_CAPACITY);
         let limits = Limits {
             connections: 2,
             first_request: Duration::from_millis(400),

@@ -7,11 +7,16 @@
 //! binary, so pointing `AGY_BIN` elsewhere, installing or upgrading agy is
 //! seen at once; "not installed" is never remembered at all.
 
-#[allow(unused_imports)]
-use super::*;
-use crate::agy_version::BinaryKey;
-use crate::config::{lock_file, StateError, StateFile};
-use crate::process::{output_within, NoOutput};
+use super::parse::{is_glog, is_progress, is_sign_in, parse_models_output};
+use super::{Catalog, CACHE_FILE, CACHE_TTL, DISCOVERY_TIMEOUT, FAILURE_TTL, REFRESH_LOCK_FILE};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::run::agy_version::BinaryKey;
+use crate::state::config::{lock_file, StateError, StateFile};
+use crate::run::process::{output_within, NoOutput};
 
 // --- running `agy models` --------------------------------------------------------
 
@@ -118,7 +123,7 @@ fn sign_in_sentence(line: &str) -> String {
 /// original's directory, so its `models-cache.json` is reused); `None`
 /// without HOME.
 pub fn state_dir() -> Option<PathBuf> {
-    crate::config::state_dir().ok()
+    crate::state::config::state_dir().ok()
 }
 
 /// `models-cache.json`: the TypeScript bridge's `{raw, savedAt}` (raw `agy models`
@@ -266,7 +271,7 @@ pub struct Loader {
 impl Loader {
     /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
     pub fn from_env() -> Loader {
-        let agy_bin = crate::config::env_nonempty("AGY_BIN")
+        let agy_bin = crate::state::config::env_nonempty("AGY_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("agy"));
         Loader {

@@ -2,8 +2,16 @@
 //! models as they are, the pi model projection, and resolving a pi model id
 //! or an AskAntigravity alias to `--model` / `--effort`.
 
-#[allow(unused_imports)]
-use super::*;
+
+use super::parse::{
+    display_from_slug, is_slug, is_version_token, parse_models_output, slug_from_display,
+    split_tier, version_key, RawModel, SlugParts,
+};
+use super::{
+    clamp_effort, nearest_effort, ThinkingLevel, EFFORTS, PI_API, PI_BASE_URL, PI_PROVIDER,
+};
+use crate::format::agy_args::Effort;
+use serde::Serialize;
 
 // --- the catalog ----------------------------------------------------------------
 

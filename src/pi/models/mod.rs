@@ -25,17 +25,21 @@ mod cache;
 mod catalog;
 mod parse;
 
-pub use cache::*;
-pub use catalog::*;
-pub use parse::*;
+pub use cache::{catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable};
+pub use catalog::{
+    label_for_slug, slug_for_label, Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved,
+    ThinkingLevelMap, ALIASES, LISTED_BEFORE_1_1_24, LISTING_1_1_24,
+};
+pub use parse::{
+    display_from_slug, is_progress, is_sign_in, is_slug, parse_models_output, slug_from_display,
+    split_tier, RawModel,
+};
 
 use crate::format::agy_args::Effort;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fmt;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// pi's provider id for these models: the provider's own, one constant.
 pub use crate::pi::provider::PROVIDER_ID as PI_PROVIDER;
@@ -126,7 +130,7 @@ impl<'de> serde::Deserialize<'de> for ThinkingLevel {
     }
 }
 
-const EFFORTS: [Effort; 3] = [Effort::Low, Effort::Medium, Effort::High];
+pub(super) const EFFORTS: [Effort; 3] = [Effort::Low, Effort::Medium, Effort::High];
 
 fn rank(e: Effort) -> i32 {
     match e {
@@ -215,6 +219,7 @@ pub fn write_table(catalog: &Catalog, out: &mut dyn Write) -> std::io::Result<()
 
 #[cfg(test)]
 mod tests {
+    use super::parse::is_glog;
     use super::*;
 
     #[test]

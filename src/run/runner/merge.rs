@@ -131,7 +131,7 @@ impl Turn<'_> {
             }
             Event::Rewrite {
                 idx,
-                channel: crate::events::Channel::Text,
+                channel: crate::follow::events::Channel::Text,
                 text,
             } => {
                 self.db.text = true;

@@ -9,13 +9,13 @@
 //! Whatever happens, [`run`] returns a [`RunResult`]; it never panics or
 //! returns early on an agy failure.
 
-pub use crate::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
-use crate::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
-use crate::events::Event;
-use crate::failure::AgyReport;
+pub use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
+use crate::follow::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
+use crate::follow::events::Event;
+use crate::run::failure::AgyReport;
 pub use crate::format::agy_args::{BindMode, Effort, Mode};
 use crate::format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
-use crate::poller::{Poll, PollStats, Poller, ReadError};
+use crate::follow::poller::{Poll, PollStats, Poller, ReadError};
 use crate::run::agy_input::AgyInput;
 use crate::run::agy_stream::{AgyStream, TextDigest};
 use crate::run::launch::Launch;
@@ -26,7 +26,7 @@ use outbox::Halted;
 mod merge;
 mod outbox;
 mod warm;
-use crate::stream_json::{Line, ParseStats, TurnResult, Usage};
+use crate::format::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::CommandExt as _;
@@ -77,7 +77,7 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
-    /// The guardian agy runs under ([`crate::guard`], started by
+    /// The guardian agy runs under ([`crate::run::guard`], started by
     /// [`Guardian`]). With it, agy's tree dies with the bridge however the
     /// bridge dies; without, only agy itself does (Linux).
     pub guardian: Option<Guardian>,
@@ -207,7 +207,7 @@ fn bridge_flag(arg: &str) -> Option<(String, &'static str)> {
         .map(|(_, hint)| (arg.to_string(), *hint))
 }
 
-use crate::config::env_nonempty;
+use crate::state::config::env_nonempty;
 
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
@@ -266,7 +266,7 @@ pub enum RunEvent {
     Agy(Event),
 }
 
-pub use crate::failure::Failure;
+pub use crate::run::failure::Failure;
 
 /// The one sentence for a turn that runs degraded.
 pub fn degraded_notice(reason: &str) -> String {
@@ -424,7 +424,7 @@ pub fn go_duration(d: Duration) -> String {
 
 /// How a turn's agy is driven: what this agy offers
 /// ([`crate::format::features`]), whether the turn reads its stream-json,
-/// and whether agy reads the prompt on its stdin ([`crate::prompt_file`]).
+/// and whether agy reads the prompt on its stdin ([`crate::run::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Surface {
     pub stream_json: bool,
@@ -496,7 +496,7 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
     }
     // The prompt itself comes on stdin (the capture's command line:
     // `--input-format stream-json --print ""`), else `req.prompt` is the
-    // private file's note (`crate::prompt_file`).
+    // private file's note (`crate::run::prompt_file`).
     if surface.stdin_input {
         args.extend(["--input-format".into(), "stream-json".into()]);
         args.extend(["-p".into(), String::new()]);
@@ -508,9 +508,9 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
 }
 
 /// Whether this agy prints its conversation id with stream-json, by
-/// `agy --version`, remembered on disk per binary (see [`crate::agy_version`]).
+/// `agy --version`, remembered on disk per binary (see [`crate::run::agy_version`]).
 pub async fn supports_stream_json(bin: &Path) -> bool {
-    crate::agy_version::stream_json_supported(bin).await
+    crate::run::agy_version::stream_json_supported(bin).await
 }
 
 /// The turn's [`Surface`], from what is known of agy's features.
@@ -522,7 +522,7 @@ fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
     };
     Surface {
         stream_json,
-        stdin_input: crate::prompt_file::uses_stdin(features, stream_json),
+        stdin_input: crate::run::prompt_file::uses_stdin(features, stream_json),
         features,
     }
 }
@@ -571,7 +571,7 @@ fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     }
 }
 
-use crate::process::ChildPid;
+use crate::run::process::ChildPid;
 
 struct Tails {
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -666,7 +666,7 @@ impl Prelude {
     /// session's turn lock (a turn before ours may still create databases)
     /// and before agy starts.
     pub fn blocking(cfg: &RunConfig) -> Prelude {
-        let features = crate::agy_version::features_remembered(&cfg.agy_bin);
+        let features = crate::run::agy_version::features_remembered(&cfg.agy_bin);
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
         let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
@@ -704,7 +704,7 @@ impl Prelude {
     async fn surface(self, cfg: &RunConfig) -> (Surface, Snapshot) {
         let features = match self.features {
             Some(known) => known,
-            None => crate::agy_version::agy_features(&cfg.agy_bin).await,
+            None => crate::run::agy_version::agy_features(&cfg.agy_bin).await,
         };
         (surface_of(cfg, features), self.before)
     }
@@ -763,7 +763,7 @@ async fn run_after<'a>(
 ) -> RunResult {
     let (surface, before) = prelude.surface(cfg).await;
     // Owns the private prompt file, if any: it goes when the turn does.
-    let staged = match crate::prompt_file::stage(cfg, req, surface) {
+    let staged = match crate::run::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
         Err(f) => return Turn::new(cfg, req, events, observer, surface, before).fail_early(f),
     };
@@ -949,7 +949,7 @@ impl Agy {
 
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
 fn is_installed(bin: &Path) -> bool {
-    crate::process::find_program(bin).is_some()
+    crate::run::process::find_program(bin).is_some()
 }
 
 /// agy as our own child, in a process group of its own, as the guardian
@@ -965,7 +965,7 @@ fn spawn_unguarded(launch: &Launch) -> std::io::Result<Spawned> {
     .stderr(Stdio::piped())
     .process_group(0);
     die_with_parent(&mut cmd);
-    let child = crate::process::retry_while_busy(|| cmd.spawn())?;
+    let child = crate::run::process::retry_while_busy(|| cmd.spawn())?;
     // Dropped on error, `child` would be neither killed nor reaped: this
     // cannot fail inside a runtime, and if it did the process dies with
     // its pipes closed.
@@ -1049,7 +1049,7 @@ async fn read_stdout(
             Ok(_) => {}
         }
         if lines.is_some() && saw_text {
-            crate::stream_json::blank_response(&mut buf);
+            crate::format::stream_json::blank_response(&mut buf);
         }
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim_end_matches(['\n', '\r']);
@@ -1179,7 +1179,7 @@ impl<'a> Turn<'a> {
         if let Some(id) = &req.conversation {
             let after = req
                 .after_idx
-                .or_else(|| crate::poller::last_idx(&discovery::db_path(&turn.dir, id)));
+                .or_else(|| crate::follow::poller::last_idx(&discovery::db_path(&turn.dir, id)));
             turn.bind(id.clone(), after, BindMethod::Given);
         }
         turn
@@ -1646,8 +1646,8 @@ impl Turn<'_> {
             features: self.features,
             conversation_began: self.conversation_began(),
         };
-        let agy_failure = crate::failure::classify(&report);
-        let notice = crate::failure::denial_notice(&report);
+        let agy_failure = crate::run::failure::classify(&report);
+        let notice = crate::run::failure::denial_notice(&report);
         self.result.notices.extend(notice);
         self.result.failure = self.our_failure().or(agy_failure).or_else(|| {
             (self.followed.is_none() && self.result.degraded.is_none())
@@ -1694,7 +1694,7 @@ impl Turn<'_> {
 }
 
 /// The database's usage stats (metadata 9) in stream-json's terms.
-fn usage_of(u: &crate::steps::Usage) -> Usage {
+fn usage_of(u: &crate::format::steps::Usage) -> Usage {
     Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,

@@ -7,7 +7,7 @@
 //! database (the database is the buffer: the poller keeps its cursor and
 //! goes on from there) and of agy's stdout (its pipe fills and agy waits).
 //! The outbox holds at most what one poll or one stream-json line made,
-//! which the poller's row limit bounds ([`crate::poller::ROWS_PER_POLL`]).
+//! which the poller's row limit bounds ([`crate::follow::poller::ROWS_PER_POLL`]).
 //!
 //! The wait never outlasts an abort or the watchdog: a stalled consumer
 //! must not keep agy running. A turn being stopped hands over only what

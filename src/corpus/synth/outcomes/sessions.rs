@@ -15,8 +15,8 @@ use super::{
     ask_then_deny, generic_tool, model_call, model_call_with, prompt_step, start, usage, Denial,
     Tokens,
 };
-use crate::recording::{Outcome, Recording};
-use crate::steps::{
+use crate::corpus::recording::{Outcome, Recording};
+use crate::format::steps::{
     Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall, Usage, UserInput,
 };
 
