@@ -4,11 +4,11 @@
 //!
 //! `cargo bench --bench decode` (add `-- --quick` for a fast look).
 
-use agy_bridge::format::steps::{
+use agy_format::steps::{
     self, Body, GrepHit, GrepResult, Metadata, PlannerResponse, Step, StepRow, StepStatus,
     StepType, ToolCall, Usage, ViewFileResult,
 };
-use agy_bridge::format::wire;
+use agy_format::wire;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::time::Duration;

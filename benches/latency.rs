@@ -25,12 +25,12 @@ mod common;
 
 use common::{fake_agy, workspace_bin};
 
+use agy_bridge::corpus::recording::Recording;
+use agy_bridge::corpus::synth::{chunks, step_write, Builder};
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::poller::{Poll, Poller};
-use agy_bridge::corpus::recording::Recording;
 use agy_bridge::run::runner::{self, BindMode, RunConfig, RunEvent, TurnRequest, WakeMode};
-use agy_bridge::format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
-use agy_bridge::corpus::synth::{chunks, step_write, Builder};
+use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -310,7 +310,7 @@ fn first_text_commit(rec: &Recording) -> Option<usize> {
     let path = dir.path().join("first-text.db");
     let conn = rusqlite::Connection::open(&path).ok()?;
     conn.pragma_update(None, "journal_mode", "wal").ok()?;
-    agy_bridge::format::schema::create(&conn).ok()?;
+    agy_format::schema::create(&conn).ok()?;
     let opts = ApplyOptions {
         skip_permissions: true,
         ..ApplyOptions::default()
@@ -377,7 +377,7 @@ fn idle_poller(span: Duration, every: Duration) -> (u64, u64, f64) {
     let path = dir.path().join("c.db");
     let w = rusqlite::Connection::open(&path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    agy_bridge::format::schema::create(&w).expect("schema");
+    agy_format::schema::create(&w).expect("schema");
     let row = Step::new(0, StepType::PlannerResponse, StepStatus::Generating)
         .with_body(Body::Planner(PlannerResponse {
             text: "still thinking".into(),
@@ -423,7 +423,7 @@ fn resume_poll_cost(history: i64) -> Duration {
     let path = dir.path().join("c.db");
     let w = rusqlite::Connection::open(&path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    agy_bridge::format::schema::create(&w).expect("schema");
+    agy_format::schema::create(&w).expect("schema");
     {
         let tx = w.unchecked_transaction().expect("tx");
         for idx in 0..history {

@@ -2,18 +2,17 @@
 //!
 //! The crate is layered; each folder's `mod.rs` says what it owns and what it
 //! may import. Data flows one way:
-//! [`format`](mod@format) (wire → steps, stream-json) → [`follow`] (events, poller,
+//! [`agy_format`] (its own crate: wire → steps, stream-json) → [`follow`] (events, poller,
 //! discovery) → [`run`] (one turn: runner, failure, guardian) → [`pi`]
 //! (provider, diffs, models). [`state`] holds the bridge's own files,
 //! [`view`] the readable views and [`corpus`] the recordings, fake-agy's
 //! food, the recorder and drift. ARCHITECTURE.md has the whole map.
 //!
-//! Every path names its layer (`agy_bridge::format::steps`,
+//! Every path names its layer (`agy_format::steps`,
 //! `agy_bridge::run::runner`): there are no top-level aliases.
 
 pub mod corpus;
 pub mod follow;
-pub mod format;
 pub mod pi;
 pub mod run;
 pub mod state;

@@ -505,7 +505,9 @@ fn cmd_sessions(args: SessionsArgs) -> CmdResult {
                 return Err(format!("LAST_IDX must be -1 or more, not {last_idx}").into());
             }
             let entry = SessionEntry {
-                conversation_id: agy_bridge::follow::discovery::ConversationId::parse(&conversation_id)?,
+                conversation_id: agy_bridge::follow::discovery::ConversationId::parse(
+                    &conversation_id,
+                )?,
                 last_step_idx: last_idx,
                 message_count: message_count.unwrap_or(0),
                 context_lost: false,

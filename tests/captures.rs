@@ -17,7 +17,7 @@ mod common;
 use agy_bridge::follow::discovery::BindMethod;
 use agy_bridge::run::failure::{self, AgyReport, Failure};
 use agy_bridge::run::runner::{self, RunEvent, TurnRequest};
-use agy_bridge::format::stream_json::{Line, TurnResult};
+use agy_format::stream_json::{Line, TurnResult};
 use common::{pi_retries, text_of};
 use std::path::{Path, PathBuf};
 
@@ -482,7 +482,7 @@ async fn real_conflict_replay_fails_before_any_conversation() {
 /// for byte as agy got it, and a turn of text blocks reads as its text.
 #[test]
 fn stdin_turns_are_written_and_read_as_real_agy_got_them() {
-    use agy_bridge::format::stream_input::{read_user_line, user_line};
+    use agy_format::stream_input::{read_user_line, user_line};
     let Some(dir) = captures() else { return };
     let capture = read(&dir, "stream-json-more/crt-1.2.7-win-loop-two-turns.jsonl");
     let stdin: Vec<&str> = capture

@@ -14,10 +14,10 @@ mod common;
 use agy_bridge::follow::discovery::{BindMethod, ConversationId};
 use agy_bridge::follow::events::Event;
 use agy_bridge::run::failure::{self, AgyReport, Failure};
-use agy_bridge::format::features::AgyFeatures;
-use agy_bridge::format::hooks::ToolPayload;
 use agy_bridge::run::runner::{RunEvent, RunResult, TurnRequest};
-use agy_bridge::format::stream_json::{Line, TurnResult, Usage};
+use agy_format::features::AgyFeatures;
+use agy_format::hooks::ToolPayload;
+use agy_format::stream_json::{Line, TurnResult, Usage};
 use common::text_of;
 use std::path::{Path, PathBuf};
 

@@ -213,7 +213,8 @@ fn the_folder_keeps_agys_commands_and_stdin_turns_and_fake_agy_replays_them() {
     assert!(!hooks.contains("conformance-"), "{hooks}");
 
     let stdin_rec = out.join("recordings/stdin.jsonl");
-    let rec = agy_bridge::corpus::recording::Recording::load(&stdin_rec).expect("stdin recording loads");
+    let rec =
+        agy_bridge::corpus::recording::Recording::load(&stdin_rec).expect("stdin recording loads");
     let turns: std::collections::BTreeSet<u32> = rec.commits.iter().map(|c| c.turn).collect();
     assert_eq!(turns, [0, 1].into(), "one recording, both stdin turns");
     assert_eq!(rec.header.version_output, saved("version"));
@@ -234,8 +235,8 @@ fn the_folder_keeps_agys_commands_and_stdin_turns_and_fake_agy_replays_them() {
 
     let lines = format!(
         "{}\n{}\n",
-        agy_bridge::format::stream_input::user_line("one"),
-        agy_bridge::format::stream_input::user_line("two")
+        agy_format::stream_input::user_line("one"),
+        agy_format::stream_input::user_line("two")
     );
     let played = replay(
         &[

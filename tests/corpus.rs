@@ -6,9 +6,10 @@
 //! `AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus`, then review the diff
 //! and the snapshot changes (`cargo insta review`).
 
-use agy_bridge::follow::events::{self, Event};
 use agy_bridge::corpus::recording::{self, Recording};
-use agy_bridge::{follow::poller, format::steps, corpus::synth};
+use agy_bridge::follow::events::{self, Event};
+use agy_bridge::{corpus::synth, follow::poller};
+use agy_format::steps;
 use std::path::Path;
 
 /// agy ended before it created a conversation (no database, no steps).
@@ -94,7 +95,7 @@ fn replayed(rec: &Recording) -> Vec<Event> {
     writer
         .pragma_update(None, "journal_mode", "wal")
         .expect("wal");
-    agy_bridge::format::schema::create(&writer).expect("schema");
+    agy_format::schema::create(&writer).expect("schema");
     let mut poller = poller::Poller::new(&path, None);
     let opts = recording::ApplyOptions {
         skip_permissions: true,

@@ -2,10 +2,10 @@
 //! corrupt rows, bad inputs, a database held open by a writer, and every
 //! recording of the corpus.
 
-use agy_bridge::view::decode;
 use agy_bridge::corpus::recording::{self, Recording};
-use agy_bridge::format::schema;
-use agy_bridge::format::steps::{
+use agy_bridge::view::decode;
+use agy_format::schema;
+use agy_format::steps::{
     Body, ErrorDetails, InteractionAnswer, McpToolResult, Metadata, PermissionRequest,
     PlannerResponse, RunCommandResult, Step, StepRow, StepStatus, StepType, ToolCall, Usage,
     UserInput,
@@ -322,7 +322,7 @@ fn a_corrupt_payload_is_an_error_on_that_step_only() {
 fn unknown_fields_and_types_are_reported_with_wire_types() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("unknown.db");
-    let mut e = agy_bridge::format::wire::Encoder::new();
+    let mut e = agy_format::wire::Encoder::new();
     e.varint(1, 15).varint(4, 3);
     e.message(20, |m| {
         m.string(1, "known text").fixed32(99, 7);
@@ -335,7 +335,7 @@ fn unknown_fields_and_types_are_reported_with_wire_types() {
             status: 3,
             payload: Some(e.finish()),
             error_details: Some({
-                let mut d = agy_bridge::format::wire::Encoder::new();
+                let mut d = agy_format::wire::Encoder::new();
                 d.string(1, "boom").varint(9, 1);
                 d.finish()
             }),

@@ -10,7 +10,7 @@
 //! behind an encoder making the same mistake.
 
 use agy_bridge::follow::events::{self, Event, PermissionDecision};
-use agy_bridge::format::steps::{self, Body, Step, StepRow, LOAD_BEARING};
+use agy_format::steps::{self, Body, Step, StepRow, LOAD_BEARING};
 use serde_json::Value;
 use std::path::PathBuf;
 

@@ -15,9 +15,9 @@
 
 use agy_bridge::corpus::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
 use agy_bridge::corpus::recording::{self, Recording, SqlValue, Write};
-use agy_bridge::format::schema;
-use agy_bridge::format::steps::StepType;
-use agy_bridge::format::wire::{self, Encoder, Value};
+use agy_format::schema;
+use agy_format::steps::StepType;
+use agy_format::wire::{self, Encoder, Value};
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value as Json;

@@ -3,9 +3,9 @@
 //! shape of the real capture), against a live gate. Whatever goes wrong on
 //! the way, the hook prints an explicit denial.
 
-use agy_bridge::format::hooks::{Decision, HookEvent};
 use agy_bridge::run::gate::{Gate, Policy, Verdict};
 use agy_bridge::state::rules::Rule;
+use agy_format::hooks::{Decision, HookEvent};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -65,7 +65,7 @@ fn policy() -> Policy {
 /// agy's hook command, as the gate wrote it into hooks.json.
 fn hook_command(gate: &Gate) -> String {
     let text = std::fs::read_to_string(gate.hooks_file()).expect("hooks.json");
-    let hooks = agy_bridge::format::hooks::parse_hooks_file(&text).expect("parses");
+    let hooks = agy_format::hooks::parse_hooks_file(&text).expect("parses");
     assert_eq!(hooks.len(), 1);
     assert_eq!(hooks[0].event, HookEvent::PreToolUse);
     assert_eq!(hooks[0].matcher.as_deref(), Some("*"));

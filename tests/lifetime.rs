@@ -192,7 +192,9 @@ async fn dropping_a_turn_kills_agys_tree() {
         while let Some(ev) = rx.recv().await {
             if matches!(
                 ev,
-                agy_bridge::run::runner::RunEvent::Agy(agy_bridge::follow::events::Event::Text { .. })
+                agy_bridge::run::runner::RunEvent::Agy(
+                    agy_bridge::follow::events::Event::Text { .. }
+                )
             ) {
                 break;
             }

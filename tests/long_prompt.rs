@@ -188,7 +188,12 @@ async fn run_long(spy: &Spy, recording: &str, speed: f64, abort: bool) -> runner
     let canceller = cancel.clone();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {
-            if abort && matches!(ev, RunEvent::Agy(agy_bridge::follow::events::Event::Text { .. })) {
+            if abort
+                && matches!(
+                    ev,
+                    RunEvent::Agy(agy_bridge::follow::events::Event::Text { .. })
+                )
+            {
                 canceller.cancel();
             }
         }

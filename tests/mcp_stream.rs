@@ -6,11 +6,12 @@
 
 mod common;
 
+use agy_bridge::corpus::{recording, synth};
 use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
 use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
 use agy_bridge::pi::provider::{EventMapper, PiStream};
 use agy_bridge::run::runner::RunEvent;
-use agy_bridge::{corpus::recording, format::steps, corpus::synth};
+use agy_format::steps;
 use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 
 use agy_bridge::follow::events::{Channel, Event};
 use agy_bridge::follow::poller::{Poll, Poller, ReadError};
-use agy_bridge::format::steps::{
+use agy_format::steps::{
     Body, PlannerResponse, RunCommandResult, Step, StepStatus, StepType, ToolCall,
 };
 use rusqlite::Connection;
@@ -11,7 +11,7 @@ use std::path::Path;
 fn writer(path: &Path) -> Connection {
     let w = Connection::open(path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    agy_bridge::format::schema::create(&w).expect("schema");
+    agy_format::schema::create(&w).expect("schema");
     w
 }
 
@@ -66,7 +66,7 @@ fn missing_file_then_missing_table_mean_not_ready() {
         p.poll(),
         Poll::NotReady(ReadError::NoStepsTable { .. })
     ));
-    agy_bridge::format::schema::create(&w).expect("schema");
+    agy_format::schema::create(&w).expect("schema");
     put(&w, &text(0, StepStatus::Done, "hi"));
     let events = ready(&mut p);
     assert_eq!(
@@ -219,7 +219,7 @@ fn legacy_four_column_table_is_read() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("c.db");
     let w = Connection::open(&path).expect("open");
-    w.execute(agy_bridge::format::schema::LEGACY_STEPS_DDL, [])
+    w.execute(agy_format::schema::LEGACY_STEPS_DDL, [])
         .expect("legacy");
     put(&w, &text(0, StepStatus::Done, "old format"));
     let mut p = Poller::new(&path, None);
@@ -239,7 +239,7 @@ fn a_locked_database_is_not_ready_then_reads() {
     // A rollback-journal database held under an exclusive lock: readers get
     // SQLITE_BUSY, which must mean "try again", not an error.
     let w = Connection::open(&path).expect("open");
-    agy_bridge::format::schema::create(&w).expect("schema");
+    agy_format::schema::create(&w).expect("schema");
     put(&w, &text(0, StepStatus::Done, "behind the lock"));
     w.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;")
         .expect("lock");
@@ -334,7 +334,7 @@ fn a_finished_subagent_carries_the_answer_of_its_own_conversation() {
     let w = writer(&path);
     let subagent = |status| {
         Step::new(0, StepType::InvokeSubagent, status).with_body(Body::Subagent(
-            agy_bridge::format::steps::Subagent {
+            agy_format::steps::Subagent {
                 child_conversation_id: child.into(),
                 role: Some("researcher".into()),
                 ..Default::default()
@@ -358,7 +358,10 @@ fn a_finished_subagent_carries_the_answer_of_its_own_conversation() {
         }]
     );
     // An id that is not a conversation id is never a path.
-    assert_eq!(agy_bridge::follow::poller::subagent_answer(&path, "../root"), None);
+    assert_eq!(
+        agy_bridge::follow::poller::subagent_answer(&path, "../root"),
+        None
+    );
 }
 
 /// The text of each `Event::Text`, by step.

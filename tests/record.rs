@@ -14,9 +14,10 @@ mod common;
 
 use agy_bridge::corpus::recording::{self, Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_bridge::corpus::redact::{self, RedactOptions};
-use agy_bridge::format::steps::{self, Body, StepRow};
-use agy_bridge::format::wire::Encoder;
-use agy_bridge::{view::decode, follow::discovery, follow::poller, corpus::record, format::schema};
+use agy_bridge::{corpus::record, follow::discovery, follow::poller, view::decode};
+use agy_format::schema;
+use agy_format::steps::{self, Body, StepRow};
+use agy_format::wire::Encoder;
 use assert_cmd::Command;
 use base64::Engine as _;
 use std::collections::BTreeMap;
@@ -830,7 +831,7 @@ fn redaction_removes_every_planted_value_and_keeps_payloads_valid() {
         for w in &c.writes {
             for v in w.values.values() {
                 if let SqlValue::Blob(b) = v {
-                    agy_bridge::format::wire::validate(b).unwrap();
+                    agy_format::wire::validate(b).unwrap();
                 }
             }
             if w.table == "gen_metadata" {

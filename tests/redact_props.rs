@@ -4,10 +4,10 @@
 //! way agy writes it keeps its body while the user's home disappears.
 
 use agy_bridge::corpus::redact::{RedactOptions, Redactor};
-use agy_bridge::format::steps::{
+use agy_format::steps::{
     self, Body, Known, PlannerResponse, Step, StepRow, StepStatus, StepType, ToolCall,
 };
-use agy_bridge::format::wire::Encoder;
+use agy_format::wire::Encoder;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::BTreeSet;

@@ -122,7 +122,7 @@ fn unshielded_on_stdin_the_prompt_would_be_agys_command_too() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("fake-agy");
-    let line = agy_bridge::format::stream_input::user_line("/model is wrong");
+    let line = agy_format::stream_input::user_line("/model is wrong");
     child
         .stdin
         .take()

@@ -7,7 +7,7 @@
 
 mod common;
 
-use agy_bridge::format::quota::{rfc3339, Quota};
+use agy_format::quota::{rfc3339, Quota};
 use common::{bridge, fake_agy};
 use serde_json::Value;
 use std::path::Path;

@@ -4,12 +4,12 @@
 //! between known ones are skipped and reported without changing the body.
 
 use agy_bridge::follow::events::Tracker;
-use agy_bridge::format::steps::{
+use agy_format::steps::{
     self, Body, DirEntry, GenericTool, GrepHit, GrepResult, ListDirResult, McpToolResult, Metadata,
     ModelError, ModelInfo, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
     StepRow, StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
 };
-use agy_bridge::format::wire::{self, Encoder, Field, Value, WireError, WireType};
+use agy_format::wire::{self, Encoder, Field, Value, WireError, WireType};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use std::collections::BTreeSet;

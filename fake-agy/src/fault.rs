@@ -10,7 +10,7 @@
 //!   prints it, from the recording).
 
 use agy_bridge::corpus::recording::{Commit, SqlValue};
-use agy_bridge::format::wire::{self, Encoder};
+use agy_format::wire::{self, Encoder};
 
 /// The field the moved text goes to (unknown to the decoder).
 const MOVED_TEXT_FIELD: u32 = 31;

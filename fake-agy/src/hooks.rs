@@ -1,7 +1,7 @@
 //! agy's lifecycle hooks as fake-agy runs them (docs/agy-format.md,
 //! "Hooks"). Everything about the data (hooks.json, the payload a hook
 //! reads, the decision it prints, the `/hooks` listing) is the library's
-//! [`agy_bridge::format::hooks`], which the bridge uses too; this module only
+//! [`agy_format::hooks`], which the bridge uses too; this module only
 //! finds the files and runs the commands.
 //!
 //! - Each `--add-dir` dir's `.agents/hooks.json` is loaded (agy 1.2.7 and
@@ -17,7 +17,7 @@
 //!   1.1.7 did that (the emulated fault; never rely on the timeout).
 //! - Several matching hooks must all allow; the first denial decides.
 
-use agy_bridge::format::hooks::{
+use agy_format::hooks::{
     parse_hooks_file, Decision, Hook, HookEvent, ListedHook, ToolCall, ToolPayload, HOOKS_FILE,
 };
 use serde_json::Value;

@@ -261,8 +261,8 @@ fn cutoff() -> Duration {
 pub fn step(
     call: &agy_bridge::corpus::recording::McpCall,
     result: Option<&CallResult>,
-) -> agy_bridge::format::steps::Step {
-    use agy_bridge::format::steps::{Body, McpToolResult, Step, StepStatus, StepType, ToolCall};
+) -> agy_format::steps::Step {
+    use agy_format::steps::{Body, McpToolResult, Step, StepStatus, StepType, ToolCall};
     let status = if result.is_some() {
         StepStatus::Done
     } else {
@@ -303,7 +303,7 @@ impl InFlight {
     }
 
     /// Wait for every call in flight; their finished steps, in call order.
-    pub fn finish(&mut self) -> Vec<agy_bridge::format::steps::Step> {
+    pub fn finish(&mut self) -> Vec<agy_format::steps::Step> {
         self.calls
             .drain(..)
             .map(|(call, handle)| {

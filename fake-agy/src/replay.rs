@@ -18,13 +18,14 @@
 use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
 use crate::stream::{self, Earlier, Emitter, TextMode};
-use agy_bridge::format::hooks::Decision;
 use agy_bridge::corpus::recording::{
     self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
-use agy_bridge::format::steps::{self, StepRow};
-use agy_bridge::format::stream_json::{DeniedAction, Line};
-use agy_bridge::{run::runner, format::schema, format::wire};
+use agy_bridge::run::runner;
+use agy_format::hooks::Decision;
+use agy_format::steps::{self, StepRow};
+use agy_format::stream_json::{DeniedAction, Line};
+use agy_format::{schema, wire};
 use rusqlite::Connection;
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};

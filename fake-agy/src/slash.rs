@@ -16,11 +16,11 @@
 //! absolute `source`, through the library's `format::hooks` listing.
 
 use crate::cli::{OutputFormat, PrintArgs};
-use agy_bridge::format::hooks::{listing_command, listing_text};
-use agy_bridge::format::quota::{Bucket, Quota};
-use agy_bridge::pi::models::{parse_models_output, split_tier};
 use agy_bridge::corpus::recording::Recording;
-use agy_bridge::format::stream_json::{CommandData, Line, ModelChoice, SlashCommand, TurnResult, Usage};
+use agy_bridge::pi::models::{parse_models_output, split_tier};
+use agy_format::hooks::{listing_command, listing_text};
+use agy_format::quota::{Bucket, Quota};
+use agy_format::stream_json::{CommandData, Line, ModelChoice, SlashCommand, TurnResult, Usage};
 use std::io::Write;
 
 /// Exit code agy gives a prompt it cannot take (an unsupported command).

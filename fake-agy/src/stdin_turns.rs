@@ -1,7 +1,7 @@
 //! `--input-format stream-json`: the user's turns come on stdin, one JSON
 //! line each, as real agy reads them (docs/agy-format.md, "Input:
 //! `--input-format stream-json`"; the lines are read with the library's
-//! [`agy_bridge::format::stream_input`], which the bridge writes with).
+//! [`agy_format::stream_input`], which the bridge writes with).
 //!
 //! A session is one process and one conversation, as real agy runs it
 //! (`crt-1.2.7-win-loop-two-turns`): after the start-up (`FAKE_AGY_BOOT_MS`)
@@ -24,9 +24,9 @@
 
 use crate::cli::{OutputFormat, PrintArgs};
 use crate::replay::{self, Conversation, Fatal, TurnPlan};
-use agy_bridge::format::stream_input::read_user_line;
 use agy_bridge::corpus::recording::Recording;
-use agy_bridge::format::stream_json::{Line, TurnResult, Usage};
+use agy_format::stream_input::read_user_line;
+use agy_format::stream_json::{Line, TurnResult, Usage};
 use std::io::{BufRead, Write};
 use std::time::Instant;
 

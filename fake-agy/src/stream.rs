@@ -5,14 +5,14 @@
 //!
 //! Everything is derived from the committed step rows, decoded with the
 //! library's decoder, so the stream and the database of one replay can never
-//! disagree; every line is printed through `agy_bridge::format::stream_json`, the
+//! disagree; every line is printed through `agy_format::stream_json`, the
 //! types the bridge parses. The one exception is a tool error's text that a
 //! recording carries for the stream only (`stream_error`, see
 //! recordings/README.md). The shapes follow real agy output, 1.1.8 to 1.3.1
 //! (docs/agy-format.md, "stream-json").
 
-use agy_bridge::format::steps::{Body, Step, StepStatus, StepType};
-use agy_bridge::format::stream_json::{Init, StepUpdate, ToolError, ToolInfo, Usage};
+use agy_format::steps::{Body, Step, StepStatus, StepType};
+use agy_format::stream_json::{Init, StepUpdate, ToolError, ToolInfo, Usage};
 use std::collections::BTreeMap;
 
 /// The tools agy 1.2.17 announces in its `init` line, in its order.
@@ -465,7 +465,7 @@ fn text_delta(sent: &mut String, text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agy_bridge::format::steps::{PlannerResponse, StepType, ToolCall};
+    use agy_format::steps::{PlannerResponse, StepType, ToolCall};
 
     fn planner(idx: i64, status: StepStatus, text: &str) -> Step {
         Step::new(idx, StepType::PlannerResponse, status).with_body(Body::Planner(
@@ -528,7 +528,7 @@ mod tests {
         assert_eq!(e.observe(&running, 10, None), None, "no change, no update");
         let done = running
             .clone()
-            .with_body(Body::Generic(agy_bridge::format::steps::GenericTool {
+            .with_body(Body::Generic(agy_format::steps::GenericTool {
                 args: vec![("CommandLine".into(), "ls".into())],
                 result: Some("a\r\n".into()),
             }));
@@ -556,7 +556,7 @@ mod tests {
         let m = step.metadata.get_or_insert_with(Default::default);
         m.created_at = Some((secs, 0));
         if input > 0 {
-            m.usage = Some(agy_bridge::format::steps::Usage {
+            m.usage = Some(agy_format::steps::Usage {
                 input_tokens: input,
                 output_tokens: 1,
                 ..Default::default()
@@ -616,7 +616,7 @@ mod tests {
         // The row's own text wins over the recording's.
         let mut own = failed.clone();
         own.idx = 4;
-        own.errors.push(agy_bridge::format::steps::ErrorDetails {
+        own.errors.push(agy_format::steps::ErrorDetails {
             message: "from the row".into(),
             detail: None,
             stack: None,

@@ -2,13 +2,15 @@
 //! own types, replays it with a temporary HOME and checks what fake-agy
 //! wrote and printed. Nothing here is timing-precise; bounds are generous.
 
-use agy_bridge::corpus::recording::{Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write};
-use agy_bridge::format::schema;
-use agy_bridge::format::steps::{
+use agy_bridge::corpus::recording::{
+    Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write,
+};
+use agy_format::schema;
+use agy_format::steps::{
     self, Body, PlannerResponse, RunCommandResult, Step, StepRow, StepStatus, StepType, Subagent,
     ToolCall, UserInput,
 };
-use agy_bridge::format::wire::Encoder;
+use agy_format::wire::Encoder;
 use assert_cmd::Command;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
@@ -937,7 +939,7 @@ fn the_recorded_outcome_shapes_the_result() {
     let mut rec = hello(100);
     rec.header.exit_code = 3;
     rec.header.stderr = "error: out of quota\n".into();
-    let usage = agy_bridge::format::stream_json::Usage {
+    let usage = agy_format::stream_json::Usage {
         input_tokens: 7,
         output_tokens: 2,
         thinking_tokens: 1,
@@ -948,7 +950,7 @@ fn the_recorded_outcome_shapes_the_result() {
         status: "ERROR".into(),
         error: Some("out of quota".into()),
         usage: Some(usage),
-        denied_actions: vec![agy_bridge::format::stream_json::DeniedAction {
+        denied_actions: vec![agy_format::stream_json::DeniedAction {
             action: "file".into(),
             display_name: "WriteToFile".into(),
         }],

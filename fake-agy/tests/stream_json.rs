@@ -6,7 +6,7 @@
 //! Every line fake-agy prints must round-trip through the library's
 //! `stream_json::Line`, the reader the bridge uses.
 
-use agy_bridge::format::stream_json::Line;
+use agy_format::stream_json::Line;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::path::PathBuf;
 use std::process::Output;
@@ -720,11 +720,11 @@ fn only_db(home: &std::path::Path) -> PathBuf {
 }
 
 /// The decoded step `idx` of the database at `path`.
-fn db_step(path: &std::path::Path, idx: i64) -> agy_bridge::format::steps::Step {
+fn db_step(path: &std::path::Path, idx: i64) -> agy_format::steps::Step {
     let conn = rusqlite::Connection::open(path).expect("open");
     let rows = agy_bridge::follow::poller::read_all(&conn, path).expect("rows");
     let row = rows.iter().find(|r| r.idx == idx).expect("the step");
-    agy_bridge::format::steps::decode(row)
+    agy_format::steps::decode(row)
 }
 
 #[test]
@@ -963,7 +963,7 @@ fn a_denied_write_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     assert_eq!(r.result()["usage"], usage(18_400, 380, 230, 0));
     // The database's step ended in ERROR without any error text.
     let step = db_step(&only_db(home.path()), 2);
-    assert_eq!(step.status, agy_bridge::format::steps::StepStatus::Error);
+    assert_eq!(step.status, agy_format::steps::StepStatus::Error);
     assert!(step.errors.is_empty(), "{:?}", step.errors);
     if let Some(real) = capture("stream-json-more/jdiaz-1.2.7-denied-write.ndjson") {
         assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
@@ -1008,7 +1008,7 @@ fn a_denied_mcp_call_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
         usage(12_700 + 13_250, 250 + 220, 180 + 160, 0)
     );
     let step = db_step(&only_db(home.path()), 4);
-    assert_eq!(step.step_type, agy_bridge::format::steps::StepType::McpTool);
+    assert_eq!(step.step_type, agy_format::steps::StepType::McpTool);
     assert!(step.errors.is_empty(), "{:?}", step.errors);
     if let Some(real) = capture("stream-json-more/crt-1.2.7-win-mcp-denied-headless.jsonl") {
         assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));

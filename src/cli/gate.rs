@@ -5,9 +5,9 @@
 //! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
 //! as `deny`, and says why once per process (once per pi session).
 
-use agy_bridge::state::config::{Config, PermissionMode};
 use agy_bridge::run::gate::{Gate, Grants, Policy};
 use agy_bridge::run::runner::{RunConfig, TurnRequest};
+use agy_bridge::state::config::{Config, PermissionMode};
 use agy_bridge::state::rules::Rule;
 use std::collections::HashSet;
 use std::path::PathBuf;

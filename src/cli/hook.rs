@@ -4,7 +4,7 @@
 //! line goes to stdout, always, and the exit code is 0 so that agy reads
 //! the decision rather than a failure (both would deny; the line says why).
 
-use agy_bridge::format::hooks::{Decision, HookEvent};
+use agy_format::hooks::{Decision, HookEvent};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

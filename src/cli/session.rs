@@ -19,8 +19,8 @@
 use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::{PiStream, StreamRequest};
-use agy_bridge::run::standby::Standby;
 use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use agy_bridge::run::standby::Standby;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -462,7 +462,10 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 
 /// pi's tools agy is offered: none when they are switched off or this agy
 /// is known to be too old to reach them.
-fn offered_tools(req: &StreamRequest, prelude: &runner::Prelude) -> Vec<agy_bridge::pi::mcp::PiTool> {
+fn offered_tools(
+    req: &StreamRequest,
+    prelude: &runner::Prelude,
+) -> Vec<agy_bridge::pi::mcp::PiTool> {
     let too_old = turn::too_old_for_pi_tools(prelude).is_some();
     if too_old || agy_bridge::pi::mcp::disabled_by_env().unwrap_or(true) {
         return Vec::new();
@@ -620,8 +623,11 @@ fn prepare_warm(
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
         .filter(|e| {
-            agy_bridge::follow::discovery::db_path(&resolved.cfg.conversations_dir, &e.conversation_id)
-                .is_file()
+            agy_bridge::follow::discovery::db_path(
+                &resolved.cfg.conversations_dir,
+                &e.conversation_id,
+            )
+            .is_file()
         });
     let prepared = PreparedTurn {
         turn: turn::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),

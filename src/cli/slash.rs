@@ -353,7 +353,8 @@ fn rule_effect(rule: &Rule) -> String {
 }
 
 fn sessions() -> Result<String, String> {
-    let store = agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let store =
+        agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
     let list = store.list().map_err(|e| e.to_string())?;
     if list.is_empty() {
         return Ok("no pi session has an agy conversation yet".into());
@@ -383,7 +384,8 @@ fn clear_this(args: &SlashArgs) -> Result<String, String> {
 }
 
 fn clear_all(args: &SlashArgs) -> Result<String, String> {
-    let store = agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let store =
+        agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
     if !args.yes {
         let n = store.list().map(|l| l.len()).unwrap_or(0);
         return Err(format!(

@@ -5,10 +5,10 @@
 
 use agy_bridge::follow::discovery::ConversationId;
 use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::view::render::LiveView;
 use agy_bridge::run::runner::{
     self, BindMode, Effort, Mode, RunConfig, RunEvent, TurnRequest, WakeMode,
 };
+use agy_bridge::view::render::LiveView;
 use clap::Args;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -986,7 +986,10 @@ pub(super) fn tool_side(
         let questions = std::mem::replace(&mut g.questions, channel(1).1);
         agy_bridge::pi::ask::Asks::new(questions, g.grants())
     });
-    Ok(agy_bridge::pi::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
+    Ok(
+        agy_bridge::pi::mcp::relay::ToolLines::new(calls, control, tool_batch_window())
+            .with_asks(asks),
+    )
 }
 
 /// What [`tool_side`] lent, back to its owners (questions still open are
@@ -1034,7 +1037,7 @@ pub(super) async fn offer_pi_tools<W: Write>(
 /// that does not say its version is offered them).
 pub(super) fn too_old_for_pi_tools(
     prelude: &runner::Prelude,
-) -> Option<agy_bridge::format::features::AgyFeatures> {
+) -> Option<agy_format::features::AgyFeatures> {
     prelude
         .features()
         .filter(|f| f.version.is_some() && !f.mcp_from_add_dir())
@@ -1199,7 +1202,7 @@ pub(super) fn resume_cursor(
 }
 
 /// The one sentence for an agy too old to reach pi's tools.
-pub(super) fn no_pi_tools_note(features: agy_bridge::format::features::AgyFeatures) -> String {
+pub(super) fn no_pi_tools_note(features: agy_format::features::AgyFeatures) -> String {
     let version = features
         .version
         .map(|(a, b, c)| format!(" {a}.{b}.{c}"))
@@ -1304,7 +1307,8 @@ fn prepare_turn(
     };
     let mut context = provider::AgyContext::Kept;
     if let Some(entry) = &existing {
-        let db = agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
+        let db =
+            agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
         if !db.is_file() {
             notes.push(format!(
                 "[agy-bridge: conversation {} is gone from {}; starting a new one with pi's record of the earlier turns]\n",
@@ -1557,7 +1561,10 @@ async fn run_collecting(
 
 /// agy's answer: its stream-json `result.response` when it printed one,
 /// else the last planner step's text, else its plain stdout.
-fn final_answer(result: &runner::RunResult, events: &[agy_bridge::follow::events::Event]) -> String {
+fn final_answer(
+    result: &runner::RunResult,
+    events: &[agy_bridge::follow::events::Event],
+) -> String {
     if let Some(r) = result
         .agy_result
         .as_ref()

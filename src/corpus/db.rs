@@ -4,10 +4,10 @@
 //! depends on neither.
 
 use crate::corpus::recording::{Op, SqlValue, Write};
-use crate::format::schema;
-use crate::format::steps::StepRow;
-use crate::format::steps::{Step, StepType};
-use crate::format::wire::Encoder;
+use agy_format::schema;
+use agy_format::steps::StepRow;
+use agy_format::steps::{Step, StepType};
+use agy_format::wire::Encoder;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -7,7 +7,7 @@
 //! ([`db`]), the schema drift report ([`drift`]) and the conformance suite
 //! that checks a live agy against docs/agy-format.md ([`conformance`]).
 //!
-//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`] (the
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::run`] (the
 //! recorder runs a turn), [`crate::view`] (drift reads what `decode` reads).
 //! One exception, kept to [`conformance`]: it also imports [`crate::pi`]
 //! (the `agy models` parser, and the bridge's own MCP server it checks agy

@@ -36,13 +36,13 @@
 //! The recorder never writes, never holds a read transaction between wake-ups
 //! and never checkpoints, so it cannot block or disturb agy.
 
+use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use crate::follow::discovery::{self, ConversationId, Snapshot};
 use crate::follow::poller::{self, ReadError};
 use crate::run::process::run_with_timeout_async;
-use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
-use crate::format::schema;
-use crate::format::steps::{self, Body, StepRow};
+use agy_format::schema;
+use agy_format::steps::{self, Body, StepRow};
 use rusqlite::Connection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

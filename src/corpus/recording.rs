@@ -7,7 +7,7 @@
 //! base64 because they are protobuf. The format is documented in
 //! `recordings/README.md`; bump [`FORMAT_VERSION`] on any incompatible change.
 
-use crate::format::schema;
+use agy_format::schema;
 use base64::Engine as _;
 use rusqlite::types::{ToSqlOutput, Value as SqlRaw, ValueRef};
 use rusqlite::ToSql;
@@ -152,12 +152,12 @@ pub struct Outcome {
     /// The turn's usage when it is not the sum of the recorded model calls
     /// (a capture that kept only part of the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::format::stream_json::Usage>,
+    pub usage: Option<agy_format::stream_json::Usage>,
     /// Actions agy auto-denied on the recorded path itself (a captured run
     /// without `--dangerously-skip-permissions`; synthesized recordings mark
     /// denials with the `denied` gate instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub denied_actions: Vec<crate::format::stream_json::DeniedAction>,
+    pub denied_actions: Vec<agy_format::stream_json::DeniedAction>,
     /// agy was killed after the last commit (a real capture of a run
     /// stopped with `taskkill /F`): it printed nothing more, no `result`, and
     /// the process ended with `exit_code` (fake-agy: or by SIGKILL, with

@@ -29,8 +29,8 @@
 //! replace is kept byte for byte.
 
 use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
-use crate::format::steps::{self, Kind, Known};
-use crate::format::wire::{self, Encoder, Value};
+use agy_format::steps::{self, Kind, Known};
+use agy_format::wire::{self, Encoder, Value};
 use std::collections::HashMap;
 
 pub const HOME_PLACEHOLDER: &str = "/home/user";

@@ -3,19 +3,19 @@
 //! No real agy is available to CI, so the corpus in `recordings/` is written by
 //! this module and checked against it by a test (`tests/corpus.rs`), which can
 //! also regenerate it (`AGY_BRIDGE_UPDATE_CORPUS=1`). Every payload goes through
-//! the library's own encoder ([`crate::format::steps::encode_step`]), and every commit
+//! the library's own encoder ([`agy_format::steps::encode_step`]), and every commit
 //! is shaped like agy's: one row per step, rewritten in place as it grows, with
 //! realistic gaps between commits.
 
 use crate::corpus::recording::{
     Commit, Gate, Header, Provenance, Recording, SqlValue, Write, SINGLE_TURN_FORMAT,
 };
-use crate::format::steps::{
+use agy_format::steps::{
     Body, DirEntry, ErrorDetails, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata,
     ModelError, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
     StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
 };
-use crate::format::wire::Encoder;
+use agy_format::wire::Encoder;
 use std::collections::BTreeMap;
 
 pub mod mcp;

@@ -19,7 +19,7 @@
 //! single out one database, [`decide`] says so ([`Binding::Waiting`] or
 //! [`Binding::Ambiguous`]) instead of picking one.
 
-use crate::format::steps::{self, Body, StepRow};
+use agy_format::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsString;
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 /// Environment variable naming the conversations directory.
 pub const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
 
-pub use crate::format::ids::{is_uuid_text, ConversationId, InvalidId};
+pub use agy_format::ids::{is_uuid_text, ConversationId, InvalidId};
 
 /// The conversations directory: `$AGY_CONVERSATIONS_DIR` when set and
 /// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
@@ -519,7 +519,7 @@ fn descendants(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::steps::{Step, StepStatus, StepType, Subagent};
+    use agy_format::steps::{Step, StepStatus, StepType, Subagent};
     use rusqlite::Connection;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
@@ -537,7 +537,7 @@ mod tests {
     fn make_db(dir: &Path, conv: &str, children: &[&str]) -> PathBuf {
         let path = dir.join(format!("{conv}.db"));
         let conn = Connection::open(&path).unwrap();
-        crate::format::schema::create(&conn).unwrap();
+        agy_format::schema::create(&conn).unwrap();
         let mut steps = vec![Step::new(0, StepType::UserInput, StepStatus::Done)];
         for (i, child) in children.iter().enumerate() {
             steps.push(
@@ -563,9 +563,9 @@ mod tests {
 
     fn make_prompt_db(dir: &Path, conv: &str, prompt: &str) {
         let conn = Connection::open(dir.join(format!("{conv}.db"))).unwrap();
-        crate::format::schema::create(&conn).unwrap();
+        agy_format::schema::create(&conn).unwrap();
         let row = Step::new(0, StepType::UserInput, StepStatus::Done)
-            .with_body(Body::UserInput(crate::format::steps::UserInput {
+            .with_body(Body::UserInput(agy_format::steps::UserInput {
                 text: prompt.into(),
                 workspace_uri: None,
             }))

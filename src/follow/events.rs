@@ -13,8 +13,8 @@
 //! every view can show each once. What a tool call acted on is worded in
 //! [`super::subject`].
 
-use crate::format::text::{one_line, shorten};
-use crate::format::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, ToolCall};
+use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, ToolCall};
+use agy_format::text::{one_line, shorten};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -669,7 +669,7 @@ fn generic_arguments(step: &Step) -> Option<String> {
 
 /// The first non-empty line of `text`, cut for a summary.
 fn first_line(text: &str) -> String {
-    crate::format::text::first_line(text, RESULT_SUMMARY_MAX_CHARS)
+    agy_format::text::first_line(text, RESULT_SUMMARY_MAX_CHARS)
 }
 
 /// Characters of a result summary taken from free text (a search summary,
@@ -679,7 +679,7 @@ const RESULT_SUMMARY_MAX_CHARS: usize = 120;
 /// A subagent step's end: how it ended and, if it failed, agy's reason.
 /// The answer is the subagent's own conversation's, which this step does
 /// not hold (see [`Event::SubagentEnded`]).
-fn subagent_ended(step: &Step, s: &crate::format::steps::Subagent, role: Option<String>) -> Event {
+fn subagent_ended(step: &Step, s: &agy_format::steps::Subagent, role: Option<String>) -> Event {
     let ok = step.status == StepStatus::Done;
     let error = step
         .errors
@@ -925,7 +925,7 @@ impl Transcript {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::steps::{McpToolResult, PlannerResponse, Subagent};
+    use agy_format::steps::{McpToolResult, PlannerResponse, Subagent};
 
     fn planner(idx: i64, calls: Vec<ToolCall>) -> Step {
         Step::new(idx, StepType::PlannerResponse, StepStatus::Done).with_body(Body::Planner(

@@ -6,7 +6,7 @@
 //! ([`subject`]), the read-only poller over one database ([`poller`]) and
 //! the binding of the database a run created ([`discovery`]).
 //!
-//! May import: [`crate::format`](mod@crate::format).
+//! May import: [`agy_format`](mod@agy_format).
 
 pub mod discovery;
 pub mod events;

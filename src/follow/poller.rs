@@ -20,8 +20,8 @@
 //! resident once freed.
 
 use crate::follow::events::{self, Event, Tracker, Transcript};
-use crate::format::ids::ConversationId;
-use crate::format::steps::{self, StepRow};
+use agy_format::ids::ConversationId;
+use agy_format::steps::{self, StepRow};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -105,8 +105,8 @@ struct StepColumns {
 
 impl StepColumns {
     fn detect(conn: &Connection, path: &Path) -> Result<StepColumns, ReadError> {
-        let cols =
-            crate::format::schema::columns(conn, "steps").map_err(|e| ReadError::from_sqlite(path, e))?;
+        let cols = agy_format::schema::columns(conn, "steps")
+            .map_err(|e| ReadError::from_sqlite(path, e))?;
         if cols.is_empty() {
             return Err(ReadError::NoStepsTable {
                 path: path.to_path_buf(),

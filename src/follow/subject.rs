@@ -10,7 +10,7 @@
 //! carries it. The shapes it is tested on are the ones real agy printed
 //! (stream-json `tool_info.parameters` and hook payloads' `toolCall.args`).
 
-use crate::format::text::{flat, one_line, shorten};
+use agy_format::text::{flat, one_line, shorten};
 use serde_json::{Map, Value};
 use std::path::Path;
 

@@ -12,10 +12,10 @@
 //! them does: the gate's hook hears no).
 
 use crate::follow::subject;
-use crate::format::hooks::Decision;
 use crate::pi::provider::{EventMapper, PiEvent, PiStream};
 use crate::run::gate::policy::session_rule;
 use crate::run::gate::{Grants, Question, Verdict};
+use agy_format::hooks::Decision;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;

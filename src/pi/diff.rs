@@ -149,7 +149,7 @@ fn summary(args: &Map<String, Value>, raw_path: &str, path: &Path) -> Option<Str
     })
 }
 
-use crate::format::text::{one_line, shorten};
+use agy_format::text::{one_line, shorten};
 
 /// What a file held when we looked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! pi's thinking stream ([`diff`]) and agy's model catalog as pi models
 //! ([`models`]).
 //!
-//! May import: every layer below ([`crate::format`](mod@crate::format), [`crate::follow`],
+//! May import: every layer below ([`agy_format`](mod@agy_format), [`crate::follow`],
 //! [`crate::state`], [`crate::run`]).
 
 pub mod ask;

@@ -7,14 +7,14 @@
 //! promises to pi: `start` goes out at once, and exactly one terminal event
 //! (`done` or `error`) ends every stream, whatever happens.
 
-use crate::pi::diff::{self, TurnEdits};
 use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
-use crate::format::text::{flat, repeats, shell_word};
+use crate::pi::diff::{self, TurnEdits};
 use crate::run::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
     TurnUsage,
 };
+use agy_format::text::{flat, repeats, shell_word};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -1391,7 +1391,7 @@ mod tests {
 
     #[test]
     fn one_mcp_call_is_one_line_and_its_failure_another() {
-        use crate::format::steps::{
+        use agy_format::steps::{
             Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall,
         };
         let call = |id: &str, name: &str, args: Value| ToolCall {

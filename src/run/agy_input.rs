@@ -1,5 +1,5 @@
 //! What agy reads on its stdin: the turn's prompt as a stream-json user
-//! line ([`crate::format::stream_input`]), never in its argv.
+//! line ([`agy_format::stream_input`]), never in its argv.
 //!
 //! [`AgyInput`] is the runner's one handle for it, whichever way agy was
 //! started: under a guardian, the bytes travel as input frames on the

@@ -14,8 +14,8 @@
 
 use crate::follow::events::Event;
 use crate::follow::subject;
-use crate::format::text::first_line;
-use crate::format::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
+use agy_format::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
+use agy_format::text::first_line;
 use std::collections::BTreeMap;
 use std::time::Instant;
 

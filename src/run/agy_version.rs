@@ -2,7 +2,7 @@
 //!
 //! Whether a turn may bind by stream-json, or pass `--disable-slash-commands`,
 //! depends on the installed agy's version and `--help`
-//! ([`crate::format::features`] says which). Asking `agy --version` costs a process start on every turn, and
+//! ([`agy_format::features`] says which). Asking `agy --version` costs a process start on every turn, and
 //! every `agy-bridge stream` turn is its own process, so an in-process cache
 //! does not help: the answer is kept in `agy-version.json` in the state
 //! directory, keyed by the binary itself ([`BinaryKey`]: its resolved path,
@@ -15,18 +15,18 @@
 //! [`BinaryKey`] is also what keys the `agy models` cache (see
 //! [`crate::pi::models`]), so that an answer about one agy never outlives it.
 
-use crate::state::config::{self, StateFile, StateWarning};
 use crate::run::process::run_with_timeout_async;
+use crate::state::config::{self, StateFile, StateWarning};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use crate::format::features::{AgyFeatures, Version};
+pub use agy_format::features::{AgyFeatures, Version};
 
 /// The first agy version known to print its conversation id with
 /// `--output-format stream-json` (docs/agy-format.md, "stream-json").
-pub const STREAM_JSON_MIN_VERSION: Version = crate::format::features::STREAM_JSON_OUTPUT;
+pub const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
 pub const VERSION_CACHE_FILE: &str = "agy-version.json";

@@ -11,7 +11,7 @@
 //! failures for which [`Failure::retryable`] is true. A test holds the two
 //! together.
 
-use crate::format::stream_json::{DeniedAction, TurnResult};
+use agy_format::stream_json::{DeniedAction, TurnResult};
 use serde::Serialize;
 
 /// Why a turn failed, in words a user can act on.
@@ -218,7 +218,7 @@ pub struct AgyReport<'a> {
     /// The model we asked for, for the unknown-model sentence.
     pub model: Option<&'a str>,
     /// What this agy offers (its version decides how some words read).
-    pub features: crate::format::features::AgyFeatures,
+    pub features: agy_format::features::AgyFeatures,
     /// agy began a conversation this turn (an `init` line, or a bound
     /// database): a run that ends without a result after that was stopped.
     pub conversation_began: bool,

@@ -23,10 +23,10 @@
 //! Only definitive answers are kept (proven, or ran fine and did not list
 //! the hook); a failure to run and a timeout are asked again next time.
 
-use crate::format::hooks::{hooks_file, listed_sources, Decision, Hook, HookEvent, HOOKS_FILE};
 use crate::run::agy_version::{BinaryKey, PerBinaryFile};
 use crate::run::process::{output_within, NoOutput};
 use crate::state::tmp::PrivateDir;
+use agy_format::hooks::{hooks_file, listed_sources, Decision, Hook, HookEvent, HOOKS_FILE};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -260,8 +260,8 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::hooks::{listing_command, listing_text, ListedHook};
-    use crate::format::stream_json::{Line, TurnResult};
+    use agy_format::hooks::{listing_command, listing_text, ListedHook};
+    use agy_format::stream_json::{Line, TurnResult};
 
     fn listing(source: &str, command: &str) -> String {
         let hook = Hook {
@@ -322,7 +322,7 @@ mod tests {
         let mode = std::fs::metadata(&root).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let text = std::fs::read_to_string(probe.hooks_json()).expect("hooks.json");
-        let hooks = crate::format::hooks::parse_hooks_file(&text).expect("parses");
+        let hooks = agy_format::hooks::parse_hooks_file(&text).expect("parses");
         assert_eq!(hooks.len(), 1);
         assert!(hooks[0].matches("run_command"));
         assert!(std::fs::read_dir(probe.cwd())

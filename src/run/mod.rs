@@ -13,7 +13,7 @@
 //! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
 //! a private file ([`prompt_file`]).
 //!
-//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::state`].
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`].
 
 pub mod agy_input;
 pub mod agy_stream;

@@ -8,7 +8,7 @@
 //! - **stdin**, for an agy that reads `--input-format stream-json` (1.1.15
 //!   and later, [`AgyFeatures::stream_json_input`]) on a turn that reads its
 //!   stream-json: agy gets `-p ""` and the prompt as one stream-json user
-//!   line on its stdin ([`crate::format::stream_input`]; the shape verified
+//!   line on its stdin ([`agy_format::stream_input`]; the shape verified
 //!   on agy 1.2.7, `crt-1.2.7-win-loop-two-turns`, see docs/agy-format.md,
 //!   "Input: `--input-format stream-json`"). No length limit.
 //! - **a private file**, for every other agy (older, or of unknown
@@ -26,8 +26,8 @@
 //! command sent on stdin is not known, so it is not risked.
 
 use crate::run::failure::Failure;
-use crate::format::features::AgyFeatures;
 use crate::run::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
+use agy_format::features::AgyFeatures;
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -96,7 +96,7 @@ fn stage_in<'a>(
         return Ok(Staged {
             request: Cow::Borrowed(req),
             dir: None,
-            stdin_line: Some(crate::format::stream_input::user_line(&prompt)),
+            stdin_line: Some(agy_format::stream_input::user_line(&prompt)),
         });
     }
     let unsaved = |e: std::io::Error| Failure::SpawnFailed {
@@ -158,7 +158,7 @@ mod tests {
         assert_eq!(staged.request().prompt, req.prompt);
         let line = staged.stdin_line().expect("a stdin line");
         assert_eq!(
-            crate::format::stream_input::read_user_line(line.trim_end()).as_deref(),
+            agy_format::stream_input::read_user_line(line.trim_end()).as_deref(),
             Ok(req.prompt.as_str())
         );
     }

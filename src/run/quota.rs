@@ -14,12 +14,12 @@
 //! The prompt must reach agy as a slash command, so `--disable-slash-commands`
 //! is never passed here.
 
-use crate::format::features::{Version, USAGE_COMMAND};
-use crate::format::quota::{Quota, QuotaError};
 use crate::run::agy_version::{BinaryKey, VersionCache};
 use crate::run::failure::says_signed_out;
 use crate::run::process::{output_within, NoOutput};
 use crate::state::config::{self, StateFile};
+use agy_format::features::{Version, USAGE_COMMAND};
+use agy_format::quota::{Quota, QuotaError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -18,8 +18,8 @@
 //! [`Guardian`] is the runner's handle: a binary to start, and maybe a
 //! standby to take first.
 
-use crate::run::process::ChildPid;
 use crate::run::launch::Launch;
+use crate::run::process::ChildPid;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt as _;

@@ -80,7 +80,7 @@
 //! file under the lock, change only the one key and write the file back.
 
 use super::rules::{self, Rule, DEFAULT_ALLOW};
-use crate::format::agy_args::{Effort, Mode};
+use agy_format::agy_args::{Effort, Mode};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
@@ -166,7 +166,7 @@ pub enum StateError {
     #[error("cannot lock {}: {source}", path.display())]
     Lock { path: PathBuf, source: Errno },
     #[error(transparent)]
-    InvalidConversationId(#[from] crate::format::ids::InvalidId),
+    InvalidConversationId(#[from] agy_format::ids::InvalidId),
     #[error("invalid model alias {0:?}: {1}")]
     InvalidModel(String, &'static str),
     /// A settings variable holds a value it does not take.

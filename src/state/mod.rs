@@ -7,7 +7,7 @@
 //! limits on agy starts shared by every bridge process of the user
 //! ([`admission`]: seats for turns in flight, spacing between starts).
 //!
-//! May import: [`crate::format`](mod@crate::format).
+//! May import: [`agy_format`](mod@agy_format).
 
 pub mod admission;
 pub mod config;

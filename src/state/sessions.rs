@@ -43,7 +43,7 @@
 use crate::state::config::{
     json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
 };
-use crate::format::ids::ConversationId;
+use agy_format::ids::ConversationId;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

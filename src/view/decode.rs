@@ -12,10 +12,10 @@
 //! module never writes, never holds a transaction and never checkpoints, so
 //! decoding a database agy is writing cannot block or disturb agy.
 
+use crate::corpus::recording::{Recording, RecordingError};
 use crate::follow::events::{self, Event, Tracker, Transcript};
 use crate::follow::poller::{self, ReadError};
-use crate::corpus::recording::{Recording, RecordingError};
-use crate::format::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
+use agy_format::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -577,7 +577,7 @@ fn render_summary(out: &mut String, summary: &Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::steps::{Body, PlannerResponse, ToolCall, UserInput};
+    use agy_format::steps::{Body, PlannerResponse, ToolCall, UserInput};
 
     fn rows() -> Vec<StepRow> {
         let call = ToolCall {

@@ -3,7 +3,7 @@
 //! Owns `agy-bridge decode` of a database or recording ([`decode`]) and the
 //! live view of a turn that `run` and `demo` print ([`render`]).
 //!
-//! May import: [`crate::format`](mod@crate::format), [`crate::follow`], [`crate::run`]
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::run`]
 //! (its events and result), [`crate::corpus::recording`] (to read a recording).
 
 pub mod decode;

@@ -12,10 +12,10 @@
 
 use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
-use crate::format::text::{repeats, shorten};
 use crate::run::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
 };
+use agy_format::text::{repeats, shorten};
 use std::collections::HashMap;
 use std::io::{self, Write};
 

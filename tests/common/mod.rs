@@ -2,10 +2,11 @@
 //! temporary HOME, and helpers to compare a live stream with a recording.
 #![allow(dead_code)]
 
-use agy_bridge::follow::events::{self, Event, Transcript};
 use agy_bridge::corpus::recording::{self, Recording};
+use agy_bridge::follow::events::{self, Event, Transcript};
+use agy_bridge::follow::poller;
 use agy_bridge::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
-use agy_bridge::{follow::poller, format::steps};
+use agy_format::steps;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

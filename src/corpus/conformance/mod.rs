@@ -25,8 +25,8 @@ mod scenarios;
 pub use report::exit_code;
 pub use scenarios::cheapest_model;
 
-use crate::follow::discovery::ConversationId;
 use crate::corpus::recording::{Header, Provenance, Recording};
+use crate::follow::discovery::ConversationId;
 use crate::run::runner::{self, Failure, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::state::tmp::PrivateDir;
 use crate::{corpus::record, corpus::redact};

@@ -104,5 +104,5 @@ fn row(c: &Checked) -> String {
 
 /// Text safe in a table cell: one line, `|` escaped.
 fn cell(s: &str) -> String {
-    crate::format::text::one_line(s).replace('|', "\\|")
+    agy_format::text::one_line(s).replace('|', "\\|")
 }

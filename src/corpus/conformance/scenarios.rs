@@ -7,11 +7,11 @@ use super::commands::Ran;
 use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
 use crate::follow::discovery::{BindMethod, ConversationId};
 use crate::follow::events::Event;
-use crate::format::hooks::{self, Decision, Hook, HookEvent};
-use crate::format::quota::Quota;
-use crate::format::text::{one_line, shorten};
 use crate::run::runner::{self, RunConfig, RunEvent, RunResult};
-use crate::format::steps::{self, Body, StepType};
+use agy_format::hooks::{self, Decision, Hook, HookEvent};
+use agy_format::quota::Quota;
+use agy_format::steps::{self, Body, StepType};
+use agy_format::text::{one_line, shorten};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 

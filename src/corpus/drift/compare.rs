@@ -39,8 +39,8 @@
 use super::fingerprint::{parent, Fingerprint, PathKey, StepTypePrint};
 use super::report::{describe_path, Report};
 use super::{NEEDED_STEP_COLUMNS, SIGNIFICANCE};
-use crate::format::steps::{self, Kind, Known, StepStatus, StepType, LOAD_BEARING};
-use crate::format::wire::WireType;
+use agy_format::steps::{self, Kind, Known, StepStatus, StepType, LOAD_BEARING};
+use agy_format::wire::WireType;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -22,11 +22,11 @@
 
 use super::compare::content_alternatives;
 use crate::corpus::db::{self, TableRows};
-use crate::view::decode::{self, SourceKind};
 use crate::corpus::recording::{Op, Recording, SqlValue, Write};
-use crate::format::schema;
-use crate::format::steps::{self, StepType, LOAD_BEARING};
-use crate::format::wire::WireType;
+use crate::view::decode::{self, SourceKind};
+use agy_format::schema;
+use agy_format::steps::{self, StepType, LOAD_BEARING};
+use agy_format::wire::WireType;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -189,7 +189,8 @@ pub fn load(path: &Path) -> Result<Source, DriftError> {
             .map(|r| Source::Recording(Box::new(r)))
             .map_err(|e| input(e.to_string())),
         SourceKind::Database => {
-            let conn = crate::follow::poller::open_read_only(path).map_err(|e| input(e.to_string()))?;
+            let conn =
+                crate::follow::poller::open_read_only(path).map_err(|e| input(e.to_string()))?;
             let _ = conn.set_db_config(
                 rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
                 true,
@@ -691,9 +692,18 @@ mod tests {
 
     #[test]
     fn models_formats() {
-        assert_eq!(models_format(crate::corpus::synth::MODELS_FORMAT_1), Some("1"));
-        assert_eq!(models_format(crate::corpus::synth::MODELS_FORMAT_2), Some("2"));
-        assert_eq!(models_format(crate::corpus::synth::MODELS_FORMAT_3), Some("3"));
+        assert_eq!(
+            models_format(crate::corpus::synth::MODELS_FORMAT_1),
+            Some("1")
+        );
+        assert_eq!(
+            models_format(crate::corpus::synth::MODELS_FORMAT_2),
+            Some("2")
+        );
+        assert_eq!(
+            models_format(crate::corpus::synth::MODELS_FORMAT_3),
+            Some("3")
+        );
         assert_eq!(models_format(""), None);
         assert_eq!(
             models_format("Please sign in to view available models\n"),

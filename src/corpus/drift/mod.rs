@@ -12,7 +12,7 @@
 //! - `report`: the findings as sentences (paths named by what they mean,
 //!   from the decoder's known-field table) and as JSON.
 //!
-//! Drift reads the decoder's own tables ([`crate::format::steps`]'s known-field
+//! Drift reads the decoder's own tables ([`agy_format::steps`]'s known-field
 //! tree and `LOAD_BEARING`) rather than a copy, so a decoder change moves
 //! the judgement with it.
 

@@ -22,7 +22,7 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
 }
 
 /// The planner's `call_mcp_tool` for `tool` on the bridge's server.
-fn mcp_call(id: &str, tool: &str, arguments: serde_json::Value) -> crate::format::steps::ToolCall {
+fn mcp_call(id: &str, tool: &str, arguments: serde_json::Value) -> agy_format::steps::ToolCall {
     call(
         id,
         "call_mcp_tool",

@@ -15,11 +15,11 @@
 use super::{call, Builder, MODELS_FORMAT_2};
 mod sessions;
 use crate::corpus::recording::{Gate, Outcome, Provenance, Recording};
-use crate::format::steps::{
+use agy_format::steps::{
     Body, ErrorDetails, GenericTool, Metadata, ModelError, PlannerResponse, RunCommandResult, Step,
     StepStatus, StepType, ToolCall, Usage, UserInput,
 };
-use crate::format::wire::Encoder;
+use agy_format::wire::Encoder;
 use serde::Serialize;
 
 const FROM: &str =

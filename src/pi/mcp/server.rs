@@ -124,7 +124,7 @@ impl McpServer {
     ) -> std::io::Result<McpServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
-        let token = crate::format::text::new_secret();
+        let token = agy_format::text::new_secret();
         let shared = Arc::new(Shared {
             token: token.clone(),
             port: addr.port(),
@@ -189,7 +189,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-pub use crate::format::text::same_secret as same_token;
+pub use agy_format::text::same_secret as same_token;
 
 fn is_loopback_name(host: &str) -> bool {
     matches!(host, "127.0.0.1" | "localhost" | "[::1]")

@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::run::agy_version::BinaryKey;
-use crate::state::config::{lock_file, StateError, StateFile};
 use crate::run::process::{output_within, NoOutput};
+use crate::state::config::{lock_file, StateError, StateFile};
 
 // --- running `agy models` --------------------------------------------------------
 

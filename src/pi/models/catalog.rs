@@ -2,7 +2,6 @@
 //! models as they are, the pi model projection, and resolving a pi model id
 //! or an AskAntigravity alias to `--model` / `--effort`.
 
-
 use super::parse::{
     display_from_slug, is_slug, is_version_token, parse_models_output, slug_from_display,
     split_tier, version_key, RawModel, SlugParts,
@@ -10,7 +9,7 @@ use super::parse::{
 use super::{
     clamp_effort, nearest_effort, ThinkingLevel, EFFORTS, PI_API, PI_BASE_URL, PI_PROVIDER,
 };
-use crate::format::agy_args::Effort;
+use agy_format::agy_args::Effort;
 use serde::Serialize;
 
 // --- the catalog ----------------------------------------------------------------

@@ -25,7 +25,9 @@ mod cache;
 mod catalog;
 mod parse;
 
-pub use cache::{catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable};
+pub use cache::{
+    catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable,
+};
 pub use catalog::{
     label_for_slug, slug_for_label, Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved,
     ThinkingLevelMap, ALIASES, LISTED_BEFORE_1_1_24, LISTING_1_1_24,
@@ -35,7 +37,7 @@ pub use parse::{
     split_tier, RawModel,
 };
 
-use crate::format::agy_args::Effort;
+use agy_format::agy_args::Effort;
 use serde::Serialize;
 use std::fmt;
 use std::io::Write;

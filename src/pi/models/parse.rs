@@ -4,10 +4,9 @@
 //! the one a later real listing pairs with that label; spelling a label into
 //! a slug is only the last resort.
 
-
 use super::catalog::{label_for_slug, slug_for_label};
 use super::EFFORTS;
-use crate::format::agy_args::Effort;
+use agy_format::agy_args::Effort;
 
 // --- parsing `agy models` ----------------------------------------------------
 

@@ -5,7 +5,7 @@
 //! refused or broken connection, or no answer within the gate's wait (set
 //! inside agy's own hook timeout) all deny, each saying why.
 
-use crate::format::hooks::Decision;
+use agy_format::hooks::Decision;
 use serde::Deserialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

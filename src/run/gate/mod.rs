@@ -26,9 +26,9 @@ pub mod hook;
 pub mod policy;
 pub mod server;
 
-use crate::format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
-use crate::format::text::shell_word;
 use crate::state::tmp::PrivateDir;
+use agy_format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
+use agy_format::text::shell_word;
 pub use policy::{Grants, Policy, Verdict};
 use std::path::Path;
 use std::sync::Arc;

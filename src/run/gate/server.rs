@@ -9,7 +9,7 @@
 
 use super::policy::{Policy, Verdict};
 use super::Question;
-use crate::format::hooks::{Decision, HookEvent, ToolPayload};
+use agy_format::hooks::{Decision, HookEvent, ToolPayload};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,7 +78,7 @@ pub(super) async fn start(
 ) -> std::io::Result<(Arc<Shared>, SocketAddr)> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
-    let token = crate::format::text::new_secret();
+    let token = agy_format::text::new_secret();
     let shared = Arc::new(Shared {
         token,
         private: policy.private.clone(),
@@ -175,7 +175,7 @@ async fn read_request<R: AsyncRead + Unpin>(
     shared: &Shared,
 ) -> Result<ToolPayload, String> {
     let token = read_line(read, TOKEN_LINE_CAP).await?;
-    if !crate::format::text::same_secret(token.trim_end().as_bytes(), shared.token.as_bytes()) {
+    if !agy_format::text::same_secret(token.trim_end().as_bytes(), shared.token.as_bytes()) {
         return Err("wrong token".into());
     }
     let line = read_line(read, REQUEST_CAP).await?;

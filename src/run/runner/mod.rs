@@ -9,24 +9,24 @@
 //! Whatever happens, [`run`] returns a [`RunResult`]; it never panics or
 //! returns early on an agy failure.
 
-pub use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
 use crate::follow::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::follow::events::Event;
-use crate::run::failure::AgyReport;
-pub use crate::format::agy_args::{BindMode, Effort, Mode};
-use crate::format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
 use crate::follow::poller::{Poll, PollStats, Poller, ReadError};
 use crate::run::agy_input::AgyInput;
 use crate::run::agy_stream::{AgyStream, TextDigest};
+pub use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
+use crate::run::failure::AgyReport;
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
+pub use agy_format::agy_args::{BindMode, Effort, Mode};
+use agy_format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
 use merge::Held;
 use outbox::Halted;
 
 mod merge;
 mod outbox;
 mod warm;
-use crate::format::stream_json::{Line, ParseStats, TurnResult, Usage};
+use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::process::CommandExt as _;
@@ -423,7 +423,7 @@ pub fn go_duration(d: Duration) -> String {
 }
 
 /// How a turn's agy is driven: what this agy offers
-/// ([`crate::format::features`]), whether the turn reads its stream-json,
+/// ([`agy_format::features`]), whether the turn reads its stream-json,
 /// and whether agy reads the prompt on its stdin ([`crate::run::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Surface {
@@ -990,7 +990,7 @@ fn die_with_parent(cmd: &mut std::process::Command) {
 }
 
 /// agy's stderr: its tail, kept for the end of the turn, and the lines that
-/// matter while it runs ([`crate::format::stderr`]), sent on at once.
+/// matter while it runs ([`agy_format::stderr`]), sent on at once.
 async fn read_stderr(
     mut err: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<u8>>>,
@@ -1006,7 +1006,7 @@ async fn read_stderr(
         for &b in &buf[..n] {
             if b == b'\n' {
                 let text = String::from_utf8_lossy(&line);
-                if let Some(id) = crate::format::stderr::conversation_not_found(&text) {
+                if let Some(id) = agy_format::stderr::conversation_not_found(&text) {
                     // Full: the warning is waiting already; stderr is
                     // never held up for it.
                     let _ = not_found.try_send(id.to_string());
@@ -1049,7 +1049,7 @@ async fn read_stdout(
             Ok(_) => {}
         }
         if lines.is_some() && saw_text {
-            crate::format::stream_json::blank_response(&mut buf);
+            agy_format::stream_json::blank_response(&mut buf);
         }
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim_end_matches(['\n', '\r']);
@@ -1694,7 +1694,7 @@ impl Turn<'_> {
 }
 
 /// The database's usage stats (metadata 9) in stream-json's terms.
-fn usage_of(u: &crate::format::steps::Usage) -> Usage {
+fn usage_of(u: &agy_format::steps::Usage) -> Usage {
     Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,

@@ -16,7 +16,7 @@ use super::{
     Tokens,
 };
 use crate::corpus::recording::{Outcome, Recording};
-use crate::format::steps::{
+use agy_format::steps::{
     Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall, Usage, UserInput,
 };
 

@@ -1,4 +1,4 @@
-//! Layer 1, **format**: what agy writes and prints, as data.
+//! agy-format, layer 1 of agy-bridge: what agy writes and prints, as data.
 //!
 //! Owns the protobuf wire walker and encoder ([`wire`]), agy's step model and
 //! field numbers ([`steps`]), its SQLite schema ([`schema`]), its
@@ -8,7 +8,10 @@
 //! ([`features`]), the quota `/usage` reports ([`quota`]), agy's lifecycle hooks ([`hooks`]), the stderr lines read live ([`stderr`]) and the small text helpers every
 //! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
 //!
-//! May import: nothing else in this crate. Everything above builds on it.
+//! Its own crate so the compiler keeps it at the bottom: it depends on no
+//! other part of agy-bridge, and does no I/O (the `sqlite` feature adds the
+//! three schema helpers that take an open connection). Everything above
+//! builds on it.
 
 pub mod agy_args;
 pub mod features;

@@ -4,13 +4,13 @@
 //! This module owns the field numbers of docs/agy-format.md ("Step status",
 //! "Step types", "Step bodies", "Metadata") and nothing else:
 //! it knows what a step *is*, not how it changes over time (that is
-//! [`crate::follow::events`]) or where it comes from (that is [`crate::follow::poller`]).
+//! agy-bridge's `follow::events`) or where it comes from (that is agy-bridge's `follow::poller`).
 //! Decoding is total: any bytes give a [`Step`], with a `decode_error` when
 //! the payload is malformed, and every field path the decoder did not
 //! recognise is kept, because the drift tool reports them.
 
-use crate::format::ids::ConversationId;
-use crate::format::wire::{self, Encoder, Field, Value, WireError, WireType};
+use crate::ids::ConversationId;
+use crate::wire::{self, Encoder, Field, Value, WireError, WireType};
 use serde::Serialize;
 use std::fmt;
 

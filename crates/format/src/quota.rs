@@ -13,7 +13,7 @@
 //! published descriptions are vague (a bare `data` object, a number as the
 //! window, a percentage in the text form).
 
-use crate::format::stream_json::{CommandData, Line, SlashCommand, TurnResult};
+use crate::stream_json::{CommandData, Line, SlashCommand, TurnResult};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

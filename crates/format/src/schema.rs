@@ -49,6 +49,7 @@ pub fn key_columns(table: &str) -> Option<&'static [&'static str]> {
 }
 
 /// Create the full schema in an empty database.
+#[cfg(feature = "sqlite")]
 pub fn create(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     for stmt in DDL {
         conn.execute(stmt, [])?;
@@ -58,6 +59,7 @@ pub fn create(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
 
 /// The `sqlite_master` SQL of a database, in creation order, skipping
 /// SQLite's own objects.
+#[cfg(feature = "sqlite")]
 pub fn master_sql(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare(
         "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
@@ -67,6 +69,7 @@ pub fn master_sql(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> 
 }
 
 /// Table name -> its columns, as the database declares them.
+#[cfg(feature = "sqlite")]
 pub fn columns(conn: &rusqlite::Connection, table: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
     let rows = stmt.query_map([table], |r| r.get::<_, String>(0))?;

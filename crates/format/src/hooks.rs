@@ -17,7 +17,7 @@
 //!   other fields are not captured, so [`listed_sources`] looks for `source`
 //!   anywhere in the output rather than at one path.
 
-use crate::format::stream_json::{CommandData, SlashCommand};
+use crate::stream_json::{CommandData, SlashCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -404,7 +404,7 @@ fn collect_sources(v: &Value, out: &mut Vec<Listed>, depth: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::stream_json::{Line, TurnResult};
+    use crate::stream_json::{Line, TurnResult};
 
     fn gate(command: &str) -> Hook {
         Hook {

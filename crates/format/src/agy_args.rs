@@ -1,7 +1,7 @@
 //! The words of agy's command line that the bridge also speaks: `--mode`,
 //! `--effort` and how a conversation is bound (docs/agy-format.md, "CLI
 //! surface"). They live here, below every layer, because settings
-//! ([`crate::state::config`]), the model catalog ([`crate::pi::models`]) and
+//! (agy-bridge's `state::config`), the model catalog (agy-bridge's `pi::models`) and
 //! the runner all use them.
 
 use serde::Serialize;
