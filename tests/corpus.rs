@@ -8,6 +8,7 @@
 
 use agy_bridge::corpus::recording::{self, Recording};
 use agy_bridge::follow::events::{self, Event};
+use agy_bridge::follow::transcript::{merge, Transcript};
 use agy_bridge::{corpus::synth, follow::poller};
 use agy_format::steps;
 use std::path::Path;
@@ -26,7 +27,7 @@ fn decoded(rec: &Recording) -> Vec<Event> {
         .expect("recording applies");
     let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
     let steps: Vec<_> = rows.iter().map(steps::decode).collect();
-    events::merge(events::decode_all(&steps))
+    merge(events::decode_all(&steps))
 }
 
 #[test]
@@ -159,7 +160,7 @@ fn for_snapshot(events: Vec<Event>) -> Vec<Event> {
 #[test]
 fn replayed_streams_match_snapshots() {
     for (name, rec) in synth::corpus() {
-        let events = for_snapshot(events::merge(replayed(&rec)));
+        let events = for_snapshot(merge(replayed(&rec)));
         insta::assert_json_snapshot!(name.replace('/', "__"), events);
     }
 }
@@ -200,8 +201,8 @@ fn long_text_is_digested_and_short_text_kept() {
 #[test]
 fn replayed_streams_amount_to_the_final_decode() {
     for (name, rec) in synth::corpus() {
-        let live = events::Transcript::from_events(replayed(&rec));
-        let once = events::Transcript::from_events(decoded(&rec));
+        let live = Transcript::from_events(replayed(&rec));
+        let once = Transcript::from_events(decoded(&rec));
         assert_eq!(live, once, "{name}");
     }
 }
@@ -236,7 +237,7 @@ fn answers_equal_the_recorded_stdout() {
         // `stdout` is what `-p` prints, which replays the first stdin turn.
         let mut rec = rec;
         rec.commits.retain(|c| c.turn == 0);
-        let transcript = events::Transcript::from_events(decoded(&rec));
+        let transcript = Transcript::from_events(decoded(&rec));
         // The printed answer is the last planner response's text.
         let last_text = transcript
             .steps

@@ -109,9 +109,14 @@ fn stream_shape(text: &str) -> Vec<Shape> {
 }
 
 /// The real capture `rel` under `AGY_CAPTURES_DIR`, or `None` (and a line
-/// saying the comparison was skipped) when it is not set.
+/// saying the comparison was skipped) when it is not set. Under `CI` a
+/// missing directory fails the test instead: CI always compares.
 fn capture(rel: &str) -> Option<String> {
     let Some(dir) = std::env::var_os("AGY_CAPTURES_DIR") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but AGY_CAPTURES_DIR is not: the comparison with the real capture {rel} would be skipped"
+        );
         eprintln!(
             "AGY_CAPTURES_DIR is not set: skipped the comparison with the real capture {rel}"
         );

@@ -1572,7 +1572,7 @@ fn final_answer(
     {
         return r.response.trim_end().to_string();
     }
-    let t = agy_bridge::follow::events::Transcript::from_events(events.iter().cloned());
+    let t = agy_bridge::follow::transcript::Transcript::from_events(events.iter().cloned());
     t.last_answer()
         .map(str::to_string)
         .unwrap_or_else(|| result.stdout.trim().to_string())

@@ -670,7 +670,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         })
         .unwrap_or_default();
     // agy prints the final answer: the text of the last step that has any.
-    let transcript = crate::follow::events::Transcript::from_events(
+    let transcript = crate::follow::transcript::Transcript::from_events(
         decoded.iter().flat_map(|s| s.events.iter().cloned()),
     );
     let text = transcript

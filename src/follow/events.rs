@@ -17,7 +17,7 @@ use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, Too
 use agy_format::text::{one_line, shorten};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 /// Which growing channel a delta or rewrite belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -832,94 +832,6 @@ fn body_summary(body: Option<&Body>) -> (String, Option<String>, Option<i64>) {
 pub fn decode_all<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Vec<Event> {
     let mut tracker = Tracker::new();
     steps.into_iter().flat_map(|s| tracker.observe(s)).collect()
-}
-
-/// Join adjacent text and thinking deltas of the same step. Snapshots use
-/// this form so that poll timing cannot change them.
-pub fn merge(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
-    let mut out: Vec<Event> = Vec::new();
-    for event in events {
-        match (out.last_mut(), &event) {
-            (Some(Event::Text { idx: a, text }), Event::Text { idx: b, text: more })
-            | (Some(Event::Thinking { idx: a, text }), Event::Thinking { idx: b, text: more })
-                if a == b =>
-            {
-                text.push_str(more);
-            }
-            _ => out.push(event),
-        }
-    }
-    out
-}
-
-/// What a stream amounts to once every delta and rewrite is applied: per
-/// step, its items in order, with each channel's final content in the place it
-/// first appeared. A live stream and a one-shot decode of the final rows have
-/// equal transcripts whenever agy only ever grew its content.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct Transcript {
-    pub steps: BTreeMap<i64, Vec<Event>>,
-}
-
-impl Transcript {
-    pub fn from_events(events: impl IntoIterator<Item = Event>) -> Transcript {
-        let mut t = Transcript::default();
-        for event in events {
-            let items = t.steps.entry(event.idx()).or_default();
-            let channel = match &event {
-                Event::Text { .. } => Some(Channel::Text),
-                Event::Thinking { .. } => Some(Channel::Thinking),
-                Event::Rewrite { channel, .. } => Some(*channel),
-                _ => None,
-            };
-            let Some(channel) = channel else {
-                items.push(event);
-                continue;
-            };
-            let (idx, piece, replace) = match event {
-                Event::Text { idx, text } | Event::Thinking { idx, text } => (idx, text, false),
-                Event::Rewrite { idx, text, .. } => (idx, text, true),
-                _ => continue,
-            };
-            let slot = items.iter_mut().find_map(|e| match (e, channel) {
-                (Event::Text { text, .. }, Channel::Text)
-                | (Event::Thinking { text, .. }, Channel::Thinking) => Some(text),
-                _ => None,
-            });
-            match slot {
-                Some(text) if replace => *text = piece,
-                Some(text) => text.push_str(&piece),
-                None => items.push(match channel {
-                    Channel::Text => Event::Text { idx, text: piece },
-                    Channel::Thinking => Event::Thinking { idx, text: piece },
-                }),
-            }
-        }
-        t
-    }
-
-    /// All answer text, steps in order.
-    pub fn text(&self) -> String {
-        self.steps
-            .values()
-            .flatten()
-            .filter_map(|e| match e {
-                Event::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The final answer as agy prints it: the text of the last step whose
-    /// answer text is not blank.
-    pub fn last_answer(&self) -> Option<&str> {
-        self.steps.values().rev().find_map(|items| {
-            items.iter().find_map(|e| match e {
-                Event::Text { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
-                _ => None,
-            })
-        })
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! provider-neutral events.
 //!
 //! Owns the tracker that turns successive views of a step into deltas
-//! ([`events`]), the words every readable view uses for a tool call
+//! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
 //! ([`subject`]), the read-only poller over one database ([`poller`]) and
 //! the binding of the database a run created ([`discovery`]).
 //!
@@ -12,3 +12,4 @@ pub mod discovery;
 pub mod events;
 pub mod poller;
 pub mod subject;
+pub mod transcript;

@@ -19,7 +19,8 @@
 //! decoded, and [`release_large_buffers`] keeps those buffers from staying
 //! resident once freed.
 
-use crate::follow::events::{self, Event, Tracker, Transcript};
+use crate::follow::events::{self, Event, Tracker};
+use crate::follow::transcript::Transcript;
 use agy_format::ids::ConversationId;
 use agy_format::steps::{self, StepRow};
 use rusqlite::{Connection, OpenFlags};

@@ -13,8 +13,9 @@
 //! decoding a database agy is writing cannot block or disturb agy.
 
 use crate::corpus::recording::{Recording, RecordingError};
-use crate::follow::events::{self, Event, Tracker, Transcript};
+use crate::follow::events::{self, Event, Tracker};
 use crate::follow::poller::{self, ReadError};
+use crate::follow::transcript::Transcript;
 use agy_format::steps::{self, FieldPath, Step, StepRow, StepStatus, StepType};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -3,8 +3,9 @@
 #![allow(dead_code)]
 
 use agy_bridge::corpus::recording::{self, Recording};
-use agy_bridge::follow::events::{self, Event, Transcript};
+use agy_bridge::follow::events::{self, Event};
 use agy_bridge::follow::poller;
+use agy_bridge::follow::transcript::Transcript;
 use agy_bridge::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use agy_format::steps;
 use std::path::{Path, PathBuf};
@@ -422,15 +423,16 @@ pub fn sessions_json(home: &Path) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
-/// The directory of real agy captures `AGY_CAPTURES_DIR` names; `None`
-/// (saying the test was skipped) when it is not set to one.
-pub fn captures_dir() -> Option<PathBuf> {
+/// The directory of real agy captures `AGY_CAPTURES_DIR` names. The tests
+/// that read it are `#[ignore = "needs AGY_CAPTURES_DIR ..."]`, so a plain
+/// `cargo test` lists them as ignored; run with `--include-ignored` (as
+/// `.ci/run` does) they fail, never pass, without it.
+pub fn captures_dir() -> PathBuf {
     match std::env::var_os("AGY_CAPTURES_DIR") {
-        Some(d) if Path::new(&d).is_dir() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!("skipped: AGY_CAPTURES_DIR is not set to a directory of real agy captures");
-            None
-        }
+        Some(d) if Path::new(&d).is_dir() => PathBuf::from(d),
+        other => panic!(
+            "this test reads real agy captures: set AGY_CAPTURES_DIR to their directory (it is {other:?})"
+        ),
     }
 }
 
