@@ -222,7 +222,7 @@ export HOME="$WORK/home9" PI_CODING_AGENT_DIR="$WORK/home9/.pi/agent"
 mkdir -p "$PI_CODING_AGENT_DIR"
 steer_out="$(FAKE_AGY_RECORDING=mcp/pi-tools-sequential FAKE_AGY_STDIN_LOG="$WORK/stdin9.log" PROBE_DELAY_MS=1500 \
   PROBE_SECRET_FILE="$WORK/secret9" timeout 240 node "$ROOT/.ci/pi-steer-rpc.mjs" "$PI" "$ROOT/pi-extension" \
-  "$ROOT/.ci/probe-extension" "$BRIDGE" "$WORK/secret9" "$WORK/stdin9.log" 2>&1)"
+  "$ROOT/.ci/probe-extension" "$BRIDGE" "$WORK/secret9" "$WORK/stdin9.log" "$WORK/warnings9.log" 2>&1)"
 echo "$steer_out"
 passed=$((passed + $(grep -c '^ok ' <<<"$steer_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$steer_out")))

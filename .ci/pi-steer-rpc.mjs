@@ -7,20 +7,21 @@
 //   messages) leave Node no listener leak to warn about.
 // Prints one "ok"/"FAIL" line per check; exit code = failures.
 //
-// Usage: node pi-steer-rpc.mjs PI_BIN EXTENSION_DIR PROBE_EXTENSION_DIR BRIDGE SECRET_FILE STDIN_LOG
+// pi silences Node's warnings; the probe extension logs them to WARNINGS_LOG.
+//
+// Usage: node pi-steer-rpc.mjs PI_BIN EXTENSION_DIR PROBE_EXTENSION_DIR BRIDGE SECRET_FILE STDIN_LOG WARNINGS_LOG
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { check, failures, until } from "./rpc-check.mjs";
 
-const [piBin, extension, probe, bridge, secretFile, stdinLog] = process.argv.slice(2);
+const [piBin, extension, probe, bridge, secretFile, stdinLog, warningsLog] = process.argv.slice(2);
 const STEER = "Answer in metres, please";
 const pi = spawn(piBin, ["--offline", "--no-session", "--mode", "rpc", "-e", extension, "-e", probe, "--model", "antigravity/gemini-3.7-flash"], {
-	stdio: ["pipe", "pipe", "pipe"],
+	stdio: ["pipe", "pipe", "inherit"],
+	env: { ...process.env, PROBE_WARNINGS_LOG: warningsLog },
 });
-let stderr = "";
-pi.stderr.on("data", (d) => (stderr += d.toString("utf8")));
 const events = [];
 createInterface({ input: pi.stdout }).on("line", (line) => {
 	try {
@@ -64,7 +65,8 @@ for (const n of [2, 3, 4]) {
 	const m = assistants(from);
 	check(`turn ${n}: three messages, the last a stop`, m.length === 3 && m.at(-1).stopReason === "stop", JSON.stringify(m.map((x) => [x.stopReason, x.errorMessage])));
 }
-check("twelve provider calls on one session's child: Node saw no listener leak", !/MaxListenersExceeded/.test(stderr), stderr.slice(-800));
+const warnings = fs.existsSync(warningsLog) ? fs.readFileSync(warningsLog, "utf8") : "";
+check("twelve provider calls on one session's child: Node saw no listener leak", !/MaxListenersExceeded/.test(warnings), warnings.slice(-800));
 
 pi.stdin.end();
 pi.kill("SIGTERM");

@@ -8,11 +8,15 @@
 // after_provider_response pi fires is a JSON line there; $PROBE_REWRITE
 // then replaces the text of the request's last message (a hook's returned
 // payload is what the provider sends).
+// With $PROBE_WARNINGS_LOG set, the warnings Node emits in this pi process
+// (pi silences them) are lines there: a listener leak is one.
 import fs from "node:fs";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 
 export default function (pi: ExtensionAPI): void {
+	const warnings = process.env.PROBE_WARNINGS_LOG;
+	if (warnings) process.emitWarning = ((w: string | Error) => fs.appendFileSync(warnings, `${w instanceof Error ? `${w.name}: ${w.message}` : w}\n`)) as typeof process.emitWarning;
 	const secret = `probe-${process.pid}-${Math.random().toString(36).slice(2)}`;
 	if (process.env.PROBE_SECRET_FILE) fs.writeFileSync(process.env.PROBE_SECRET_FILE, secret);
 	pi.registerTool({
