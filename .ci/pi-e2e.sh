@@ -103,6 +103,14 @@ check "second -p turn resumes the same conversation" $? "exit $c1/$c2, conversat
 $(cat "$store" 2>/dev/null)
 $out2"
 
+# 5b. The cwd pi gives the session, not pi's process's: step 5's session,
+#     opened from another directory, runs agy in its own (pi's ctx.cwd).
+mkdir -p "$WORK/elsewhere"
+out="$(cd "$WORK/elsewhere" && FAKE_AGY_RECORDING=resume FAKE_AGY_ARGV_LOG="$WORK/argv5b.log" pi_run --session "$SESSION" -p "And now?" 2>&1)"; code=$?
+[ $code = 0 ] && grep -qF "\"$WORK/project\"" "$WORK/argv5b.log" && ! grep -qF "$WORK/elsewhere" "$WORK/argv5b.log"
+check "a session opened from another directory runs agy in the session's cwd" $? "exit $code, agy argv: $(cat "$WORK/argv5b.log" 2>/dev/null)
+$out"
+
 # 6. RPC mode: `/agy mode plan` saves the setting; an abort mid-turn ends it
 #    as aborted and takes agy's whole process tree down.
 export HOME="$WORK/home3" PI_CODING_AGENT_DIR="$WORK/home3/.pi/agent"
@@ -187,6 +195,49 @@ failed=$((failed + $(grep -c '^FAIL' <<<"$mcp_rpc")))
 grep -q '^ok ' <<<"$mcp_rpc" || { failed=$((failed+1)); echo "FAIL - pi RPC session with pi's tools did not run"; }
 after="$(pi_hash)"
 [ "$before" = "$after" ]; check "pi's installed files are unchanged" $? "before $before, after $after"
+
+# 8. The extension fits pi (issue 21, item 7).
+# 8a. pi's provider hooks fire for agy as for pi's own providers: one
+#     before_provider_request and one after_provider_response per provider
+#     call (the request line, then the continuation's tool_result lines),
+#     and the payload a hook returns is what agy-bridge gets.
+export HOME="$WORK/home8" PI_CODING_AGENT_DIR="$WORK/home8/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR"
+out="$(FAKE_AGY_RECORDING=mcp/pi-tool FAKE_AGY_STDIN_LOG="$WORK/stdin8.log" PROBE_HOOK_LOG="$WORK/hooks8.log" \
+  PROBE_REWRITE="Rewritten by before_provider_request" \
+  pi_run -e "$ROOT/.ci/probe-extension" --no-session --mode json -p "Ask pi for a probe value" 2>&1)"; code=$?
+hooks="$(node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+  const h = JSON.parse(l);
+  console.log(h.hook === "after_provider_response" ? `after ${h.status}` : `before ${Array.isArray(h.payload) ? h.payload.map((x) => x.type).join("+") : h.payload.model ? "request" : "?"}`);
+}' "$WORK/hooks8.log" 2>/dev/null | tr '\n' ',')"
+[ $code = 0 ] && [ "$hooks" = "before request,after 200,before tool_result,after 200," ]
+check "pi's before_provider_request and after_provider_response fire for each provider call" $? "exit $code, hooks: $hooks
+$(tail -3 <<<"$out")"
+grep -q "Rewritten by before_provider_request" "$WORK/stdin8.log" 2>/dev/null && ! grep -q "Ask pi for a probe value" "$WORK/stdin8.log"
+check "the payload before_provider_request returns is what reaches agy" $? "agy's stdin: $(cat "$WORK/stdin8.log" 2>/dev/null)"
+
+# 8b. A steering message during agy's call of pi's tool, and a dozen
+#     provider calls on one session's child (.ci/pi-steer-rpc.mjs).
+export HOME="$WORK/home9" PI_CODING_AGENT_DIR="$WORK/home9/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR"
+steer_out="$(FAKE_AGY_RECORDING=mcp/pi-tools-sequential FAKE_AGY_STDIN_LOG="$WORK/stdin9.log" PROBE_DELAY_MS=1500 \
+  PROBE_SECRET_FILE="$WORK/secret9" timeout 240 node "$ROOT/.ci/pi-steer-rpc.mjs" "$PI" "$ROOT/pi-extension" \
+  "$ROOT/.ci/probe-extension" "$BRIDGE" "$WORK/secret9" "$WORK/stdin9.log" "$WORK/warnings9.log" 2>&1)"
+echo "$steer_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$steer_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$steer_out")))
+grep -q '^ok ' <<<"$steer_out" || { failed=$((failed+1)); echo "FAIL - pi RPC steering session did not run"; }
+
+# 8c. Two sessions on one copy of the extension (pi's SDK): one's shutdown
+#     leaves the other's turn alone (.ci/pi-sdk-sessions.mjs).
+export HOME="$WORK/home10" PI_CODING_AGENT_DIR="$WORK/home10/.pi/agent"
+mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/ws10"
+sdk_out="$(cd "$WORK/ws10" && FAKE_AGY_RECORDING=long-answer FAKE_AGY_SPEED=0.3 \
+  timeout 180 node "$ROOT/.ci/pi-sdk-sessions.mjs" "$PI_DIR" "$ROOT/pi-extension" "$WORK/ws10" 2>&1)"
+echo "$sdk_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$sdk_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$sdk_out")))
+grep -q '^ok ' <<<"$sdk_out" || { failed=$((failed+1)); echo "FAIL - pi SDK sessions did not run"; }
 
 echo "pi e2e: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"

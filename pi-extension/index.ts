@@ -129,9 +129,13 @@ type BridgeEvent =
  *  not a message event; answered with a `permission` line. */
 type PermissionRequest = { type: "permission_request"; id: string; tool: string; title: string; detail: string; sessionRule: string };
 
-/** The pieces of pi's context a dialog needs, kept per pi session. */
-type SessionUI = { hasUI: boolean; ui: { select(title: string, options: string[], opts?: { signal?: AbortSignal }): Promise<string | undefined>; input(title: string, placeholder?: string, opts?: { signal?: AbortSignal }): Promise<string | undefined> } };
+/** The pieces of pi's context a turn needs, kept per pi session: its
+ *  dialogs, and the working directory pi gives the session (`ctx.cwd`: a
+ *  resumed session's own, not necessarily pi's process's). */
+type SessionUI = { hasUI: boolean; cwd: string; ui: { select(title: string, options: string[], opts?: { signal?: AbortSignal }): Promise<string | undefined>; input(title: string, placeholder?: string, opts?: { signal?: AbortSignal }): Promise<string | undefined> } };
 const uis = new Map<string, SessionUI>();
+/** pi's session behind an extension context. */
+const keyOf = (ctx: { sessionManager: { getSessionId(): string } }) => ctx.sessionManager.getSessionId();
 
 /** pi's tools agy has natively, and the one that delegates to agy itself:
  *  never offered to agy (agy-bridge filters them too). */
@@ -284,15 +288,15 @@ function offeredTools(tools: readonly { name: string; description?: string; para
 	return piToolsOn ? tools.filter((t) => !NATIVE_TOOLS.has(t.name)).map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
 }
 
-/** The toolResult messages after the newest assistant message, by call id. */
-function trailingToolResults(messages: Message[]): Map<string, ToolResultMessage> {
-	const out = new Map<string, ToolResultMessage>();
-	for (let i = messages.length - 1; i >= 0; i--) {
-		const m = messages[i];
-		if (m.role !== "toolResult") break;
-		out.set(m.toolCallId, m);
-	}
-	return out;
+/** What follows the newest assistant message: its toolResults by call id,
+ *  then the user's steering messages (pi adds them after the results). */
+function afterToolCalls(messages: Message[]): { results: Map<string, ToolResultMessage>; steer: Message[] } {
+	let i = messages.length;
+	const steer: Message[] = [];
+	while (i > 0 && messages[i - 1].role === "user") steer.unshift(messages[--i]);
+	const results = new Map<string, ToolResultMessage>();
+	for (let m = messages[--i]; m?.role === "toolResult"; m = messages[--i]) results.set(m.toolCallId, m);
+	return { results, steer };
 }
 
 /** pi's streamSimple: each turn goes to the session's `agy-bridge stream
@@ -331,30 +335,46 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		stream.end();
 	};
 
-	// The continuation of a turn whose agy waits on pi's tool results, or a new turn.
+	// The continuation of a turn whose agy waits on pi's tool results (the
+	// results, then any steering message the user sent meanwhile: it goes
+	// with the last result, so agy reads it after them), or a new turn.
 	const key = options?.sessionId ?? `cwd:${process.cwd()}`;
+	const cwd = uis.get(key)?.cwd ?? process.cwd();
 	const live = sessionChild(key);
-	const results = trailingToolResults(context.messages);
-	if (live.busy && live.parked.length > 0 && live.parked.every((id) => results.has(id))) {
-		for (const id of live.parked) {
+	const { results, steer } = afterToolCalls(context.messages);
+	const continuation = live.busy && live.parked.length > 0 && live.parked.every((id) => results.has(id));
+	let payload: unknown;
+	if (continuation) {
+		payload = live.parked.map((id, i, all) => {
 			const r = results.get(id);
-			send(live, { type: "tool_result", toolCallId: id, content: r?.content ?? [], isError: r?.isError ?? true });
-		}
+			const line = { type: "tool_result", toolCallId: id, content: r?.content ?? [], isError: r?.isError ?? true };
+			return i === all.length - 1 && steer.length > 0 ? { ...line, steer: steer.map((m) => m.content) } : line;
+		});
 		live.parked = [];
 	} else {
 		if (live.busy) releaseTurn(live, "pi's next request did not carry the results of agy's tool calls");
 		live.buffered = [];
 		live.busy = true;
-		send(live, {
+		payload = {
 			model: model.id,
 			reasoning: options?.reasoning,
 			sessionId: options?.sessionId,
-			cwd: process.cwd(),
+			cwd,
 			messages: context.messages,
 			tools: offeredTools(context.tools ?? []),
 			ui: uis.get(key)?.hasUI ?? false,
-		});
+		};
 	}
+	// Until the payload is written, the bridge has nothing to stop: a failed
+	// hook or an abort ends this call, and agy's waiting calls are released.
+	let sent = false;
+	const unsent = (reason: "error" | "aborted", message: string) => {
+		if (continuation) {
+			live.busy = true;
+			releaseTurn(live, `pi did not send agy's tool results (${message})`);
+		} else live.busy = false;
+		fail(reason, message);
+	};
 	const detach = () => {
 		live.sink = null;
 		live.onClose = null;
@@ -446,17 +466,38 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		const tail = live.stderrTail.trim().split("\n").slice(-3).join(" | ");
 		fail("error", `agy-bridge ended without finishing the turn (${why})${tail ? `: ${tail}` : ""}`);
 	};
-	// Events that came while pi ran the tools go out first.
-	live.sink = apply;
-	live.onClose = onClose;
-	for (const ev of live.buffered.splice(0)) apply(ev);
-	if (live.closed && !finished) onClose(live.closed.code, live.closed.signal);
+	// As pi's own providers do: `onPayload` sees (and may replace) what goes
+	// to the bridge, the request line or the continuation's tool_result
+	// lines; `onResponse` follows once it is sent (the bridge always answers,
+	// and its events wait in `buffered` meanwhile).
+	const begin = async () => {
+		try {
+			const next = await options?.onPayload?.(payload, model);
+			if (next !== undefined) payload = next;
+		} catch (e) {
+			return unsent("error", `pi's before_provider_request failed: ${(e as Error).message}`);
+		}
+		if (finished) return;
+		for (const line of Array.isArray(payload) ? payload : [payload]) send(live, line);
+		sent = true;
+		try {
+			await options?.onResponse?.({ status: 200, headers: {} }, model);
+		} catch {
+			/* pi's own providers let a failing hook fail the call; the turn is under way, so it goes on */
+		}
+		// Events that came while pi ran the tools go out first.
+		live.sink = apply;
+		live.onClose = onClose;
+		for (const ev of live.buffered.splice(0)) apply(ev);
+		if (live.closed && !finished) onClose(live.closed.code, live.closed.signal);
+	};
 
 	// Abort: ask over stdin (the bridge stops agy's tree, answers at once and
 	// warms a replacement); a child that does not answer is ended.
 	const onAbort = () => {
 		dismissQuestions(live);
 		if (finished) return;
+		if (!sent) return unsent("aborted", "Operation aborted");
 		send(live, { type: "abort" });
 		setTimeout(() => {
 			if (finished) return;
@@ -465,9 +506,10 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		}, ABORT_GRACE_MS).unref();
 	};
 	if (options?.signal?.aborted) onAbort();
-	else if (!finished) {
+	else {
 		options?.signal?.addEventListener("abort", onAbort, { once: true });
 		dropAbort = () => options?.signal?.removeEventListener("abort", onAbort);
+		void begin();
 	}
 	return stream;
 }
@@ -498,20 +540,22 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 		streamSimple,
 	});
 
-	// A turn pi will not continue: agy's waiting tool calls get an error and
-	// the child ends (no agy, child or port outlives its turn).
-	pi.on("agent_end", () => {
-		for (const s of sessions.values()) if (s.parked.length > 0) releaseTurn(s, "the pi turn ended before agy's tool calls were continued");
+	// A turn pi will not continue: agy's waiting tool calls get an error
+	// (the session's agy stays warm). Only this pi session's: an app may run
+	// several sessions on one copy of this extension.
+	pi.on("agent_end", (_ev, ctx) => {
+		const s = sessions.get(keyOf(ctx));
+		if (s && s.parked.length > 0) releaseTurn(s, "the pi turn ended before agy's tool calls were continued");
 	});
-	pi.on("session_shutdown", () => {
-		for (const key of [...sessions.keys()]) endSession(key);
-		uis.clear();
+	pi.on("session_shutdown", (_ev, ctx) => {
+		endSession(keyOf(ctx));
+		uis.delete(keyOf(ctx));
 	});
 	// Start agy before the first prompt (and again for a new model), so
 	// even the first turn finds it warm.
-	const warm = (ctx: SessionUI & { model?: Model<Api>; cwd?: string; sessionManager: { getSessionId(): string } }) => {
-		const sessionId = ctx.sessionManager.getSessionId();
-		uis.set(sessionId, { hasUI: ctx.hasUI, ui: ctx.ui });
+	const warm = (ctx: SessionUI & { model?: Model<Api>; sessionManager: { getSessionId(): string } }) => {
+		const sessionId = keyOf(ctx);
+		uis.set(sessionId, { hasUI: ctx.hasUI, cwd: ctx.cwd, ui: ctx.ui });
 		const model = ctx.model;
 		if (!model || model.provider !== PROVIDER) return;
 		const level = pi.getThinkingLevel();
@@ -521,7 +565,7 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 			model: model.id,
 			reasoning: level === "off" ? undefined : level,
 			sessionId,
-			cwd: process.cwd(),
+			cwd: ctx.cwd,
 			tools: offeredTools(pi.getAllTools().filter((t) => active.has(t.name))),
 			ui: ctx.hasUI,
 		});
@@ -563,7 +607,7 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 				return ctx.ui.notify((r.stdout + (r.ok ? "" : r.stderr)).trim() || "(no output)", r.ok ? "info" : "error");
 			}
 			// Every other answer is agy-bridge's, in words; `clear all` asks first.
-			const argv = ["slash", "--session-id", ctx.sessionManager.getSessionId(), "--cwd", process.cwd(), "--pi-tools", piToolsOn ? "on" : "off"];
+			const argv = ["slash", "--session-id", keyOf(ctx), "--cwd", ctx.cwd, "--pi-tools", piToolsOn ? "on" : "off"];
 			if (words[0] === "clear" && words[1] === "all") {
 				const sure = await ctx.ui.confirm("Forget every pi session's agy conversation?", "Each begins a new agy conversation on its next turn.");
 				if (!sure) return ctx.ui.notify("nothing was cleared", "info");
@@ -588,7 +632,7 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 			mode: Type.Optional(Type.String({ description: "plan or accept-edits" })),
 		}),
 		async execute(_id, params, signal, _onUpdate, ctx) {
-			const args = ["ask", "--json", "--caller-provider", String(ctx?.model?.provider ?? "")];
+			const args = ["ask", "--json", "--caller-provider", String(ctx?.model?.provider ?? ""), "--cwd", ctx.cwd];
 			if (params.model) args.push("--model", params.model);
 			if (params.conversationId) args.push("--conversation", params.conversationId);
 			if (params.mode) args.push("--mode", params.mode);

@@ -2,12 +2,21 @@
 // result only this pi process can produce (a secret made at load and written
 // to $PROBE_SECRET_FILE for the script to look for in agy's conversation).
 // With $PROBE_BLOCK_FILE set, the tool writes that file and then runs until
-// pi aborts it (the abort-while-the-tool-runs case).
+// pi aborts it (the abort-while-the-tool-runs case); with $PROBE_DELAY_MS,
+// it takes that long (time to steer while it runs).
+// With $PROBE_HOOK_LOG set, every before_provider_request and
+// after_provider_response pi fires is a JSON line there; $PROBE_REWRITE
+// then replaces the text of the request's last message (a hook's returned
+// payload is what the provider sends).
+// With $PROBE_WARNINGS_LOG set, the warnings Node emits in this pi process
+// (pi silences them) are lines there: a listener leak is one.
 import fs from "node:fs";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 
 export default function (pi: ExtensionAPI): void {
+	const warnings = process.env.PROBE_WARNINGS_LOG;
+	if (warnings) process.emitWarning = ((w: string | Error) => fs.appendFileSync(warnings, `${w instanceof Error ? `${w.name}: ${w.message}` : w}\n`)) as typeof process.emitWarning;
 	const secret = `probe-${process.pid}-${Math.random().toString(36).slice(2)}`;
 	if (process.env.PROBE_SECRET_FILE) fs.writeFileSync(process.env.PROBE_SECRET_FILE, secret);
 	pi.registerTool({
@@ -25,7 +34,21 @@ export default function (pi: ExtensionAPI): void {
 				});
 				return { content: [{ type: "text", text: "aborted" }], details: {} };
 			}
+			const delay = Number(process.env.PROBE_DELAY_MS ?? 0);
+			if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
 			return { content: [{ type: "text", text: secret }], details: {} };
 		},
 	});
+	const hookLog = process.env.PROBE_HOOK_LOG;
+	if (!hookLog) return;
+	const log = (line: unknown) => fs.appendFileSync(hookLog, `${JSON.stringify(line)}\n`);
+	pi.on("before_provider_request", (event) => {
+		log({ hook: "before_provider_request", payload: event.payload });
+		const rewrite = process.env.PROBE_REWRITE;
+		const p = event.payload as { messages?: { role: string }[] };
+		if (!rewrite || !Array.isArray(p?.messages)) return undefined;
+		const last = p.messages[p.messages.length - 1];
+		return { ...p, messages: [...p.messages.slice(0, -1), { ...last, content: [{ type: "text", text: rewrite }] }] };
+	});
+	pi.on("after_provider_response", (event) => log({ hook: "after_provider_response", status: event.status }));
 }

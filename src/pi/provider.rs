@@ -540,9 +540,13 @@ pub fn context_digest_for(
     let end = messages.len().saturating_sub(1);
     let bridged = bridged_call_ids(messages);
     let mut items: Vec<String> = Vec::new();
+    // User messages right after the results of agy's bridged calls were
+    // pi's steering messages: they went to agy with the last result.
+    let mut steering = false;
     for m in messages.iter().take(end).skip(start) {
         let (t, _) = content_text(m.get("content"));
         let t = t.trim();
+        let was_steering = std::mem::replace(&mut steering, false);
         match role(m) {
             "assistant" => {
                 let provider = m
@@ -559,6 +563,10 @@ pub fn context_digest_for(
                 }
             }
             "user" => {
+                if was_steering && !lost {
+                    steering = true;
+                    continue;
+                }
                 if t.is_empty() || t.contains(COMPACTION_MARKER) {
                     continue;
                 }
@@ -568,6 +576,7 @@ pub fn context_digest_for(
                 let id = m.get("toolCallId").and_then(Value::as_str).unwrap_or("");
                 if bridged.contains(id) && !lost {
                     // agy called it through the bridge: it has the result.
+                    steering = true;
                     continue;
                 }
                 let name = m.get("toolName").and_then(Value::as_str).unwrap_or("tool");
@@ -1513,6 +1522,21 @@ mod tests {
         let d = context_digest(&msgs, 0, 8000);
         assert!(!d.contains("bridged result"), "{d}");
         assert!(d.contains("[tool result: bash]\nclaude's result"), "{d}");
+        // A user message right after a bridged result was pi's steering
+        // message: agy got it with the result. One after another
+        // provider's result was not.
+        let mut steered = msgs.clone();
+        steered.insert(3, json!({"role":"user","content":"steer: use metres"}));
+        steered.insert(4, json!({"role":"user","content":"steer: and be brief"}));
+        steered.insert(7, json!({"role":"user","content":"said to claude"}));
+        let d = context_digest(&steered, 0, 8000);
+        assert!(!d.contains("steer:"), "{d}");
+        assert!(d.contains("[earlier user message]\nsaid to claude"), "{d}");
+        let lost = context_digest_for(&steered, 0, 8000, AgyContext::Lost);
+        assert!(
+            lost.contains("steer: use metres") && lost.contains("steer: and be brief"),
+            "{lost}"
+        );
         let orphan = vec![msgs[2].clone()];
         assert_eq!(
             extract_prompt(&orphan),

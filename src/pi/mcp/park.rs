@@ -90,7 +90,34 @@ impl ToolOutcome {
         };
         Err(BadContent { found })
     }
+
+    /// The result followed by pi's steering messages (the user wrote them
+    /// while the tool ran; pi puts them after the tool results, before the
+    /// model's next call, and agy's next model call reads this result): a
+    /// text block saying what follows, then each message's blocks (a string
+    /// is one text block; images stay images, as MCP takes them).
+    pub fn with_steer(mut self, steer: &[Value]) -> ToolOutcome {
+        let mut blocks = Vec::new();
+        for content in steer {
+            match content {
+                Value::String(text) => blocks.push(json!({"type": "text", "text": text})),
+                Value::Array(list) => blocks.extend(list.iter().cloned()),
+                _ => {}
+            }
+        }
+        if blocks.is_empty() {
+            return self;
+        }
+        let head = json!({"type": "text", "text": STEER_HEAD});
+        let steer = ToolOutcome::from_pi(&[vec![head], blocks].concat(), false);
+        self.content.extend(steer.content);
+        self
+    }
 }
+
+/// What precedes the user's steering messages in a tool result.
+pub const STEER_HEAD: &str =
+    "[The user sent this message while the tool ran; it comes after the tool's result above:]";
 
 /// One tool of pi's, as the request lists it (pi's `context.tools`).
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]

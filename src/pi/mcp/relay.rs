@@ -32,9 +32,11 @@ use tokio_util::sync::CancellationToken;
 /// (besides `{"type":"abort"}`, which cancels the turn directly).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
-    /// `{"type":"tool_result","toolCallId","content":[...],"isError"}`;
+    /// `{"type":"tool_result","toolCallId","content":[...],"isError","steer"}`;
     /// `content` may also be a plain string. `Err` when it is neither (the
-    /// call is answered with an error saying so).
+    /// call is answered with an error saying so). `steer` (optional) lists
+    /// the contents of pi's steering messages that came after the results:
+    /// they follow this result's content (see [`ToolOutcome::with_steer`]).
     ToolResult {
         id: String,
         outcome: Result<ToolOutcome, BadContent>,
@@ -71,9 +73,12 @@ impl Control {
             Some("tool_result") => match v.get("toolCallId").and_then(Value::as_str) {
                 Some(id) => {
                     let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    let steer = v.get("steer").and_then(Value::as_array);
+                    let outcome = ToolOutcome::from_pi_value(v.get("content"), is_error)
+                        .map(|o| o.with_steer(steer.map(Vec::as_slice).unwrap_or_default()));
                     Some(Control::ToolResult {
                         id: id.to_string(),
-                        outcome: ToolOutcome::from_pi_value(v.get("content"), is_error),
+                        outcome,
                     })
                 }
                 None => unreadable("pi sent a tool_result without a toolCallId".into()),
@@ -558,5 +563,38 @@ mod tests {
             Control::parse(r#"{"type":"tool_result","toolCallId":"a","content":"ok"}"#),
             Some(Control::ToolResult { id, outcome: Ok(_) }) if id == "a"
         ));
+    }
+
+    /// pi's steering messages on a result come after its content, each
+    /// message's blocks (a string as text, an image as an image) after one
+    /// line saying what they are; a result without them is unchanged.
+    #[test]
+    fn steering_messages_follow_the_result() {
+        let line = r#"{"type":"tool_result","toolCallId":"a","content":[{"type":"text","text":"42"}],"isError":false,"steer":["stop after this",[{"type":"text","text":"and use metres"},{"type":"image","data":"eA==","mimeType":"image/png"}]]}"#;
+        let Some(Control::ToolResult { outcome: Ok(o), .. }) = Control::parse(line) else {
+            panic!("{line}");
+        };
+        let texts: Vec<&str> = o
+            .content
+            .iter()
+            .map(|b| b["text"].as_str().unwrap_or("<image>"))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "42",
+                super::super::park::STEER_HEAD,
+                "stop after this",
+                "and use metres",
+                "<image>"
+            ]
+        );
+        assert_eq!(o.content[4]["mimeType"], "image/png");
+        assert!(!o.is_error);
+        let plain = r#"{"type":"tool_result","toolCallId":"a","content":"42","steer":[]}"#;
+        let Some(Control::ToolResult { outcome: Ok(o), .. }) = Control::parse(plain) else {
+            panic!("{plain}");
+        };
+        assert_eq!(o.content, [serde_json::json!({"type":"text","text":"42"})]);
     }
 }
