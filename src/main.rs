@@ -77,8 +77,29 @@ struct DecodeArgs {
 /// What a subcommand returns: its exit code, or an error to report.
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+/// Make glibc hand freed buffers of 1 MiB or more straight back to the
+/// system (Linux, glibc). The process's allocator is the binary's to set,
+/// not a library call's side effect, so this runs first thing in `main`.
+///
+/// A growing answer passes through the bridge as buffers of many megabytes
+/// (the row's blob, its decoded text, each delta). glibc serves a large
+/// allocation with its own mapping, but after freeing one it raises that
+/// threshold to the freed size (up to 32 MiB), so later buffers of that size
+/// come from the heap, whose freed space stays resident: a 50 MB answer left
+/// the bridge holding about 100 MB it no longer used (benches/memory.rs). A
+/// fixed threshold turns that adjustment off.
+fn release_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; main calls it before
+    // any other thread exists.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() -> ExitCode {
     agy_bridge::run::guard::main_if_guard();
+    release_large_buffers();
     // A turn command notes a stop signal from its first instruction on, so
     // even one in the first millisecond ends the turn in order.
     let turn_command = std::env::args_os()

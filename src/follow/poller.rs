@@ -16,8 +16,8 @@
 //!
 //! Memory: a growing step is the largest thing the bridge holds, and it is
 //! re-read whole on every commit. Each row is dropped as soon as it is
-//! decoded, and [`release_large_buffers`] keeps those buffers from staying
-//! resident once freed.
+//! decoded (the binary also keeps glibc from holding freed large buffers
+//! resident: `main`'s `release_large_buffers`).
 
 use crate::follow::events::{self, Event, Tracker};
 use crate::follow::transcript::Transcript;
@@ -230,30 +230,6 @@ pub const ROWS_PER_POLL: usize = 64;
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
 pub const BYTES_PER_POLL: usize = 4 << 20;
 
-/// Make glibc hand freed buffers of 1 MiB or more straight back to the
-/// system (Linux, glibc; once per process).
-///
-/// A growing answer passes through the bridge as buffers of many megabytes
-/// (the row's blob, its decoded text, each delta). glibc serves a large
-/// allocation with its own mapping, but after freeing one it raises that
-/// threshold to the freed size (up to 32 MiB), so later buffers of that size
-/// come from the heap, whose freed space stays resident: a 50 MB answer left
-/// the bridge holding about 100 MB it no longer used. A fixed threshold
-/// turns that adjustment off.
-pub fn release_large_buffers() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: mallopt only sets allocator parameters; it is safe to
-            // call at any time from any thread.
-            unsafe {
-                nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 1 << 20);
-            }
-        });
-    }
-}
-
 /// The rows past `cursor`, in order, up to [`ROWS_PER_POLL`] rows or
 /// [`BYTES_PER_POLL`] bytes of payload; whether more may be waiting.
 fn fresh_rows(
@@ -283,7 +259,6 @@ impl Poller {
     /// Follow `path`, streaming steps with idx greater than `after_idx`
     /// (`None` streams from the start).
     pub fn new(path: impl Into<PathBuf>, after_idx: Option<i64>) -> Poller {
-        release_large_buffers();
         Poller {
             path: path.into(),
             conn: None,

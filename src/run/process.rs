@@ -44,7 +44,7 @@ pub fn retry_while_busy<T>(mut spawn: impl FnMut() -> std::io::Result<T>) -> std
     let mut tries = 0;
     loop {
         match spawn() {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 20 => {
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && tries < 20 => {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -69,7 +69,7 @@ impl ChildPid {
         self.0
     }
 
-    fn nix(self) -> Pid {
+    pub(crate) fn nix(self) -> Pid {
         // In range: checked by `new`.
         Pid::from_raw(self.0 as i32)
     }
@@ -286,6 +286,25 @@ pub async fn run_with_timeout_async(
 /// Whether our child `pid` has exited, leaving it unreaped: a zombie keeps
 /// its pid and its process group, so both can still be signalled safely.
 /// `block`: wait until it has.
+#[cfg(not(target_vendor = "apple"))]
+pub(crate) fn exited_unreaped(pid: ChildPid, block: bool) -> std::io::Result<bool> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let mut flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+    if !block {
+        flags |= WaitPidFlag::WNOHANG;
+    }
+    loop {
+        match waitid(Id::Pid(pid.nix()), flags) {
+            // With WNOHANG, a child still running is `StillAlive`, no pid.
+            Ok(status) => return Ok(status.pid().is_some()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// macOS: nix has no `waitid` there, so this is the one raw call.
+#[cfg(target_vendor = "apple")]
 pub(crate) fn exited_unreaped(pid: ChildPid, block: bool) -> std::io::Result<bool> {
     use nix::libc;
     let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
@@ -295,25 +314,13 @@ pub(crate) fn exited_unreaped(pid: ChildPid, block: bool) -> std::io::Result<boo
         let r = unsafe { libc::waitid(libc::P_PID, pid.get() as libc::id_t, &mut info, flags) };
         if r == 0 {
             // With WNOHANG, a child still running leaves `si_pid` zero.
-            return Ok(siginfo_pid(&info) != 0);
+            return Ok(info.si_pid != 0);
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(e);
         }
     }
-}
-
-#[cfg(target_vendor = "apple")]
-fn siginfo_pid(info: &nix::libc::siginfo_t) -> nix::libc::pid_t {
-    info.si_pid
-}
-
-#[cfg(not(target_vendor = "apple"))]
-fn siginfo_pid(info: &nix::libc::siginfo_t) -> nix::libc::pid_t {
-    // SAFETY: `info` is waitid's (or zeroed): a SIGCHLD siginfo, whose pid
-    // field this reads.
-    unsafe { info.si_pid() }
 }
 
 /// Poll `child` until it exits (`Some`, reaped) or `deadline` passes

@@ -34,7 +34,7 @@ use std::path::Path;
 /// The file agy is told to read, inside the private directory.
 const FILE_NAME: &str = "user-message.md";
 
-pub use crate::state::tmp::PrivateDir;
+use crate::state::tmp::PrivateDir;
 
 /// The request agy actually gets, and the private directory it may need.
 /// Hold it until the turn is over: dropping it removes the directory.

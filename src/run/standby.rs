@@ -155,16 +155,14 @@ fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// The forked child's side: its ends of the pipes become its stdio, ours
 /// close, and it serves as the guardian. Returns its exit code.
 fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
-    use std::os::fd::AsRawFd;
     // Its own group, as a spawned guardian's `process_group(0)`.
     let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
-    for (fd, target) in ours.iter().zip(0..) {
-        // SAFETY: dup2 onto the standard descriptors, which Rust keeps open
-        // from startup, so neither descriptor is one a live object owns
-        // elsewhere (`ours` closes its originals when dropped).
-        if unsafe { nix::libc::dup2(fd.as_raw_fd(), target) } < 0 {
-            return 2;
-        }
+    let [stdin, stdout, stderr] = &ours;
+    let moved = nix::unistd::dup2_stdin(stdin)
+        .and_then(|()| nix::unistd::dup2_stdout(stdout))
+        .and_then(|()| nix::unistd::dup2_stderr(stderr));
+    if moved.is_err() {
+        return 2;
     }
     // The bridge's ends: kept here, the lifeline would never reach EOF.
     drop(theirs);
@@ -302,14 +300,16 @@ impl Drop for Spawned {
 
 /// Reap `pid`, which has exited (no waiting).
 fn reap_now(pid: ChildPid) -> io::Result<ExitStatus> {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     use std::os::unix::process::ExitStatusExt;
-    let mut status = 0;
-    // SAFETY: waitpid writes only into `status`.
-    let r = unsafe { nix::libc::waitpid(pid.get() as i32, &mut status, nix::libc::WNOHANG) };
-    if r == pid.get() as i32 {
-        Ok(ExitStatus::from_raw(status))
-    } else {
-        Err(lost(pid))
+    // ExitStatus is built from the raw wait status (`WEXITSTATUS << 8`, or
+    // the signal with the core-dump bit 0x80), the encoding std reads back.
+    match waitpid(pid.nix(), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Ok(ExitStatus::from_raw((code & 0xff) << 8)),
+        Ok(WaitStatus::Signaled(_, signal, core)) => Ok(ExitStatus::from_raw(
+            signal as i32 | if core { 0x80 } else { 0 },
+        )),
+        _ => Err(lost(pid)),
     }
 }
 
@@ -319,11 +319,7 @@ fn lost(pid: ChildPid) -> io::Error {
 
 /// Block until `pid` (our child) exits, and reap it.
 fn reap(pid: ChildPid) {
-    let mut status = 0;
-    // SAFETY: waitpid writes only into `status`.
-    while unsafe { nix::libc::waitpid(pid.get() as i32, &mut status, 0) } < 0
-        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
-    {}
+    while nix::sys::wait::waitpid(pid.nix(), None) == Err(nix::errno::Errno::EINTR) {}
 }
 
 /// The guardian a runner starts agy under: its binary, and maybe a standby

@@ -13,7 +13,7 @@
 //! with its contents when dropped.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -68,40 +68,36 @@ pub fn resolve(raw: &Path, cwd: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
-/// A private directory, removed with its contents when dropped.
+/// A private directory, removed with its contents when dropped
+/// ([`tempfile::TempDir`] underneath: a fresh name, created exclusively).
 #[derive(Debug)]
 pub struct PrivateDir {
-    path: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl PrivateDir {
-    /// A fresh directory `agy-bridge-<what>-<uuid>` (mode 0700) under
+    /// A fresh directory `agy-bridge-<what>-<random>` (mode 0700) under
     /// `parent`, by its canonical path (agy is told absolute paths,
     /// whatever TMPDIR looks like); never an existing one.
     pub fn create(parent: &Path, what: &str) -> std::io::Result<PrivateDir> {
-        let path = parent.join(format!(
-            "agy-bridge-{what}-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        match std::fs::canonicalize(&path) {
-            Ok(path) => Ok(PrivateDir { path }),
-            Err(e) => {
-                drop(PrivateDir { path });
-                Err(e)
-            }
-        }
+        let parent = std::fs::canonicalize(parent)?;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("agy-bridge-{what}-"))
+            .rand_bytes(16)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(parent)?;
+        Ok(PrivateDir { dir })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
     /// Write `text` to a new file (mode 0600) at `rel` inside the
     /// directory, making its own directories (0700) on the way.
     pub fn write(&self, rel: &str, text: &str) -> std::io::Result<PathBuf> {
-        let file = self.path.join(rel);
-        if let Some(parent) = file.parent().filter(|p| *p != self.path) {
+        let file = self.path().join(rel);
+        if let Some(parent) = file.parent().filter(|p| *p != self.path()) {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .recursive(true)
@@ -115,12 +111,6 @@ impl PrivateDir {
         f.write_all(text.as_bytes())?;
         f.flush()?;
         Ok(file)
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 

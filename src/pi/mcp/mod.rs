@@ -19,7 +19,7 @@ pub mod server;
 
 pub use park::{PiTool, ToolCall, ToolOutcome};
 
-pub use crate::state::tmp::PrivateDir;
+use crate::state::tmp::PrivateDir;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
