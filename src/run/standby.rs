@@ -276,6 +276,22 @@ impl Spawned {
         unreaped
     }
 
+    /// [`Spawned::signal_tree`] on a blocking thread: the tree is a /proc
+    /// scan, kept off the runtime's workers. The caller holds `self`, so it
+    /// cannot be reaped meanwhile.
+    pub async fn signal_tree_off_thread(&self, sig: nix::sys::signal::Signal) -> bool {
+        if !self.unreaped() {
+            return false;
+        }
+        let pid = self.pid;
+        let scan = tokio::task::spawn_blocking(move || crate::run::process::signal_tree(pid, sig));
+        if scan.await.is_err() {
+            // The blocking pool is gone (runtime shutting down): here, then.
+            crate::run::process::signal_tree(pid, sig);
+        }
+        true
+    }
+
     /// Signal the process group it leads, if it is not reaped yet.
     pub fn signal_group(&self, sig: nix::sys::signal::Signal) {
         if self.unreaped() {
@@ -289,11 +305,17 @@ impl Drop for Spawned {
         if self.unreaped() {
             // Dropped before it was reaped (a dropped turn, a panic): its
             // tree goes with it, and it is collected off-thread.
+            // Its group at once (one syscall); the descendants that made
+            // groups of their own take a /proc scan, which runs off this
+            // thread (maybe a runtime worker), before the reap.
             let pid = self.pid;
-            crate::run::job_control::unregister_then(pid, || {
-                crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+            crate::run::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+            std::thread::spawn(move || {
+                crate::run::job_control::unregister_then(pid, || {
+                    crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+                });
+                reap(pid)
             });
-            std::thread::spawn(move || reap(pid));
         }
     }
 }
