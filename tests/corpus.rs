@@ -6,10 +6,11 @@
 //! `AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus`, then review the diff
 //! and the snapshot changes (`cargo insta review`).
 
-use agy_bridge::corpus::recording::{self, Recording};
 use agy_bridge::follow::events::{self, Event};
-use agy_bridge::{corpus::synth, follow::poller};
+use agy_bridge::follow::poller;
+use agy_corpus::recording::{self, Recording};
 use agy_format::steps;
+use agy_synth as synth;
 use std::path::Path;
 
 /// agy ended before it created a conversation (no database, no steps).
@@ -24,7 +25,7 @@ fn decoded(rec: &Recording) -> Vec<Event> {
     let conn = rec
         .final_database(&rec.header.root_conversation)
         .expect("recording applies");
-    let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+    let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
     let steps: Vec<_> = rows.iter().map(steps::decode).collect();
     events::merge(events::decode_all(&steps))
 }
@@ -370,7 +371,7 @@ fn outcome_recordings_carry_usage_on_every_model_call() {
         let conn = rec
             .final_database(&rec.header.root_conversation)
             .expect("applies");
-        let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+        let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
         let planners: Vec<_> = rows
             .iter()
             .map(steps::decode)

@@ -36,13 +36,13 @@ pub const BASELINE_FILE: &str = "schema-baseline.json";
 
 /// The baseline of this source tree.
 pub fn bundled_baseline() -> PathBuf {
-    crate::corpus::recording::bundled_dir().join(BASELINE_FILE)
+    crate::recording::bundled_dir().join(BASELINE_FILE)
 }
 
 /// The same baseline, built into the binary: an installed agy-bridge has no
 /// source tree, and `drift` on a conversation database (which the bridge
 /// tells users to run when agy writes a step it does not know) must work.
-const BUILT_IN_BASELINE: &str = include_str!("../../../recordings/schema-baseline.json");
+const BUILT_IN_BASELINE: &str = include_str!("../../../../recordings/schema-baseline.json");
 
 /// The baseline `drift` compares with when none is named, and the name it
 /// goes by in the report: this source tree's file when it is there (it may
