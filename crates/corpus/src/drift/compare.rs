@@ -13,7 +13,7 @@
 //!   still carry the path hide nothing;
 //! - a load-bearing path gone from every step that should carry it, when
 //!   that is unlikely to be chance, no alternative the decoder reads carries
-//!   its content ([`content_alternatives`]), and the path is one a step
+//!   its content ([`super::content_alternatives`]), and the path is one a step
 //!   always has (a tool call's name, a subagent's child id);
 //! - a path the decoder reads arriving with a wire type the decoder does not
 //!   read it as;
@@ -34,96 +34,18 @@
 //! coverage, listed in the report, never a finding.
 //!
 //! [`compare`] runs one function per family of finding, each adding to a
-//! [`Findings`] builder.
+//! [`Findings`] builder; the rules judged path by path within a step type
+//! are in `paths`.
 
-use super::fingerprint::{parent, Fingerprint, PathKey, StepTypePrint};
-use super::report::{describe_path, Report};
-use super::{NEEDED_STEP_COLUMNS, SIGNIFICANCE};
-use agy_format::steps::{self, Kind, Known, StepStatus, StepType, LOAD_BEARING};
-use agy_format::wire::WireType;
-use serde::Serialize;
+use super::finding::{Class, Finding, FindingKind};
+use super::fingerprint::{Fingerprint, PathKey, StepTypePrint};
+use super::known::{known_paths, KnownPath};
+use super::report::Report;
+use super::NEEDED_STEP_COLUMNS;
+use agy_format::steps::{StepStatus, StepType, LOAD_BEARING};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::sync::OnceLock;
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    /// Data a user sees would be lost or misread: exit 1.
-    Breaking,
-    /// New, or unused by the decoder: printed as a warning.
-    Additive,
-    /// Worth knowing, loses nothing (an absent optional path): a note.
-    Info,
-}
-
-/// What a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    MissingLoadBearing,
-    WireTypeChange,
-    VanishedStepType,
-    DecodeErrors,
-    VanishedTable,
-    VanishedColumn,
-    UnknownWrite,
-    ModelsFormat,
-    NewStatus,
-    NewStepType,
-    NewPath,
-    NewTable,
-    NewColumn,
-    SchemaChange,
-    /// A load-bearing path absent, its content carried by an alternative.
-    CarriedElsewhere,
-    /// An optional or zero-able path absent (proto3 omitted it).
-    AbsentPath,
-}
-
-/// One difference from the baseline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub class: Class,
-    pub kind: FindingKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_type: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The readable sentence (without the class prefix).
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub example: Option<String>,
-}
-
-impl Finding {
-    fn at(&mut self, step_type: i64) -> &mut Self {
-        self.step_type = Some(step_type);
-        self
-    }
-
-    fn path(&mut self, path: &str) -> &mut Self {
-        self.path = Some(path.to_string());
-        self
-    }
-
-    fn example(&mut self, example: &str) -> &mut Self {
-        self.example = Some(example.to_string()).filter(|e| !e.is_empty());
-        self
-    }
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tag = match self.class {
-            Class::Breaking => "BREAKING",
-            Class::Additive => "warning",
-            Class::Info => "note",
-        };
-        write!(f, "{tag}: {}", self.message)
-    }
-}
+mod paths;
 
 /// The findings of one comparison, and what the inputs did not exercise.
 #[derive(Default)]
@@ -165,91 +87,6 @@ impl Findings {
     }
 }
 
-/// A path the decoder's known-field tree lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownPath {
-    /// The wire types the decoder reads it as (one, unless the tree lists a
-    /// field number twice).
-    pub wire: Vec<WireType>,
-    /// What it is, from the tree's names: `planner response text`.
-    pub label: String,
-}
-
-/// Every path the known-field tree lists (`20.1`, `metadata.4.2`), built
-/// once from [`steps::STEP`] and the side-column trees.
-pub fn known_paths() -> &'static BTreeMap<String, KnownPath> {
-    static KNOWN: OnceLock<BTreeMap<String, KnownPath>> = OnceLock::new();
-    KNOWN.get_or_init(|| {
-        fn walk(tree: &[Known], prefix: &str, label: &str, out: &mut BTreeMap<String, KnownPath>) {
-            for k in tree {
-                let path = if prefix.is_empty() {
-                    k.number.to_string()
-                } else {
-                    format!("{prefix}.{}", k.number)
-                };
-                let name = k.name.replace('_', " ");
-                let label = if label.is_empty() {
-                    name
-                } else {
-                    format!("{label} {name}")
-                };
-                let entry = out.entry(path.clone()).or_insert_with(|| KnownPath {
-                    wire: Vec::new(),
-                    label: label.clone(),
-                });
-                if !entry.wire.contains(&k.kind.wire_type()) {
-                    entry.wire.push(k.kind.wire_type());
-                }
-                if let Kind::Msg(sub) = k.kind {
-                    walk(sub, &path, &label, out);
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(steps::STEP, "", "", &mut out);
-        for (column, tree) in steps::SIDE_COLUMNS {
-            walk(tree, column, "", &mut out);
-        }
-        out
-    })
-}
-
-/// Load-bearing paths whose value proto3 omits in normal use, because it is
-/// often empty: the answer text (a response that only calls tools), thinking,
-/// a command's output (a command that printed nothing), a tool's arguments.
-/// Their absence is breaking only when something unread appears in its
-/// place in the same steps (see `moved_content`). A path under one of these
-/// counts too (`28.21.1`).
-pub const ZERO_ABLE: &[&str] = &["20.1", "20.3", "20.7.3", "28.21", "5.4.3", "metadata.4.3"];
-
-/// Paths the decoder reads the same content from when a load-bearing path
-/// is absent (its fallbacks in `steps::decode`): text or the modified
-/// response, thinking or raw thinking, a tool call's name or its second name
-/// field, the user's text or its items, a command or its second field, a
-/// model error's user message or its summary and diagnostic.
-const ALTERNATIVES: &[(&str, &[&str])] = &[
-    ("20.1", &["20.8"]),
-    ("20.3", &["20.16"]),
-    ("20.7.2", &["20.7.9"]),
-    ("5.4.2", &["5.4.9"]),
-    ("metadata.4.2", &["metadata.4.9"]),
-    ("19.2", &["19.3.1"]),
-    ("19.3.1", &["19.2"]),
-    ("28.23", &["28.25"]),
-    ("28.25", &["28.23"]),
-    ("24.3.9", &["24.3.2", "24.3.3"]),
-    ("40.1", &["40.3"]),
-];
-
-/// The paths that carry `path`'s content for the decoder when it is absent.
-pub fn content_alternatives(path: &str) -> &'static [&'static str] {
-    ALTERNATIVES
-        .iter()
-        .find(|(p, _)| *p == path)
-        .map(|(_, alts)| *alts)
-        .unwrap_or(&[])
-}
-
 /// Step types the decoder recognises but shows nothing of (bookkeeping:
 /// ephemeral messages 90, conversation history 98).
 const BOOKKEEPING_TYPES: &[i64] = &[90, 98];
@@ -260,12 +97,6 @@ const GENERIC_TOOL_TYPE: i64 = 132;
 /// Whether steps of this type carry something a user sees.
 fn content_bearing(t: i64) -> bool {
     StepType::from_raw(t).is_known() && !BOOKKEEPING_TYPES.contains(&t)
-}
-
-fn is_zero_able(path: &str) -> bool {
-    ZERO_ABLE
-        .iter()
-        .any(|z| path == *z || path.starts_with(&format!("{z}.")))
 }
 
 /// A tool-name path of the step's metadata (`5.4.2`, `metadata.4.2`).
@@ -350,10 +181,10 @@ pub fn compare(baseline: &Fingerprint, current: &Fingerprint) -> Report {
             base,
             cur,
         };
-        new_paths(&ctx, &pair, &mut f);
-        wire_type_changes(&ctx, &pair, &mut f);
-        let moved = moved_content(&ctx, &pair, &mut f);
-        missing_paths(&ctx, &pair, &moved, &mut f);
+        paths::new_paths(&ctx, &pair, &mut f);
+        paths::wire_type_changes(&ctx, &pair, &mut f);
+        let moved = paths::moved_content(&ctx, &pair, &mut f);
+        paths::missing_paths(&ctx, &pair, &moved, &mut f);
     }
     statuses(&ctx, &mut f);
     tables(&ctx, &mut f);
@@ -473,338 +304,6 @@ fn decode_errors(ctx: &Ctx<'_>, f: &mut Findings) {
         .at(*t)
         .example(&cur.example);
     }
-}
-
-fn new_paths(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) {
-    for (path, pp) in &p.cur.paths {
-        if p.base.paths.contains_key(path) {
-            continue;
-        }
-        let read = if ctx.known.contains_key(&path.0) {
-            ", which the decoder reads,"
-        } else {
-            ""
-        };
-        f.add(
-            Class::Additive,
-            FindingKind::NewPath,
-            format!(
-                "{}: new field {}{read} with wire type {} in {} of {} steps (e.g. {})",
-                p.name,
-                describe_path(&path.0),
-                wire_list(&pp.wire),
-                pp.steps,
-                p.cur.steps,
-                pp.example
-            ),
-        )
-        .at(p.t)
-        .path(&path.0)
-        .example(&pp.example);
-    }
-}
-
-fn wire_type_changes(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) {
-    for (path, pp) in &p.cur.paths {
-        let Some(bp) = p.base.paths.get(path) else {
-            continue;
-        };
-        let changed: Vec<&String> = pp
-            .wire
-            .keys()
-            .filter(|w| !bp.wire.contains_key(*w))
-            .collect();
-        if changed.is_empty() {
-            continue;
-        }
-        let n: u64 = changed.iter().map(|w| pp.wire[*w]).sum();
-        let what = format!(
-            "{}: {} changed wire type from {} to {} in {n} of {} steps (e.g. {})",
-            p.name,
-            describe_path(&path.0),
-            wire_list(&bp.wire),
-            join_wires(changed.iter().copied()),
-            p.cur.steps,
-            pp.example
-        );
-        let misread = ctx.known.get(&path.0).is_some_and(|k| {
-            changed
-                .iter()
-                .any(|w| !k.wire.iter().any(|kw| kw.name() == w.as_str()))
-        });
-        let (class, consequence) = match (ctx.known.get(&path.0), misread) {
-            (Some(k), true) => (
-                Class::Breaking,
-                format!(
-                    "the decoder reads it as {}, so it would be misread or dropped",
-                    k.wire
-                        .iter()
-                        .map(|w| w.name())
-                        .collect::<Vec<_>>()
-                        .join("/")
-                ),
-            ),
-            (Some(_), false) => (
-                Class::Additive,
-                "the decoder already reads it as that".to_string(),
-            ),
-            (None, _) => (Class::Additive, "the decoder does not read it".to_string()),
-        };
-        f.add(
-            class,
-            FindingKind::WireTypeChange,
-            format!("{what}: {consequence}"),
-        )
-        .at(p.t)
-        .path(&path.0)
-        .example(&pp.example);
-    }
-}
-
-/// How often a baseline path is expected where the current steps could carry
-/// it: relative to its nearest enclosing message still present here (or to
-/// the step, at the top), so that a tool call's name is judged only where
-/// tool calls are.
-struct Expectation {
-    /// Current steps that lack the path although they carry the enclosing
-    /// message (all of them: [`expectation`]; those where another field
-    /// took its place: [`stand_in_expectation`]).
-    n: u64,
-    /// Baseline steps that carried the path, and the enclosing message.
-    had: u64,
-    of: u64,
-    /// The chance that `n` steps all lack it by accident.
-    chance: f64,
-    /// The enclosing message (`None`: the step itself).
-    scope: Option<String>,
-}
-
-impl Expectation {
-    /// `path` missing from `n` current steps that carry `scope`.
-    fn new(p: &TypePair<'_>, path: &str, scope: Option<&str>, n: u64) -> Expectation {
-        let of = base_steps(p, scope);
-        let had = base_steps(p, Some(path));
-        let share = if of == 0 {
-            0.0
-        } else {
-            (had as f64 / of as f64).min(1.0)
-        };
-        Expectation {
-            n,
-            had,
-            of,
-            chance: (1.0 - share).powi(n.min(i32::MAX as u64) as i32),
-            scope: scope.map(str::to_string),
-        }
-    }
-}
-
-/// Baseline steps of this type that carry `path` (`None`: all of them).
-fn base_steps(p: &TypePair<'_>, path: Option<&str>) -> u64 {
-    match path {
-        Some(q) => p
-            .base
-            .paths
-            .get(&PathKey(q.to_string()))
-            .map_or(0, |pp| pp.steps),
-        None => p.base.steps,
-    }
-}
-
-fn expectation(p: &TypePair<'_>, path: &str) -> Expectation {
-    let mut scope = parent(path);
-    while let Some(s) = scope {
-        if p.cur.paths.contains_key(&PathKey(s.to_string())) {
-            break;
-        }
-        scope = parent(s);
-    }
-    let n = match scope {
-        Some(s) => p
-            .cur
-            .paths
-            .get(&PathKey(s.to_string()))
-            .map_or(0, |pp| pp.steps),
-        None => p.cur.steps,
-    };
-    Expectation::new(p, path, scope, n)
-}
-
-/// The expectation of `path` in the `n` current steps where `field` appeared
-/// instead of it, relative to the message that holds `field`.
-fn stand_in_expectation(p: &TypePair<'_>, path: &str, field: &str, n: u64) -> Expectation {
-    Expectation::new(p, path, parent(field), n)
-}
-
-/// Paths absent from every current step that could carry them, except
-/// `moved` (already reported where their content went).
-fn missing_paths(ctx: &Ctx<'_>, p: &TypePair<'_>, moved: &BTreeSet<String>, f: &mut Findings) {
-    let mut chance_absent: Vec<String> = Vec::new();
-    for path in p.base.paths.keys() {
-        if p.cur.paths.contains_key(path) || moved.contains(&path.0) {
-            continue;
-        }
-        let lb = ctx.load_bearing.contains(path.0.as_str());
-        // Below an absent message, only load-bearing paths are judged: the
-        // message's own line covers the rest.
-        let parent_absent =
-            parent(&path.0).is_some_and(|q| !p.cur.paths.contains_key(&PathKey(q.to_string())));
-        if parent_absent && !lb {
-            continue;
-        }
-        let e = expectation(p, &path.0);
-        if e.n == 0 || (e.chance >= SIGNIFICANCE && !ctx.covered) {
-            chance_absent.push(path.0.clone());
-            continue;
-        }
-        if lb {
-            missing_load_bearing(p, &path.0, &e, f);
-        } else {
-            absent_optional(ctx, p, &path.0, &e, f);
-        }
-    }
-    if !chance_absent.is_empty() {
-        let described: Vec<String> = chance_absent.iter().map(|q| describe_path(q)).collect();
-        f.not_seen
-            .push(format!("{}: {}", p.name, described.join(", ")));
-    }
-}
-
-/// "absent from all 3 steps (baseline: in 26 of 27; chance 0.0%)"
-fn absence(p: &TypePair<'_>, e: &Expectation) -> String {
-    let (steps, carry) = if e.n == 1 {
-        ("the one step".to_string(), "carries")
-    } else {
-        (format!("all {} steps", e.n), "carry")
-    };
-    let scope = match &e.scope {
-        Some(s) => format!(" that {carry} {}", describe_path(s)),
-        None => String::new(),
-    };
-    format!(
-        "is absent from {steps}{scope} (baseline: in {} of {}; chance {:.1}%; e.g. {})",
-        e.had,
-        e.of,
-        e.chance * 100.0,
-        p.cur.example
-    )
-}
-
-fn missing_load_bearing(p: &TypePair<'_>, path: &str, e: &Expectation, f: &mut Findings) {
-    let what = format!("{}: {} {}", p.name, describe_path(path), absence(p, e));
-    let alternative = content_alternatives(path)
-        .iter()
-        .find(|a| p.cur.paths.contains_key(&PathKey(a.to_string())))
-        .map(|a| describe_path(a))
-        .or_else(|| named_by_type(p.t, path).then(|| "the step type itself".to_string()));
-    if let Some(alt) = alternative {
-        f.add(
-            Class::Info,
-            FindingKind::CarriedElsewhere,
-            format!("{what}, but {alt}, which the decoder reads instead, carries its content"),
-        )
-        .at(p.t)
-        .path(path)
-        .example(&p.cur.example);
-        return;
-    }
-    // Moved content was reported by `moved_content`: what is left had
-    // nothing unread take its place in these steps.
-    if is_zero_able(path) {
-        f.add(
-            Class::Info,
-            FindingKind::AbsentPath,
-            format!("{what}; nothing the decoder does not read took its place in these steps, and proto3 omits empty values, so these steps most likely had none"),
-        )
-        .at(p.t)
-        .path(path)
-        .example(&p.cur.example);
-        return;
-    }
-    f.add(
-        Class::Breaking,
-        FindingKind::MissingLoadBearing,
-        format!("{what}, and nothing the decoder reads carries it: it would be lost"),
-    )
-    .at(p.t)
-    .path(path)
-    .example(&p.cur.example);
-}
-
-/// Load-bearing paths whose content moved: absent in steps where a
-/// length-delimited field the decoder does not read appeared in the message
-/// enclosing them, a field the baseline never saw length-delimited there and
-/// that never appears beside the path. Each such pair is breaking, and
-/// names both; the paths reported are returned so that they are not
-/// reported again as merely absent. Unlike an absence from every step, this
-/// holds in mixed inputs too (steps of an older agy that still carry the
-/// path), because the fingerprint pairs them step by step.
-fn moved_content(ctx: &Ctx<'_>, p: &TypePair<'_>, f: &mut Findings) -> BTreeSet<String> {
-    let mut moved = BTreeSet::new();
-    for (path, fields) in &p.cur.stand_ins {
-        if !p.base.paths.contains_key(path) || named_by_type(p.t, &path.0) {
-            continue;
-        }
-        for (field, s) in fields {
-            let known_len = p
-                .base
-                .paths
-                .get(field)
-                .is_some_and(|bp| bp.wire.contains_key(WireType::Len.name()));
-            if s.instead == 0 || s.beside > 0 || known_len {
-                continue;
-            }
-            let e = stand_in_expectation(p, &path.0, &field.0, s.instead);
-            if e.chance >= SIGNIFICANCE && !ctx.covered {
-                continue;
-            }
-            let scope = match &e.scope {
-                Some(m) => format!(" steps that carry {}", describe_path(m)),
-                None => " steps".to_string(),
-            };
-            f.add(
-                Class::Breaking,
-                FindingKind::MissingLoadBearing,
-                format!(
-                    "{}: {} is absent in {} where the unread length-delimited field {} now appears instead, never beside it (baseline: in {} of {}{scope}; chance {:.1}%; e.g. {}): its content probably moved there and would not be shown",
-                    p.name,
-                    describe_path(&path.0),
-                    plural(e.n, "step"),
-                    describe_path(&field.0),
-                    e.had,
-                    e.of,
-                    e.chance * 100.0,
-                    s.example
-                ),
-            )
-            .at(p.t)
-            .path(&path.0)
-            .example(&s.example);
-            moved.insert(path.0.clone());
-        }
-    }
-    moved
-}
-
-fn absent_optional(ctx: &Ctx<'_>, p: &TypePair<'_>, path: &str, e: &Expectation, f: &mut Findings) {
-    let why = if ctx.known.contains_key(path) {
-        "proto3 omits zero and empty values, so this loses nothing"
-    } else {
-        "the decoder does not read it"
-    };
-    f.add(
-        Class::Info,
-        FindingKind::AbsentPath,
-        format!(
-            "{}: {} {}; {why}",
-            p.name,
-            describe_path(path),
-            absence(p, e)
-        ),
-    )
-    .at(p.t)
-    .path(path)
-    .example(&p.cur.example);
 }
 
 fn statuses(ctx: &Ctx<'_>, f: &mut Findings) {
@@ -998,31 +497,5 @@ fn models_formats(ctx: &Ctx<'_>, f: &mut Findings) {
         };
         f.add(class, FindingKind::ModelsFormat, message)
             .example(example);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_alternative_and_zero_able_path_is_one_the_decoder_reads() {
-        let known = known_paths();
-        for (path, alts) in ALTERNATIVES {
-            for p in std::iter::once(path).chain(alts.iter()) {
-                assert!(known.contains_key(*p), "{p} is not in the known-field tree");
-            }
-        }
-        for p in ZERO_ABLE {
-            assert!(known.contains_key(*p), "{p} is not in the known-field tree");
-        }
-    }
-
-    #[test]
-    fn zero_able_covers_sub_paths() {
-        assert!(is_zero_able("28.21"));
-        assert!(is_zero_able("28.21.1"));
-        assert!(!is_zero_able("28.2"));
-        assert!(!is_zero_able("20.7.2"));
     }
 }

@@ -20,7 +20,7 @@
 //! message around it ([`StandIn`]): in the same step, or one instead of the
 //! other. That tally stays in memory; the baseline file does not carry it.
 
-use super::compare::content_alternatives;
+use super::known::content_alternatives;
 use crate::db::{self, TableRows};
 use crate::recording::{Op, Recording, SqlValue, Write};
 use crate::source::{self, SourceKind};
