@@ -1,5 +1,5 @@
 //! The recording corpus: the files in `recordings/` are exactly what
-//! `agy_bridge::corpus::synth` builds, and each one's decoded, merged event stream is
+//! `agy_synth` builds, and each one's decoded, merged event stream is
 //! pinned by an insta snapshot.
 //!
 //! Regenerate the files after changing the synthesiser with
@@ -52,7 +52,7 @@ fn corpus_files_match_the_synthesiser() {
     }
     assert!(
         stale.is_empty(),
-        "recordings out of date with src/synth.rs: {stale:?}; run AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus"
+        "recordings out of date with crates/synth/src/: {stale:?}; run AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus"
     );
 }
 

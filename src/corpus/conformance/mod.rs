@@ -14,8 +14,8 @@
 //! Each scenario also sets `FAKE_AGY_RECORDING` to the recording that plays
 //! it, so fake-agy replays it; a real agy ignores the variable.
 //!
-//! Besides the layers [`crate::corpus`] may import, this reads `agy models`
-//! with [`crate::pi::models`]' parser (the only parser of that listing) and
+//! It is why [`crate::corpus`] sits above pi: it reads `agy models` with
+//! [`crate::pi::models`]' parser (the only parser of that listing) and
 //! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
 
 mod commands;
