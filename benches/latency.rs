@@ -25,12 +25,13 @@ mod common;
 
 use common::{fake_agy, workspace_bin};
 
-use agy_bridge::corpus::recording::Recording;
-use agy_bridge::corpus::synth::{chunks, step_write, Builder};
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::poller::{Poll, Poller};
 use agy_bridge::run::runner::{self, BindMode, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_corpus::db::step_write;
+use agy_corpus::recording::Recording;
 use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
+use agy_synth::{builder::Builder, bulk::chunks};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -305,7 +306,7 @@ fn bridge_ttft(
 /// commit of `rec` after which a poller reads answer text: where agy's own
 /// time to its first text ends.
 fn first_text_commit(rec: &Recording) -> Option<usize> {
-    use agy_bridge::corpus::recording::{apply_commit, ApplyOptions};
+    use agy_corpus::recording::{apply_commit, ApplyOptions};
     let dir = tempfile::tempdir().ok()?;
     let path = dir.path().join("first-text.db");
     let conn = rusqlite::Connection::open(&path).ok()?;
@@ -591,7 +592,7 @@ fn main() {
         true,
     );
     // fake-agy lists the models of the recording's agy version.
-    let pong = agy_bridge::corpus::recording::bundled_dir().join("outcomes/pong-1.2.17.jsonl");
+    let pong = agy_corpus::recording::bundled_dir().join("outcomes/pong-1.2.17.jsonl");
     ttft_case(
         "pong-1.2.17 (follows a real agy 1.2.17 capture, at its pace)",
         &pong,

@@ -18,8 +18,8 @@ use common::fake_agy;
 #[path = "../tests/common/rss.rs"]
 mod rss;
 
-use agy_bridge::corpus::recording::Recording;
-use agy_bridge::corpus::synth;
+use agy_corpus::recording::Recording;
+use agy_synth as synth;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -119,7 +119,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
-    let rec = synth::growing_answer(mb << 20, COMMITS, 100);
+    let rec = synth::bulk::growing_answer(mb << 20, COMMITS, 100);
     let payload = largest_payload(&rec);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("growing-answer.jsonl");

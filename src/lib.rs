@@ -5,8 +5,11 @@
 //! [`agy_format`] (its own crate: wire → steps, stream-json) → [`follow`] (events, poller,
 //! discovery) → [`run`] (one turn: runner, failure, guardian) → [`pi`]
 //! (provider, diffs, models). [`state`] holds the bridge's own files,
-//! [`view`] the readable views and [`corpus`] the recordings, fake-agy's
-//! food, the recorder and drift. ARCHITECTURE.md has the whole map.
+//! [`view`] the readable views and [`corpus`], the top layer, the live
+//! recorder and the conformance suite. The recordings themselves (their
+//! format, redaction, drift) are the [`agy_corpus`] crate, below this one;
+//! the generators of `recordings/` are agy-synth, a dev-dependency only, so
+//! this binary does not link them. ARCHITECTURE.md has the whole map.
 //!
 //! Every path names its layer (`agy_format::steps`,
 //! `agy_bridge::run::runner`): there are no top-level aliases.

@@ -681,7 +681,8 @@ struct RecordArgs {
 }
 
 fn cmd_record(args: RecordArgs) -> CmdResult {
-    use agy_bridge::{corpus::record, corpus::recording::Recording, corpus::redact, run::runner};
+    use agy_bridge::{corpus::record, run::runner};
+    use agy_corpus::{recording::Recording, redact};
     let mut workspaces: Vec<String> = Vec::new();
     let recording = if let Some(db) = &args.db {
         record::from_database(db)?
@@ -846,7 +847,7 @@ fn jsonl_under(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 fn cmd_drift(args: DriftArgs) -> CmdResult {
-    use agy_bridge::corpus::drift;
+    use agy_corpus::drift;
     let fail = |message: String| {
         eprintln!("agy-bridge: error: {}", message.replace(['\n', '\r'], " "));
         Ok(ExitCode::from(2))

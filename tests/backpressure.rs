@@ -4,14 +4,14 @@
 //! once pi reads again), the stream is then complete and in order, and an
 //! abort still ends agy's turn while nobody reads.
 //!
-//! fake-agy replays `synth::many_answers`: thousands of finished answer
+//! fake-agy replays `synth::bulk::many_answers`: thousands of finished answer
 //! steps, each 64 KiB, committed as fast as it can.
 
 mod common;
 #[path = "common/rss.rs"]
 mod rss;
 
-use agy_bridge::corpus::synth;
+use agy_synth as synth;
 use common::{alive, bridge, eventually, Watchdog};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 const STEP_BYTES: usize = 64 << 10;
 const STEPS_PER_COMMIT: usize = 16;
-/// The commits `synth::many_answers` makes before its answers (the user's
+/// The commits `synth::bulk::many_answers` makes before its answers (the user's
 /// input, the checkpoint).
 const OPENING_COMMITS: usize = 2;
 const MB: u64 = 1 << 20;
@@ -29,7 +29,7 @@ const MB: u64 = 1 << 20;
 /// The recording, saved in `dir`.
 fn recording(dir: &Path, steps: usize) -> String {
     let path = dir.join("many-answers.jsonl");
-    synth::many_answers(steps, STEP_BYTES, STEPS_PER_COMMIT)
+    synth::bulk::many_answers(steps, STEP_BYTES, STEPS_PER_COMMIT)
         .save(&path)
         .expect("save the recording");
     path.display().to_string()
@@ -165,7 +165,7 @@ fn assert_complete(events: &[Value], steps: usize) {
     let text = text_of(events);
     let mut at = 0;
     for n in 0..steps {
-        let step = synth::numbered_answer(n, STEP_BYTES);
+        let step = synth::bulk::numbered_answer(n, STEP_BYTES);
         match text[at..].find(&step) {
             Some(found) => at += found + step.len(),
             None => panic!("answer step {n} is missing or out of order"),

@@ -575,12 +575,9 @@ fn a_nul_in_the_prompt_a_file_as_cwd_and_an_unknown_recording_db_are_named() {
     }
 
     // A recording whose conversation is none of the databases it writes.
-    let hello = agy_bridge::corpus::recording::resolve(
-        "hello",
-        &agy_bridge::corpus::recording::bundled_dir(),
-    )
-    .expect("bundled");
-    let mut rec = agy_bridge::corpus::recording::Recording::load(&hello).expect("load");
+    let hello = agy_corpus::recording::resolve("hello", &agy_corpus::recording::bundled_dir())
+        .expect("bundled");
+    let mut rec = agy_corpus::recording::Recording::load(&hello).expect("load");
     let real = rec.header.root_conversation.clone();
     rec.header.root_conversation = "00000000-0000-4000-8000-000000000000".into();
     let odd = env.home.path().join("odd.jsonl");
@@ -718,8 +715,7 @@ fn demo_names_the_recordings_there_are() {
         &["demo", "--recording", "nosuch"],
     );
     assert!(!out.success);
-    let names = agy_bridge::corpus::recording::list(&agy_bridge::corpus::recording::bundled_dir())
-        .expect("list");
+    let names = agy_corpus::recording::list(&agy_corpus::recording::bundled_dir()).expect("list");
     assert!(names.iter().any(|n| n == "tools"), "{names:?}");
     assert_eq!(
         out.stderr,

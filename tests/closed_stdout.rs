@@ -41,11 +41,8 @@ fn with_stdout_closed(mut cmd: Command, read_first: bool) -> (String, Option<i32
 fn every_command_stops_quietly_when_stdout_is_closed() {
     let home = tempfile::tempdir().expect("tmp");
     let state = home.path().join("state");
-    let recording = agy_bridge::corpus::recording::resolve(
-        "tools",
-        &agy_bridge::corpus::recording::bundled_dir(),
-    )
-    .expect("bundled recording");
+    let recording = agy_corpus::recording::resolve("tools", &agy_corpus::recording::bundled_dir())
+        .expect("bundled recording");
     let cases: Vec<(&str, Vec<String>, bool)> = vec![
         ("run", vec!["hi".into()], false),
         ("run", vec!["hi".into()], true),

@@ -88,7 +88,7 @@ fn every_fact_holds_against_fake_agy() {
     assert!(recordings >= 10, "recordings: {:#}", report["recordings"]);
     // The recordings are what fake-agy replays.
     let one = home.path().join("out/recordings/one-word.jsonl");
-    agy_bridge::corpus::recording::Recording::load(&one).expect("one-word recording loads");
+    agy_corpus::recording::Recording::load(&one).expect("one-word recording loads");
 }
 
 /// Each fault makes exactly its fact fail.
@@ -213,8 +213,7 @@ fn the_folder_keeps_agys_commands_and_stdin_turns_and_fake_agy_replays_them() {
     assert!(!hooks.contains("conformance-"), "{hooks}");
 
     let stdin_rec = out.join("recordings/stdin.jsonl");
-    let rec =
-        agy_bridge::corpus::recording::Recording::load(&stdin_rec).expect("stdin recording loads");
+    let rec = agy_corpus::recording::Recording::load(&stdin_rec).expect("stdin recording loads");
     let turns: std::collections::BTreeSet<u32> = rec.commits.iter().map(|c| c.turn).collect();
     assert_eq!(turns, [0, 1].into(), "one recording, both stdin turns");
     assert_eq!(rec.header.version_output, saved("version"));

@@ -1,16 +1,17 @@
 //! The recording corpus: the files in `recordings/` are exactly what
-//! `agy_bridge::corpus::synth` builds, and each one's decoded, merged event stream is
+//! `agy_synth` builds, and each one's decoded, merged event stream is
 //! pinned by an insta snapshot.
 //!
 //! Regenerate the files after changing the synthesiser with
 //! `AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus`, then review the diff
 //! and the snapshot changes (`cargo insta review`).
 
-use agy_bridge::corpus::recording::{self, Recording};
 use agy_bridge::follow::events::{self, Event};
+use agy_bridge::follow::poller;
 use agy_bridge::follow::transcript::{merge, Transcript};
-use agy_bridge::{corpus::synth, follow::poller};
+use agy_corpus::recording::{self, Recording};
 use agy_format::steps;
+use agy_synth as synth;
 use std::path::Path;
 
 /// agy ended before it created a conversation (no database, no steps).
@@ -25,7 +26,7 @@ fn decoded(rec: &Recording) -> Vec<Event> {
     let conn = rec
         .final_database(&rec.header.root_conversation)
         .expect("recording applies");
-    let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+    let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
     let steps: Vec<_> = rows.iter().map(steps::decode).collect();
     merge(events::decode_all(&steps))
 }
@@ -52,7 +53,7 @@ fn corpus_files_match_the_synthesiser() {
     }
     assert!(
         stale.is_empty(),
-        "recordings out of date with src/synth.rs: {stale:?}; run AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus"
+        "recordings out of date with crates/synth/src/: {stale:?}; run AGY_BRIDGE_UPDATE_CORPUS=1 cargo test --test corpus"
     );
 }
 
@@ -371,7 +372,7 @@ fn outcome_recordings_carry_usage_on_every_model_call() {
         let conn = rec
             .final_database(&rec.header.root_conversation)
             .expect("applies");
-        let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+        let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
         let planners: Vec<_> = rows
             .iter()
             .map(steps::decode)

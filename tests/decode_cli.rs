@@ -2,8 +2,8 @@
 //! corrupt rows, bad inputs, a database held open by a writer, and every
 //! recording of the corpus.
 
-use agy_bridge::corpus::recording::{self, Recording};
 use agy_bridge::view::decode;
+use agy_corpus::recording::{self, Recording};
 use agy_format::schema;
 use agy_format::steps::{
     Body, ErrorDetails, InteractionAnswer, McpToolResult, Metadata, PermissionRequest,

@@ -13,8 +13,8 @@
 //! to which a new agy's recording was added and whose baseline was
 //! regenerated with README's command, as a new maintainer would.
 
-use agy_bridge::corpus::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
-use agy_bridge::corpus::recording::{self, Recording, SqlValue, Write};
+use agy_corpus::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
+use agy_corpus::recording::{self, Recording, SqlValue, Write};
 use agy_format::schema;
 use agy_format::steps::StepType;
 use agy_format::wire::{self, Encoder, Value};

@@ -6,12 +6,13 @@
 
 mod common;
 
-use agy_bridge::corpus::{recording, synth};
 use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
 use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
 use agy_bridge::pi::provider::{EventMapper, PiStream};
 use agy_bridge::run::runner::RunEvent;
+use agy_corpus::recording;
 use agy_format::steps;
+use agy_synth as synth;
 use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -29,7 +30,7 @@ type McpStep = (i64, String, Option<String>);
 fn mcp_recordings_match_their_builder() {
     let dir = recording::bundled_dir();
     let update = std::env::var_os("AGY_BRIDGE_UPDATE_CORPUS").is_some();
-    for (name, rec) in synth::mcp::corpus() {
+    for (name, rec) in synth::mcp::corpus(agy_bridge::pi::mcp::SERVER_NAME) {
         let path = dir.join(format!("{name}.jsonl"));
         let want = rec.to_jsonl();
         if update {
@@ -182,8 +183,8 @@ impl Turn {
             if path.extension().and_then(|e| e.to_str()) != Some("db") {
                 continue;
             }
-            let conn = agy_bridge::follow::poller::open_read_only(&path).expect("open");
-            for row in agy_bridge::follow::poller::read_all(&conn, &path).expect("rows") {
+            let conn = agy_format::database::open_read_only(&path).expect("open");
+            for row in agy_format::database::read_all(&conn, &path).expect("rows") {
                 let step = steps::decode(&row);
                 if let Some(steps::Body::McpTool(m)) = &step.body {
                     out.push((step.idx, step.status.label().to_string(), m.result.clone()));

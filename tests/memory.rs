@@ -7,7 +7,7 @@ mod common;
 #[path = "common/rss.rs"]
 mod rss;
 
-use agy_bridge::corpus::synth;
+use agy_synth as synth;
 use common::bridge;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -16,7 +16,7 @@ use std::process::Stdio;
 #[test]
 fn a_20_mb_answer_streams_without_copies_piling_up() {
     const ANSWER: usize = 20 << 20;
-    let rec = synth::growing_answer(ANSWER, 5, 50);
+    let rec = synth::bulk::growing_answer(ANSWER, 5, 50);
     let payload = rec
         .commits
         .iter()

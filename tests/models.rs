@@ -3,12 +3,12 @@
 //! objects, and `agy-bridge models` end to end with fake-agy as agy (cache,
 //! stale refresh in the background, fallback).
 
-use agy_bridge::corpus::synth::{MODELS_FORMAT_1, MODELS_FORMAT_2, MODELS_FORMAT_3};
 use agy_bridge::pi::models::{
     self, clamp_effort, parse_models_output, Catalog, Loader, ModelError, Policy, RawModel, Source,
     ThinkingLevel, Unavailable,
 };
 use agy_bridge::run::runner::Effort;
+use agy_synth::{MODELS_FORMAT_1, MODELS_FORMAT_2, MODELS_FORMAT_3};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,8 @@
 //! The poller's contract, against a real WAL database and a real writer.
 
 use agy_bridge::follow::events::{Channel, Event};
-use agy_bridge::follow::poller::{Poll, Poller, ReadError};
+use agy_bridge::follow::poller::{Poll, Poller};
+use agy_format::database::ReadError;
 use agy_format::steps::{
     Body, PlannerResponse, RunCommandResult, Step, StepStatus, StepType, ToolCall,
 };

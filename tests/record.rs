@@ -12,9 +12,10 @@
 
 mod common;
 
-use agy_bridge::corpus::recording::{self, Commit, Header, Provenance, Recording, SqlValue, Write};
-use agy_bridge::corpus::redact::{self, RedactOptions};
-use agy_bridge::{corpus::record, follow::discovery, follow::poller, view::decode};
+use agy_bridge::{follow::discovery, view::decode};
+use agy_corpus::db::{read_tables, TableRows};
+use agy_corpus::recording::{self, Commit, Header, Provenance, Recording, SqlValue, Write};
+use agy_corpus::redact::{self, RedactOptions};
 use agy_format::schema;
 use agy_format::steps::{self, Body, StepRow};
 use agy_format::wire::Encoder;
@@ -175,9 +176,9 @@ fn map_value(v: &SqlValue, map: &[(String, String)]) -> SqlValue {
 }
 
 /// Every table of a database, ids replaced by `map`.
-fn dump(path: &Path, map: &[(String, String)]) -> Vec<record::TableRows> {
-    let conn = poller::open_read_only(path).expect("open");
-    let mut tables = record::read_tables(&conn).expect("read tables");
+fn dump(path: &Path, map: &[(String, String)]) -> Vec<TableRows> {
+    let conn = agy_format::database::open_read_only(path).expect("open");
+    let mut tables = read_tables(&conn).expect("read tables");
     for t in &mut tables {
         for r in &mut t.rows {
             for v in r.key.values_mut().chain(r.values.values_mut()) {
@@ -531,11 +532,7 @@ fn record_db_makes_a_single_transaction_recording() {
     for id in original.conversations() {
         let a = original.final_database(&id).unwrap();
         let b = rec.final_database(&id).unwrap();
-        assert_eq!(
-            record::read_tables(&a).unwrap(),
-            record::read_tables(&b).unwrap(),
-            "{id}"
-        );
+        assert_eq!(read_tables(&a).unwrap(), read_tables(&b).unwrap(), "{id}");
     }
 }
 

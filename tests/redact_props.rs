@@ -3,7 +3,7 @@
 //! before still decodes after, with the same field paths; a step built the
 //! way agy writes it keeps its body while the user's home disappears.
 
-use agy_bridge::corpus::redact::{RedactOptions, Redactor};
+use agy_corpus::redact::{RedactOptions, Redactor};
 use agy_format::steps::{
     self, Body, Known, PlannerResponse, Step, StepRow, StepStatus, StepType, ToolCall,
 };

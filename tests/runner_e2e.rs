@@ -4,11 +4,11 @@
 
 mod common;
 
-use agy_bridge::corpus::recording;
 use agy_bridge::follow::discovery::{BindMethod, ConversationId};
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::transcript::Transcript;
 use agy_bridge::run::runner::{BindMode, Failure, RunEvent, TurnRequest, WakeMode};
+use agy_corpus::recording;
 use common::*;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -418,8 +418,8 @@ fn second_turn_resumes_and_a_failed_bind_keeps_the_binding() {
 
 #[test]
 fn file_edits_show_as_numbered_diffs_against_git_head() {
-    use agy_bridge::corpus::synth::Builder;
     use agy_format::steps::{Body, StepStatus, StepType, ToolCall};
+    use agy_synth::builder::Builder;
     let env = Env::new();
     // A repo whose HEAD has the old line; the working tree has agy's edit.
     let repo = env.home.path().join("repo");

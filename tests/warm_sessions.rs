@@ -194,8 +194,7 @@ fn recorded_answer(recording: &str, n: u32) -> String {
         let conn = rec
             .final_database(&rec.header.root_conversation)
             .expect("final db");
-        let rows =
-            agy_bridge::follow::poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+        let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
         let decoded: Vec<_> = rows.iter().map(agy_format::steps::decode).collect();
         agy_bridge::follow::events::decode_all(&decoded)
             .into_iter()

@@ -10,7 +10,7 @@
 
 use crate::cli::{self, OutputFormat};
 use crate::stream::Emitter;
-use agy_bridge::corpus::recording::Recording;
+use agy_corpus::recording::Recording;
 use agy_format::stream_json::{DeniedAction, Line, TurnResult, Usage};
 use std::io::Write;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //!   database at payload field 20.31 instead of 20.1 (stream-json still
 //!   prints it, from the recording).
 
-use agy_bridge::corpus::recording::{Commit, SqlValue};
+use agy_corpus::recording::{Commit, SqlValue};
 use agy_format::wire::{self, Encoder};
 
 /// The field the moved text goes to (unknown to the decoder).

@@ -242,7 +242,7 @@ impl Server {
 #[derive(Default)]
 pub struct InFlight {
     calls: Vec<(
-        agy_bridge::corpus::recording::McpCall,
+        agy_corpus::recording::McpCall,
         std::thread::JoinHandle<CallResult>,
     )>,
 }
@@ -259,7 +259,7 @@ fn cutoff() -> Duration {
 /// The type-38 step of `call`: RUNNING while it waits (no result), DONE with
 /// the result string after.
 pub fn step(
-    call: &agy_bridge::corpus::recording::McpCall,
+    call: &agy_corpus::recording::McpCall,
     result: Option<&CallResult>,
 ) -> agy_format::steps::Step {
     use agy_format::steps::{Body, McpToolResult, Step, StepStatus, StepType, ToolCall};
@@ -288,7 +288,7 @@ pub fn step(
 
 impl InFlight {
     /// Send `call` to its server (from `dirs`' MCP configs) on its own thread.
-    pub fn start(&mut self, call: &agy_bridge::corpus::recording::McpCall, dirs: &[String]) {
+    pub fn start(&mut self, call: &agy_corpus::recording::McpCall, dirs: &[String]) {
         let server = find_server(dirs, &call.server);
         let c = call.clone();
         let handle = std::thread::spawn(move || match server {

@@ -18,10 +18,10 @@
 use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
 use crate::stream::{self, Earlier, Emitter, TextMode};
-use agy_bridge::corpus::recording::{
+use agy_bridge::run::runner;
+use agy_corpus::recording::{
     self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
-use agy_bridge::run::runner;
 use agy_format::hooks::Decision;
 use agy_format::steps::{self, StepRow};
 use agy_format::stream_json::{DeniedAction, Line};
@@ -460,7 +460,7 @@ fn step_row(w: &RowWrite, idx_offset: i64) -> Option<StepRow> {
     }
     // The key must name a step; the row is the library's reading of it.
     w.key.get("idx")?.as_i64()?;
-    let mut row = agy_bridge::corpus::db::step_row(&w.key, &w.values);
+    let mut row = agy_corpus::db::step_row(&w.key, &w.values);
     row.idx += idx_offset;
     Some(row)
 }
@@ -797,7 +797,7 @@ impl<'a> Run<'a> {
             return Ok(());
         };
         let path = &self.root_path;
-        let rows = agy_bridge::follow::poller::read_all(conn, path)
+        let rows = agy_format::database::read_all(conn, path)
             .map_err(|e| Fatal::internal(format!("{}: {e}", path.display())))?;
         let steps: Vec<steps::Step> = rows.iter().map(steps::decode).collect();
         self.emitter.set_earlier(Earlier::from_steps(&steps));
@@ -888,7 +888,7 @@ impl<'a> Run<'a> {
                 gate: None,
                 mcp_call: None,
                 turn: 0,
-                writes: vec![agy_bridge::corpus::db::step_write(&step)],
+                writes: vec![agy_corpus::db::step_write(&step)],
             };
             self.apply(usize::MAX, &commit)?;
             self.emit(&commit);

@@ -16,8 +16,8 @@
 //! absolute `source`, through the library's `format::hooks` listing.
 
 use crate::cli::{OutputFormat, PrintArgs};
-use agy_bridge::corpus::recording::Recording;
 use agy_bridge::pi::models::{parse_models_output, split_tier};
+use agy_corpus::recording::Recording;
 use agy_format::hooks::{listing_command, listing_text};
 use agy_format::quota::{Bucket, Quota};
 use agy_format::stream_json::{CommandData, Line, ModelChoice, SlashCommand, TurnResult, Usage};

@@ -24,7 +24,7 @@
 
 use crate::cli::{OutputFormat, PrintArgs};
 use crate::replay::{self, Conversation, Fatal, TurnPlan};
-use agy_bridge::corpus::recording::Recording;
+use agy_corpus::recording::Recording;
 use agy_format::stream_input::read_user_line;
 use agy_format::stream_json::{Line, TurnResult, Usage};
 use std::io::{BufRead, Write};

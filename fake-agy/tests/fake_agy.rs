@@ -2,9 +2,7 @@
 //! own types, replays it with a temporary HOME and checks what fake-agy
 //! wrote and printed. Nothing here is timing-precise; bounds are generous.
 
-use agy_bridge::corpus::recording::{
-    Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write,
-};
+use agy_corpus::recording::{Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write};
 use agy_format::schema;
 use agy_format::steps::{
     self, Body, PlannerResponse, RunCommandResult, Step, StepRow, StepStatus, StepType, Subagent,
@@ -167,7 +165,7 @@ fn commit(t_ms: u64, db: &str, writes: Vec<Write>) -> Commit {
 
 fn header(stdout: &str) -> Header {
     Header {
-        format: agy_bridge::corpus::recording::FORMAT_VERSION,
+        format: agy_corpus::recording::FORMAT_VERSION,
         agy_version: "1.2.8".into(),
         provenance: Provenance::Synthesized {
             from: "fake-agy tests".into(),
@@ -375,7 +373,7 @@ fn open(path: &Path) -> Connection {
 
 fn steps_of(path: &Path) -> Vec<StepRow> {
     let conn = open(path);
-    agy_bridge::follow::poller::read_all(&conn, path).expect("read steps")
+    agy_format::database::read_all(&conn, path).expect("read steps")
 }
 
 fn text_of(row: &StepRow) -> String {
@@ -705,7 +703,7 @@ fn a_killed_recording_prints_no_result_and_exits_with_its_code_or_sigkill() {
     rec.commits.pop();
     rec.header.exit_code = 1;
     rec.header.stdout = String::new();
-    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
+    rec.header.outcome = Some(agy_corpus::recording::Outcome {
         killed: true,
         ..Default::default()
     });
@@ -946,7 +944,7 @@ fn the_recorded_outcome_shapes_the_result() {
         cache_read_tokens: 5,
         total_tokens: 9,
     };
-    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
+    rec.header.outcome = Some(agy_corpus::recording::Outcome {
         status: "ERROR".into(),
         error: Some("out of quota".into()),
         usage: Some(usage),
@@ -977,7 +975,7 @@ fn a_failure_before_the_conversation_creates_nothing() {
     rec.header.exit_code = 1;
     rec.header.stdout = String::new();
     rec.header.stderr = "error: invalid model selection\n".into();
-    rec.header.outcome = Some(agy_bridge::corpus::recording::Outcome {
+    rec.header.outcome = Some(agy_corpus::recording::Outcome {
         status: "ERROR".into(),
         error: Some("invalid model selection".into()),
         before_conversation: true,
@@ -2011,7 +2009,7 @@ fn user_inputs(db: &Path) -> Vec<(i64, String)> {
 }
 
 fn bundled(name: &str) -> Recording {
-    let path = agy_bridge::corpus::recording::bundled_dir().join(format!("{name}.jsonl"));
+    let path = agy_corpus::recording::bundled_dir().join(format!("{name}.jsonl"));
     Recording::load(&path).expect("bundled recording")
 }
 

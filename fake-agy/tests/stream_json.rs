@@ -176,8 +176,8 @@ fn run(name: &str, speed: &str, args: &[&str]) -> Run {
 
 /// [`run`] with `HOME` at `home` (to run again on its conversations).
 fn run_in(home: &std::path::Path, name: &str, speed: &str, args: &[&str]) -> Run {
-    let rec = agy_bridge::corpus::recording::Recording::load(
-        &agy_bridge::corpus::recording::bundled_dir().join(format!("outcomes/{name}.jsonl")),
+    let rec = agy_corpus::recording::Recording::load(
+        &agy_corpus::recording::bundled_dir().join(format!("outcomes/{name}.jsonl")),
     )
     .expect("recording");
     let started = Instant::now();
@@ -617,7 +617,7 @@ fn shapes_see_key_order_types_and_names() {
 /// before any conversation), `result` last, step updates between.
 #[test]
 fn every_corpus_recording_prints_readable_stream_json() {
-    let corpus = agy_bridge::corpus::synth::corpus();
+    let corpus = agy_synth::corpus();
     let failures: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = corpus
             .iter()
@@ -727,7 +727,7 @@ fn only_db(home: &std::path::Path) -> PathBuf {
 /// The decoded step `idx` of the database at `path`.
 fn db_step(path: &std::path::Path, idx: i64) -> agy_format::steps::Step {
     let conn = rusqlite::Connection::open(path).expect("open");
-    let rows = agy_bridge::follow::poller::read_all(&conn, path).expect("rows");
+    let rows = agy_format::database::read_all(&conn, path).expect("rows");
     let row = rows.iter().find(|r| r.idx == idx).expect("the step");
     agy_format::steps::decode(row)
 }

@@ -335,7 +335,7 @@ fn find_fake_agy() -> Result<PathBuf, String> {
 pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     let fake = find_fake_agy()?;
     let recording = resolve_demo_recording(&args.recording)?;
-    let rec = agy_bridge::corpus::recording::Recording::load(&recording)?;
+    let rec = agy_corpus::recording::Recording::load(&recording)?;
     let home = tempfile_dir()?;
     let conversations = home.join(".gemini/antigravity-cli/conversations");
     if !args.json {
@@ -373,7 +373,7 @@ pub fn cmd_demo(args: DemoArgs) -> CmdResult {
 /// The recording `name` names (a bundled name or a file); when there is
 /// none, the error lists the bundled ones.
 fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
-    use agy_bridge::corpus::recording;
+    use agy_corpus::recording;
     let dir = recording::bundled_dir();
     recording::resolve(name, &dir).map_err(|e| match recording::list(&dir) {
         Ok(names) if !names.is_empty() => format!(

@@ -1,23 +1,18 @@
-//! **corpus**: recordings of agy runs, and the tools over them.
+//! **corpus**: the top layer, above [`crate::pi`]: capturing a live agy run
+//! as a recording ([`record`]) and the conformance suite that checks a live
+//! agy against docs/agy-format.md ([`conformance`]).
 //!
-//! Owns the recording format that fake-agy replays ([`recording`]), the
-//! synthesized corpus in `recordings/` (`synth`, behind the `corpus`
-//! feature: fake-agy's tests, ours and the benches use it), capturing a live run
-//! ([`record`]), redaction ([`redact`]), reading and diffing whole databases
-//! ([`db`]), the schema drift report ([`drift`]) and the conformance suite
-//! that checks a live agy against docs/agy-format.md ([`conformance`]).
+//! The recordings themselves are data and live below, in the agy-corpus
+//! crate ([`agy_corpus`]: the recording format, whole-database reads,
+//! redaction, drift); the generators of `recordings/` are the agy-synth
+//! crate, a dev-dependency only. What stays here needs the runner or pi:
+//! the recorder implements the runner's observer, and conformance runs
+//! turns and checks agy against the bridge's own MCP server and the
+//! `agy models` parser.
 //!
-//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::run`] (the
-//! recorder runs a turn), [`crate::view`] (drift reads what `decode` reads).
-//! One exception, kept to [`conformance`]: it also imports [`crate::pi`]
-//! (the `agy models` parser, and the bridge's own MCP server it checks agy
-//! against), so it sits above `pi`; nothing below imports it.
+//! May import: every layer of this crate ([`crate::follow`], [`crate::run`],
+//! [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
+//! [`agy_format`](mod@agy_format). Nothing in this crate imports it.
 
 pub mod conformance;
-pub mod db;
-pub mod drift;
 pub mod record;
-pub mod recording;
-pub mod redact;
-#[cfg(any(test, feature = "corpus"))]
-pub mod synth;

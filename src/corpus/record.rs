@@ -36,11 +36,11 @@
 //! The recorder never writes, never holds a read transaction between wake-ups
 //! and never checkpoints, so it cannot block or disturb agy.
 
-use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use crate::follow::discovery::{self, ConversationId, Snapshot};
-use crate::follow::poller::{self, ReadError};
 use crate::run::process::run_with_timeout_async;
 use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
+use agy_corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
+use agy_format::database::{self, ReadError};
 use agy_format::schema;
 use agy_format::steps::{self, Body, StepRow};
 use rusqlite::Connection;
@@ -78,7 +78,7 @@ pub enum RecordError {
     },
 }
 
-pub use crate::corpus::db::{diff_tables, read_tables, table_names, RowData, TableRows};
+use agy_corpus::db::{diff_tables, read_tables, TableRows};
 
 /// The child conversations named by type-127 steps (payload field 127.1).
 fn children_in(tables: &[TableRows]) -> Vec<String> {
@@ -86,7 +86,7 @@ fn children_in(tables: &[TableRows]) -> Vec<String> {
         .iter()
         .filter(|t| t.name == "steps")
         .flat_map(|t| t.rows.iter())
-        .map(|r| crate::corpus::db::step_row(&r.key, &r.values))
+        .map(|r| agy_corpus::db::step_row(&r.key, &r.values))
         .collect();
     steps::subagent_children(&rows)
         .into_iter()
@@ -114,7 +114,7 @@ fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 fn open(path: &Path) -> Result<Connection, ReadError> {
-    let conn = poller::open_read_only(path)?;
+    let conn = database::open_read_only(path)?;
     // A read-only handle cannot checkpoint; make sure closing it never tries.
     let _ = conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
@@ -520,7 +520,7 @@ fn captured_header(
         .or_else(|| result.signal.map(|s| 128 + s))
         .unwrap_or(-1);
     Header {
-        format: crate::corpus::recording::FORMAT_VERSION,
+        format: agy_corpus::recording::FORMAT_VERSION,
         agy_version: agy_version.clone(),
         provenance: Provenance::Captured {
             agy_version,
@@ -660,7 +660,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         });
     }
 
-    let rows = poller::read_all(&poller::open_read_only(path)?, path).unwrap_or_default();
+    let rows = database::read_all(&database::open_read_only(path)?, path).unwrap_or_default();
     let decoded = crate::view::decode::decode_rows(&rows);
     let prompt = decoded
         .iter()
@@ -678,7 +678,7 @@ pub fn from_database(path: &Path) -> Result<Recording, RecordError> {
         .map(str::to_string)
         .unwrap_or_default();
     let header = Header {
-        format: crate::corpus::recording::FORMAT_VERSION,
+        format: agy_corpus::recording::FORMAT_VERSION,
         agy_version: "unknown".into(),
         provenance: Provenance::Captured {
             agy_version: "unknown".into(),

@@ -323,8 +323,8 @@ pub fn match_prompt(
 /// Every step of the database at `db_path`, read-only; `None` when it
 /// cannot be read (missing, locked, not agy's).
 fn read_step_rows(db_path: &Path) -> Option<Vec<StepRow>> {
-    let conn = crate::follow::poller::open_read_only(db_path).ok()?;
-    crate::follow::poller::read_all(&conn, db_path).ok()
+    let conn = agy_format::database::open_read_only(db_path).ok()?;
+    agy_format::database::read_all(&conn, db_path).ok()
 }
 
 /// How a conversation id was bound.

@@ -4,7 +4,8 @@
 //! live view of a turn that `run` and `demo` print ([`render`]).
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::run`]
-//! (its events and result), [`crate::corpus::recording`] (to read a recording).
+//! (its events and result), [`agy_corpus::source`] (the step rows of a
+//! database or a recording).
 
 pub mod decode;
 pub mod render;

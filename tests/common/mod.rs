@@ -2,11 +2,10 @@
 //! temporary HOME, and helpers to compare a live stream with a recording.
 #![allow(dead_code)]
 
-use agy_bridge::corpus::recording::{self, Recording};
 use agy_bridge::follow::events::{self, Event};
-use agy_bridge::follow::poller;
 use agy_bridge::follow::transcript::Transcript;
 use agy_bridge::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
+use agy_corpus::recording::{self, Recording};
 use agy_format::steps;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -127,7 +126,7 @@ pub fn expected(rec: &Recording) -> Transcript {
     let conn = rec
         .final_database(&rec.header.root_conversation)
         .expect("final db");
-    let rows = poller::read_all(&conn, Path::new(":memory:")).expect("rows");
+    let rows = agy_format::database::read_all(&conn, Path::new(":memory:")).expect("rows");
     let decoded: Vec<_> = rows.iter().map(steps::decode).collect();
     normalise(Transcript::from_events(events::decode_all(&decoded)))
 }

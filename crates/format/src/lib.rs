@@ -10,10 +10,13 @@
 //!
 //! Its own crate so the compiler keeps it at the bottom: it depends on no
 //! other part of agy-bridge, and does no I/O (the `sqlite` feature adds the
-//! three schema helpers that take an open connection). Everything above
+//! three schema helpers that take an open connection, and [`database`]:
+//! opening a conversation database read-only and reading its step rows). Everything above
 //! builds on it.
 
 pub mod agy_args;
+#[cfg(feature = "sqlite")]
+pub mod database;
 pub mod features;
 pub mod hooks;
 pub mod ids;

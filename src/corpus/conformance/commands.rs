@@ -10,7 +10,7 @@
 //! hooks of the `--add-dir` it is given, so fake-agy computes it from the
 //! same hooks file rather than replaying a listing of throwaway paths.
 
-use crate::corpus::redact::Redactor;
+use agy_corpus::redact::Redactor;
 use serde::Serialize;
 use std::path::Path;
 use std::process::Output;

@@ -14,8 +14,8 @@
 //! Each scenario also sets `FAKE_AGY_RECORDING` to the recording that plays
 //! it, so fake-agy replays it; a real agy ignores the variable.
 //!
-//! Besides the layers [`crate::corpus`] may import, this reads `agy models`
-//! with [`crate::pi::models`]' parser (the only parser of that listing) and
+//! It is why [`crate::corpus`] sits above pi: it reads `agy models` with
+//! [`crate::pi::models`]' parser (the only parser of that listing) and
 //! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
 
 mod commands;
@@ -25,11 +25,12 @@ mod scenarios;
 pub use report::exit_code;
 pub use scenarios::cheapest_model;
 
-use crate::corpus::recording::{Header, Provenance, Recording};
+use crate::corpus::record;
 use crate::follow::discovery::ConversationId;
 use crate::run::runner::{self, Failure, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::state::tmp::PrivateDir;
-use crate::{corpus::record, corpus::redact};
+use agy_corpus::recording::{Header, Provenance, Recording};
+use agy_corpus::redact;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -501,7 +502,7 @@ fn recorded(
         .unwrap_or(if warm_ok { 0 } else { -1 });
     Recording {
         header: Header {
-            format: crate::corpus::recording::FORMAT_VERSION,
+            format: agy_corpus::recording::FORMAT_VERSION,
             agy_version: agy_version.clone(),
             provenance: Provenance::Captured {
                 agy_version,
@@ -611,7 +612,7 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, Str
 /// `DIR/drift.txt`: the recordings' fingerprint against the schema
 /// baseline (`agy-bridge drift`'s report); one line saying what it found.
 fn write_drift(out: &Path, recordings: &[String]) -> Option<String> {
-    use crate::corpus::drift;
+    use agy_corpus::drift;
     let paths: Vec<PathBuf> = recordings.iter().map(|r| out.join(r)).collect();
     let looked_at: Vec<String> = recordings.to_vec();
     let found = drift::fingerprint_paths(&paths)

@@ -268,8 +268,8 @@ fn text_field_fact(cfg: &RunConfig, r: &RunResult) -> Found {
         return (ID, false, "no conversation was bound".into());
     };
     let path = cfg.conversations_dir.join(format!("{id}.db"));
-    let rows = match crate::follow::poller::open_read_only(&path)
-        .and_then(|conn| crate::follow::poller::read_all(&conn, &path))
+    let rows = match agy_format::database::open_read_only(&path)
+        .and_then(|conn| agy_format::database::read_all(&conn, &path))
     {
         Ok(rows) => rows,
         Err(e) => return (ID, false, format!("cannot read {}: {e}", path.display())),

@@ -11,7 +11,7 @@
 
 use crate::follow::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
 use crate::follow::events::Event;
-use crate::follow::poller::{Poll, PollStats, Poller, ReadError};
+use crate::follow::poller::{Poll, PollStats, Poller};
 use crate::run::agy_input::AgyInput;
 use crate::run::agy_stream::{AgyStream, TextDigest};
 pub use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
@@ -19,6 +19,7 @@ use crate::run::failure::AgyReport;
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
 pub use agy_format::agy_args::{BindMode, Effort, Mode};
+use agy_format::database::ReadError;
 use agy_format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
 use merge::Held;
 use outbox::Halted;

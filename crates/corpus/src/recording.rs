@@ -711,7 +711,12 @@ pub fn resolve(name_or_path: &str, dir: &Path) -> Result<PathBuf, RecordingError
 
 /// The `recordings/` directory of this source tree (for tests and the demo).
 pub fn bundled_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("recordings")
+    // This crate sits at crates/corpus: the repository is two folders up.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/corpus has a repository around it")
+        .join("recordings")
 }
 
 /// The names of the recordings in `dir`, sorted.

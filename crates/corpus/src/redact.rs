@@ -28,7 +28,7 @@
 //! since anything else would change their length. A blob with nothing to
 //! replace is kept byte for byte.
 
-use crate::corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
+use crate::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_format::steps::{self, Kind, Known};
 use agy_format::wire::{self, Encoder, Value};
 use std::collections::HashMap;
@@ -284,7 +284,7 @@ impl Redactor {
                 .get(i + 36)
                 .map(|c| !c.is_ascii_alphanumeric())
                 .unwrap_or(true);
-            if before_ok && after_ok && crate::follow::discovery::is_uuid_text(&b[i..i + 36]) {
+            if before_ok && after_ok && agy_format::ids::is_uuid_text(&b[i..i + 36]) {
                 out.push_str(&s[last..i]);
                 let p = self.id(&s[i..i + 36]);
                 out.push_str(&p);
@@ -321,7 +321,7 @@ impl Redactor {
                 .get(i + 36)
                 .map(|c| !c.is_ascii_alphanumeric())
                 .unwrap_or(true);
-            if before_ok && after_ok && crate::follow::discovery::is_uuid_text(&out[i..i + 36]) {
+            if before_ok && after_ok && agy_format::ids::is_uuid_text(&out[i..i + 36]) {
                 let id = String::from_utf8_lossy(&out[i..i + 36]).into_owned();
                 let p = self.id(&id);
                 out[i..i + 36].copy_from_slice(p.as_bytes());

@@ -3,8 +3,9 @@
 //! table), coverage notes, and the plain statement that there was nothing to
 //! compare when the inputs hold no step.
 
-use super::compare::{known_paths, Finding};
+use super::finding::Finding;
 use super::fingerprint::Fingerprint;
+use super::known::known_paths;
 use serde::Serialize;
 use std::path::Path;
 

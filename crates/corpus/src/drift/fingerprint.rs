@@ -20,10 +20,10 @@
 //! message around it ([`StandIn`]): in the same step, or one instead of the
 //! other. That tally stays in memory; the baseline file does not carry it.
 
-use super::compare::content_alternatives;
-use crate::corpus::db::{self, TableRows};
-use crate::corpus::recording::{Op, Recording, SqlValue, Write};
-use crate::view::decode::{self, SourceKind};
+use super::known::content_alternatives;
+use crate::db::{self, TableRows};
+use crate::recording::{Op, Recording, SqlValue, Write};
+use crate::source::{self, SourceKind};
 use agy_format::schema;
 use agy_format::steps::{self, StepType, LOAD_BEARING};
 use agy_format::wire::WireType;
@@ -161,7 +161,7 @@ pub struct WriteTarget {
 #[derive(Debug, thiserror::Error)]
 pub enum DriftError {
     #[error(transparent)]
-    Load(#[from] decode::LoadError),
+    Load(#[from] source::LoadError),
     #[error("{path}: {message}")]
     Input { path: PathBuf, message: String },
     #[error("baseline {path}: {message}")]
@@ -184,13 +184,13 @@ pub fn load(path: &Path) -> Result<Source, DriftError> {
         path: path.to_path_buf(),
         message,
     };
-    match decode::detect(path)? {
+    match source::detect(path)? {
         SourceKind::Recording => Recording::load(path)
             .map(|r| Source::Recording(Box::new(r)))
             .map_err(|e| input(e.to_string())),
         SourceKind::Database => {
             let conn =
-                crate::follow::poller::open_read_only(path).map_err(|e| input(e.to_string()))?;
+                agy_format::database::open_read_only(path).map_err(|e| input(e.to_string()))?;
             let _ = conn.set_db_config(
                 rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
                 true,
@@ -290,7 +290,7 @@ fn observe_step(
     key: &BTreeMap<String, SqlValue>,
     values: &BTreeMap<String, SqlValue>,
 ) {
-    let row = crate::corpus::db::step_row(key, values);
+    let row = crate::db::step_row(key, values);
     let (idx, step_type, status) = (row.idx, row.step_type, row.status);
     let a = acc
         .entry((source.to_string(), db.to_string(), idx, step_type))
@@ -692,18 +692,8 @@ mod tests {
 
     #[test]
     fn models_formats() {
-        assert_eq!(
-            models_format(crate::corpus::synth::MODELS_FORMAT_1),
-            Some("1")
-        );
-        assert_eq!(
-            models_format(crate::corpus::synth::MODELS_FORMAT_2),
-            Some("2")
-        );
-        assert_eq!(
-            models_format(crate::corpus::synth::MODELS_FORMAT_3),
-            Some("3")
-        );
+        // The three formats agy has printed are checked against the
+        // corpus's own samples in agy-synth (`models_formats_of_the_corpus`).
         assert_eq!(models_format(""), None);
         assert_eq!(
             models_format("Please sign in to view available models\n"),

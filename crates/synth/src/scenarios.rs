@@ -1,514 +1,22 @@
-//! Synthesized recordings: the corpus built in code from docs/agy-format.md.
-//!
-//! No real agy is available to CI, so the corpus in `recordings/` is written by
-//! this module and checked against it by a test (`tests/corpus.rs`), which can
-//! also regenerate it (`AGY_BRIDGE_UPDATE_CORPUS=1`). Every payload goes through
-//! the library's own encoder ([`agy_format::steps::encode_step`]), and every commit
-//! is shaped like agy's: one row per step, rewritten in place as it grows, with
-//! realistic gaps between commits.
+//! The corpus's recordings, one function each: what agy writes for a
+//! greeting, thinking, tools, a resumed conversation, unicode, errors,
+//! subagents, unknown steps and the other cases [`crate::corpus`] lists.
 
-use crate::corpus::recording::{
-    Commit, Gate, Header, Provenance, Recording, SqlValue, Write, SINGLE_TURN_FORMAT,
-};
+use crate::builder::{blob, call, row_write, Builder};
+use crate::bulk::chunks;
+use crate::{stable_uuid, MODELS_FORMAT_1, MODELS_FORMAT_2, WORKSPACE};
+use agy_corpus::db::step_write;
+use agy_corpus::recording::{Gate, Provenance, Recording, SqlValue, Write};
 use agy_format::steps::{
     Body, DirEntry, ErrorDetails, GenericTool, GrepHit, GrepResult, ListDirResult, Metadata,
     ModelError, PlannerResponse, ReadUrlResult, RunCommandResult, SearchWebResult, Step,
-    StepStatus, StepType, Subagent, ToolCall, Usage, UserInput, ViewFileResult,
+    StepStatus, StepType, Subagent, UserInput, ViewFileResult,
 };
 use agy_format::wire::Encoder;
-use std::collections::BTreeMap;
-
-pub mod mcp;
-mod outcomes;
-
-/// `agy models` stdout as agy 1.2.8 prints it (format 3); its progress line,
-/// "Fetching available models...", goes to stderr (docs/agy-format.md,
-/// "agy models").
-pub const MODELS_FORMAT_3: &str = "\
-gemini-3.7-flash-low\tGemini 3.7 Flash (Low)\n\
-gemini-3.7-flash-medium\tGemini 3.7 Flash (Medium)\n\
-gemini-3.7-flash-high\tGemini 3.7 Flash (High)\n\
-gemini-3.7-pro-low\tGemini 3.7 Pro (Low)\n\
-gemini-3.7-pro-high\tGemini 3.7 Pro (High)\n\
-claude-sonnet-4-6\tClaude Sonnet 4.6\n\
-claude-opus-4-6\tClaude Opus 4.6\n\
-gpt-oss-120b-medium\tGPT-OSS 120B (Medium)\n";
-
-/// `agy models` as agy 1.1.5 .. 1.1.x prints it (format 2).
-pub const MODELS_FORMAT_2: &str = "gemini-3.6-flash-low\n\
-gemini-3.6-flash-medium\n\
-gemini-3.6-flash-high\n\
-gemini-3.6-pro-high\n\
-claude-sonnet-4-6\n\
-claude-opus-4-6\n\
-gpt-oss-120b-medium\n";
-
-/// `agy models` before 1.1.5 (format 1: display names).
-pub const MODELS_FORMAT_1: &str = "Gemini 3.5 Flash (Low)\n\
-Gemini 3.5 Flash (Medium)\n\
-Gemini 3.5 Flash (High)\n\
-Gemini 3.5 Pro (High)\n\
-Claude Sonnet 4.5\n\
-GPT-OSS 120B (Medium)\n";
-
-const WORKSPACE: &str = "/home/dev/project";
-const MODEL: &str = "gemini-3.7-flash-medium";
-
-/// A deterministic UUIDv4-shaped id derived from a name, so regenerating the
-/// corpus gives identical files.
-pub fn stable_uuid(name: &str) -> String {
-    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    for b in name.bytes() {
-        h ^= u128::from(b);
-        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
-    }
-    let hex = format!("{h:032x}");
-    format!(
-        "{}-{}-4{}-a{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[13..16],
-        &hex[17..20],
-        &hex[20..32]
-    )
-}
-
-/// Builds one recording commit by commit.
-pub struct Builder {
-    header: Header,
-    commits: Vec<Commit>,
-    t_ms: u64,
-    db: String,
-    pre: bool,
-    turn: u32,
-    created_s: u64,
-}
-
-fn blob(b: Vec<u8>) -> SqlValue {
-    SqlValue::Blob(b)
-}
-
-pub use crate::corpus::db::step_write;
-
-fn row_write(table: &str, key: (&str, SqlValue), values: Vec<(&str, SqlValue)>) -> Write {
-    let mut k = BTreeMap::new();
-    k.insert(key.0.to_string(), key.1);
-    Write {
-        table: table.into(),
-        op: Default::default(),
-        key: k,
-        values: values
-            .into_iter()
-            .map(|(c, v)| (c.to_string(), v))
-            .collect(),
-        stream_error: None,
-    }
-}
-
-impl Builder {
-    pub fn new(name: &str, description: &str, prompt: &str, answer: &str) -> Builder {
-        let root = stable_uuid(name);
-        Builder {
-            header: Header {
-                format: SINGLE_TURN_FORMAT,
-                agy_version: "1.2.8".into(),
-                provenance: Provenance::Synthesized {
-                    from: "docs/agy-format.md, agy 1.2.x schema and field layout".into(),
-                    follows: None,
-                },
-                description: description.into(),
-                prompt: prompt.into(),
-                model: Some(MODEL.into()),
-                workspace: Some(WORKSPACE.into()),
-                root_conversation: root.clone(),
-                stdout: if answer.is_empty() {
-                    String::new()
-                } else {
-                    format!("{answer}\n")
-                },
-                stderr: String::new(),
-                exit_code: 0,
-                models_output: MODELS_FORMAT_3.into(),
-                version_output: "1.2.8\n".into(),
-                schema: Vec::new(),
-                outcome: None,
-            },
-            commits: Vec::new(),
-            t_ms: 0,
-            db: root,
-            pre: false,
-            turn: 0,
-            created_s: 1_795_000_000 + (name.len() as u64) * 1000,
-        }
-    }
-
-    pub fn header(&mut self) -> &mut Header {
-        &mut self.header
-    }
-
-    pub fn root(&self) -> String {
-        self.header.root_conversation.clone()
-    }
-
-    /// Write following commits to conversation `db` (a subagent's database).
-    pub fn into_db(&mut self, db: &str) -> &mut Self {
-        self.db = db.to_string();
-        self
-    }
-
-    /// Following commits describe state from before the run (earlier turns).
-    pub fn pre(&mut self, pre: bool) -> &mut Self {
-        self.pre = pre;
-        self
-    }
-
-    /// Following commits are the next stdin turn of the same process; their
-    /// times count from when that turn's input line arrived.
-    pub fn next_turn(&mut self) -> &mut Self {
-        self.turn += 1;
-        self.t_ms = 0;
-        self
-    }
-
-    /// Commit `writes` `dt_ms` after the previous commit.
-    pub fn commit(&mut self, dt_ms: u64, writes: Vec<Write>) -> &mut Self {
-        self.commit_gated(dt_ms, writes, None)
-    }
-
-    pub fn commit_gated(
-        &mut self,
-        dt_ms: u64,
-        writes: Vec<Write>,
-        gate: Option<Gate>,
-    ) -> &mut Self {
-        self.t_ms += dt_ms;
-        self.commits.push(Commit {
-            t_ms: if self.pre { 0 } else { self.t_ms },
-            db: self.db.clone(),
-            pre: self.pre,
-            gate,
-            mcp_call: None,
-            turn: self.turn,
-            writes,
-        });
-        self
-    }
-
-    /// Commit a single step row.
-    pub fn step(&mut self, dt_ms: u64, step: Step) -> &mut Self {
-        self.commit(dt_ms, vec![step_write(&step)])
-    }
-
-    fn meta(&self, idx: i64, source: u64) -> Metadata {
-        Metadata {
-            created_at: Some((self.created_s + idx as u64, 125_000_000)),
-            source: Some(source),
-            ..Metadata::default()
-        }
-    }
-
-    /// The conversation's own rows agy writes when it starts.
-    pub fn conversation_rows(&self, conversation: &str, parent: Option<&str>) -> Vec<Write> {
-        let trajectory = stable_uuid(&format!("trajectory:{conversation}"));
-        let mut blob_enc = Encoder::new();
-        blob_enc
-            .message(1, |w| {
-                w.string(1, &format!("file://{WORKSPACE}"));
-            })
-            .message(2, |t| {
-                t.varint(1, self.created_s).varint(2, 0);
-            })
-            .string(6, parent.unwrap_or(conversation))
-            .string(7, &format!("file://{WORKSPACE}"));
-        let mut writes = vec![
-            row_write(
-                "trajectory_meta",
-                ("trajectory_id", SqlValue::Text(trajectory)),
-                vec![
-                    ("cascade_id", SqlValue::Text(conversation.into())),
-                    (
-                        "trajectory_type",
-                        SqlValue::Integer(if parent.is_some() { 6 } else { 4 }),
-                    ),
-                    ("source", SqlValue::Integer(17)),
-                ],
-            ),
-            row_write(
-                "trajectory_metadata_blob",
-                ("id", SqlValue::Text("main".into())),
-                vec![("data", blob(blob_enc.finish()))],
-            ),
-        ];
-        if let Some(parent) = parent {
-            let mut e = Encoder::new();
-            e.string(1, parent);
-            writes.push(row_write(
-                "parent_references",
-                ("idx", SqlValue::Integer(0)),
-                vec![("data", blob(e.finish()))],
-            ));
-        }
-        writes
-    }
-
-    /// The opening of a turn: the user's input (type 14) and a checkpoint
-    /// (type 23). On a fresh conversation the first commit also creates the
-    /// conversation rows.
-    pub fn open_turn(&mut self, idx: i64, prompt: &str, title: &str, fresh: bool) -> &mut Self {
-        let mut writes = if fresh {
-            let root = self.db.clone();
-            self.conversation_rows(&root, None)
-        } else {
-            Vec::new()
-        };
-        let mut user = Step::new(idx, StepType::UserInput, StepStatus::Done).with_body(
-            Body::UserInput(UserInput {
-                text: prompt.into(),
-                workspace_uri: Some(format!("file://{WORKSPACE}")),
-            }),
-        );
-        user.metadata = Some(self.meta(idx, 4));
-        writes.push(step_write(&user));
-        self.commit(140, writes);
-        let mut checkpoint = Step::new(idx + 1, StepType::Checkpoint, StepStatus::Done).with_body(
-            Body::Checkpoint {
-                title: format!("{title}\n\nThe user asked: {prompt}"),
-            },
-        );
-        checkpoint.metadata = Some(self.meta(idx + 1, 2));
-        self.step(90, checkpoint)
-    }
-
-    fn planner_step(&self, idx: i64, status: StepStatus, p: PlannerResponse) -> Step {
-        let mut s = Step::new(idx, StepType::PlannerResponse, status).with_body(Body::Planner(p));
-        s.metadata = Some(self.meta(idx, 2));
-        s
-    }
-
-    /// A planner response whose thinking, then text, grows in place: one
-    /// commit per chunk, GENERATING until the last commit marks it DONE.
-    pub fn planner(
-        &mut self,
-        idx: i64,
-        thinking: &[&str],
-        text: &[&str],
-        calls: Vec<ToolCall>,
-        gap_ms: u64,
-    ) -> &mut Self {
-        let mut p = PlannerResponse::default();
-        for chunk in thinking {
-            p.thinking.push_str(chunk);
-            let s = self.planner_step(idx, StepStatus::Generating, p.clone());
-            self.step(gap_ms, s);
-        }
-        for chunk in text {
-            p.text.push_str(chunk);
-            let s = self.planner_step(idx, StepStatus::Generating, p.clone());
-            self.step(gap_ms, s);
-        }
-        p.tool_calls = calls;
-        p.stop_reason = Some(2);
-        let mut done = self.planner_step(idx, StepStatus::Done, p);
-        if let Some(meta) = done.metadata.as_mut() {
-            meta.usage = Some(Usage {
-                model: 1018,
-                input_tokens: 5_432,
-                output_tokens: 321,
-                cache_read_tokens: 4_096,
-                thinking_tokens: 128,
-                response_tokens: 193,
-                ..Usage::default()
-            });
-        }
-        let gen = self.gen_metadata(idx);
-        self.commit(gap_ms, vec![step_write(&done), gen])
-    }
-
-    fn gen_metadata(&self, idx: i64) -> Write {
-        let mut e = Encoder::new();
-        e.message(1, |g| {
-            g.message(4, |u| {
-                u.varint(1, 1018)
-                    .varint(2, 5_432)
-                    .varint(3, 321)
-                    .varint(5, 4_096);
-            })
-            .string(19, MODEL)
-            .string(21, "Gemini 3.7 Flash (Medium)");
-        });
-        e.packed_varints(2, &[idx as u64]);
-        let data = e.finish();
-        let size = data.len() as i64;
-        row_write(
-            "gen_metadata",
-            ("idx", SqlValue::Integer(idx)),
-            vec![("data", blob(data)), ("size", SqlValue::Integer(size))],
-        )
-    }
-
-    /// A tool step: announced RUNNING with its call, then DONE (or `final_status`)
-    /// with its result body.
-    pub fn tool(
-        &mut self,
-        idx: i64,
-        step_type: StepType,
-        call: ToolCall,
-        result: Option<Body>,
-        final_status: StepStatus,
-        run_ms: u64,
-    ) -> &mut Self {
-        let mut running =
-            Step::new(idx, step_type, StepStatus::Running).with_tool_call(call.clone());
-        if let Some(m) = running.metadata.as_mut() {
-            m.created_at = Some((self.created_s + idx as u64, 0));
-            m.source = Some(2);
-        }
-        self.step(60, running.clone());
-        let mut done = running;
-        done.status = final_status;
-        done.body = result;
-        self.step(run_ms, done)
-    }
-
-    pub fn finish(self) -> Recording {
-        let mut rec = Recording {
-            header: self.header,
-            commits: self.commits,
-        };
-        rec.header.format = rec.header.format.max(rec.min_format());
-        rec
-    }
-}
-
-/// One answer of `bytes` bytes growing over `commits` commits `dt_ms` apart
-/// (each commit rewrites the whole step, as agy does), the last one DONE.
-/// For memory benches and tests: the step payload grows to `bytes` plus a
-/// few bytes of framing.
-pub fn growing_answer(bytes: usize, commits: usize, dt_ms: u64) -> Recording {
-    const LINE: &str = "All work and no play makes a long answer grow. 0123456789\n";
-    let text = LINE.repeat(bytes.div_ceil(LINE.len()))[..bytes].to_string();
-    let mut b = Builder::new("growing-answer", "a long answer growing", "go", &text);
-    b.open_turn(0, "go", "growing answer", true);
-    let pieces = chunks(&text, commits);
-    let last = pieces.len().saturating_sub(1);
-    let mut grown = 0;
-    for (i, piece) in pieces.iter().enumerate() {
-        grown += piece.len();
-        let status = if i == last {
-            StepStatus::Done
-        } else {
-            StepStatus::Generating
-        };
-        let step = Step::new(2, StepType::PlannerResponse, status).with_body(Body::Planner(
-            PlannerResponse {
-                text: text[..grown].to_string(),
-                ..PlannerResponse::default()
-            },
-        ));
-        b.commit(dt_ms, vec![step_write(&step)]);
-    }
-    b.finish()
-}
-
-/// The text of answer step `n` of [`many_answers`]: `bytes` bytes that
-/// begin with its number, so each step's text is found in a stream, in
-/// order.
-pub fn numbered_answer(n: usize, bytes: usize) -> String {
-    const FILL: &str = "The database is the buffer while pi is not reading. ";
-    let mut text = format!("[answer {n:06}]\n");
-    while text.len() < bytes {
-        text.push_str(FILL);
-    }
-    text.truncate(bytes.max(16));
-    text
-}
-
-/// `steps` finished answer steps of `bytes` bytes each
-/// ([`numbered_answer`]), `per_commit` to a commit, committed as fast as
-/// the replay goes: far more output than a consumer holds, for the tests
-/// of a consumer that stops reading.
-pub fn many_answers(steps: usize, bytes: usize, per_commit: usize) -> Recording {
-    let mut b = Builder::new("many-answers", "many answer steps, fast", "go", "done");
-    b.open_turn(0, "go", "many answers", true);
-    let first_idx = 2;
-    let numbered: Vec<usize> = (0..steps).collect();
-    for batch in numbered.chunks(per_commit.max(1)) {
-        let writes = batch
-            .iter()
-            .map(|&n| {
-                let step = Step::new(
-                    first_idx + n as i64,
-                    StepType::PlannerResponse,
-                    StepStatus::Done,
-                )
-                .with_body(Body::Planner(PlannerResponse {
-                    text: numbered_answer(n, bytes),
-                    ..PlannerResponse::default()
-                }));
-                step_write(&step)
-            })
-            .collect();
-        b.commit(1, writes);
-    }
-    b.finish()
-}
-
-/// Split `s` into `n` pieces of roughly equal byte length, each ending on a
-/// char boundary.
-pub fn chunks(s: &str, n: usize) -> Vec<&str> {
-    let n = n.max(1);
-    let target = s.len().div_ceil(n).max(1);
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < s.len() {
-        let mut end = (start + target).min(s.len());
-        while !s.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&s[start..end]);
-        start = end;
-    }
-    out
-}
-
-fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-    }
-}
-
-/// Every corpus recording, by name (a name may have a directory:
-/// `outcomes/...`).
-pub fn corpus() -> Vec<(&'static str, Recording)> {
-    vec![
-        ("hello", hello()),
-        ("thinking", thinking()),
-        ("tools", tools()),
-        ("resume", resume()),
-        ("unicode", unicode()),
-        ("quota-error", quota_error()),
-        ("long-answer", long_answer()),
-        ("subagent", subagent()),
-        ("unknown-steps", unknown_steps()),
-        ("placeholder", placeholder()),
-        ("equal-rewrite", equal_rewrite()),
-        ("permission", permission()),
-        ("web-tools", web_tools()),
-        ("orchestration", orchestration()),
-        ("models-v1", models_v1()),
-        ("models-v2", models_v2()),
-        ("stdin-two-turns", stdin_two_turns()),
-    ]
-    .into_iter()
-    .chain(outcomes::corpus())
-    .collect()
-}
 
 const HELLO: &str = "Hello! I'm agy, running in print mode. I can read and edit files in this workspace, run commands, and search the web. What would you like to work on?";
 
-fn hello() -> Recording {
+pub(crate) fn hello() -> Recording {
     let mut b = Builder::new(
         "hello",
         "One answer that grows in place over six commits.",
@@ -523,7 +31,7 @@ fn hello() -> Recording {
 const THINK_TEXT: &str = "The capital of Australia is **Canberra**, not Sydney. It was purpose-built as a compromise between Sydney and Melbourne and became the seat of government in 1927.";
 const THINK_THOUGHT: &str = "The user wants the capital of Australia. Common misconception: Sydney. The correct answer is Canberra, chosen in 1908 as a compromise; parliament moved there in 1927.";
 
-fn thinking() -> Recording {
+pub(crate) fn thinking() -> Recording {
     let mut b = Builder::new(
         "thinking",
         "Thinking (20.3) grows first, then the answer (20.1), in one type-15 step.",
@@ -548,7 +56,7 @@ fn thinking() -> Recording {
 
 const TOOLS_FINAL: &str = "I fixed the off-by-one in `src/lib.rs`: `sum_to` now includes `n`. `cargo test` failed before the fix (1 failing test); the `deploy` step could not run because `deploy.sh` does not exist.";
 
-fn tools() -> Recording {
+pub(crate) fn tools() -> Recording {
     let mut b = Builder::new(
         "tools",
         "One turn with view_file, grep_search, list_directory, run_command (exit 1), a file edit and a failing tool.",
@@ -731,7 +239,7 @@ fn tools_fix(b: &mut Builder) {
 const RESUME_FIRST: &str = "Your project is a small Rust library with one function, `sum_to`.";
 const RESUME_SECOND: &str = "Yes: add a doc comment and a property test for `sum_to`. I'd start with `proptest` comparing it against `n * (n + 1) / 2`.";
 
-fn resume() -> Recording {
+pub(crate) fn resume() -> Recording {
     let mut b = Builder::new(
         "resume",
         "A second turn on an existing conversation: `pre` commits hold turn one; the run writes turn two (idx continues).",
@@ -761,7 +269,7 @@ const TWO_TURNS_SECOND: &str =
 /// conversation, the second turn's step indexes continue the first's, a
 /// `result` per turn (docs/agy-format.md, "Input: --input-format
 /// stream-json").
-fn stdin_two_turns() -> Recording {
+pub(crate) fn stdin_two_turns() -> Recording {
     let mut b = Builder::new(
         "stdin-two-turns",
         "Two stdin turns in one process and one conversation; turn 1's commits count from when its line arrived.",
@@ -794,7 +302,7 @@ const UNICODE_PIECES: &[&str] = &[
     "テキスト、中文字符，한국어. Done \u{2705}",
 ];
 
-fn unicode() -> Recording {
+pub(crate) fn unicode() -> Recording {
     let text: String = UNICODE_PIECES.concat();
     let mut b = Builder::new(
         "unicode",
@@ -810,7 +318,7 @@ fn unicode() -> Recording {
 const QUOTA_MESSAGE: &str =
     "You have exhausted your capacity on this model. Your quota will reset after 2h13m.";
 
-fn quota_error() -> Recording {
+pub(crate) fn quota_error() -> Recording {
     let mut b = Builder::new(
         "quota-error",
         "A 429 quota error: a type-17 step carrying field 24, exit code 1 and agy's stderr.",
@@ -861,7 +369,7 @@ fn long_text() -> String {
     s
 }
 
-fn long_answer() -> Recording {
+pub(crate) fn long_answer() -> Recording {
     let text = long_text();
     let mut b = Builder::new(
         "long-answer",
@@ -878,7 +386,7 @@ const SUB_PARENT: &str = "The researcher subagent found two callers of `parse_co
 const SUB_CHILD: &str =
     "`parse_config` is called from src/main.rs:12 and src/cli.rs:40, both with a &Path.";
 
-fn subagent() -> Recording {
+pub(crate) fn subagent() -> Recording {
     let mut b = Builder::new(
         "subagent",
         "A type-127 invoke_subagent step; the child conversation's database is written at the same time by a child process.",
@@ -937,7 +445,7 @@ fn subagent() -> Recording {
 const UNKNOWN_TEXT: &str =
     "Done. (This run mixed in step types and fields this decoder has never seen.)";
 
-fn unknown_steps() -> Recording {
+pub(crate) fn unknown_steps() -> Recording {
     let mut b = Builder::new(
         "unknown-steps",
         "Unknown step types (250, 77) and unknown fields of every wire type, mixed in with known steps.",
@@ -1005,7 +513,7 @@ fn raw_step(idx: i64, step_type: i64, status: i64, payload: Vec<u8>) -> Write {
 
 const PLACEHOLDER_TEXT: &str = "Here is the summary you asked for: three modules, no cycles.";
 
-fn placeholder() -> Recording {
+pub(crate) fn placeholder() -> Recording {
     let mut b = Builder::new(
         "placeholder",
         "An empty type-15 placeholder (GENERATING, no text) committed well before generation starts.",
@@ -1024,7 +532,7 @@ fn placeholder() -> Recording {
     b.finish()
 }
 
-fn equal_rewrite() -> Recording {
+pub(crate) fn equal_rewrite() -> Recording {
     let final_text = "The answer is 42. Checked twice.";
     let mut b = Builder::new(
         "equal-rewrite",
@@ -1056,7 +564,7 @@ fn equal_rewrite() -> Recording {
 
 const PERMISSION_TEXT: &str = "All 12 tests pass.";
 
-fn permission() -> Recording {
+pub(crate) fn permission() -> Recording {
     let mut b = Builder::new(
         "permission",
         "An agy before 1.1.7 (1.1.4): a run_command that needs permission; without --dangerously-skip-permissions agy writes a WAITING step and stalls, as its print mode did (later versions auto-deny: outcomes/denied-*).",
@@ -1113,7 +621,7 @@ fn permission() -> Recording {
 const WEB_TEXT: &str =
     "Rust 1.95 stabilised `if let` chains in match guards; see the release notes.";
 
-fn web_tools() -> Recording {
+pub(crate) fn web_tools() -> Recording {
     let mut b = Builder::new(
         "web-tools",
         "search_web (33/42) and read_url_content (31/40).",
@@ -1171,7 +679,7 @@ fn web_tools() -> Recording {
 
 const ORCH_TEXT: &str = "Task created and the team notified.";
 
-fn orchestration() -> Recording {
+pub(crate) fn orchestration() -> Recording {
     let mut b = Builder::new(
         "orchestration",
         "Generic orchestration tools (type 132, field 140), a system message (101, field 114) and a conversation-history step (98).",
@@ -1238,7 +746,7 @@ fn simple_answer(
     b.finish()
 }
 
-fn models_v1() -> Recording {
+pub(crate) fn models_v1() -> Recording {
     simple_answer(
         "models-v1",
         "An older agy (1.1.4): `agy models` prints display names (format 1), no stream-json.",
@@ -1248,7 +756,7 @@ fn models_v1() -> Recording {
     )
 }
 
-fn models_v2() -> Recording {
+pub(crate) fn models_v2() -> Recording {
     simple_answer(
         "models-v2",
         "agy 1.1.14: `agy models` prints one slug per line (format 2).",

@@ -3,7 +3,7 @@
 //! The recorder captures commits with it and drift fingerprints with it; it
 //! depends on neither.
 
-use crate::corpus::recording::{Op, SqlValue, Write};
+use crate::recording::{Op, SqlValue, Write};
 use agy_format::schema;
 use agy_format::steps::StepRow;
 use agy_format::steps::{Step, StepType};

@@ -2,31 +2,37 @@
 //! corpus baseline, so that a new agy version's format change shows up as a
 //! red report instead of an empty stream.
 //!
-//! Three parts, one job each:
+//! Five parts, one job each, importing only those listed before them:
+//! - `known`: the decoder's paths as drift sees them (every path its
+//!   known-field tree reads, the zero-able ones, their fallbacks);
+//! - `finding`: what a difference from the baseline is, and its class;
 //! - `fingerprint`: what a set of recordings and databases shows about
 //!   agy's format (step types, field paths with wire types and counts,
 //!   statuses, tables, schema, `agy models` formats, decode errors);
+//! - `report`: the findings as sentences (paths named by what they mean,
+//!   from the decoder's known-field table) and as JSON;
 //! - `compare`: the rules that judge a current fingerprint against the
 //!   baseline, the way a maintainer would: a finding is **breaking** only
-//!   when data a user sees would be lost or misread;
-//! - `report`: the findings as sentences (paths named by what they mean,
-//!   from the decoder's known-field table) and as JSON.
+//!   when data a user sees would be lost or misread (`compare/paths`: the
+//!   rules judged path by path within one step type).
 //!
 //! Drift reads the decoder's own tables ([`agy_format::steps`]'s known-field
 //! tree and `LOAD_BEARING`) rather than a copy, so a decoder change moves
 //! the judgement with it.
 
 mod compare;
+mod finding;
 mod fingerprint;
+mod known;
 mod report;
 
-pub use compare::{
-    compare, content_alternatives, known_paths, Class, Finding, FindingKind, KnownPath, ZERO_ABLE,
-};
+pub use compare::compare;
+pub use finding::{Class, Finding, FindingKind};
 pub use fingerprint::{
     fingerprint, fingerprint_paths, load, models_format, source_name, DriftError, Fingerprint,
     PathKey, PathPrint, Source, StandIn, StepTypePrint, WriteTarget, FINGERPRINT_FORMAT,
 };
+pub use known::{content_alternatives, known_paths, KnownPath, ZERO_ABLE};
 pub use report::{describe_path, Report};
 
 use std::path::PathBuf;
@@ -36,13 +42,13 @@ pub const BASELINE_FILE: &str = "schema-baseline.json";
 
 /// The baseline of this source tree.
 pub fn bundled_baseline() -> PathBuf {
-    crate::corpus::recording::bundled_dir().join(BASELINE_FILE)
+    crate::recording::bundled_dir().join(BASELINE_FILE)
 }
 
 /// The same baseline, built into the binary: an installed agy-bridge has no
 /// source tree, and `drift` on a conversation database (which the bridge
 /// tells users to run when agy writes a step it does not know) must work.
-const BUILT_IN_BASELINE: &str = include_str!("../../../recordings/schema-baseline.json");
+const BUILT_IN_BASELINE: &str = include_str!("../../../../recordings/schema-baseline.json");
 
 /// The baseline `drift` compares with when none is named, and the name it
 /// goes by in the report: this source tree's file when it is there (it may

@@ -10,12 +10,13 @@
 //! cumulative result) is its emulation of agy's command line, tested in
 //! `fake-agy/tests/stream_json.rs`.
 
-use super::super::{call, Builder, MODELS_FORMAT_2, WORKSPACE};
 use super::{
     ask_then_deny, generic_tool, model_call, model_call_with, prompt_step, start, usage, Denial,
     Tokens,
 };
-use crate::corpus::recording::{Outcome, Recording};
+use crate::builder::{call, Builder};
+use crate::{MODELS_FORMAT_2, WORKSPACE};
+use agy_corpus::recording::{Outcome, Recording};
 use agy_format::steps::{
     Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall, Usage, UserInput,
 };

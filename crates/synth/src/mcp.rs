@@ -3,40 +3,60 @@
 //! the corpus-wide tests: replaying one needs an MCP server to call (the
 //! bridge's, in `agy-bridge stream` with tools), and the type-38 step holds
 //! whatever that server answered, which no recording can know.
+//!
+//! The server's name is passed in ([`corpus`]'s `server`) rather than read
+//! from agy-bridge: the name is the bridge's choice (`pi::mcp::SERVER_NAME`,
+//! what it registers in agy's MCP config), and this crate must not depend
+//! on the bridge (it is only a dev-dependency of it). The test that checks
+//! these recordings (`tests/mcp_stream.rs`) passes the bridge's constant, so
+//! a renamed server shows up there as recordings that no longer match.
 
-use super::{call, Builder};
-use crate::corpus::recording::{McpCall, Recording};
+use crate::builder::{call, Builder};
+use agy_corpus::recording::{McpCall, Recording};
 use serde_json::json;
 
 /// The tool these recordings call (the tests' pi extension registers it).
 pub const PROBE_TOOL: &str = "pi_probe";
 const PROBE_ANSWER: &str = "pi ran pi_probe for me; its result is in the step above.";
 
-/// Every recording of this module, by name (under `mcp/`).
-pub fn corpus() -> Vec<(&'static str, Recording)> {
+/// Every recording of this module, by name (under `mcp/`), calling the MCP
+/// server named `server` (the bridge's `pi::mcp::SERVER_NAME`).
+pub fn corpus(server: &str) -> Vec<(&'static str, Recording)> {
     vec![
-        ("mcp/pi-tool", pi_tool()),
-        ("mcp/pi-tools-parallel", parallel()),
-        ("mcp/pi-tools-sequential", sequential()),
+        ("mcp/pi-tool", pi_tool(server)),
+        ("mcp/pi-tools-parallel", parallel(server)),
+        ("mcp/pi-tools-sequential", sequential(server)),
     ]
 }
 
 /// The planner's `call_mcp_tool` for `tool` on the bridge's server.
-fn mcp_call(id: &str, tool: &str, arguments: serde_json::Value) -> agy_format::steps::ToolCall {
+fn mcp_call(
+    server: &str,
+    id: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> agy_format::steps::ToolCall {
     call(
         id,
         "call_mcp_tool",
-        json!({"ServerName": crate::pi::mcp::SERVER_NAME, "ToolName": tool, "Arguments": arguments}),
+        json!({"ServerName": server, "ToolName": tool, "Arguments": arguments}),
     )
 }
 
 /// `dt_ms` later, agy calls `tool(arguments)`, which becomes step `idx`
 /// (calls at the same time go out together).
-fn then_call(b: &mut Builder, dt_ms: u64, idx: i64, tool: &str, arguments: serde_json::Value) {
+fn then_call(
+    b: &mut Builder,
+    server: &str,
+    dt_ms: u64,
+    idx: i64,
+    tool: &str,
+    arguments: serde_json::Value,
+) {
     b.commit(dt_ms, Vec::new());
     if let Some(c) = b.commits.last_mut() {
         c.mcp_call = Some(McpCall {
-            server: crate::pi::mcp::SERVER_NAME.into(),
+            server: server.into(),
             tool: tool.into(),
             arguments,
             idx,
@@ -53,7 +73,7 @@ fn start(name: &str, description: &str, prompt: &str) -> Builder {
     b
 }
 
-fn pi_tool() -> Recording {
+fn pi_tool(server: &str) -> Recording {
     let prompt = "Ask pi for a probe value";
     let mut b = start(
         "mcp/pi-tool",
@@ -65,15 +85,15 @@ fn pi_tool() -> Recording {
         2,
         &["pi has a tool for this."],
         &[],
-        vec![mcp_call("call-probe-1", PROBE_TOOL, args.clone())],
+        vec![mcp_call(server, "call-probe-1", PROBE_TOOL, args.clone())],
         120,
     );
-    then_call(&mut b, 40, 3, PROBE_TOOL, args);
+    then_call(&mut b, server, 40, 3, PROBE_TOOL, args);
     b.planner(4, &[], &[PROBE_ANSWER], vec![], 120);
     b.finish()
 }
 
-fn parallel() -> Recording {
+fn parallel(server: &str) -> Recording {
     let prompt = "Ask pi for two probe values";
     let mut b = start(
         "mcp/pi-tools-parallel",
@@ -87,18 +107,18 @@ fn parallel() -> Recording {
         &["Two questions for pi."],
         &[],
         vec![
-            mcp_call("call-probe-1", PROBE_TOOL, a.clone()),
-            mcp_call("call-probe-2", PROBE_TOOL, c.clone()),
+            mcp_call(server, "call-probe-1", PROBE_TOOL, a.clone()),
+            mcp_call(server, "call-probe-2", PROBE_TOOL, c.clone()),
         ],
         120,
     );
-    then_call(&mut b, 40, 3, PROBE_TOOL, a);
-    then_call(&mut b, 0, 4, PROBE_TOOL, c);
+    then_call(&mut b, server, 40, 3, PROBE_TOOL, a);
+    then_call(&mut b, server, 0, 4, PROBE_TOOL, c);
     b.planner(5, &[], &[PROBE_ANSWER], vec![], 120);
     b.finish()
 }
 
-fn sequential() -> Recording {
+fn sequential(server: &str) -> Recording {
     let prompt = "Ask pi twice, the second question after the first answer";
     let mut b = start(
         "mcp/pi-tools-sequential",
@@ -111,18 +131,18 @@ fn sequential() -> Recording {
         2,
         &["One question first."],
         &[],
-        vec![mcp_call("call-probe-1", PROBE_TOOL, a.clone())],
+        vec![mcp_call(server, "call-probe-1", PROBE_TOOL, a.clone())],
         120,
     );
-    then_call(&mut b, 40, 3, PROBE_TOOL, a);
+    then_call(&mut b, server, 40, 3, PROBE_TOOL, a);
     b.planner(
         4,
         &["Now the second."],
         &[],
-        vec![mcp_call("call-probe-2", PROBE_TOOL, c.clone())],
+        vec![mcp_call(server, "call-probe-2", PROBE_TOOL, c.clone())],
         120,
     );
-    then_call(&mut b, 40, 5, PROBE_TOOL, c);
+    then_call(&mut b, server, 40, 5, PROBE_TOOL, c);
     b.planner(6, &[], &[PROBE_ANSWER], vec![], 120);
     b.finish()
 }

@@ -12,9 +12,11 @@
 //! `recordings/outcomes/`: some never create a conversation, which the
 //! corpus-wide tests (binding, record round trip) cannot take.
 
-use super::{call, Builder, MODELS_FORMAT_2};
+use crate::builder::{blob, call, Builder};
+use crate::{MODELS_FORMAT_2, WORKSPACE};
+use agy_corpus::db::step_write;
 mod sessions;
-use crate::corpus::recording::{Gate, Outcome, Provenance, Recording};
+use agy_corpus::recording::{Gate, Outcome, Provenance, Recording};
 use agy_format::steps::{
     Body, ErrorDetails, GenericTool, Metadata, ModelError, PlannerResponse, RunCommandResult, Step,
     StepStatus, StepType, ToolCall, Usage, UserInput,
@@ -120,10 +122,10 @@ fn prompt_step(b: &mut Builder, prompt: &str) {
     let mut user =
         Step::new(0, StepType::UserInput, StepStatus::Done).with_body(Body::UserInput(UserInput {
             text: prompt.into(),
-            workspace_uri: Some(format!("file://{}", super::WORKSPACE)),
+            workspace_uri: Some(format!("file://{}", WORKSPACE)),
         }));
     user.metadata = Some(b.meta(0, 4));
-    writes.push(super::step_write(&user));
+    writes.push(step_write(&user));
     b.commit(120, writes);
 }
 
@@ -242,7 +244,7 @@ fn ask_then_deny(
         .metadata
         .get_or_insert_with(Metadata::default)
         .source = Some(2);
-    let mut write = super::step_write(&waiting);
+    let mut write = step_write(&waiting);
     let mut perm = Encoder::new();
     perm.message(2, |r| {
         r.message(1, |i| {
@@ -251,11 +253,11 @@ fn ask_then_deny(
     });
     write
         .values
-        .insert("permissions".into(), super::blob(perm.finish()));
+        .insert("permissions".into(), blob(perm.finish()));
     b.commit_gated(60, vec![write], Some(Gate::Permission));
     let mut ended = waiting;
     ended.status = denial.status;
-    let mut write = super::step_write(&ended);
+    let mut write = step_write(&ended);
     write.stream_error = denial.stream_error.map(str::to_string);
     b.commit_gated(16, vec![write], Some(Gate::Denied));
 }
@@ -457,7 +459,7 @@ fn denied_1_1_7() -> Recording {
         StepType::RunCommand,
         du,
         Some(Body::RunCommand(RunCommandResult {
-            cwd: Some(super::WORKSPACE.into()),
+            cwd: Some(WORKSPACE.into()),
             exit_code: Some(0),
             output: "1.2G\t/var\n".into(),
             command: Some("du -sh /var".into()),
@@ -496,7 +498,7 @@ fn quota() -> Recording {
     let grep = call(
         "call-grep-q",
         "grep_search",
-        serde_json::json!({"Query": "unsafe", "SearchPath": super::WORKSPACE}),
+        serde_json::json!({"Query": "unsafe", "SearchPath": WORKSPACE}),
     );
     model_call(
         &mut b,
