@@ -5,7 +5,7 @@
 //! [`Tracker`] remembers what it already emitted for every step and emits only
 //! what is new: text and thinking as deltas, everything else once. Decoding a
 //! finished database is the same tracker fed the final rows once, so a live
-//! stream and an after-the-fact decode agree by construction ([`Transcript`]).
+//! stream and an after-the-fact decode agree by construction ([`Transcript`](crate::follow::transcript::Transcript)).
 //!
 //! One MCP call is one tool call here however agy records it (its
 //! planner's `call_mcp_tool` and its type-38 step), and a subagent is
