@@ -942,19 +942,6 @@ impl EventMapper {
         out.hold_error(&sentence, &format!("\n[agy error: {sentence}]\n"));
     }
 
-    /// Whether mapping `event` may read files or run git: an edit's call
-    /// reads the file as it was, its result diffs it. Only those are mapped
-    /// off the runtime's workers (the relay's `block_in_place`).
-    pub fn reads_files(&self, event: &RunEvent) -> bool {
-        match event {
-            RunEvent::Agy(Event::ToolCall {
-                name, arguments, ..
-            }) => diff::edit_target(name, arguments).is_some(),
-            RunEvent::Agy(Event::ToolResult { .. }) => !self.pending_edits.is_empty(),
-            _ => false,
-        }
-    }
-
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
         let e = match event {
             RunEvent::Agy(e) => e,
@@ -1104,45 +1091,6 @@ pub fn error_message(result: &RunResult) -> (bool, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Only an edit's call, and results while an edit is pending, read
-    /// files: the relay maps nothing else off the runtime's workers.
-    #[test]
-    fn only_edits_read_files() {
-        let mut mapper = EventMapper::new(Path::new("/w"));
-        let call = |name: &str, args: &str| {
-            RunEvent::Agy(Event::ToolCall {
-                idx: 1,
-                id: "c".into(),
-                name: name.into(),
-                arguments: args.into(),
-            })
-        };
-        let result = RunEvent::Agy(Event::ToolResult {
-            idx: 1,
-            id: "c".into(),
-            name: "write_to_file".into(),
-            status: "done".into(),
-            ok: true,
-            summary: String::new(),
-            output: None,
-            exit_code: None,
-        });
-        let text = RunEvent::Agy(Event::Text {
-            idx: 2,
-            text: "hi".into(),
-        });
-        assert!(!mapper.reads_files(&text));
-        assert!(!mapper.reads_files(&call("run_command", r#"{"CommandLine":"ls"}"#)));
-        assert!(!mapper.reads_files(&result), "no edit pending");
-        let edit = call(
-            "write_to_file",
-            r#"{"TargetFile":"/w/missing-file.txt","CodeContent":"x"}"#,
-        );
-        assert!(mapper.reads_files(&edit));
-        mapper.map(&edit, &mut PiStream::new(&mut Vec::new()));
-        assert!(mapper.reads_files(&result), "its result diffs the file");
-    }
     use serde_json::json;
 
     fn lines(buf: &[u8]) -> Vec<Value> {

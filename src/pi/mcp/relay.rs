@@ -328,11 +328,9 @@ fn forward<W: Write>(
         pi.fail(true, "Operation aborted");
     }
     // An edit's diff reads files and may ask git: off the runtime's
-    // workers where the runtime allows it. Every other event is mapped in
-    // place (no file, no process).
-    let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
-    match flavor {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) if mapper.reads_files(ev) => {
+    // workers where the runtime allows it.
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
             tokio::task::block_in_place(|| mapper.map(ev, pi))
         }
         _ => mapper.map(ev, pi),
