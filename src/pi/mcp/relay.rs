@@ -327,8 +327,10 @@ fn forward<W: Write>(
         // Promptly: agy's tree is still being taken down.
         pi.fail(true, "Operation aborted");
     }
-    // An edit's diff reads files and may ask git: off the runtime's
-    // workers where the runtime allows it.
+    // Off the runtime's workers where the runtime allows it: an edit's
+    // diff reads files and may ask git, and any event's line may wait on
+    // pi's stdout, whose bounded queue is the backpressure (ARCHITECTURE.md,
+    // "From a database row to a pi event"), so every event goes here.
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
             tokio::task::block_in_place(|| mapper.map(ev, pi))
