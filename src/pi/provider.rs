@@ -520,19 +520,7 @@ pub fn context_digest_for(
     if messages.is_empty() {
         return String::new();
     }
-    let mut summary: Option<String> = None;
-    let mut compaction_at: Option<usize> = None;
-    for (i, m) in messages.iter().enumerate().rev() {
-        if role(m) != "user" {
-            continue;
-        }
-        let (t, _) = content_text(m.get("content"));
-        if t.contains(COMPACTION_MARKER) {
-            summary = Some(format!("[pi compaction summary]\n{}", strip_compaction(&t)));
-            compaction_at = Some(i);
-            break;
-        }
-    }
+    let (summary, compaction_at) = compaction_summary(messages);
     let mut start = watermark.min(messages.len());
     if let Some(c) = compaction_at {
         start = start.max(c + 1);
@@ -590,6 +578,27 @@ pub fn context_digest_for(
             _ => {}
         }
     }
+    within_budget(summary, &items, max_chars)
+}
+
+/// pi's newest compaction summary, and the index of its message.
+fn compaction_summary(messages: &[Value]) -> (Option<String>, Option<usize>) {
+    for (i, m) in messages.iter().enumerate().rev() {
+        if role(m) != "user" {
+            continue;
+        }
+        let (t, _) = content_text(m.get("content"));
+        if t.contains(COMPACTION_MARKER) {
+            let summary = format!("[pi compaction summary]\n{}", strip_compaction(&t));
+            return (Some(summary), Some(i));
+        }
+    }
+    (None, None)
+}
+
+/// The summary, then as many of the newest `items` as fit `max_chars`
+/// (marked truncated when some were left out).
+fn within_budget(summary: Option<String>, items: &[String], max_chars: usize) -> String {
     const SEP: &str = "\n\n";
     let summary_len = summary.as_ref().map(|s| s.len() + SEP.len()).unwrap_or(0);
     let budget = max_chars.saturating_sub(summary_len);
