@@ -13,10 +13,10 @@
 //! every view can show each once. What a tool call acted on is worded in
 //! [`super::subject`].
 
-use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, StepType, ToolCall};
+use super::calls::{step_call, tool_step_call};
+use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, ToolCall};
 use agy_format::text::{one_line, shorten};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
 
 /// Which growing channel a delta or rewrite belongs to.
@@ -527,37 +527,6 @@ fn subagent_call(
     }
 }
 
-/// The call a tool step announces itself: its own call, or once finished
-/// the call its type stands for. Planner and user steps announce none.
-fn tool_step_call(step: &Step, own_call: Option<ToolCall>) -> Option<ToolCall> {
-    let is_tool_step = step.step_type.tool_name().is_some()
-        || step
-            .body
-            .as_ref()
-            .map(Body::is_tool_result)
-            .unwrap_or(false)
-        || step.tool_call().is_some();
-    if !is_tool_step
-        || matches!(
-            step.step_type,
-            StepType::PlannerResponse | StepType::UserInput
-        )
-    {
-        return None;
-    }
-    // A subagent step without a call is announced by its subagent event.
-    let subagent = matches!(&step.body, Some(Body::Subagent(_)));
-    match own_call {
-        Some(c) => Some(c),
-        None if step.is_finished() && !subagent => step.step_type.tool_name().map(|n| ToolCall {
-            name: n.to_string(),
-            arguments: generic_arguments(step).unwrap_or_default(),
-            ..ToolCall::default()
-        }),
-        None => None,
-    }
-}
-
 fn remember_call(ids: &mut HashSet<String>, idx: i64, call: &ToolCall) -> bool {
     let key = if call.id.is_empty() {
         format!("{idx}\u{0}{}\u{0}{}", call.name, call.arguments)
@@ -628,43 +597,6 @@ fn grow(out: &mut Vec<Event>, idx: i64, channel: Channel, emitted: &mut Emitted,
             text: new.to_string(),
         });
     }
-}
-
-/// The call a tool step stands for: an MCP step's own call (47.2, named
-/// `mcp:SERVER/TOOL`, keeping the metadata call's id so that it deduplicates
-/// with the planner's `call_mcp_tool`), else its metadata call (5.4).
-fn step_call(step: &Step) -> Option<ToolCall> {
-    let meta = step.tool_call().filter(|c| !c.name.is_empty());
-    if let Some(Body::McpTool(m)) = &step.body {
-        if let Some(call) = &m.call {
-            return Some(ToolCall {
-                id: meta
-                    .map(|c| c.id.clone())
-                    .filter(|id| !id.is_empty())
-                    .unwrap_or_else(|| call.id.clone()),
-                name: m.display_name(),
-                arguments: call.arguments.clone(),
-            });
-        }
-    }
-    meta.cloned()
-}
-
-/// A GENERIC step's arguments (140.1) as a JSON object, for a step whose
-/// metadata carries no call. Values that are JSON stay JSON.
-fn generic_arguments(step: &Step) -> Option<String> {
-    let Some(Body::Generic(g)) = &step.body else {
-        return None;
-    };
-    let args: Map<String, Value> = g
-        .args
-        .iter()
-        .map(|(k, v)| {
-            let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.clone()));
-            (k.clone(), value)
-        })
-        .collect();
-    Some(Value::Object(args).to_string())
 }
 
 /// The first non-empty line of `text`, cut for a summary.
@@ -837,7 +769,7 @@ pub fn decode_all<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agy_format::steps::{McpToolResult, PlannerResponse, Subagent};
+    use agy_format::steps::{McpToolResult, PlannerResponse, StepType, Subagent};
 
     fn planner(idx: i64, calls: Vec<ToolCall>) -> Step {
         Step::new(idx, StepType::PlannerResponse, StepStatus::Done).with_body(Body::Planner(

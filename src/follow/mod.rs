@@ -8,6 +8,7 @@
 //!
 //! May import: [`agy_format`](mod@agy_format).
 
+mod calls;
 pub mod discovery;
 pub mod events;
 pub mod poller;
