@@ -27,9 +27,10 @@ use common::{fake_agy, workspace_bin};
 
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::poller::{Poll, Poller};
-use agy_bridge::run::runner::{self, BindMode, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_corpus::db::step_write;
 use agy_corpus::recording::Recording;
+use agy_format::agy_args::BindMode;
 use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
 use agy_synth::{builder::Builder, bulk::chunks};
 use std::path::{Path, PathBuf};

@@ -526,9 +526,7 @@ fn cmd_sessions(args: SessionsArgs) -> CmdResult {
                 return Err(format!("LAST_IDX must be -1 or more, not {last_idx}").into());
             }
             let entry = SessionEntry {
-                conversation_id: agy_bridge::follow::discovery::ConversationId::parse(
-                    &conversation_id,
-                )?,
+                conversation_id: agy_format::ids::ConversationId::parse(&conversation_id)?,
                 last_step_idx: last_idx,
                 message_count: message_count.unwrap_or(0),
                 context_lost: false,
@@ -656,10 +654,10 @@ struct RecordArgs {
     model: Option<String>,
     /// agy's --effort: low, medium or high.
     #[arg(long)]
-    effort: Option<agy_bridge::run::runner::Effort>,
+    effort: Option<agy_format::agy_args::Effort>,
     /// agy's --mode: accept-edits or plan.
     #[arg(long)]
-    mode: Option<agy_bridge::run::runner::Mode>,
+    mode: Option<agy_format::agy_args::Mode>,
     /// Resume this conversation (its earlier state is recorded as `pre`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
@@ -701,7 +699,7 @@ fn cmd_record(args: RecordArgs) -> CmdResult {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
         let conversation = match &args.conversation {
-            Some(id) => Some(agy_bridge::follow::discovery::ConversationId::parse(id)?),
+            Some(id) => Some(agy_format::ids::ConversationId::parse(id)?),
             None => None,
         };
         let cwd = match &args.cwd {

@@ -64,7 +64,7 @@ fn prints_the_answer_and_a_footer_with_the_conversation() {
     );
     let id = footer.split(';').next().expect("id");
     assert!(
-        agy_bridge::follow::discovery::ConversationId::parse(id).is_ok(),
+        agy_format::ids::ConversationId::parse(id).is_ok(),
         "{footer}"
     );
     assert!(footer.contains(&format!("--conversation {id}")));

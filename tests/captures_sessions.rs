@@ -11,12 +11,13 @@
 
 mod common;
 
-use agy_bridge::follow::discovery::{BindMethod, ConversationId};
+use agy_bridge::follow::discovery::BindMethod;
 use agy_bridge::follow::events::Event;
 use agy_bridge::run::failure::{self, AgyReport, Failure};
 use agy_bridge::run::runner::{RunEvent, RunResult, TurnRequest};
 use agy_format::features::AgyFeatures;
 use agy_format::hooks::ToolPayload;
+use agy_format::ids::ConversationId;
 use agy_format::stream_json::{Line, TurnResult, Usage};
 use common::text_of;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ use agy_bridge::pi::models::{
     self, clamp_effort, parse_models_output, Catalog, Loader, ModelError, Policy, RawModel, Source,
     ThinkingLevel, Unavailable,
 };
-use agy_bridge::run::runner::Effort;
+use agy_format::agy_args::Effort;
 use agy_synth::{MODELS_FORMAT_1, MODELS_FORMAT_2, MODELS_FORMAT_3};
 use assert_cmd::Command;
 use serde_json::Value;

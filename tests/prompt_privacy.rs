@@ -223,7 +223,7 @@ async fn the_library_sends_the_prompt_on_stdin_with_and_without_a_guardian() {
         let home = common::Home::new();
         let logs = tempfile::tempdir().expect("logs");
         let mut cfg = home.config("hello", 8.0);
-        cfg.bind = agy_bridge::run::runner::BindMode::Auto;
+        cfg.bind = agy_format::agy_args::BindMode::Auto;
         for (var, file) in [
             ("FAKE_AGY_ARGV_LOG", "argv.jsonl"),
             ("FAKE_AGY_STDIN_LOG", "stdin.jsonl"),

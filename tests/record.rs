@@ -116,7 +116,7 @@ fn databases(home: &Path) -> (PathBuf, Vec<PathBuf>) {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "db"))
         .collect();
-    let children: Vec<discovery::ConversationId> = all
+    let children: Vec<agy_format::ids::ConversationId> = all
         .iter()
         .flat_map(|p| discovery::subagent_children(p))
         .collect();
@@ -778,7 +778,7 @@ fn redaction_removes_every_planted_value_and_keeps_payloads_valid() {
         .header
         .stderr
         .contains("/home/user/.gemini/config for user"));
-    assert!(discovery::ConversationId::parse(&red.commits[2].db).is_ok());
+    assert!(agy_format::ids::ConversationId::parse(&red.commits[2].db).is_ok());
     assert_eq!(red.commits[0].db, root);
 
     // The redacted recording still decodes, with the text replaced.

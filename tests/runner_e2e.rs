@@ -4,11 +4,14 @@
 
 mod common;
 
-use agy_bridge::follow::discovery::{BindMethod, ConversationId};
+use agy_bridge::follow::discovery::BindMethod;
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::transcript::Transcript;
-use agy_bridge::run::runner::{BindMode, Failure, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::run::failure::Failure;
+use agy_bridge::run::runner::{RunEvent, TurnRequest, WakeMode};
 use agy_corpus::recording;
+use agy_format::agy_args::BindMode;
+use agy_format::ids::ConversationId;
 use common::*;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -3,12 +3,13 @@
 //! environment overrides that are never saved, unknown keys kept, the
 //! binding rule, and several processes updating sessions.json at once.
 
-use agy_bridge::follow::discovery::ConversationId;
-use agy_bridge::run::runner::{Effort, Mode};
 use agy_bridge::state::config::{
     ConfigChange, ConfigStore, Setting, Source, StateWarning, CONFIG_FILE, SESSIONS_FILE,
 };
 use agy_bridge::state::sessions::{SessionEntry, SessionKey, SessionStore};
+use agy_format::agy_args::Effort;
+use agy_format::agy_args::Mode;
+use agy_format::ids::ConversationId;
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::{json, Value};

@@ -6,7 +6,8 @@
 mod common;
 
 use agy_bridge::follow::events::Event;
-use agy_bridge::run::runner::{BindMode, RunEvent};
+use agy_bridge::run::runner::RunEvent;
+use agy_format::agy_args::BindMode;
 use common::*;
 use std::path::{Path, PathBuf};
 

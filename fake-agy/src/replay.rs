@@ -18,7 +18,6 @@
 use crate::cli::{self, OutputFormat, PrintArgs};
 use crate::ending::{self, Context, Ending, PermissionPolicy};
 use crate::stream::{self, Earlier, Emitter, TextMode};
-use agy_bridge::run::runner;
 use agy_corpus::recording::{
     self, apply_commit, ApplyOptions, Commit, Gate, Op, Recording, Write as RowWrite,
 };
@@ -650,7 +649,8 @@ impl<'a> Run<'a> {
         for c in rec.conversations().into_iter().filter(|c| *c != root_rec) {
             id_map.push((c, fresh()));
         }
-        let version = runner::parse_version(&rec.header.agy_version).unwrap_or(NEWEST_KNOWN);
+        let version = agy_bridge::run::agy_version::parse_version(&rec.header.agy_version)
+            .unwrap_or(NEWEST_KNOWN);
         let commit_log = match &knobs.commit_log {
             Some(p) => Some(
                 OpenOptions::new()

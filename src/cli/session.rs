@@ -747,7 +747,7 @@ impl Session {
         if let Some(id) = result
             .conversation_id
             .as_deref()
-            .and_then(|id| agy_bridge::follow::discovery::ConversationId::parse(id).ok())
+            .and_then(|id| agy_format::ids::ConversationId::parse(id).ok())
         {
             plan.req.conversation = Some(id);
             plan.req.after_idx = result.last_idx.or(plan.req.after_idx);

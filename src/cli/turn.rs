@@ -3,12 +3,13 @@
 //! build a runtime, call the runner or the provider, and turn the outcome
 //! into an exit code and words a user can act on.
 
-use agy_bridge::follow::discovery::ConversationId;
 use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::run::runner::{
-    self, BindMode, Effort, Mode, RunConfig, RunEvent, TurnRequest, WakeMode,
-};
+use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_bridge::view::render::LiveView;
+use agy_format::agy_args::BindMode;
+use agy_format::agy_args::Effort;
+use agy_format::agy_args::Mode;
+use agy_format::ids::ConversationId;
 use clap::Args;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -208,7 +209,10 @@ async fn drive(
     let cancel = CancellationToken::new();
     cancel_on_signals(cancel.clone());
     let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
-        eprintln!("agy-bridge: error: {}", runner::Failure::Aborted);
+        eprintln!(
+            "agy-bridge: error: {}",
+            agy_bridge::run::failure::Failure::Aborted
+        );
         return Ok((ExitCode::FAILURE, runner::RunResult::aborted_before_start()));
     };
     let (tx, rx) = runner::event_channel();

@@ -36,11 +36,12 @@
 //! The recorder never writes, never holds a read transaction between wake-ups
 //! and never checkpoints, so it cannot block or disturb agy.
 
-use crate::follow::discovery::{self, ConversationId, Snapshot};
+use crate::follow::discovery::{self, Snapshot};
 use crate::run::process::run_with_timeout_async;
 use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
 use agy_corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_format::database::{self, ReadError};
+use agy_format::ids::ConversationId;
 use agy_format::schema;
 use agy_format::steps::{self, Body, StepRow};
 use rusqlite::Connection;
@@ -461,7 +462,7 @@ async fn probe(
 /// The version token of `agy --version` output (`1.2.8`), else the trimmed
 /// first line.
 pub fn version_of(output: &str) -> String {
-    match runner::parse_version(output) {
+    match crate::run::agy_version::parse_version(output) {
         Some((a, b, c)) => format!("{a}.{b}.{c}"),
         None => output.lines().next().unwrap_or("").trim().to_string(),
     }
@@ -554,7 +555,7 @@ pub async fn record(
     let (version_output, models_output) = probe_agy(cfg, &mut warnings).await?;
 
     let mut run_cfg = cfg.clone();
-    run_cfg.bind = runner::BindMode::Discovery;
+    run_cfg.bind = agy_format::agy_args::BindMode::Discovery;
     run_cfg.poll_interval = run_cfg.poll_interval.min(CAPTURE_INTERVAL);
     let dir = run_cfg.conversations_dir.clone();
     let _ = std::fs::create_dir_all(&dir);

@@ -19,6 +19,7 @@
 //! single out one database, [`decide`] says so ([`Binding::Waiting`] or
 //! [`Binding::Ambiguous`]) instead of picking one.
 
+use agy_format::ids::ConversationId;
 use agy_format::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -29,8 +30,6 @@ use std::path::{Path, PathBuf};
 
 /// Environment variable naming the conversations directory.
 pub const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
-
-pub use agy_format::ids::{is_uuid_text, ConversationId, InvalidId};
 
 /// The conversations directory: `$AGY_CONVERSATIONS_DIR` when set and
 /// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when

@@ -14,6 +14,7 @@
 //! [`super::subject`].
 
 use super::calls::{step_call, tool_step_call};
+use super::subject::SUBJECT_MAX_CHARS;
 use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, ToolCall};
 use agy_format::text::{one_line, shorten};
 use serde::{Deserialize, Serialize};
@@ -172,8 +173,6 @@ pub fn permission_line(action: &str, target: &str, decision: PermissionDecision)
     let what = shorten(&one_line(what.trim()), SUBJECT_MAX_CHARS);
     format!("agy asked permission for {what}: {}", decision.label())
 }
-
-pub use super::subject::{tool_subject, SUBJECT_MAX_CHARS};
 
 impl Event {
     pub fn idx(&self) -> i64 {

@@ -17,12 +17,11 @@
 
 use crate::run::process::run_with_timeout_async;
 use crate::state::config::{self, StateFile, StateWarning};
+use agy_format::features::{AgyFeatures, Version};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-pub use agy_format::features::{AgyFeatures, Version};
 
 /// The first agy version known to print its conversation id with
 /// `--output-format stream-json` (docs/agy-format.md, "stream-json").

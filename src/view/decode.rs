@@ -283,7 +283,7 @@ fn render_event(out: &mut String, event: &Event) {
             name, arguments, ..
         } => {
             let args = preview(arguments.trim(), ARGS_PREVIEW_CHARS).replace('\n', " ");
-            match events::tool_subject(arguments, None) {
+            match crate::follow::subject::tool_subject(arguments, None) {
                 Some(subject) => {
                     let _ = writeln!(out, "  → {name} {subject}");
                     let _ = writeln!(out, "      args: {args}");

@@ -59,7 +59,7 @@ impl Home {
                 ("FAKE_AGY_SPEED".into(), speed.to_string()),
             ],
             timeout: Duration::from_secs(120),
-            bind: runner::BindMode::Discovery,
+            bind: agy_format::agy_args::BindMode::Discovery,
             ..RunConfig::default()
         }
     }
@@ -374,7 +374,7 @@ pub async fn run_stand_in(
     let cfg = RunConfig {
         agy_bin,
         conversations_dir,
-        bind: runner::BindMode::StreamJson,
+        bind: agy_format::agy_args::BindMode::StreamJson,
         timeout: Duration::from_secs(60),
         ..RunConfig::default()
     };

@@ -26,11 +26,12 @@ pub use report::exit_code;
 pub use scenarios::cheapest_model;
 
 use crate::corpus::record;
-use crate::follow::discovery::ConversationId;
-use crate::run::runner::{self, Failure, RunConfig, RunEvent, RunResult, TurnRequest};
+use crate::run::failure::Failure;
+use crate::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::state::tmp::PrivateDir;
 use agy_corpus::recording::{Header, Provenance, Recording};
 use agy_corpus::redact;
+use agy_format::ids::ConversationId;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,10 +5,11 @@
 
 use super::commands::Ran;
 use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
-use crate::follow::discovery::{BindMethod, ConversationId};
+use crate::follow::discovery::BindMethod;
 use crate::follow::events::Event;
 use crate::run::runner::{self, RunConfig, RunEvent, RunResult};
 use agy_format::hooks::{self, Decision, Hook, HookEvent};
+use agy_format::ids::ConversationId;
 use agy_format::quota::Quota;
 use agy_format::steps::{self, Body, StepType};
 use agy_format::text::{one_line, shorten};
@@ -151,7 +152,7 @@ fn io_error(e: std::io::Error) -> String {
 }
 
 fn version_fact(v: &Version) -> Found {
-    let parsed = runner::parse_version(&v.output);
+    let parsed = crate::run::agy_version::parse_version(&v.output);
     let evidence = format!(
         "exit {}, stdout {:?}",
         v.exit.map_or("none".into(), |c| c.to_string()),
@@ -625,7 +626,7 @@ async fn write(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
         "Create the file NOTES.md in this directory containing the one line: conformance",
         &cwd,
     );
-    req.mode = Some(runner::Mode::AcceptEdits);
+    req.mode = Some(agy_format::agy_args::Mode::AcceptEdits);
     let Some(t) = s.turn(&cfg, &req, sc.name).await else {
         return Ok(Vec::new());
     };

@@ -38,6 +38,7 @@
 
 use super::http::{self, HttpError, Request};
 use super::park::{PiTool, ToolCall, ToolOutcome};
+use agy_format::text::same_secret;
 use serde_json::{json, Map, Value};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -189,8 +190,6 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-pub use agy_format::text::same_secret as same_token;
-
 fn is_loopback_name(host: &str) -> bool {
     matches!(host, "127.0.0.1" | "localhost" | "[::1]")
 }
@@ -273,7 +272,7 @@ fn judge_head(req: &Request, shared: &Shared) -> Verdict {
         return Verdict::Close(refusal(403, "Forbidden", -32001, "foreign origin"));
     }
     let token = req.header(TOKEN_HEADER).unwrap_or("");
-    if !same_token(token.as_bytes(), shared.token.as_bytes()) {
+    if !same_secret(token.as_bytes(), shared.token.as_bytes()) {
         let msg = "missing or wrong token";
         return Verdict::Close(refusal(401, "Unauthorized", -32001, msg));
     }
@@ -632,7 +631,9 @@ mod tests {
             200
         );
         assert!(
-            same_token(b"abc", b"abc") && !same_token(b"abd", b"abc") && !same_token(b"ab", b"abc")
+            same_secret(b"abc", b"abc")
+                && !same_secret(b"abd", b"abc")
+                && !same_secret(b"ab", b"abc")
         );
     }
 

@@ -6,9 +6,8 @@ use super::parse::{
     display_from_slug, is_slug, is_version_token, parse_models_output, slug_from_display,
     split_tier, version_key, RawModel, SlugParts,
 };
-use super::{
-    clamp_effort, nearest_effort, ThinkingLevel, EFFORTS, PI_API, PI_BASE_URL, PI_PROVIDER,
-};
+use super::{clamp_effort, nearest_effort, ThinkingLevel, EFFORTS, PI_API, PI_BASE_URL};
+use crate::pi::provider::PROVIDER_ID;
 use agy_format::agy_args::Effort;
 use serde::Serialize;
 
@@ -99,7 +98,7 @@ impl Model {
             id: self.id.clone(),
             name: self.name.clone(),
             api: PI_API,
-            provider: PI_PROVIDER,
+            provider: PROVIDER_ID,
             base_url: PI_BASE_URL,
             reasoning: self.thinking,
             thinking_level_map: self.thinking_level_map(),

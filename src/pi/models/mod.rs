@@ -43,8 +43,6 @@ use std::fmt;
 use std::io::Write;
 use std::time::Duration;
 
-/// pi's provider id for these models: the provider's own, one constant.
-pub use crate::pi::provider::PROVIDER_ID as PI_PROVIDER;
 /// The custom pi `api` string of every model we emit. No built-in pi
 /// provider claims it; the pi extension registers its `streamSimple` under
 /// the same string. (The TypeScript bridge used the same sentinel.)

@@ -9,18 +9,19 @@
 //! Whatever happens, [`run`] returns a [`RunResult`]; it never panics or
 //! returns early on an agy failure.
 
-use crate::follow::discovery::{self, BindMethod, Binding, ConversationId, Snapshot};
+use crate::follow::discovery::{self, BindMethod, Binding, Snapshot};
 use crate::follow::events::Event;
 use crate::follow::poller::{Poll, PollStats, Poller};
 use crate::run::agy_input::AgyInput;
 use crate::run::agy_stream::{AgyStream, TextDigest};
-pub use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
 use crate::run::failure::AgyReport;
+use crate::run::failure::Failure;
 use crate::run::launch::Launch;
 use crate::run::standby::{Guardian, Spawned};
-pub use agy_format::agy_args::{BindMode, Effort, Mode};
+use agy_format::agy_args::{BindMode, Effort, Mode};
 use agy_format::database::ReadError;
 use agy_format::features::{shield_slash, AgyFeatures, DISABLE_SLASH_COMMANDS};
+use agy_format::ids::ConversationId;
 use merge::Held;
 use outbox::Halted;
 
@@ -266,8 +267,6 @@ pub enum RunEvent {
     #[serde(untagged)]
     Agy(Event),
 }
-
-pub use crate::run::failure::Failure;
 
 /// The one sentence for a turn that runs degraded.
 pub fn degraded_notice(reason: &str) -> String {
@@ -1832,6 +1831,7 @@ async fn terminate(child: &mut Spawned, grace: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
 
     #[test]
     fn go_durations() {
