@@ -174,13 +174,22 @@ fn replay(args: &[&str], stdin: &str, env: &[(&str, &Path)]) -> std::process::Ou
 fn the_folder_keeps_agys_commands_and_stdin_turns_and_fake_agy_replays_them() {
     let home = tempfile::tempdir().expect("tempdir");
     let out = home.path().join("out");
+    let argv_log = home.path().join("argv.log");
     let output = bridge("conformance", home.path(), "hello", "50")
         .args(["--only", "version,models,usage,hooks,stdin", "--out"])
         .arg(&out)
+        .env("FAKE_AGY_ARGV_LOG", &argv_log)
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
+    // `agy models` is asked once: the model named up front is the one
+    // the suite records.
+    let asked = common::argvs(&argv_log)
+        .iter()
+        .filter(|a| a.as_slice() == ["models"])
+        .count();
+    assert_eq!(asked, 1, "{:?}", common::argvs(&argv_log));
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))

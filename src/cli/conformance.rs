@@ -98,10 +98,12 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
     if let Err(e) = std::fs::create_dir_all(&out) {
         return cannot_run(&format!("cannot create {}: {e}", out.display()));
     }
-    let model = args
-        .model
-        .clone()
-        .or_else(|| conformance::cheapest_model(&cfg));
+    // Asked once: named here, and recorded by the suite.
+    let listed = conformance::list_models(&cfg).ok();
+    let model = args.model.clone().or_else(|| {
+        let listing = listed.as_ref()?;
+        conformance::cheapest_listed(&String::from_utf8_lossy(&listing.stdout))
+    });
     let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
     eprintln!(
         "agy-bridge conformance: {} scenario(s) ({}), {} model turn(s) on {}",
@@ -115,6 +117,7 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
         model,
         scenarios,
         out: Some(out.clone()),
+        models: listed,
     };
     let report = super::turn::runtime()?.block_on(async {
         let cancel = tokio_util::sync::CancellationToken::new();

@@ -23,7 +23,7 @@ mod report;
 mod scenarios;
 
 pub use report::exit_code;
-pub use scenarios::cheapest_model;
+pub use scenarios::{cheapest_listed, list_models};
 
 use crate::corpus::record;
 use crate::run::failure::Failure;
@@ -272,6 +272,9 @@ pub struct Options {
     pub scenarios: Vec<Scenario>,
     /// Where recordings go (`DIR/recordings/`); `None`: none are written.
     pub out: Option<PathBuf>,
+    /// What `agy models` printed, when the caller asked it already (to
+    /// name the model up front); `None`: the suite asks.
+    pub models: Option<std::process::Output>,
 }
 
 /// A fact a scenario found: id, held, evidence.
@@ -288,10 +291,8 @@ pub(crate) struct Suite {
     pub notes: Vec<String>,
     pub out: Option<PathBuf>,
     pub recordings: Vec<String>,
-    pub version_output: String,
-    /// What `agy models` printed (every recording's `models_output`).
-    pub models_output: String,
-    /// agy's own commands as they ran (`DIR/commands/`).
+    /// agy's own commands as they ran (`DIR/commands/`; what `--version`
+    /// and `models` printed goes in every recording's header).
     pub commands: Vec<commands::Ran>,
     pub cancel: CancellationToken,
 }
@@ -489,7 +490,7 @@ fn recorded(
     capturer: &record::Capturer,
     root: String,
 ) -> Recording {
-    let agy_version = record::version_of(&suite.version_output);
+    let agy_version = record::version_of(suite.printed("version"));
     let stdout = match &result.agy_result {
         Some(r) if !r.response.is_empty() => format!("{}\n", r.response.trim_end()),
         _ => result.stdout.clone(),
@@ -517,8 +518,8 @@ fn recorded(
             stdout,
             stderr: result.stderr_tail.clone(),
             exit_code,
-            models_output: suite.models_output.clone(),
-            version_output: suite.version_output.clone(),
+            models_output: suite.printed("models").to_string(),
+            version_output: suite.printed("version").to_string(),
             schema: capturer.schema(),
             outcome: None,
         },
@@ -549,15 +550,13 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, Str
         notes: Vec::new(),
         out: opts.out.clone(),
         recordings: Vec::new(),
-        version_output: String::new(),
-        models_output: String::new(),
         commands: Vec::new(),
         cancel,
     };
     let version = suite.version()?;
-    suite.list_models();
+    suite.list_models(opts.models);
     if suite.model.is_none() {
-        suite.model = scenarios::cheapest_listed(&suite.models_output);
+        suite.model = scenarios::cheapest_listed(suite.printed("models"));
     }
     let model = suite.model.clone();
     let mut facts = Vec::new();

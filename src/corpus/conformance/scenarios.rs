@@ -70,7 +70,6 @@ impl Suite {
         let cfg = self.cfg.clone();
         let out = self.command("version", &cfg, &["--version"], None)?;
         let output = String::from_utf8_lossy(&out.stdout).into_owned();
-        self.version_output = output.clone();
         Ok(Version {
             text: crate::corpus::record::version_of(&output),
             output,
@@ -79,25 +78,38 @@ impl Suite {
     }
 
     /// `agy models` (kept as the recordings' `models_output`), once per
-    /// suite; the `models` scenario reads what it printed.
-    pub(crate) fn list_models(&mut self) {
-        let cfg = self.cfg.clone();
-        match self.command("models", &cfg, &["models"], None) {
-            Ok(out) => self.models_output = String::from_utf8_lossy(&out.stdout).into_owned(),
-            Err(e) => self.notes.push(format!("models: {}", one_line(&e))),
+    /// suite: what the caller already asked (`listed`), else asked now.
+    /// The `models` scenario reads what it printed.
+    pub(crate) fn list_models(&mut self, listed: Option<Output>) {
+        if let Some(out) = listed {
+            self.commands.push(Ran::new("models", &["models"], &out));
+            return;
         }
+        let cfg = self.cfg.clone();
+        if let Err(e) = self.command("models", &cfg, &["models"], None) {
+            self.notes.push(format!("models: {}", one_line(&e)));
+        }
+    }
+
+    /// What agy's own command `name` printed (empty when it did not run).
+    pub(crate) fn printed(&self, name: &str) -> &str {
+        self.commands
+            .iter()
+            .find(|c| c.name == name)
+            .map_or("", |c| c.stdout.as_str())
     }
 }
 
-/// The cheapest model `agy models` lists: a lite, else a flash model, at
-/// the lowest effort; `None` (agy's default) when it lists none.
-pub fn cheapest_model(cfg: &RunConfig) -> Option<String> {
-    let out = agy_command(cfg, &["models"], None).ok()?;
-    cheapest_listed(&String::from_utf8_lossy(&out.stdout))
+/// `agy models`, as the suite runs it (its stdout feeds
+/// [`cheapest_listed`]; give it to the suite in [`super::Options::models`]
+/// so it is not asked twice).
+pub fn list_models(cfg: &RunConfig) -> Result<Output, String> {
+    agy_command(cfg, &["models"], None)
 }
 
-/// [`cheapest_model`] of what `agy models` printed.
-pub(crate) fn cheapest_listed(listing: &str) -> Option<String> {
+/// The cheapest model in what `agy models` printed: a lite, else a flash
+/// model, at the lowest effort; `None` (agy's default) when it lists none.
+pub fn cheapest_listed(listing: &str) -> Option<String> {
     let listed = crate::pi::models::parse_models_output(listing);
     listed.iter().map(|m| m.slug()).min_by_key(|slug| {
         let family = if slug.contains("lite") {
