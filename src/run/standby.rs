@@ -267,19 +267,11 @@ impl Spawned {
     }
 
     /// Signal its whole tree, if it is not reaped yet (a reaped pid is
-    /// never signalled: it may be another's by now). Whether it was.
-    pub fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
-        let unreaped = self.unreaped();
-        if unreaped {
-            crate::run::process::signal_tree(self.pid, sig);
-        }
-        unreaped
-    }
-
-    /// [`Spawned::signal_tree`] on a blocking thread: the tree is a /proc
-    /// scan, kept off the runtime's workers. The caller holds `self`, so it
-    /// cannot be reaped meanwhile.
-    pub async fn signal_tree_off_thread(&self, sig: nix::sys::signal::Signal) -> bool {
+    /// never signalled: it may be another's by now). Whether it was. The
+    /// tree is a /proc scan, so it runs on a blocking thread, off the
+    /// runtime's workers; the caller holds `self`, so it cannot be reaped
+    /// meanwhile.
+    pub async fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
         if !self.unreaped() {
             return false;
         }
@@ -304,10 +296,10 @@ impl Drop for Spawned {
     fn drop(&mut self) {
         if self.unreaped() {
             // Dropped before it was reaped (a dropped turn, a panic): its
-            // tree goes with it, and it is collected off-thread.
-            // Its group at once (one syscall); the descendants that made
-            // groups of their own take a /proc scan, which runs off this
-            // thread (maybe a runtime worker), before the reap.
+            // tree goes with it. Its group at once (one syscall); the
+            // descendants that made groups of their own take a /proc scan,
+            // which runs on the reaper thread, before the reap, not on this
+            // one (maybe a runtime worker).
             let pid = self.pid;
             crate::run::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
             std::thread::spawn(move || {
@@ -420,7 +412,7 @@ mod tests {
             .expect("spawn true");
         let mut spawned = Spawned::from_std(child).expect("spawned");
         assert!(spawned.wait().await.expect("status").success());
-        assert!(!spawned.signal_tree(Signal::SIGKILL));
+        assert!(!spawned.signal_tree(Signal::SIGKILL).await);
         // Waiting again gives the same status, without another reap.
         assert!(spawned.wait().await.expect("again").success());
     }

@@ -1818,9 +1818,9 @@ impl Followed {
 /// signal goes out before the reap, while the pid and group are its own.
 async fn terminate(child: &mut Spawned, grace: Duration) {
     use nix::sys::signal::Signal;
-    child.signal_tree_off_thread(Signal::SIGTERM).await;
+    child.signal_tree(Signal::SIGTERM).await;
     if tokio::time::timeout(grace, child.exited()).await.is_err() {
-        child.signal_tree_off_thread(Signal::SIGKILL).await;
+        child.signal_tree(Signal::SIGKILL).await;
     } else {
         // What is left of its group is not wanted either.
         child.signal_group(Signal::SIGKILL);
