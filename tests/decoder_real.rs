@@ -9,10 +9,11 @@
 //! by field, so a wrong field number or wire type in the decoder cannot hide
 //! behind an encoder making the same mistake.
 
+mod common;
+
 use agy_bridge::follow::events::{self, Event, PermissionDecision};
 use agy_format::steps::{self, Body, Step, StepRow, LOAD_BEARING};
 use serde_json::Value;
-use std::path::PathBuf;
 
 /// Concatenate annotated pieces of a literal payload.
 fn cat(parts: &[&[u8]]) -> Vec<u8> {
@@ -52,15 +53,6 @@ fn unknown_paths(step: &Step) -> Vec<String> {
 // A real captured step.
 // ---------------------------------------------------------------------------
 
-fn captures_dir() -> PathBuf {
-    match std::env::var_os("AGY_CAPTURES_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => {
-            panic!("this test reads a real agy capture: set AGY_CAPTURES_DIR to their directory")
-        }
-    }
-}
-
 /// Values the capture's source states that its own bytes contradict:
 /// (key, stated value, value the bytes encode). A varint has one reading, so
 /// the decoder is held to the bytes: the capture's `created_at` varint is
@@ -80,7 +72,7 @@ fn hex(s: &str) -> Vec<u8> {
 #[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
 #[test]
 fn real_user_input_step_decodes_to_every_stated_value() {
-    let dir = captures_dir();
+    let dir = common::captures_dir();
     let path = dir.join("other/real-user-input-step.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let capture: Value = serde_json::from_str(&text).expect("capture is JSON");

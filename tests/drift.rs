@@ -13,6 +13,8 @@
 //! to which a new agy's recording was added and whose baseline was
 //! regenerated with README's command, as a new maintainer would.
 
+mod common;
+
 use agy_corpus::drift::{self, Fingerprint, PathKey, SIGNIFICANCE};
 use agy_corpus::recording::{self, Recording, SqlValue, Write};
 use agy_format::schema;
@@ -402,7 +404,7 @@ fn check_baseline_is_current(c: &Corpus) {
 #[test]
 fn corpus_shows_no_drift_against_its_baseline() {
     check_no_drift(&Corpus::bundled());
-    // The top-level recordings alone, with the default baseline.
+    // The same corpus with no --baseline: the default one is this tree's.
     bin()
         .arg("drift")
         .arg(corpus())
@@ -957,9 +959,7 @@ fn a_bookkeeping_step_that_fails_to_decode_is_only_a_warning() {
 #[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
 #[test]
 fn real_user_input_step_gives_no_breaking_finding() {
-    let dir = std::env::var_os("AGY_CAPTURES_DIR")
-        .filter(|d| !d.is_empty())
-        .expect("this test reads a real agy capture: set AGY_CAPTURES_DIR to their directory");
+    let dir = common::captures_dir();
     let file = Path::new(&dir).join("other/real-user-input-step.json");
     let text = std::fs::read_to_string(&file).expect("real-user-input-step.json");
     let row: Json = serde_json::from_str(&text).expect("JSON");

@@ -3,6 +3,8 @@
 //! objects, and `agy-bridge models` end to end with fake-agy as agy (cache,
 //! stale refresh in the background, fallback).
 
+mod common;
+
 use agy_bridge::pi::models::{
     self, clamp_effort, parse_models_output, Catalog, Loader, ModelError, Policy, RawModel, Source,
     ThinkingLevel, Unavailable,
@@ -1055,22 +1057,13 @@ fn a_running_refresh_keeps_others_from_starting() {
 
 // --- real agy output ------------------------------------------------------------------
 
-/// `$AGY_CAPTURES_DIR` (real agy output published by other projects); the
-/// tests that read it are ignored without it, and fail when run without it.
-fn captures_dir() -> PathBuf {
-    std::env::var_os("AGY_CAPTURES_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .expect("this test reads real agy captures: set AGY_CAPTURES_DIR to their directory")
-}
-
 /// Every file in `$AGY_CAPTURES_DIR/models/` through the parser, the
 /// catalog and (for failures) a real run of a script replaying it: the
 /// models agy listed, in agy's order, and the sentences we say.
 #[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
 #[test]
 fn real_agy_models_captures() {
-    let dir = captures_dir();
+    let dir = common::captures_dir();
     let models_dir = dir.join("models");
     let mut names: Vec<String> = std::fs::read_dir(&models_dir)
         .unwrap_or_else(|e| panic!("{}: {e}", models_dir.display()))
