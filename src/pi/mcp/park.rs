@@ -97,20 +97,18 @@ impl ToolOutcome {
     /// text block saying what follows, then each message's blocks (a string
     /// is one text block; images stay images, as MCP takes them).
     pub fn with_steer(mut self, steer: &[Value]) -> ToolOutcome {
-        let mut blocks = Vec::new();
-        for content in steer {
-            match content {
-                Value::String(text) => blocks.push(json!({"type": "text", "text": text})),
-                Value::Array(list) => blocks.extend(list.iter().cloned()),
-                _ => {}
-            }
+        // Each message's content as a result's content is read; what is
+        // neither a string nor blocks has nothing to show.
+        let blocks: Vec<Value> = steer
+            .iter()
+            .filter_map(|content| ToolOutcome::from_pi_value(Some(content), false).ok())
+            .flat_map(|message| message.content)
+            .collect();
+        if !blocks.is_empty() {
+            self.content
+                .push(json!({"type": "text", "text": STEER_HEAD}));
+            self.content.extend(blocks);
         }
-        if blocks.is_empty() {
-            return self;
-        }
-        let head = json!({"type": "text", "text": STEER_HEAD});
-        let steer = ToolOutcome::from_pi(&[vec![head], blocks].concat(), false);
-        self.content.extend(steer.content);
         self
     }
 }
