@@ -1445,6 +1445,36 @@ fn the_readme_path_stays_green() {
     check_vanished_step_type(&after);
 }
 
+/// README's "You have a new agy version": a conformance report written
+/// into the corpus (here against fake-agy), the baseline regenerated with
+/// README's command, and the drift tests' checks hold again.
+#[test]
+fn the_conformance_path_stays_green() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join("recordings");
+    copy_tree(&corpus(), &dir);
+    let report = dir.join("agy-9.9.9");
+    let out = common::bridge("conformance", root, "hello", "50")
+        .arg("--out")
+        .arg(&report)
+        .output()
+        .expect("run conformance");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let added = recordings_under(&report).len();
+    assert!(added >= 10, "{added} recordings in the report");
+    run_readme_update(root);
+    let after = Corpus::at(dir.clone(), dir.join(drift::BASELINE_FILE));
+    check_baseline_is_current(&after);
+    check_no_drift(&after);
+    check_every_recording_is_covered(&after);
+}
+
 /// A directory is read at every depth (a conformance report's
 /// `recordings/agy-<version>/recordings/` is two down), and a file named
 /// twice, alone and in its directory, counts once.
