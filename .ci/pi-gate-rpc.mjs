@@ -7,12 +7,13 @@
 //   deny:  "Deny, and tell agy why…" with a reason: nothing runs, and the
 //          reason reaches agy's answer;
 //   abort: an abort while the dialog is open denies; nothing runs, nothing
-//          of agy is left.
+//          of the aborted agy is left (the session starts its next warm
+//          agy at once), and nothing once pi exits.
 // Prints one "ok"/"FAIL" line per check; exit code = failures.
 //
 // Usage: node pi-gate-rpc.mjs PI_BIN EXTENSION_DIR WORK_DIR
 import fs from "node:fs";
-import { check, failures, pidsWith, startPi, until } from "./rpc-check.mjs";
+import { alive, check, failures, pidsWith, startPi, treeOf, until } from "./rpc-check.mjs";
 
 const [piBin, extension, work] = process.argv.slice(2);
 
@@ -87,20 +88,26 @@ const DENY_WHY = "Deny, and tell agy why…";
 	s.pi.kill("SIGTERM");
 }
 
-// abort while the dialog is open
+// abort while the dialog is open. The session then starts a warm agy for
+// its next turn at once (on the same conversation), so what must be gone is
+// the aborted turn's agy: the tree that was running when the dialog opened.
 {
-	let t0 = 0;
+	let asked = null;
 	const s = await session("abort", (e, send) => {
-		if (e.method === "select" && !t0) {
-			t0 = Date.now();
+		if (e.method === "select" && !asked) {
+			asked = treeOf(fakeAgyPids(`${work}/ws-abort`));
 			send({ type: "abort" });
 		}
 	});
 	const last = [...s.events].reverse().find((e) => e.type === "message_end" && e.message?.role === "assistant")?.message;
 	check("abort: the open question ends the turn as aborted", !!s.end && last?.stopReason === "aborted", JSON.stringify(last ?? null).slice(0, 300));
 	check("abort: the command did not run", !ran(s.toolLog).some((t) => t.startsWith("run_command")), JSON.stringify(ran(s.toolLog)));
-	const gone = await until(() => fakeAgyPids(s.workspace).length === 0, 10000);
-	check("abort: nothing of agy is left", !!gone, `fake-agy pids: ${fakeAgyPids(s.workspace)}`);
+	const aborted = asked ?? [];
+	check("abort: agy was running when the dialog opened", aborted.length > 0, "no fake-agy process in the workspace at the dialog");
+	const gone = await until(() => aborted.every((pid) => !alive(pid)), 10000);
+	check("abort: nothing of the aborted turn's agy is left", !!gone, `still alive: ${aborted.filter(alive)} of ${aborted}`);
 	s.pi.kill("SIGTERM");
+	const after = await until(() => fakeAgyPids(s.workspace).length === 0, 10000);
+	check("abort: once pi has exited, no agy of its session is left", !!after, `fake-agy pids: ${fakeAgyPids(s.workspace)}`);
 }
 process.exit(failures());

@@ -42,6 +42,28 @@ export const pidsWith = (...markers) =>
 				return false;
 			}
 		});
+/** `roots` and every live process below them (read from /proc's ppids). */
+export const treeOf = (roots) => {
+	const parent = new Map();
+	for (const n of fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+		try {
+			// The field after the ")" that closes the command name: state, ppid.
+			const stat = fs.readFileSync(`/proc/${n}/stat`, "utf8");
+			parent.set(n, stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+		} catch {}
+	}
+	const tree = new Set(roots.map(String));
+	for (let grew = true; grew; ) {
+		grew = false;
+		for (const [pid, ppid] of parent) {
+			if (tree.has(ppid) && !tree.has(pid)) {
+				tree.add(pid);
+				grew = true;
+			}
+		}
+	}
+	return [...tree].filter(alive);
+};
 /** pi in RPC mode on the antigravity provider with `extension`: its
  *  process, every JSON line it printed (in `events`, `onEvent` called on
  *  each as it comes) and `send` for a command line. */
