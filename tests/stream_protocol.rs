@@ -553,3 +553,60 @@ fn same_session_turns_take_turns_and_never_mix() {
     let log = std::fs::read_to_string(&argv_log).expect("argv log");
     assert_eq!(log.matches(&conversation).count(), 2, "{log}");
 }
+
+/// A turn waiting for its session's turn lock (another process holds it)
+/// ends at once on an abort line, and agy never starts; a turn of the same
+/// session started while the lock is held takes it the moment it is let go.
+#[test]
+fn a_turn_waiting_for_the_session_lock_can_be_aborted_and_takes_it_when_let_go() {
+    use agy_bridge::state::sessions::SessionStore;
+    let env = Env::new();
+    let argv_log = env.home.path().join("argv.log");
+    let store = SessionStore::open(env.home.path().join(".pi/agent/antigravity-bridge"));
+    let held = store
+        .try_lock_turn("sid:locked")
+        .expect("lock file")
+        .expect("free");
+
+    // Aborted while it waits.
+    let mut cmd = env.command("hello");
+    cmd.env("FAKE_AGY_ARGV_LOG", &argv_log);
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", request("hello", "locked", vec![])).expect("request");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first: Value =
+        serde_json::from_str(&lines.next().expect("start").expect("line")).expect("json");
+    assert_eq!(first["type"], "start", "{first}");
+    std::thread::sleep(Duration::from_millis(300));
+    writeln!(stdin, "{{\"type\":\"abort\"}}").expect("abort line");
+    let rest: Vec<Value> = lines
+        .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
+        .collect();
+    common::wait_status(&mut child, common::CHILD_LIMIT);
+    let last = rest.last().expect("an ending event");
+    assert_eq!(
+        (&last["type"], &last["reason"]),
+        (&Value::from("error"), &Value::from("aborted")),
+        "{rest:?}"
+    );
+    assert!(!argv_log.exists(), "agy started while the lock was held");
+
+    // Waiting while held, running once let go.
+    let mut cmd = env.command("hello");
+    cmd.env("FAKE_AGY_ARGV_LOG", &argv_log);
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", request("hello", "locked", vec![])).expect("request");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!argv_log.exists(), "agy started while the lock was held");
+    drop(held);
+    let out = common::wait_output(child, common::CHILD_LIMIT);
+    drop(stdin);
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(events.last().expect("last")["type"], "done", "{events:?}");
+    assert!(argv_log.exists());
+}

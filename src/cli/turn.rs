@@ -1151,29 +1151,54 @@ enum TurnWait {
 
 /// Take the session's turn lock, waiting (cancellably, at most `wait`) for
 /// another process's turn of the same session to end.
+///
+/// The wait is a blocking `flock` on a thread of its own (not the runtime's
+/// blocking pool, whose shutdown would wait for it): the lock is taken the
+/// moment the other turn lets go, with no polling. Abandoned (abort,
+/// timeout), the thread finds nobody to hand the lock to when it gets it,
+/// and lets go at once.
 async fn wait_turn_lock(
     store: &agy_bridge::state::sessions::SessionStore,
     key: &str,
     cancel: &CancellationToken,
     wait: Duration,
 ) -> Result<agy_bridge::state::sessions::TurnLock, TurnWait> {
-    let deadline = std::time::Instant::now().checked_add(wait);
-    loop {
-        match store.try_lock_turn(key) {
-            Ok(Some(lock)) => return Ok(lock),
-            Ok(None) => {}
-            Err(e) => return Err(TurnWait::Unavailable(e.to_string())),
+    use agy_bridge::state::sessions::TurnLock;
+    match store.try_lock_turn(key) {
+        Ok(Some(lock)) => return Ok(lock),
+        Ok(None) => {}
+        Err(e) => return Err(TurnWait::Unavailable(e.to_string())),
+    }
+    let path = store.turn_lock_path(key);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let waiter = std::thread::Builder::new()
+        .name("turn-lock".into())
+        .spawn(move || {
+            // Nobody to take it (abandoned): dropping it lets go.
+            let _ = tx.send(TurnLock::wait_at(&path));
+        });
+    if let Err(e) = waiter {
+        return Err(TurnWait::Unavailable(format!(
+            "cannot start a thread to wait for the turn lock: {e}"
+        )));
+    }
+    let timeout = async {
+        match std::time::Instant::now().checked_add(wait) {
+            Some(_) => tokio::time::sleep(wait).await,
+            None => std::future::pending().await,
         }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(TurnWait::Failed(format!(
-                "agy-bridge: another turn of this pi session was still running after {} minutes; try again when it has finished",
-                wait.as_secs() / 60
-            )));
-        }
-        tokio::select! {
-            _ = cancel.cancelled() => return Err(TurnWait::Aborted),
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    };
+    tokio::select! {
+        _ = cancel.cancelled() => Err(TurnWait::Aborted),
+        _ = timeout => Err(TurnWait::Failed(format!(
+            "agy-bridge: another turn of this pi session was still running after {} minutes; try again when it has finished",
+            wait.as_secs() / 60
+        ))),
+        taken = rx => match taken {
+            Ok(Ok(lock)) => Ok(lock),
+            Ok(Err(e)) => Err(TurnWait::Unavailable(e.to_string())),
+            Err(_) => Err(TurnWait::Unavailable("the turn lock's waiting thread ended without an answer".into())),
+        },
     }
 }
 

@@ -11,13 +11,15 @@
 //! loads the bridge's hook from `--add-dir` before a turn relies on it as
 //! its permission gate ([`hook_proof`]); and the prompt, never in agy's argv: on
 //! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
-//! a private file ([`prompt_file`]).
+//! a private file ([`prompt_file`]). [`blocking`] runs a call that must
+//! block (a file read, pi's bounded stdout) without stalling the runtime.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`].
 
 pub mod agy_input;
 pub mod agy_stream;
 pub mod agy_version;
+pub mod blocking;
 pub mod failure;
 pub mod gate;
 pub mod guard;

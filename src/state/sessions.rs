@@ -74,6 +74,22 @@ pub struct TurnLock {
     _lock: StateLock,
 }
 
+impl TurnLock {
+    /// Block until the turn lock at `path` (a
+    /// [`SessionStore::turn_lock_path`]) is free, and take it. A blocking
+    /// `flock`: call it on a thread of its own, never a runtime's worker.
+    pub fn wait_at(path: &Path) -> Result<TurnLock, StateError> {
+        match lock_file(path, true)? {
+            Some(lock) => Ok(TurnLock { _lock: lock }),
+            // A waiting lock_file only returns once it holds the lock.
+            None => Err(StateError::Lock {
+                path: path.to_path_buf(),
+                source: nix::errno::Errno::EWOULDBLOCK,
+            }),
+        }
+    }
+}
+
 /// FNV-1a: a lock file name per session key, the same in every process and
 /// every build (std's hasher promises neither).
 fn fnv1a(key: &str) -> u64 {
@@ -211,9 +227,13 @@ impl SessionStore {
     /// lock is an `flock` (it dies with its holder, crash included) held by
     /// the returned guard.
     pub fn try_lock_turn(&self, key: &str) -> Result<Option<TurnLock>, StateError> {
+        Ok(lock_file(&self.turn_lock_path(key), false)?.map(|lock| TurnLock { _lock: lock }))
+    }
+
+    /// Where session `key`'s turn lock lives, for [`TurnLock::wait_at`].
+    pub fn turn_lock_path(&self, key: &str) -> PathBuf {
         let dir = self.file.path().parent().unwrap_or(Path::new("."));
-        let path = dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)));
-        Ok(lock_file(&path, false)?.map(|lock| TurnLock { _lock: lock }))
+        dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)))
     }
 
     /// The store in [`state_dir`].

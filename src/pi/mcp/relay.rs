@@ -331,12 +331,7 @@ fn forward<W: Write>(
     // diff reads files and may ask git, and any event's line may wait on
     // pi's stdout, whose bounded queue is the backpressure (ARCHITECTURE.md,
     // "From a database row to a pi event"), so every event goes here.
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            tokio::task::block_in_place(|| mapper.map(ev, pi))
-        }
-        _ => mapper.map(ev, pi),
-    }
+    crate::run::blocking::in_place(|| mapper.map(ev, pi));
     if pi.broken {
         cancel.cancel();
     }

@@ -765,14 +765,18 @@ async fn run_after<'a>(
     // Owns the private prompt file, if any: it goes when the turn does.
     let staged = match crate::run::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
-        Err(f) => return Turn::new(cfg, req, events, observer, surface, before).fail_early(f),
+        Err(f) => {
+            return Turn::new(cfg, req, events, observer, surface, before)
+                .await
+                .fail_early(f)
+        }
     };
     // Checked on the user's prompt, whichever way it then goes (stdin or a
     // file), so every agy version refuses the same prompts.
     let nul = nul_at(&req.prompt);
     let req = staged.request();
     let observer = observer.map(|o| &mut *o as &mut dyn Observer);
-    let mut turn = Turn::new(cfg, req, events, observer, surface, before);
+    let mut turn = Turn::new(cfg, req, events, observer, surface, before).await;
     if let Some(failure) = refused(req, nul) {
         return turn.fail_early(failure);
     }
@@ -1142,7 +1146,7 @@ struct Turn<'a> {
 }
 
 impl<'a> Turn<'a> {
-    fn new(
+    async fn new(
         cfg: &'a RunConfig,
         req: &'a TurnRequest,
         events: mpsc::Sender<RunEvent>,
@@ -1177,9 +1181,10 @@ impl<'a> Turn<'a> {
         };
         // Resuming binds up front; a fresh run binds once agy shows its id.
         if let Some(id) = &req.conversation {
-            let after = req
-                .after_idx
-                .or_else(|| crate::follow::poller::last_idx(&discovery::db_path(&turn.dir, id)));
+            let after = match req.after_idx {
+                Some(after) => Some(after),
+                None => last_idx_off_thread(discovery::db_path(&turn.dir, id)).await,
+            };
             turn.bind(id.clone(), after, BindMethod::Given);
         }
         turn
@@ -1250,7 +1255,10 @@ impl<'a> Turn<'a> {
             Poll::NotReady(e) => self.db.last_problem = Some(e.to_string()),
         }
         if let Some(o) = self.observer.as_mut() {
-            o.wake(&self.dir, &path);
+            // The recorder reads whole tables; it borrows the turn's state,
+            // so it blocks here, the worker's other tasks moved away.
+            let dir = &self.dir;
+            crate::run::blocking::in_place(|| o.wake(dir, &path));
         }
     }
 
@@ -1475,7 +1483,17 @@ impl Turn<'_> {
             Ok(Binding::Ambiguous { candidates }) => {
                 // agy is gone, so its open files cannot settle it; its own
                 // record of our prompt can, if it is unique.
-                match discovery::match_prompt(&self.dir, &candidates, &self.req.prompt) {
+                let (dir, prompt, asked) = (
+                    self.dir.clone(),
+                    self.req.prompt.clone(),
+                    candidates.clone(),
+                );
+                let matched = tokio::task::spawn_blocking(move || {
+                    discovery::match_prompt(&dir, &asked, &prompt)
+                })
+                .await
+                .unwrap_or(None);
+                match matched {
                     Some(id) => self.bind(id, None, BindMethod::PromptMatch),
                     None => {
                         self.last_ambiguity =
@@ -1812,6 +1830,14 @@ impl Followed {
             how,
         }
     }
+}
+
+/// The last step a conversation's database holds now (a SQLite read, on a
+/// blocking thread).
+async fn last_idx_off_thread(db: PathBuf) -> Option<i64> {
+    tokio::task::spawn_blocking(move || crate::follow::poller::last_idx(&db))
+        .await
+        .unwrap_or(None)
 }
 
 /// SIGTERM the tree, wait up to `grace`, then SIGKILL, and reap. Every

@@ -261,10 +261,10 @@ pub async fn run_warm_observed<'a>(
     }
     let staged = match crate::run::prompt_file::stage(cfg, req, warm.surface) {
         Ok(staged) => staged,
-        Err(f) => return failed_early(cfg, req, events, warm, f),
+        Err(f) => return failed_early(cfg, req, events, warm, f).await,
     };
     if let Some(failure) = refused(req, nul_at(&req.prompt)) {
-        return failed_early(cfg, req, events, warm, failure);
+        return failed_early(cfg, req, events, warm, failure).await;
     }
     let Some(line) = staged.stdin_line() else {
         return WarmRun::Gone("the prompt cannot go on agy's stdin".into());
@@ -278,7 +278,8 @@ pub async fn run_warm_observed<'a>(
         observer,
         warm.surface,
         warm.before.clone(),
-    );
+    )
+    .await;
     turn.warm = Some(WarmTurn {
         before: warm.total,
         ended: false,
@@ -310,14 +311,14 @@ pub async fn run_warm_observed<'a>(
 }
 
 /// A turn refused before anything reached agy: agy stays warm.
-fn failed_early(
+async fn failed_early(
     cfg: &RunConfig,
     req: &TurnRequest,
     events: mpsc::Sender<RunEvent>,
     warm: WarmAgy,
     failure: Failure,
 ) -> WarmRun {
-    let turn = Turn::new(cfg, req, events, None, warm.surface, Snapshot::default());
+    let turn = Turn::new(cfg, req, events, None, warm.surface, Snapshot::default()).await;
     WarmRun::Ran(turn.fail_early(failure), Some(warm))
 }
 
