@@ -430,38 +430,50 @@ pub fn decide(dir: &Path, before: &Snapshot, agy_pid: Option<u32>) -> io::Result
     if new.is_empty() {
         return Ok(Binding::Waiting);
     }
+    Ok(match held_by_tree(agy_pid, dir) {
+        Some(held) => among_held(dir, new, &held),
+        None => match new.as_slice() {
+            [id] => Binding::Bound {
+                id: id.clone(),
+                how: BindMethod::SnapshotDiff,
+            },
+            _ => subagent_filter(dir, new),
+        },
+    })
+}
+
+/// [`decide`] with proof only: what our running agy's open files single
+/// out (step 2, then the subagent links among what it holds). Without its
+/// open files (not readable, agy gone) nothing is proven: `Waiting`. What
+/// a turn may bind on before agy names its conversation itself.
+pub fn decide_proven(dir: &Path, before: &Snapshot, agy_pid: u32) -> io::Result<Binding> {
+    let new = new_since(dir, before)?;
+    if new.is_empty() {
+        return Ok(Binding::Waiting);
+    }
+    Ok(match held_by_tree(Some(agy_pid), dir) {
+        Some(held) => among_held(dir, new, &held),
+        None => Binding::Waiting,
+    })
+}
+
+/// Step 2 and 3 of [`decide`] where our agy's open files were read: the new
+/// databases it holds.
+fn among_held(dir: &Path, new: Vec<ConversationId>, held: &BTreeSet<ConversationId>) -> Binding {
     let only_one_new = new.len() == 1;
-    let candidates = match held_by_tree(agy_pid, dir) {
-        Some(held) => {
-            let ours: Vec<ConversationId> =
-                new.into_iter().filter(|id| held.contains(id)).collect();
-            match ours.as_slice() {
-                [] => return Ok(Binding::Waiting),
-                [id] => {
-                    let how = if only_one_new {
-                        BindMethod::SnapshotDiff
-                    } else {
-                        BindMethod::ProcessTree
-                    };
-                    return Ok(Binding::Bound {
-                        id: id.clone(),
-                        how,
-                    });
-                }
-                _ => ours,
-            }
-        }
-        None => {
-            if let [id] = new.as_slice() {
-                return Ok(Binding::Bound {
-                    id: id.clone(),
-                    how: BindMethod::SnapshotDiff,
-                });
-            }
-            new
-        }
-    };
-    Ok(subagent_filter(dir, candidates))
+    let ours: Vec<ConversationId> = new.into_iter().filter(|id| held.contains(id)).collect();
+    match ours.as_slice() {
+        [] => Binding::Waiting,
+        [id] => Binding::Bound {
+            id: id.clone(),
+            how: if only_one_new {
+                BindMethod::SnapshotDiff
+            } else {
+                BindMethod::ProcessTree
+            },
+        },
+        _ => subagent_filter(dir, ours),
+    }
 }
 
 /// Drop every candidate reachable from *another* candidate through subagent
@@ -847,6 +859,41 @@ mod tests {
             }
         );
         drop(holder);
+    }
+
+    /// Proof only: one new database nobody of ours holds is not bound (a
+    /// concurrent run's, maybe); the one our agy holds is, among others.
+    #[test]
+    fn decide_proven_binds_only_what_our_agy_holds() {
+        if !has_proc() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = snapshot(dir).unwrap();
+        let theirs = make_db(dir, B, &[]);
+        let idle = spawn_group("exec sleep 30");
+        assert_eq!(
+            decide_proven(dir, &before, idle.0.id()).unwrap(),
+            Binding::Waiting
+        );
+        // decide, without proof, takes the one new file.
+        assert!(matches!(
+            decide(dir, &before, None).unwrap(),
+            Binding::Bound { .. }
+        ));
+        let ours = make_db(dir, A, &[]);
+        let holder = spawn_group(&format!("exec 3<'{}'; exec sleep 30", ours.display()));
+        let pid = holder.0.id();
+        wait_until_held(pid, dir, &id(A));
+        assert_eq!(
+            decide_proven(dir, &before, pid).unwrap(),
+            Binding::Bound {
+                id: id(A),
+                how: BindMethod::ProcessTree
+            }
+        );
+        drop((holder, idle, theirs));
     }
 
     #[test]
