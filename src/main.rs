@@ -289,7 +289,7 @@ enum SessionsCommand {
 }
 
 /// Print state warnings on stderr, one line each.
-fn report_state_warnings(warnings: &[agy_bridge::state::config::StateWarning]) {
+fn report_state_warnings(warnings: &[agy_bridge::state::file::StateWarning]) {
     for w in warnings {
         let line = w.to_string().replace(['\n', '\r'], " ");
         eprintln!("agy-bridge: warning: {line}");

@@ -76,7 +76,7 @@ fn main() {
             replay::boot().and_then(|()| stdin_turns::run(&p))
         }
         Ok(Invocation::Print(p)) => replay::boot().and_then(|()| replay::run_print(&p, start)),
-        Ok(Invocation::SubagentWriter(a)) => replay::run_subagent_writer(&a),
+        Ok(Invocation::SubagentWriter(a)) => replay::writer::run_subagent_writer(&a),
     };
     let code = match result {
         Ok(code) => code,

@@ -23,7 +23,9 @@
 //! words on stderr, exit 1.
 
 use crate::cli::{OutputFormat, PrintArgs};
-use crate::replay::{self, Conversation, Fatal, TurnPlan};
+use crate::replay::conversation::{Conversation, TurnPlan};
+use crate::replay::knobs::load_recording;
+use crate::replay::{self, Fatal};
 use agy_corpus::recording::Recording;
 use agy_format::stream_input::read_user_line;
 use agy_format::stream_json::{Line, TurnResult, Usage};
@@ -32,7 +34,7 @@ use std::time::Instant;
 
 /// Run the session on stdin; returns the exit code.
 pub fn run(args: &PrintArgs) -> Result<i32, Fatal> {
-    let (rec, _) = replay::load_recording()?;
+    let (rec, _) = load_recording()?;
     let conversation = open(args, &rec)?;
     let stdin = std::io::stdin();
     let mut input = stdin.lock();

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 /// state directory (the turn then runs without admission). Its variables
 /// were checked before the command acted (`super::env::check_words`).
 pub fn admission() -> Option<Admission> {
-    let dir = agy_bridge::state::config::state_dir().ok()?;
+    let dir = agy_bridge::state::file::state_dir().ok()?;
     Admission::from_env(&dir).ok()
 }
 

@@ -6,7 +6,7 @@
 //! sure every command asks all of them up front, so `run` cannot pass a
 //! typo that only `stream` would have caught.
 
-use agy_bridge::state::config::env_nonempty;
+use agy_bridge::state::file::env_nonempty;
 
 /// The watchdog's variable, in minutes.
 pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
@@ -33,7 +33,7 @@ pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 /// Every variable whose values are words or numbers: the settings, the
 /// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
 pub fn check_words() -> Result<(), String> {
-    agy_bridge::state::config::check_env_settings().map_err(|e| e.to_string())?;
+    agy_bridge::state::config::env::check_env_settings().map_err(|e| e.to_string())?;
     agy_bridge::run::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;

@@ -46,7 +46,7 @@ pub struct WarmPolicy {
 
 /// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
 pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match agy_bridge::state::config::env_nonempty(WARM_ENV) {
+    let on = match agy_bridge::state::file::env_nonempty(WARM_ENV) {
         None => true,
         Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "on" | "1" | "true" | "yes" => true,

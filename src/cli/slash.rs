@@ -7,9 +7,9 @@
 //! confirmation the extension asks for). The logic lives here so the
 //! extension stays thin.
 
+use agy_bridge::state::config::status::{rules_count, ConfigStatus};
 use agy_bridge::state::config::{
-    rules_count, AllowEdit, ConfigChange, ConfigStatus, ConfigStore, PermissionMode, Setting,
-    Source,
+    AllowEdit, ConfigChange, ConfigStore, PermissionMode, Setting, Source,
 };
 use agy_bridge::state::rules::{Rule, DEFAULT_ALLOW};
 use clap::Args;

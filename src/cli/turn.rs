@@ -284,7 +284,8 @@ fn print_events(
 /// must not run in a mode nobody asked for); a state directory that cannot
 /// be read only costs the file's values.
 pub fn settings() -> Result<agy_bridge::state::config::Config, String> {
-    use agy_bridge::state::config::{Config, StateError};
+    use agy_bridge::state::config::Config;
+    use agy_bridge::state::file::StateError;
     match Config::load() {
         Ok(status) => {
             for w in &status.warnings {

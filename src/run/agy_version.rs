@@ -16,7 +16,7 @@
 //! [`crate::pi::models`]), so that an answer about one agy never outlives it.
 
 use crate::run::process::run_with_timeout_async;
-use crate::state::config::{self, StateFile, StateWarning};
+use crate::state::file::{self, StateFile, StateWarning};
 use agy_format::features::{AgyFeatures, Version};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -122,12 +122,10 @@ impl PerBinaryFile {
         }
     }
 
-    /// The file `name` in the bridge's state directory ([`config::state_dir`]).
+    /// The file `name` in the bridge's state directory ([`file::state_dir`]).
     pub(crate) fn from_env(name: &'static str) -> PerBinaryFile {
         PerBinaryFile {
-            file: config::state_dir()
-                .ok()
-                .map(|dir| StateFile::new(&dir, name)),
+            file: file::state_dir().ok().map(|dir| StateFile::new(&dir, name)),
         }
     }
 
@@ -150,7 +148,7 @@ impl PerBinaryFile {
         &self,
         key: &BinaryKey,
         entry: &T,
-    ) -> Result<(), config::StateError> {
+    ) -> Result<(), file::StateError> {
         let Some(file) = &self.file else {
             return Ok(());
         };
@@ -181,7 +179,7 @@ impl VersionCache {
         }
     }
 
-    /// The cache in the bridge's state directory ([`config::state_dir`]).
+    /// The cache in the bridge's state directory ([`file::state_dir`]).
     pub fn from_env() -> VersionCache {
         VersionCache {
             file: PerBinaryFile::from_env(VERSION_CACHE_FILE),
@@ -215,7 +213,7 @@ impl VersionCache {
 
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
-    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), config::StateError> {
+    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
         self.store_entry(Entry {
             binary: key.clone(),
             version,
@@ -229,7 +227,7 @@ impl VersionCache {
         key: &BinaryKey,
         version: Version,
         features: AgyFeatures,
-    ) -> Result<(), config::StateError> {
+    ) -> Result<(), file::StateError> {
         self.store_entry(Entry {
             binary: key.clone(),
             version,
@@ -239,7 +237,7 @@ impl VersionCache {
         })
     }
 
-    fn store_entry(&self, entry: Entry) -> Result<(), config::StateError> {
+    fn store_entry(&self, entry: Entry) -> Result<(), file::StateError> {
         self.file.put(&entry.binary, &entry)
     }
 

@@ -17,7 +17,7 @@
 use crate::run::agy_version::{BinaryKey, VersionCache};
 use crate::run::failure::says_signed_out;
 use crate::run::process::{output_within, NoOutput};
-use crate::state::config::{self, StateFile};
+use crate::state::file::{self, StateFile};
 use agy_format::features::{Version, USAGE_COMMAND};
 use agy_format::quota::{Quota, QuotaError};
 use serde::{Deserialize, Serialize};
@@ -94,10 +94,10 @@ impl UsageLoader {
     /// `AGY_BIN` (else `agy`) and the bridge's state directory.
     pub fn from_env() -> UsageLoader {
         UsageLoader {
-            agy_bin: config::env_nonempty("AGY_BIN")
+            agy_bin: file::env_nonempty("AGY_BIN")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("agy")),
-            state_dir: config::state_dir().ok(),
+            state_dir: file::state_dir().ok(),
             timeout: USAGE_TIMEOUT,
         }
     }
@@ -211,7 +211,7 @@ impl UsageLoader {
         Ok(Answer { quota, age: None })
     }
 
-    fn store(&self, key: &BinaryKey, quota: &Quota) -> Result<(), config::StateError> {
+    fn store(&self, key: &BinaryKey, quota: &Quota) -> Result<(), file::StateError> {
         let Some(file) = self.file() else {
             return Ok(());
         };

@@ -27,7 +27,7 @@
 //! Nothing read from these files can block agy for good: a corrupt or empty
 //! starts file counts as no earlier start, and a start time in the future
 //! (the clock moved back) costs at most one interval. Lock files are never
-//! removed (see [`crate::state::config`]'s `lock_file`: removing one would let two
+//! removed (see [`crate::state::file`]'s `lock_file`: removing one would let two
 //! holders lock two different files). Directories are made 0700, files 0600,
 //! as for every state file.
 //!
@@ -36,7 +36,7 @@
 //! ([`AdmissionError::Io`]); the caller then runs agy without admission
 //! rather than not at all.
 
-use crate::state::config::{env_nonempty, lock_file, BadEnv, StateError, StateLock};
+use crate::state::file::{env_nonempty, lock_file, BadEnv, StateError, StateLock};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -1,7 +1,10 @@
 //! Layer 3, **state**: the bridge's own files under its state directory.
 //!
-//! Owns locked, atomic JSON state files and the settings in `config.json`
-//! ([`config`]) with the permission gate's allow rules ([`rules`]), and the map from pi sessions to agy conversations with the
+//! Owns the state directory and its locked, atomic JSON state files
+//! ([`file`](mod@file)), the settings in `config.json` ([`config`]: the variables
+//! that override them in [`config::env`], what `agy-bridge config` shows in
+//! [`config::status`]) with the permission gate's allow rules ([`rules`]),
+//! and the map from pi sessions to agy conversations with the
 //! per-session turn lock ([`sessions`]), the temporary directory its
 //! private directories go in ([`tmp`]), and the account-wide admission
 //! limits on agy starts shared by every bridge process of the user
@@ -11,6 +14,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod file;
 pub mod rules;
 pub mod sessions;
 pub mod tmp;

@@ -1,6 +1,6 @@
 //! Session bindings: which agy conversation a pi session continues.
 //!
-//! Stored in `sessions.json` in the state directory (see [`crate::state::config`]
+//! Stored in `sessions.json` in the state directory (see [`crate::state::file`]
 //! for where that is and how files are written, locked and recovered), in the
 //! format of the TypeScript bridge
 //! ([EstebanForge/pi-antigravity-bridge](https://github.com/EstebanForge/pi-antigravity-bridge)):
@@ -40,7 +40,7 @@
 //! [`SessionStore::update_if_bound`], which does nothing without a
 //! conversation id.
 
-use crate::state::config::{
+use crate::state::file::{
     json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
 };
 use agy_format::ids::ConversationId;

@@ -46,14 +46,14 @@ pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
 /// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;
 /// any other word is an error, since guessing either way would surprise
 /// whoever typed it.
-pub fn disabled_by_env() -> Result<bool, crate::state::config::BadEnv> {
-    let Some(value) = crate::state::config::env_nonempty(ENV_SWITCH) else {
+pub fn disabled_by_env() -> Result<bool, crate::state::file::BadEnv> {
+    let Some(value) = crate::state::file::env_nonempty(ENV_SWITCH) else {
         return Ok(false);
     };
     match value.trim().to_ascii_lowercase().as_str() {
         "off" | "0" | "false" | "no" => Ok(true),
         "on" | "1" | "true" | "yes" => Ok(false),
-        _ => Err(crate::state::config::BadEnv {
+        _ => Err(crate::state::file::BadEnv {
             var: ENV_SWITCH,
             value,
             takes: "on or off (also 1/0, true/false, yes/no)",

@@ -129,14 +129,14 @@ pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
 /// added to each tool round trip, see benches/tool_roundtrip.rs).
 /// A value that is not a whole number of milliseconds up to 1000 is an
 /// error: a longer window would hold every tool call that long.
-pub fn batch_window() -> Result<Duration, crate::state::config::BadEnv> {
+pub fn batch_window() -> Result<Duration, crate::state::file::BadEnv> {
     const VAR: &str = "AGY_PI_TOOL_BATCH_MS";
-    let Some(value) = crate::state::config::env_nonempty(VAR) else {
+    let Some(value) = crate::state::file::env_nonempty(VAR) else {
         return Ok(DEFAULT_BATCH_WINDOW);
     };
     match value.trim().parse::<u64>() {
         Ok(ms) if ms <= 1000 => Ok(Duration::from_millis(ms)),
-        _ => Err(crate::state::config::BadEnv {
+        _ => Err(crate::state::file::BadEnv {
             var: VAR,
             value,
             takes: "a whole number of milliseconds from 0 to 1000 (default 2)",

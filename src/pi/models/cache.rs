@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::run::agy_version::BinaryKey;
 use crate::run::process::{output_within, NoOutput};
-use crate::state::config::{lock_file, StateError, StateFile};
+use crate::state::file::{lock_file, StateError, StateFile};
 
 // --- running `agy models` --------------------------------------------------------
 
@@ -123,7 +123,7 @@ fn sign_in_sentence(line: &str) -> String {
 /// original's directory, so its `models-cache.json` is reused); `None`
 /// without HOME.
 pub fn state_dir() -> Option<PathBuf> {
-    crate::state::config::state_dir().ok()
+    crate::state::file::state_dir().ok()
 }
 
 /// `models-cache.json`: the TypeScript bridge's `{raw, savedAt}` (raw `agy models`
@@ -271,7 +271,7 @@ pub struct Loader {
 impl Loader {
     /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
     pub fn from_env() -> Loader {
-        let agy_bin = crate::state::config::env_nonempty("AGY_BIN")
+        let agy_bin = crate::state::file::env_nonempty("AGY_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("agy"));
         Loader {

@@ -209,7 +209,7 @@ fn bridge_flag(arg: &str) -> Option<(String, &'static str)> {
         .map(|(_, hint)| (arg.to_string(), *hint))
 }
 
-use crate::state::config::env_nonempty;
+use crate::state::file::env_nonempty;
 
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
