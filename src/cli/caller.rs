@@ -20,7 +20,7 @@
 //!
 //! - A caller whose end of our stdin closed is gone as well: pi keeps it
 //!   open for the whole turn (abort and tool results come on it), so
-//!   `stream` aborts the turn at its end (`super::turn::stdin_reader`).
+//!   `stream` aborts the turn at its end (`super::stream::stdin_reader`).
 //!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
 use nix::sys::signal::{self, SigHandler, Signal};

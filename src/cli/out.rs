@@ -2,8 +2,8 @@
 //! (`agy-bridge run x | head -1`) has taken what it wanted: the command
 //! stops quietly and exits 0, as `yes | head` is no failure of `head`'s,
 //! instead of `println!`'s panic (exit 101). Every write to stdout in
-//! `main.rs` and `src/cli/` goes through here, except `stream`'s writer
-//! thread, whose broken pipe `PiStream` already reads as pi having gone.
+//! `src/cli/` goes through here, except `stream`'s writer thread, whose
+//! broken pipe `PiStream` already reads as pi having gone.
 
 use std::io::{self, Write};
 use std::process::ExitCode;

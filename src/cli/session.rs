@@ -16,7 +16,9 @@
 //! fields without `messages`): start agy now, so even the first turn finds
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
-use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
+use super::cold::ColdTurn;
+use super::prepare::PreparedTurn;
+use super::stream::StdoutThread;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::{PiStream, StreamRequest};
 use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
@@ -126,7 +128,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
     if text.trim().is_empty() {
         return None;
     }
-    if turn::is_abort_line(line) {
+    if super::stream::is_abort_line(line) {
         if let Ok(c) = current.lock() {
             c.cancel.cancel();
         }
@@ -139,7 +141,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
         Some("warm") => Some(Msg::Warm(text.to_string())),
         Some(_) => {
             if let (Some(c), Ok(cur)) = (Control::parse(text), current.lock()) {
-                turn::keep_control(&cur.control, c);
+                super::stream::keep_control(&cur.control, c);
             }
             None
         }
@@ -383,7 +385,7 @@ impl Session {
     ) -> bool {
         let mut pi = PiStream::new(out);
         pi.start();
-        let start = match turn::start_from_line(line, self.timeout, cancel).await {
+        let start = match super::start::start_from_line(line, self.timeout, cancel).await {
             Ok(start) => start,
             Err((aborted, message)) => {
                 pi.fail(aborted, &message);
@@ -391,21 +393,21 @@ impl Session {
             }
         };
         // The turn lock and the seat are held to the end of the turn.
-        let Some(turn::Begun {
+        let Some(super::start::Begun {
             req,
             mut prepared,
             prelude,
             mut mapper,
             held: _held,
-        }) = turn::begin_turn(start, &mut pi, cancel).await
+        }) = super::start::begin_turn(start, &mut pi, cancel).await
         else {
             return false;
         };
         self.share_grants(&mut prepared);
         if self.warm_possible() {
-            let too_old = turn::too_old_for_pi_tools(&prelude);
+            let too_old = super::pi_tools::too_old_for_pi_tools(&prelude);
             if let Some(old) = too_old.filter(|_| prepared.first_turn && !req.tools.is_empty()) {
-                pi.thinking(&turn::no_pi_tools_note(old));
+                pi.thinking(&super::pi_tools::no_pi_tools_note(old));
             }
             let plan = plan_for(&req, &prepared, &prelude);
             if let Some(slot) = self
@@ -434,7 +436,7 @@ impl Session {
             prelude,
         };
         let standby = self.standby.take();
-        turn::run_cold_prepared(cold, &mut mapper, standby, control, &mut pi, cancel).await
+        super::cold::run_cold_prepared(cold, &mut mapper, standby, control, &mut pi, cancel).await
     }
 }
 
@@ -466,7 +468,7 @@ fn offered_tools(
     req: &StreamRequest,
     prelude: &runner::Prelude,
 ) -> Vec<agy_bridge::pi::mcp::PiTool> {
-    let too_old = turn::too_old_for_pi_tools(prelude).is_some();
+    let too_old = super::pi_tools::too_old_for_pi_tools(prelude).is_some();
     if too_old || agy_bridge::pi::mcp::disabled_by_env().unwrap_or(true) {
         return Vec::new();
     }
@@ -616,9 +618,9 @@ fn prepare_warm(
     req: &StreamRequest,
     timeout: Duration,
 ) -> Result<(PreparedTurn, runner::Prelude), String> {
-    let cwd = turn::request_cwd(req);
-    let resolved = turn::resolve_agy(req, timeout)?;
-    let (session_key, store) = turn::session_of(req);
+    let cwd = super::prepare::request_cwd(req);
+    let resolved = super::prepare::resolve_agy(req, timeout)?;
+    let (session_key, store) = super::prepare::session_of(req);
     let entry = store
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
@@ -630,7 +632,7 @@ fn prepare_warm(
             .is_file()
         });
     let prepared = PreparedTurn {
-        turn: turn::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
+        turn: super::prepare::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
         gating: super::gate::gate_plan(&resolved.settings, req.ui),
         cfg: resolved.cfg,
         cwd,
@@ -684,7 +686,7 @@ impl Session {
             let own = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
             g.set_policy(super::gate::policy(plan, &prepared.turn, own));
         }
-        let mut side = turn::tool_side(tools.as_mut(), gate.as_mut(), control);
+        let mut side = super::pi_tools::tool_side(tools.as_mut(), gate.as_mut(), control);
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();
@@ -694,7 +696,7 @@ impl Session {
             );
         agy_bridge::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
         let outcome = task.await;
-        let control = turn::give_back(side, tools.as_mut(), gate.as_mut());
+        let control = super::pi_tools::give_back(side, tools.as_mut(), gate.as_mut());
         match outcome {
             Ok(WarmRun::Ran(result, warm)) => {
                 self.fruitless = 0;
@@ -704,7 +706,7 @@ impl Session {
                     gate,
                     gate_note: None,
                 });
-                let ok = turn::end_turn(pi, prepared, req, &result);
+                let ok = super::end::end_turn(pi, prepared, req, &result);
                 self.after_turn(plan, &result, cancel).await;
                 ok
             }
@@ -718,7 +720,8 @@ impl Session {
                     prepared,
                     prelude,
                 };
-                let ok = turn::run_cold_prepared(cold, mapper, None, control, pi, cancel).await;
+                let ok =
+                    super::cold::run_cold_prepared(cold, mapper, None, control, pi, cancel).await;
                 if again && !self.gone.is_cancelled() {
                     let gone = self.gone.clone();
                     self.start_slot(plan, &gone).await;

@@ -3,15 +3,35 @@
 //! `agy_bridge::run::quota`, which asks agy and keeps the cache.
 
 use agy_bridge::run::quota::UsageLoader;
+use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Runs `$AGY_BIN -p /usage --output-format json` (agy 1.1.11 or later; no model \
+turn, no quota spent), killed after 10 s. Good answers are cached per agy binary in usage-cache.json \
+in the state directory; --max-age-secs N answers from that cache while it is younger than N \
+seconds. Errors are one sentence on stderr, exit 1."
+)]
+pub struct UsageArgs {
+    /// Print `{"buckets":[...],"lowest":"<words>","ageSecs":N}`: agy's
+    /// buckets, the one with the least left in words, the cache's age
+    /// (null: asked just now).
+    #[arg(long)]
+    json: bool,
+    /// Answer from the cache when it is younger than this (0: always ask agy).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_age_secs: u64,
+}
+
 /// Ask (or take from the cache when younger than `max_age_secs`), then print
 /// one line of words per bucket, or with `json` one object:
 /// `{"buckets":[...],"lowest":"<words>"|null,"ageSecs":N|null}`.
-pub fn cmd_usage(json: bool, max_age_secs: u64) -> CmdResult {
+pub fn cmd_usage(args: UsageArgs) -> CmdResult {
+    let UsageArgs { json, max_age_secs } = args;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

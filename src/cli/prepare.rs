@@ -1,0 +1,222 @@
+//! Preparing a pi turn: everything between pi's request and agy's command
+//! line (the prompt and its context digest, the model and effort, the
+//! session's conversation and where its new steps start, the notes pi
+//! sees first). Blocking work (files, SQLite, at worst `agy models`), done
+//! on a blocking thread; the warm session prepares its agy from here too.
+
+use agy_bridge::run::runner::{RunConfig, TurnRequest};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The request's working directory: pi's, else ours.
+pub(super) fn request_cwd(req: &agy_bridge::pi::provider::StreamRequest) -> PathBuf {
+    req.cwd
+        .as_deref()
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The request's session key and the session store (if it can be opened).
+pub(super) fn session_of(
+    req: &agy_bridge::pi::provider::StreamRequest,
+) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
+    use agy_bridge::state::sessions::{SessionKey, SessionStore};
+    let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
+    let store = match SessionStore::open_default() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("agy-bridge: warning: sessions are not saved: {e}");
+            None
+        }
+    };
+    (key, store)
+}
+
+pub(super) struct PreparedTurn {
+    pub(super) cfg: RunConfig,
+    pub(super) turn: TurnRequest,
+    pub(super) cwd: PathBuf,
+    pub(super) session_key: String,
+    pub(super) store: Option<agy_bridge::state::sessions::SessionStore>,
+    /// Thinking lines to show before agy starts.
+    pub(super) notes: Vec<String>,
+    /// The pi session has no agy conversation yet: things said once per
+    /// session are said now.
+    pub(super) first_turn: bool,
+    /// `ask` mode: the gate agy's tool calls go through.
+    pub(super) gating: Option<super::gate::GatePlan>,
+}
+
+/// Where a resumed turn's new steps start: after the last step the
+/// database holds now, never before it. A binding whose save failed keeps
+/// an older cursor, which would replay the previous turn's answer.
+/// (Blocking: a SQLite read, on the thread that prepares the turn.)
+pub(super) fn resume_cursor(
+    entry: &agy_bridge::state::sessions::SessionEntry,
+    conversations_dir: &std::path::Path,
+) -> i64 {
+    let db = agy_bridge::follow::discovery::db_path(conversations_dir, &entry.conversation_id);
+    agy_bridge::follow::poller::last_idx(&db)
+        .map_or(entry.last_step_idx, |now| now.max(entry.last_step_idx))
+}
+
+/// pi's `reasoning`, if any. A level we do not know is the caller's
+/// mistake, not "no preference": guessing would run agy at an effort nobody
+/// asked for.
+pub(super) fn thinking_level(
+    reasoning: Option<&str>,
+) -> Result<Option<agy_bridge::pi::models::ThinkingLevel>, String> {
+    reasoning
+        .filter(|r| !r.trim().is_empty())
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("agy-bridge: bad request: reasoning: {e}"))
+}
+
+/// What a request's words resolve to: the run configuration, the
+/// settings, agy's model and effort.
+pub(super) struct Resolved {
+    pub(super) cfg: RunConfig,
+    pub(super) settings: agy_bridge::state::config::Config,
+    pub(super) model: agy_bridge::pi::models::Resolved,
+}
+
+/// Resolve the request's model and thinking level and the settings
+/// (files, at worst an `agy models` run: blocking).
+pub(super) fn resolve_agy(
+    req: &agy_bridge::pi::provider::StreamRequest,
+    timeout: Duration,
+) -> Result<Resolved, String> {
+    let settings = super::turn::settings().map_err(|e| format!("agy-bridge: {e}"))?;
+    let thinking = thinking_level(req.reasoning.as_deref())?;
+    let catalog = agy_bridge::pi::models::catalog();
+    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let model = catalog
+        .resolve(&req.model, thinking)
+        .map_err(|e| format!("agy-bridge: {e}"))?;
+    let mut cfg = super::turn::configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
+    cfg.timeout = timeout;
+    Ok(Resolved {
+        cfg,
+        settings,
+        model,
+    })
+}
+
+/// A pi session's turn as agy gets it: `prompt` in `cwd` (agy's workspace:
+/// the directory pi works in), resuming the session's conversation after
+/// the last step its database holds. A warm agy is started from the same
+/// request without a prompt, so both agree on agy's command line.
+pub(super) fn session_turn(
+    prompt: String,
+    cwd: &std::path::Path,
+    resolved: &Resolved,
+    existing: Option<&agy_bridge::state::sessions::SessionEntry>,
+) -> TurnRequest {
+    TurnRequest {
+        prompt,
+        cwd: Some(cwd.to_path_buf()),
+        model: Some(resolved.model.model.clone()),
+        effort: resolved.model.effort,
+        mode: Some(resolved.settings.mode),
+        conversation: existing.map(|e| e.conversation_id.clone()),
+        after_idx: existing.map(|e| resume_cursor(e, &resolved.cfg.conversations_dir)),
+        add_dirs: vec![cwd.to_path_buf()],
+        private_dirs: Vec::new(),
+    }
+}
+
+/// Everything between pi's request and agy's command line; errors are the
+/// message pi shows.
+pub(super) fn prepare_turn(
+    req: &agy_bridge::pi::provider::StreamRequest,
+    timeout: Duration,
+    session_key: String,
+    store: Option<agy_bridge::state::sessions::SessionStore>,
+) -> Result<PreparedTurn, String> {
+    use agy_bridge::pi::provider::{self, DIGEST_MAX_CHARS};
+
+    let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
+    let cwd = request_cwd(req);
+    let Resolved {
+        cfg,
+        settings,
+        model: resolved,
+    } = resolve_agy(req, timeout)?;
+
+    let mut notes = Vec::new();
+    let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {
+        Some(Ok(entry)) => entry,
+        Some(Err(e)) => {
+            eprintln!("agy-bridge: warning: cannot read the session binding: {e}");
+            None
+        }
+        None => None,
+    };
+    let mut context = provider::AgyContext::Kept;
+    if let Some(entry) = &existing {
+        let db =
+            agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
+        if !db.is_file() {
+            notes.push(format!(
+                "[agy-bridge: conversation {} is gone from {}; starting a new one with pi's record of the earlier turns]\n",
+                entry.conversation_id,
+                cfg.conversations_dir.display()
+            ));
+            existing = None;
+            context = provider::AgyContext::Lost;
+        } else if entry.context_lost {
+            context = provider::AgyContext::Lost;
+        }
+    } else if provider::has_own_turns(&req.messages) {
+        // Earlier agy turns with no conversation to resume (a cleared
+        // binding): agy has none of them.
+        context = provider::AgyContext::Lost;
+    }
+    let (watermark, cap) = match context {
+        provider::AgyContext::Lost => (0, provider::LOST_DIGEST_MAX_CHARS),
+        provider::AgyContext::Kept => (
+            existing
+                .as_ref()
+                .map(|e| e.message_count as usize)
+                .unwrap_or(0),
+            DIGEST_MAX_CHARS,
+        ),
+    };
+    let digest = provider::context_digest_for(&req.messages, watermark, cap, context);
+    if prompt.dropped_images > 0 {
+        notes.push(format!(
+            "[agy-bridge: {} image(s) not sent: agy -p takes text only]\n",
+            prompt.dropped_images
+        ));
+    }
+    let gating = super::gate::gate_plan(&settings, req.ui);
+    let turn = session_turn(
+        provider::compose_prompt_for(&prompt, &digest, context),
+        &cwd,
+        &Resolved {
+            cfg: cfg.clone(),
+            settings,
+            model: resolved,
+        },
+        existing.as_ref(),
+    );
+    for w in store
+        .as_ref()
+        .map(|s| s.take_warnings())
+        .unwrap_or_default()
+    {
+        eprintln!("agy-bridge: warning: {w}");
+    }
+    Ok(PreparedTurn {
+        cfg,
+        turn,
+        cwd,
+        session_key,
+        store,
+        notes,
+        first_turn: existing.is_none(),
+        gating,
+    })
+}

@@ -1,0 +1,341 @@
+//! `agy-bridge stream`: the pi provider boundary. The command's entry (its
+//! flags, its runtime, one turn or a `--session`), pi's stdin (the request
+//! line, then abort and control lines) and stdout written on a thread of
+//! its own. What a turn does once its request is read lives in
+//! [`super::start`], [`super::prepare`], [`super::cold`],
+//! [`super::pi_tools`] and [`super::end`], which `--session` shares.
+
+use super::start::StreamStart;
+use agy_bridge::pi::mcp::relay::Control;
+use clap::Args;
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Environment: AGY_TIMEOUT_MIN, the watchdog in minutes when --timeout-min \
+is not given (default 10); AGY_REQUEST_TIMEOUT_SECS, how long to wait for the request line on \
+stdin (default 30, at least 1): the request is one JSON object followed by a newline, or by the end of \
+stdin. Every error, a bad flag or variable included, is reported as pi's `start` event followed \
+by one `error` event."
+)]
+pub struct StreamArgs {
+    /// Our own watchdog per turn, in minutes (default: AGY_TIMEOUT_MIN,
+    /// else 10).
+    #[arg(long)]
+    timeout_min: Option<u64>,
+    /// Serve every turn of one pi session, one request line after another,
+    /// keeping agy warm between them (AGY_WARM=off: one agy per turn).
+    /// stdin's end ends the session.
+    #[arg(long)]
+    session: bool,
+}
+
+/// How long `stream` waits for its request line when
+/// `AGY_REQUEST_TIMEOUT_SECS` is not set.
+const REQUEST_TIMEOUT_SECS: u64 = 30;
+
+/// The first stdin line, or why there is none.
+type RequestLine = Result<String, String>;
+
+/// Read stdin on a plain thread: the first line is the request (or, without
+/// a newline, everything up to the end of stdin); later lines are
+/// `{"type":"abort"}` (cancels at once) or the control lines of pi's tool
+/// results (see [`agy_bridge::pi::mcp::relay::Control`]). The end of stdin
+/// cancels the turn: the caller is gone.
+fn stdin_reader(
+    cancel: CancellationToken,
+) -> (
+    tokio::sync::oneshot::Receiver<RequestLine>,
+    tokio::sync::mpsc::Receiver<Control>,
+) {
+    use agy_bridge::pi::mcp::relay::CONTROL_CAPACITY;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (control_tx, control) = tokio::sync::mpsc::channel(CONTROL_CAPACITY);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut stdin = io::stdin().lock();
+        let mut buf = Vec::new();
+        let first = match stdin.read_until(b'\n', &mut buf) {
+            Ok(0) => Err("no request line on stdin (it closed before any input)".to_string()),
+            Ok(_) => request_text(buf),
+            Err(e) => Err(format!("cannot read the request from stdin: {e}")),
+        };
+        let _ = tx.send(first);
+        loop {
+            let mut line = Vec::new();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if is_abort_line(&line) => cancel.cancel(),
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    if let Some(c) = Control::parse(text.trim_end()) {
+                        keep_control(&control_tx, c);
+                    }
+                }
+            }
+        }
+        // pi keeps stdin open for the whole turn (tool results come on it):
+        // its end means pi is gone, and the turn is aborted. A parked tool
+        // call hears why first, if the queue has room; never waited for:
+        // with pi's tools off nothing reads the queue, and the abort must
+        // not wait on it.
+        let _ = control_tx.try_send(Control::Closed);
+        cancel.cancel();
+    });
+    (rx, control)
+}
+
+/// Queue a control line for the relay without waiting: this thread must go
+/// on reading stdin (an abort may follow), so a line beyond
+/// [`agy_bridge::pi::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
+pub(super) fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
+    use tokio::sync::mpsc::error::TrySendError;
+    if let Err(TrySendError::Full(_)) = control.try_send(line) {
+        eprintln!(
+            "agy-bridge: warning: a control line was dropped: more came than the turn has tool calls"
+        );
+    }
+}
+
+/// The request line's text, without its line ending.
+fn request_text(mut line: Vec<u8>) -> RequestLine {
+    while matches!(line.last(), Some(b'\n' | b'\r')) {
+        line.pop();
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Err("the request line is empty; send one JSON object".into());
+    }
+    String::from_utf8(line).map_err(|e| {
+        format!(
+            "the request line is not UTF-8 text (invalid byte at offset {}); send one JSON object in UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+pub(super) fn is_abort_line(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
+        .unwrap_or(false)
+}
+
+/// Report a `stream` failure that comes before any turn: pi's `start`, then
+/// one `error` naming what was wrong.
+pub fn stream_fails_early(message: &str) -> ExitCode {
+    let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+    pi.start();
+    pi.fail(false, message);
+    ExitCode::FAILURE
+}
+
+/// `standby`: agy's guardian, forked by `main` before anything else.
+pub fn cmd_stream(
+    args: StreamArgs,
+    standby: Option<agy_bridge::run::standby::Standby>,
+) -> CmdResult {
+    let rt = match super::turn::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            return Ok(stream_fails_early(&format!(
+                "agy-bridge: cannot start: {e}"
+            )))
+        }
+    };
+    // The turn's first blocking job (preparing it) finds a thread started
+    // while the request was on its way.
+    drop(rt.spawn_blocking(|| ()));
+    let ok = if args.session {
+        rt.block_on(stream_session(args, standby))
+    } else {
+        rt.block_on(stream_turn(args, standby))
+    };
+    // The stdin thread may still be blocked reading; do not wait for it.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `stream --session`: its limits checked first, as `stream`'s are.
+async fn stream_session(
+    args: StreamArgs,
+    standby: Option<agy_bridge::run::standby::Standby>,
+) -> bool {
+    match stream_limits(&args) {
+        Ok((timeout, _)) => super::session::serve(timeout, standby).await,
+        Err(message) => {
+            let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+            pi.start();
+            pi.fail(false, &format!("agy-bridge: {message}"));
+            false
+        }
+    }
+}
+
+/// The watchdog and the request-line wait from flags and environment.
+pub(super) fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+    use super::env;
+    let minutes = match args.timeout_min {
+        Some(m) => m,
+        None => env::whole_number(env::TIMEOUT_MIN, "minutes")?
+            .unwrap_or(super::turn::TIMEOUT_MIN_DEFAULT),
+    };
+    let request_secs =
+        env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
+    // Every other variable too, before pi's request is even read.
+    env::check_words()?;
+    Ok((
+        super::turn::watchdog(minutes),
+        Duration::from_secs(request_secs.max(1)),
+    ))
+}
+
+/// Wait for the request line: it, or the sentence pi shows instead.
+async fn read_request(
+    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
+    wait: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, (bool, String)> {
+    let bad = |e: String| (false, format!("agy-bridge: bad request: {e}"));
+    tokio::select! {
+        // A line that is there wins over a timer that is also done.
+        biased;
+        line = request_line => match line {
+            Ok(line) => line.map_err(bad),
+            Err(_) => Err(bad("stdin could not be read".into())),
+        },
+        _ = tokio::time::sleep(wait) => Err(bad(format!(
+            "no complete request line on stdin after {} s: the request is one JSON object followed by a newline (or the end of stdin); AGY_REQUEST_TIMEOUT_SECS sets how long to wait",
+            wait.as_secs()
+        ))),
+        _ = cancel.cancelled() => Err((true, "Operation aborted".into())),
+    }
+}
+
+/// Flushed chunks (one pi event each, mostly) waiting for the stdout
+/// thread. When pi reads slowly they fill and the next flush waits (on the
+/// thread driving `stream`, or in the relay's `block_in_place`, never on a
+/// runtime worker), the relay stops taking the runner's events, and the
+/// runner stops reading agy's database: pi's pace is the turn's, and the
+/// bridge holds no more than these few chunks of it.
+const STDOUT_QUEUE: usize = 8;
+
+/// stdout written by a thread of its own: each flushed line is handed over
+/// (at most [`STDOUT_QUEUE`] waiting) and written there, so a reader that is
+/// slow never blocks the runtime and one that is gone is noticed. A write
+/// error there makes the next write here fail, which is how `PiStream`
+/// learns that pi went away. Dropping it waits for everything handed over
+/// to be written.
+pub(super) struct StdoutThread {
+    buf: Vec<u8>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StdoutThread {
+    pub(super) fn spawn() -> StdoutThread {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(STDOUT_QUEUE);
+        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = broken.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = io::stdout().lock();
+            for chunk in rx {
+                if out.write_all(&chunk).and_then(|_| out.flush()).is_err() {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                    break;
+                }
+            }
+        });
+        StdoutThread {
+            buf: Vec::new(),
+            tx: Some(tx),
+            broken,
+            thread: Some(thread),
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed"));
+        }
+        Ok(())
+    }
+}
+
+impl Write for StdoutThread {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.check()?;
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.check()?;
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut self.buf);
+        match &self.tx {
+            Some(tx) if tx.send(chunk).is_ok() => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed")),
+        }
+    }
+}
+
+impl Drop for StdoutThread {
+    fn drop(&mut self) {
+        let _ = self.flush();
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Read and check the request, take the session's turn lock (waiting for a
+/// turn before it) and prepare the turn; the sentence pi shows otherwise,
+/// and whether it was an abort.
+async fn stream_start(
+    args: &StreamArgs,
+    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
+    cancel: &CancellationToken,
+) -> Result<StreamStart, (bool, String)> {
+    let (timeout, request_wait) =
+        stream_limits(args).map_err(|message| (false, format!("agy-bridge: {message}")))?;
+    let line = read_request(request_line, request_wait, cancel).await?;
+    super::start::start_from_line(&line, timeout, cancel).await
+}
+
+/// One `stream` turn; `standby` is agy's guardian, already started.
+async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
+    use agy_bridge::pi::provider::PiStream;
+    let cancel = CancellationToken::new();
+    // The request is read on a thread of its own, from the start: the rest
+    // of the set-up happens while it comes.
+    let (request_line, control) = stdin_reader(cancel.clone());
+    // pi may be slow to read: writes wait on their own thread, never on a
+    // runtime worker.
+    let mut pi = PiStream::new(StdoutThread::spawn());
+    pi.start();
+    super::turn::cancel_on_signals(cancel.clone());
+    // pi gone (killed, or no longer reading) ends the turn and agy's tree.
+    super::caller::stop_with_parent();
+    super::caller::cancel_when_stdout_closes(cancel.clone());
+    let start = match stream_start(&args, request_line, &cancel).await {
+        Ok(start) => start,
+        Err((aborted, message)) => {
+            pi.fail(aborted, &message);
+            return false;
+        }
+    };
+    super::cold::run_cold(start, standby, control, &mut pi, &cancel).await
+}
