@@ -17,11 +17,18 @@
 //!    1.2.17 capture (its stream-json lines; the captures carry no
 //!    timestamps, so its pace is agy-like, not measured).
 //!
+//! 6. ours against the floor (`latency/floor.rs`: inotify, a
+//!    `data_version` spin, one SELECT), fake-agy fsyncing each commit and
+//!    not: p50, p99, max, their ratios, CPU per commit
+//!    (`LATENCY_ONLY=floor` runs this case alone).
+//!
 //! Run with `cargo bench --bench latency` (after `cargo build -p fake-agy
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
 //! target directory). Results go to stdout; README quotes them.
 
 mod common;
+#[path = "latency/floor.rs"]
+mod floor;
 
 use common::{fake_agy, workspace_bin};
 
@@ -116,6 +123,18 @@ fn measure(
     wake: WakeMode,
     interval: Duration,
 ) -> Measured {
+    measure_with(rt, rec_path, lengths, wake, interval, &[])
+}
+
+/// [`measure`] with more environment for fake-agy (its `synchronous`).
+fn measure_with(
+    rt: &tokio::runtime::Runtime,
+    rec_path: &Path,
+    lengths: &[usize],
+    wake: WakeMode,
+    interval: Duration,
+    extra_env: &[(&str, &str)],
+) -> Measured {
     let home = tempfile::tempdir().expect("tempdir");
     let log = home.path().join("commits.log");
     let cfg = RunConfig {
@@ -125,7 +144,14 @@ fn measure(
             ("HOME".into(), home.path().display().to_string()),
             ("FAKE_AGY_RECORDING".into(), rec_path.display().to_string()),
             ("FAKE_AGY_COMMIT_LOG".into(), log.display().to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+        .collect(),
         wake,
         poll_interval: interval,
         bind: BindMode::Discovery,
@@ -158,12 +184,26 @@ fn measure(
     let cpu = cpu_ms() - cpu0;
     assert!(result.ok(), "bench run failed: {:?}", result.failure);
 
-    // Commit log: `<n> <unix ns> <db> <idx,idx>`. The growth commits are the
-    // ones writing step 2, in order; commit j brought the answer to
-    // lengths[j]. Its latency is the arrival of the first event by which at
-    // least that much had streamed: a coalesced poll is charged to every
-    // commit it coalesced, so poll-only mode is measured fairly.
-    let text = std::fs::read_to_string(&log).expect("commit log");
+    let latencies = growth_latencies(&log, lengths, &received);
+    Measured {
+        latencies_ms: latencies,
+        row_selects: result.poll_stats.row_selects,
+        version_checks: result.poll_stats.version_checks,
+        cpu_ms: cpu,
+        wall_ms,
+    }
+}
+
+/// Each growth commit's latency, from fake-agy's commit log at `log` and
+/// `received` (arrival in unix ns, answer length streamed so far), sorted.
+///
+/// Commit log: `<n> <unix ns> <db> <idx,idx>`. The growth commits are the
+/// ones writing step 2, in order; commit j brought the answer to
+/// lengths[j]. Its latency is the arrival of the first event by which at
+/// least that much had streamed: a coalesced poll is charged to every
+/// commit it coalesced, so poll-only mode is measured fairly.
+fn growth_latencies(log: &Path, lengths: &[usize], received: &[(u128, usize)]) -> Vec<f64> {
+    let text = std::fs::read_to_string(log).expect("commit log");
     let growth: Vec<u128> = text
         .lines()
         .filter_map(|line| {
@@ -180,12 +220,105 @@ fn measure(
         }
     }
     latencies.sort_by(|a, b| a.total_cmp(b));
+    latencies
+}
+
+/// The floor ([`floor::follow`]) on the same recording: fake-agy spawned
+/// directly, its database followed by the minimal follower in this process.
+fn measure_floor(rec_path: &Path, lengths: &[usize], extra_env: &[(&str, &str)]) -> Measured {
+    let home = tempfile::tempdir().expect("tempdir");
+    let log = home.path().join("commits.log");
+    let conversations = home.path().join("conversations");
+    std::fs::create_dir_all(&conversations).expect("dir");
+    let cpu0 = cpu_ms();
+    let t0 = Instant::now();
+    let mut agy = std::process::Command::new(fake_agy())
+        .args(["--dangerously-skip-permissions", "-p", "go"])
+        .env("HOME", home.path())
+        .env("AGY_CONVERSATIONS_DIR", &conversations)
+        .env("FAKE_AGY_RECORDING", rec_path)
+        .env("FAKE_AGY_COMMIT_LOG", &log)
+        .envs(extra_env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fake-agy");
+    let seen = floor::follow(&conversations, &mut agy, 2, now_ns);
+    let _ = agy.wait();
     Measured {
-        latencies_ms: latencies,
-        row_selects: result.poll_stats.row_selects,
-        version_checks: result.poll_stats.version_checks,
-        cpu_ms: cpu,
-        wall_ms,
+        latencies_ms: growth_latencies(&log, lengths, &seen.arrivals),
+        row_selects: 0,
+        version_checks: 0,
+        cpu_ms: cpu_ms() - cpu0,
+        wall_ms: t0.elapsed().as_secs_f64() * 1e3,
+    }
+}
+
+/// Case 6: ours against the floor ([`floor`]), interleaved batches on the
+/// same recording, with fake-agy fsyncing every commit (`synchronous=FULL`,
+/// SQLite's default) and not (`NORMAL`): p50, p99 and max, the ratios, and
+/// CPU per commit (this process's CPU while following; fake-agy's is its
+/// own).
+fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usize]) {
+    let batches: usize = std::env::var("FLOOR_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    for sync in ["FULL", "NORMAL"] {
+        println!("\n== ours vs the floor, synchronous={sync} ({batches} interleaved batches of 60 commits) ==");
+        let env = [("FAKE_AGY_SYNCHRONOUS", sync)];
+        let (mut ours, mut floor) = (Vec::new(), Vec::new());
+        let (mut ours_cpu, mut floor_cpu, mut commits) = (0.0, 0.0, 0usize);
+        for _ in 0..batches {
+            let o = measure_with(
+                rt,
+                growth,
+                lengths,
+                WakeMode::Events,
+                Duration::from_millis(250),
+                &env,
+            );
+            let f = measure_floor(growth, lengths, &env);
+            commits += lengths.len();
+            ours_cpu += o.cpu_ms;
+            floor_cpu += f.cpu_ms;
+            ours.extend(o.latencies_ms);
+            floor.extend(f.latencies_ms);
+        }
+        ours.sort_by(|a, b| a.total_cmp(b));
+        floor.sort_by(|a, b| a.total_cmp(b));
+        let row = |name: &str, v: &[f64]| {
+            println!(
+                "{name:6}: p50 {:7.3} ms  p99 {:7.3} ms  max {:7.3} ms  (n={})",
+                pct(v, 0.5),
+                pct(v, 0.99),
+                pct(v, 1.0),
+                v.len()
+            )
+        };
+        row("ours", &ours);
+        row("floor", &floor);
+        let ratio = |p| pct(&ours, p) / pct(&floor, p);
+        println!(
+            "ours/floor: p50 {:.2}x  p99 {:.2}x  max {:.2}x",
+            ratio(0.5),
+            ratio(0.99),
+            ratio(1.0)
+        );
+        println!(
+            "CPU per commit while following: ours {:.3} ms, floor {:.3} ms",
+            ours_cpu / commits as f64,
+            floor_cpu / commits as f64
+        );
+        let p99 = pct(&ours, 0.99);
+        println!(
+            "targets: p99 <= 3x the floor's and <= 1.5 ms: {}",
+            if ratio(0.99) <= 3.0 && p99 <= 1.5 {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
     }
 }
 
@@ -489,6 +622,10 @@ fn main() {
     let idle = dir.path().join("idle.jsonl");
     idle_recording().save(&idle).expect("save");
 
+    if std::env::var("LATENCY_ONLY").as_deref() == Ok("floor") {
+        floor_vs_ours(&rt, &growth, &lengths);
+        return;
+    }
     println!("== commit-to-event latency (60 commits, 40 ms apart) ==");
     let ev = measure(
         &rt,
@@ -524,6 +661,8 @@ fn main() {
         if e99 <= 5.0 { "met" } else { "NOT met" },
         if p99 / e99 >= 20.0 { "met" } else { "NOT met" }
     );
+
+    floor_vs_ours(&rt, &growth, &lengths);
 
     println!("\n== idle cost (5 s with nothing committed) ==");
     let idle_poll = idle_poller(Duration::from_secs(5), Duration::from_millis(250));

@@ -551,6 +551,9 @@ Environment:
   FAKE_AGY_BOOT_MS=N            agy's start-up: wait N ms (not scaled) before `init` and
                                 before reading stdin. Default 0, for fast tests; real agy
                                 takes about 2400 ms (REALISTIC_BOOT_MS, which benches use)
+  FAKE_AGY_SYNCHRONOUS=MODE     SQLite's synchronous for the writes: FULL (default, as
+                                SQLite's default: an fsync before each commit is visible),
+                                NORMAL, OFF or EXTRA
   AGY_CONVERSATIONS_DIR=DIR     Write <uuid>.db here instead of
                                 $HOME/.gemini/antigravity-cli/conversations
   FAKE_AGY_MODELS_FORMAT=1|2|3  `models` prints a built-in catalog in agy's format 1

@@ -42,6 +42,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_IGNORE_HOOKS",
     "FAKE_AGY_TOOL_LOG",
     "FAKE_AGY_HOOK_LOG",
+    "FAKE_AGY_SYNCHRONOUS",
 ];
 
 // ---------------------------------------------------------------------------
@@ -1440,6 +1441,34 @@ fn first_commit_delay(fx: &Fixture, delay_ms: Option<u64>) -> Duration {
     assert!(out.status.success(), "{}", stderr(&out));
     let first = read_log(&log)[0].1;
     Duration::from_nanos((first - spawned) as u64)
+}
+
+/// `FAKE_AGY_SYNCHRONOUS` takes SQLite's modes (any case) and refuses
+/// anything else as a configuration error, naming the choices.
+#[test]
+fn synchronous_takes_sqlites_modes_and_refuses_others() {
+    let fx = Fixture::new(hello(100));
+    for mode in ["FULL", "normal", "OFF", "extra"] {
+        let out = fx
+            .cmd()
+            .env("FAKE_AGY_SYNCHRONOUS", mode)
+            .args(["-p", "x"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+    }
+    let out = fx
+        .cmd()
+        .env("FAKE_AGY_SYNCHRONOUS", "sometimes")
+        .args(["-p", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("expected FULL, NORMAL, OFF or EXTRA"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -42,7 +42,33 @@ fn set_wal(conn: &Connection, path: &Path) -> Result<(), Fatal> {
             path.display()
         )));
     }
-    Ok(())
+    conn.pragma_update(None, "synchronous", synchronous()?)
+        .map_err(sql)
+}
+
+/// `FAKE_AGY_SYNCHRONOUS`: how the writer syncs each commit. FULL by
+/// default, SQLite's own default and what agy is assumed to use: each
+/// commit waits for an fsync of the WAL before readers see it, a latency
+/// a follower has to catch. NORMAL skips that fsync (OFF, EXTRA as SQLite).
+fn synchronous() -> Result<&'static str, Fatal> {
+    let value = super::knobs::env("FAKE_AGY_SYNCHRONOUS");
+    match value
+        .as_deref()
+        .map(|v| v.trim().to_ascii_uppercase())
+        .as_deref()
+    {
+        None | Some("FULL") => Ok("FULL"),
+        Some("NORMAL") => Ok("NORMAL"),
+        Some("OFF") => Ok("OFF"),
+        Some("EXTRA") => Ok("EXTRA"),
+        Some(_) => Err(Fatal::new(
+            super::CONFIG_EXIT,
+            format!(
+                "FAKE_AGY_SYNCHRONOUS={:?}: expected FULL, NORMAL, OFF or EXTRA",
+                value.unwrap_or_default()
+            ),
+        )),
+    }
 }
 
 /// The `steps` rows a commit upserts: (idx after offset, step_type, status).
