@@ -18,7 +18,8 @@
 
 use super::turn::{self, ColdTurn, PreparedTurn, StdoutThread};
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
-use agy_bridge::pi::provider::{PiStream, StreamRequest};
+use agy_bridge::pi::provider::stream::PiStream;
+use agy_bridge::pi::provider::StreamRequest;
 use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
 use agy_bridge::run::standby::Standby;
 use std::io::Write;
@@ -661,7 +662,7 @@ impl Session {
         plan: Plan,
         req: &StreamRequest,
         prepared: &PreparedTurn,
-        mapper: &mut agy_bridge::pi::provider::EventMapper,
+        mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
         control: mpsc::Receiver<Control>,
         pi: &mut PiStream<W>,
         cancel: &CancellationToken,

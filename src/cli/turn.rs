@@ -516,7 +516,7 @@ pub(super) fn is_abort_line(line: &[u8]) -> bool {
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
 /// one `error` naming what was wrong.
 pub fn stream_fails_early(message: &str) -> ExitCode {
-    let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+    let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
     pi.start();
     pi.fail(false, message);
     ExitCode::FAILURE
@@ -560,7 +560,7 @@ async fn stream_session(
     match stream_limits(&args) {
         Ok((timeout, _)) => super::session::serve(timeout, standby).await,
         Err(message) => {
-            let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+            let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
             pi.start();
             pi.fail(false, &format!("agy-bridge: {message}"));
             false
@@ -764,7 +764,7 @@ pub(super) async fn start_from_line(
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
-    use agy_bridge::pi::provider::PiStream;
+    use agy_bridge::pi::provider::stream::PiStream;
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.
@@ -788,13 +788,14 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
 }
 
 /// A turn ready to run: its request, preparation and [`runner::Prelude`],
-/// the [`agy_bridge::pi::provider::EventMapper`] its events go through, and
-/// what it holds to its end (the session's turn lock, an account seat).
+/// the [`agy_bridge::pi::provider::mapper::EventMapper`] its events go
+/// through, and what it holds to its end (the session's turn lock, an
+/// account seat).
 pub(super) struct Begun {
     pub(super) req: agy_bridge::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     pub(super) prelude: runner::Prelude,
-    pub(super) mapper: agy_bridge::pi::provider::EventMapper,
+    pub(super) mapper: agy_bridge::pi::provider::mapper::EventMapper,
     /// Bind it (`held: _held`) to keep both to the end of the turn.
     pub(super) held: Held,
 }
@@ -811,7 +812,7 @@ pub(super) struct Held {
 /// told when it waits). `None`: pi aborted the wait (pi has its `error`).
 pub(super) async fn begin_turn<W: Write>(
     start: StreamStart,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Begun> {
     let StreamStart {
@@ -827,7 +828,7 @@ pub(super) async fn begin_turn<W: Write>(
     for note in &prepared.notes {
         pi.thinking(note);
     }
-    let mut mapper = agy_bridge::pi::provider::EventMapper::new(&prepared.cwd);
+    let mut mapper = agy_bridge::pi::provider::mapper::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     let seat = take_seat(pi, cancel).await?;
     Some(Begun {
@@ -848,7 +849,7 @@ pub(super) async fn run_cold<W: Write>(
     start: StreamStart,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let Some(Begun {
@@ -873,7 +874,7 @@ pub(super) async fn run_cold<W: Write>(
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
 async fn take_seat<W: Write>(
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Option<agy_bridge::state::admission::Seat>> {
     match super::admission::wait_seat(cancel, |words| pi.thinking(words)).await {
@@ -895,10 +896,10 @@ pub(super) struct ColdTurn<'a> {
 /// [`run_cold`] after [`turn_prologue`].
 pub(super) async fn run_cold_prepared<W: Write>(
     cold: ColdTurn<'_>,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let ColdTurn {
@@ -955,7 +956,7 @@ pub(super) async fn open_turn_gate<W: Write>(
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
     own_server: Option<&str>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
 ) -> Option<agy_bridge::run::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
     match super::gate::open_gate(plan, cfg, turn, own_server).await {
@@ -1025,8 +1026,8 @@ pub(super) async fn offer_pi_tools<W: Write>(
     prepared: &PreparedTurn,
     prelude: &runner::Prelude,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
 ) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
     if let Some(old) = too_old_for_pi_tools(prelude) {
         if prepared.first_turn && !req.tools.is_empty() {
@@ -1056,7 +1057,7 @@ pub(super) fn tool_batch_window() -> Duration {
 
 /// Save the session's binding and end pi's message with the turn's outcome.
 pub(super) fn end_turn<W: Write>(
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     prepared: &PreparedTurn,
     req: &agy_bridge::pi::provider::StreamRequest,
     result: &runner::RunResult,
@@ -1088,7 +1089,7 @@ pub(super) fn end_turn<W: Write>(
         pi.done(result.usage.as_ref().map(provider::PiUsage::from_turn));
         true
     } else {
-        let (aborted, message) = provider::error_message(result);
+        let (aborted, message) = provider::mapper::error_message(result);
         pi.fail(aborted, &message);
         false
     }
@@ -1099,7 +1100,7 @@ pub(super) fn end_turn<W: Write>(
 async fn serve_pi_tools(
     req: &agy_bridge::pi::provider::StreamRequest,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
 ) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
     use agy_bridge::pi::mcp;
     if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {
@@ -1315,9 +1316,12 @@ fn prepare_turn(
     session_key: String,
     store: Option<agy_bridge::state::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::pi::provider::{self, DIGEST_MAX_CHARS};
+    use agy_bridge::pi::provider::context::{
+        compose_prompt_for, context_digest_for, extract_prompt, has_own_turns, AgyContext,
+        DIGEST_MAX_CHARS, LOST_DIGEST_MAX_CHARS,
+    };
 
-    let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
+    let prompt = extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
     let Resolved {
         cfg,
@@ -1334,7 +1338,7 @@ fn prepare_turn(
         }
         None => None,
     };
-    let mut context = provider::AgyContext::Kept;
+    let mut context = AgyContext::Kept;
     if let Some(entry) = &existing {
         let db =
             agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
@@ -1345,18 +1349,18 @@ fn prepare_turn(
                 cfg.conversations_dir.display()
             ));
             existing = None;
-            context = provider::AgyContext::Lost;
+            context = AgyContext::Lost;
         } else if entry.context_lost {
-            context = provider::AgyContext::Lost;
+            context = AgyContext::Lost;
         }
-    } else if provider::has_own_turns(&req.messages) {
+    } else if has_own_turns(&req.messages) {
         // Earlier agy turns with no conversation to resume (a cleared
         // binding): agy has none of them.
-        context = provider::AgyContext::Lost;
+        context = AgyContext::Lost;
     }
     let (watermark, cap) = match context {
-        provider::AgyContext::Lost => (0, provider::LOST_DIGEST_MAX_CHARS),
-        provider::AgyContext::Kept => (
+        AgyContext::Lost => (0, LOST_DIGEST_MAX_CHARS),
+        AgyContext::Kept => (
             existing
                 .as_ref()
                 .map(|e| e.message_count as usize)
@@ -1364,7 +1368,7 @@ fn prepare_turn(
             DIGEST_MAX_CHARS,
         ),
     };
-    let digest = provider::context_digest_for(&req.messages, watermark, cap, context);
+    let digest = context_digest_for(&req.messages, watermark, cap, context);
     if prompt.dropped_images > 0 {
         notes.push(format!(
             "[agy-bridge: {} image(s) not sent: agy -p takes text only]\n",
@@ -1373,7 +1377,7 @@ fn prepare_turn(
     }
     let gating = super::gate::gate_plan(&settings, req.ui);
     let turn = session_turn(
-        provider::compose_prompt_for(&prompt, &digest, context),
+        compose_prompt_for(&prompt, &digest, context),
         &cwd,
         &Resolved {
             cfg: cfg.clone(),
