@@ -8,7 +8,8 @@ mod common;
 
 use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
 use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
-use agy_bridge::pi::provider::{EventMapper, PiStream};
+use agy_bridge::pi::provider::mapper::EventMapper;
+use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::run::runner::RunEvent;
 use agy_corpus::recording;
 use agy_format::steps;

@@ -15,7 +15,7 @@ pub(super) async fn run_cold<W: Write>(
     start: StreamStart,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let Some(Begun {
@@ -46,10 +46,10 @@ pub(super) struct ColdTurn<'a> {
 /// [`run_cold`] after [`turn_prologue`].
 pub(super) async fn run_cold_prepared<W: Write>(
     cold: ColdTurn<'_>,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
     standby: Option<agy_bridge::run::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let ColdTurn {

@@ -8,7 +8,7 @@ use std::io::Write;
 
 /// Save the session's binding and end pi's message with the turn's outcome.
 pub(super) fn end_turn<W: Write>(
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     prepared: &PreparedTurn,
     req: &agy_bridge::pi::provider::StreamRequest,
     result: &runner::RunResult,
@@ -40,7 +40,7 @@ pub(super) fn end_turn<W: Write>(
         pi.done(result.usage.as_ref().map(provider::PiUsage::from_turn));
         true
     } else {
-        let (aborted, message) = provider::error_message(result);
+        let (aborted, message) = provider::mapper::error_message(result);
         pi.fail(aborted, &message);
         false
     }

@@ -15,7 +15,7 @@ pub(super) async fn open_turn_gate<W: Write>(
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
     own_server: Option<&str>,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
 ) -> Option<agy_bridge::run::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
     match super::gate::open_gate(plan, cfg, turn, own_server).await {
@@ -85,8 +85,8 @@ pub(super) async fn offer_pi_tools<W: Write>(
     prepared: &PreparedTurn,
     prelude: &runner::Prelude,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
 ) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
     if let Some(old) = too_old_for_pi_tools(prelude) {
         if prepared.first_turn && !req.tools.is_empty() {
@@ -119,7 +119,7 @@ pub(super) fn tool_batch_window() -> Duration {
 async fn serve_pi_tools(
     req: &agy_bridge::pi::provider::StreamRequest,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::EventMapper,
+    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
 ) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
     use agy_bridge::pi::mcp;
     if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {

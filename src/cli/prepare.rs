@@ -135,9 +135,12 @@ pub(super) fn prepare_turn(
     session_key: String,
     store: Option<agy_bridge::state::sessions::SessionStore>,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::pi::provider::{self, DIGEST_MAX_CHARS};
+    use agy_bridge::pi::provider::context::{
+        compose_prompt_for, context_digest_for, extract_prompt, has_own_turns, AgyContext,
+        DIGEST_MAX_CHARS, LOST_DIGEST_MAX_CHARS,
+    };
 
-    let prompt = provider::extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
+    let prompt = extract_prompt(&req.messages).map_err(|e| format!("agy-bridge: {e}"))?;
     let cwd = request_cwd(req);
     let Resolved {
         cfg,
@@ -154,7 +157,7 @@ pub(super) fn prepare_turn(
         }
         None => None,
     };
-    let mut context = provider::AgyContext::Kept;
+    let mut context = AgyContext::Kept;
     if let Some(entry) = &existing {
         let db =
             agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
@@ -165,18 +168,18 @@ pub(super) fn prepare_turn(
                 cfg.conversations_dir.display()
             ));
             existing = None;
-            context = provider::AgyContext::Lost;
+            context = AgyContext::Lost;
         } else if entry.context_lost {
-            context = provider::AgyContext::Lost;
+            context = AgyContext::Lost;
         }
-    } else if provider::has_own_turns(&req.messages) {
+    } else if has_own_turns(&req.messages) {
         // Earlier agy turns with no conversation to resume (a cleared
         // binding): agy has none of them.
-        context = provider::AgyContext::Lost;
+        context = AgyContext::Lost;
     }
     let (watermark, cap) = match context {
-        provider::AgyContext::Lost => (0, provider::LOST_DIGEST_MAX_CHARS),
-        provider::AgyContext::Kept => (
+        AgyContext::Lost => (0, LOST_DIGEST_MAX_CHARS),
+        AgyContext::Kept => (
             existing
                 .as_ref()
                 .map(|e| e.message_count as usize)
@@ -184,7 +187,7 @@ pub(super) fn prepare_turn(
             DIGEST_MAX_CHARS,
         ),
     };
-    let digest = provider::context_digest_for(&req.messages, watermark, cap, context);
+    let digest = context_digest_for(&req.messages, watermark, cap, context);
     if prompt.dropped_images > 0 {
         notes.push(format!(
             "[agy-bridge: {} image(s) not sent: agy -p takes text only]\n",
@@ -193,7 +196,7 @@ pub(super) fn prepare_turn(
     }
     let gating = super::gate::gate_plan(&settings, req.ui);
     let turn = session_turn(
-        provider::compose_prompt_for(&prompt, &digest, context),
+        compose_prompt_for(&prompt, &digest, context),
         &cwd,
         &Resolved {
             cfg: cfg.clone(),

@@ -20,7 +20,8 @@ use super::cold::ColdTurn;
 use super::prepare::PreparedTurn;
 use super::stream::StdoutThread;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
-use agy_bridge::pi::provider::{PiStream, StreamRequest};
+use agy_bridge::pi::provider::stream::PiStream;
+use agy_bridge::pi::provider::StreamRequest;
 use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
 use agy_bridge::run::standby::Standby;
 use std::io::Write;
@@ -663,7 +664,7 @@ impl Session {
         plan: Plan,
         req: &StreamRequest,
         prepared: &PreparedTurn,
-        mapper: &mut agy_bridge::pi::provider::EventMapper,
+        mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
         control: mpsc::Receiver<Control>,
         pi: &mut PiStream<W>,
         cancel: &CancellationToken,

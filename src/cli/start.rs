@@ -73,13 +73,13 @@ pub(super) async fn start_from_line(
 }
 
 /// A turn ready to run: its request, preparation and [`runner::Prelude`],
-/// the [`agy_bridge::pi::provider::EventMapper`] its events go through, and
+/// the [`agy_bridge::pi::provider::mapper::EventMapper`] its events go through, and
 /// what it holds to its end (the session's turn lock, an account seat).
 pub(super) struct Begun {
     pub(super) req: agy_bridge::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     pub(super) prelude: runner::Prelude,
-    pub(super) mapper: agy_bridge::pi::provider::EventMapper,
+    pub(super) mapper: agy_bridge::pi::provider::mapper::EventMapper,
     /// Bind it (`held: _held`) to keep both to the end of the turn.
     pub(super) held: Held,
 }
@@ -96,7 +96,7 @@ pub(super) struct Held {
 /// told when it waits). `None`: pi aborted the wait (pi has its `error`).
 pub(super) async fn begin_turn<W: Write>(
     start: StreamStart,
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Begun> {
     let StreamStart {
@@ -112,7 +112,7 @@ pub(super) async fn begin_turn<W: Write>(
     for note in &prepared.notes {
         pi.thinking(note);
     }
-    let mut mapper = agy_bridge::pi::provider::EventMapper::new(&prepared.cwd);
+    let mut mapper = agy_bridge::pi::provider::mapper::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     let seat = take_seat(pi, cancel).await?;
     Some(Begun {
@@ -131,7 +131,7 @@ pub(super) async fn begin_turn<W: Write>(
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
 async fn take_seat<W: Write>(
-    pi: &mut agy_bridge::pi::provider::PiStream<W>,
+    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Option<agy_bridge::state::admission::Seat>> {
     match super::admission::wait_seat(cancel, |words| pi.thinking(words)).await {

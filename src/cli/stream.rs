@@ -128,7 +128,7 @@ pub(super) fn is_abort_line(line: &[u8]) -> bool {
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
 /// one `error` naming what was wrong.
 pub fn stream_fails_early(message: &str) -> ExitCode {
-    let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+    let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
     pi.start();
     pi.fail(false, message);
     ExitCode::FAILURE
@@ -172,7 +172,7 @@ async fn stream_session(
     match stream_limits(&args) {
         Ok((timeout, _)) => super::session::serve(timeout, standby).await,
         Err(message) => {
-            let mut pi = agy_bridge::pi::provider::PiStream::new(io::stdout());
+            let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
             pi.start();
             pi.fail(false, &format!("agy-bridge: {message}"));
             false
@@ -317,7 +317,7 @@ async fn stream_start(
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
-    use agy_bridge::pi::provider::PiStream;
+    use agy_bridge::pi::provider::stream::PiStream;
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.

@@ -12,7 +12,9 @@
 //! them does: the gate's hook hears no).
 
 use crate::follow::subject;
-use crate::pi::provider::{EventMapper, PiEvent, PiStream};
+use crate::pi::provider::mapper::EventMapper;
+use crate::pi::provider::stream::PiStream;
+use crate::pi::provider::PiEvent;
 use crate::run::gate::policy::session_rule;
 use crate::run::gate::{Grants, Question, Verdict};
 use agy_format::hooks::Decision;

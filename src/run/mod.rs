@@ -1,8 +1,10 @@
 //! Layer 4, **run**: one agy turn as a process the bridge owns.
 //!
 //! Owns spawning agy and following the turn live from both its sources, the
-//! database and stream-json ([`runner`]); why a turn failed ([`failure`]);
-//! agy's process tree ([`process`]) and the guardian that takes it down when
+//! database and stream-json ([`runner`], in parts by concept: agy's command
+//! line, its process, binding, the following loop, wake-ups, the two
+//! sources merged, delivery, the end, and a warm agy); why a turn failed
+//! ([`failure`]); agy's process tree ([`process`]) and the guardian that takes it down when
 //! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
 //! told what to run ([`launch`]); pausing and resuming agy's trees with
 //! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached

@@ -18,7 +18,8 @@
 
 use super::park::{BadContent, Delivery, Mismatch, Parked, ToolCall, ToolOutcome};
 use crate::pi::ask::{Answer, Asks};
-use crate::pi::provider::{EventMapper, PiStream};
+use crate::pi::provider::mapper::EventMapper;
+use crate::pi::provider::stream::PiStream;
 use crate::run::gate::Question;
 use crate::run::runner::RunEvent;
 use serde_json::Value;

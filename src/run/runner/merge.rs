@@ -279,3 +279,14 @@ fn usage_minus(total: Usage, before: Usage) -> Usage {
         total_tokens: total.total_tokens.saturating_sub(before.total_tokens),
     }
 }
+
+/// The database's usage stats (metadata 9) in stream-json's terms.
+fn usage_of(u: &agy_format::steps::Usage) -> Usage {
+    Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        thinking_tokens: u.thinking_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        total_tokens: u.input_tokens + u.output_tokens,
+    }
+}

@@ -17,6 +17,7 @@
 //! command line except the conversation, plus the working directory, the
 //! environment and what the caller adds (pi's offered tools).
 
+use super::agy::terminate;
 use super::*;
 
 /// The oldest a warm agy may be when a turn starts on it. agy's own
