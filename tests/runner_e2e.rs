@@ -465,3 +465,61 @@ async fn unknown_steps_do_not_stop_the_stream() {
     assert!(Transcript::from_events(events).text().starts_with("Done."));
     assert_eq!(out.result.last_idx, Some(5));
 }
+
+/// An agy whose stream-json `init` line names no conversation (older than
+/// 1.1.8, or a changed init) is bound by discovery while it runs, on proof
+/// (our agy holds the database open), not after the 3 s grace for the
+/// line: here agy never exits, and the binding comes well inside the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_init_id_discovery_binds_on_proof_inside_the_grace() {
+    let home = Home::new();
+    let mut cfg = home.config("hello", 8.0);
+    cfg.bind = BindMode::StreamJson;
+    cfg.env
+        .push(("FAKE_AGY_FAULT".into(), "init-without-id".into()));
+    cfg.env.push(("FAKE_AGY_HANG".into(), "1".into()));
+    let req = TurnRequest {
+        prompt: "Say hello".into(),
+        ..TurnRequest::default()
+    };
+    let (tx, mut rx) = agy_bridge::run::runner::event_channel();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let turn =
+        tokio::spawn(async move { agy_bridge::run::runner::run(&cfg, &req, stop, tx).await });
+    let started = Instant::now();
+    let bound = tokio::time::timeout(Duration::from_millis(2500), async {
+        while let Some(ev) = rx.recv().await {
+            if let RunEvent::Bound { method, .. } = ev {
+                return Some(method);
+            }
+        }
+        None
+    })
+    .await;
+    cancel.cancel();
+    while rx.recv().await.is_some() {}
+    let result = turn.await.expect("turn");
+    let method = bound
+        .unwrap_or_else(|_| panic!("not bound within 2.5 s ({:?})", started.elapsed()))
+        .expect("bound before the turn ended");
+    assert!(
+        matches!(method, BindMethod::SnapshotDiff | BindMethod::ProcessTree),
+        "{method:?}"
+    );
+    assert!(result.conversation_id.is_some());
+}
+
+/// When agy's `init` line names the conversation discovery already bound,
+/// the turn says it was bound by agy's word (the stronger evidence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_line_confirming_discovery_makes_it_agys_word() {
+    for _ in 0..3 {
+        let home = Home::new();
+        let mut cfg = home.config("hello", 8.0);
+        cfg.bind = BindMode::StreamJson;
+        let out = run(cfg, "Say hello").await;
+        assert!(out.result.ok(), "{:?}", out.result.failure);
+        assert_eq!(out.result.bind_method, Some(BindMethod::StreamJson));
+    }
+}

@@ -6,8 +6,8 @@
 use super::*;
 use crate::follow::discovery::Binding;
 
-/// How long to wait for the stream-json `init` line before falling back to
-/// discovery.
+/// How long agy's stream-json `init` line may still come: within it,
+/// discovery binds only on proof, and agy's word overrules it.
 const STREAM_JSON_GRACE: Duration = Duration::from_secs(3);
 
 impl Turn<'_> {
@@ -25,16 +25,25 @@ impl Turn<'_> {
         ));
     }
 
-    /// Bind by discovery when agy's own word has not come (or cannot).
+    /// Bind by discovery, from agy's start, alongside its own word. While
+    /// agy's `init` line may still come (stream-json, within the grace),
+    /// only proof binds: the one new database our running agy holds open
+    /// ([`discovery::decide_proven`]); an ambiguity then is no ambiguity
+    /// yet, as the line may settle it. After the grace (or without
+    /// stream-json), discovery decides on its own, as before.
     pub(super) async fn try_bind(&mut self, pid: u32) {
-        if self.followed.is_some()
-            || (self.stream_json && self.started.elapsed() < STREAM_JSON_GRACE)
-        {
+        if self.followed.is_some() {
             return;
         }
-        match self.decide(Some(pid)).await {
+        let init_may_come = self.stream_json && self.started.elapsed() < STREAM_JSON_GRACE;
+        let decided = if init_may_come {
+            self.decide_proven(pid).await
+        } else {
+            self.decide(Some(pid)).await
+        };
+        match decided {
             Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
-            Ok(Binding::Ambiguous { candidates }) => {
+            Ok(Binding::Ambiguous { candidates }) if !init_may_come => {
                 self.last_ambiguity = candidates.iter().map(|c| c.as_str().to_string()).collect();
                 let since = *self.ambiguous_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > self.cfg.ambiguity_budget {
@@ -47,8 +56,16 @@ impl Turn<'_> {
                     });
                 }
             }
-            Ok(Binding::Waiting) | Err(_) => {}
+            Ok(_) | Err(_) => {}
         }
+    }
+
+    /// [`discovery::decide_proven`] on a blocking thread.
+    async fn decide_proven(&mut self, pid: u32) -> std::io::Result<Binding> {
+        let (dir, before) = (self.dir.clone(), self.before.clone());
+        tokio::task::spawn_blocking(move || discovery::decide_proven(&dir, &before, pid))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
 
     /// [`discovery::decide`] (directory and `/proc` scans) on a blocking

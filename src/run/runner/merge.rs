@@ -83,6 +83,19 @@ impl Turn<'_> {
                 self.lost = Some(f.id.clone());
                 self.bind(id, None, BindMethod::StreamJson);
             }
+            // Discovery bound first: agy's word confirms it (and is the
+            // stronger evidence, so the turn says it was bound by it), or
+            // overrules it.
+            Some(f) if f.how != BindMethod::Given && f.how != BindMethod::StreamJson => {
+                if f.id == id {
+                    self.result.bind_method = Some(BindMethod::StreamJson);
+                    if let Some(f) = self.followed.as_mut() {
+                        f.how = BindMethod::StreamJson;
+                    }
+                } else {
+                    self.bind(id, None, BindMethod::StreamJson);
+                }
+            }
             Some(_) => {}
         }
     }
