@@ -1,7 +1,7 @@
 //! The poller's contract, against a real WAL database and a real writer.
 
 use agy_bridge::follow::events::{Channel, Event};
-use agy_bridge::follow::poller::{Poll, Poller};
+use agy_bridge::follow::poller::{Poll, Poller, Settle};
 use agy_format::database::ReadError;
 use agy_format::steps::{
     Body, PlannerResponse, RunCommandResult, Step, StepStatus, StepType, ToolCall,
@@ -280,7 +280,7 @@ fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
     });
     let window = std::time::Duration::from_secs(20);
     let started = std::time::Instant::now();
-    let events = match p.poll_settling(window) {
+    let events = match p.poll_settling(Settle::always(window)) {
         Poll::Ready(e) => e,
         Poll::NotReady(e) => panic!("not ready: {e}"),
     };
@@ -311,7 +311,7 @@ fn a_settling_poll_with_nothing_committed_reads_no_rows() {
     let before = p.stats();
     let window = std::time::Duration::from_millis(5);
     let started = std::time::Instant::now();
-    match p.poll_settling(window) {
+    match p.poll_settling(Settle::always(window)) {
         Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
         Poll::NotReady(e) => panic!("not ready: {e}"),
     }
@@ -410,4 +410,43 @@ fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
     assert!(p.behind());
     assert_eq!(texts(&ready(&mut p)).len(), 1);
     assert!(!p.behind());
+}
+
+/// A notification for writes already read (one commit notifies more than
+/// once) looks only for the short window; one after a new WAL write reads
+/// the commit it announced at once.
+#[test]
+fn a_settling_poll_looks_long_only_after_a_new_wal_write() {
+    let (_dir, w, mut p) = one_growing_step("one");
+    let settle = Settle {
+        written: std::time::Duration::from_secs(20),
+        unwritten: std::time::Duration::from_millis(5),
+    };
+    put(&w, &text(0, StepStatus::Generating, "one two"));
+    // Written since the last read: read at once.
+    let started = std::time::Instant::now();
+    match p.poll_settling(settle) {
+        Poll::Ready(e) => assert_eq!(
+            e,
+            vec![Event::Text {
+                idx: 0,
+                text: " two".into()
+            }]
+        ),
+        Poll::NotReady(e) => panic!("not ready: {e}"),
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Nothing written since: the short window, not the long one.
+    let started = std::time::Instant::now();
+    match p.poll_settling(settle) {
+        Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
+        Poll::NotReady(e) => panic!("not ready: {e}"),
+    }
+    let took = started.elapsed();
+    assert!(took >= settle.unwritten, "{took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "waited the long window: {took:?}"
+    );
+    drop(w);
 }

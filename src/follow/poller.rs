@@ -30,8 +30,46 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The pause between re-checks of [`Poller::poll_settling`]; each re-check
-/// is one `PRAGMA data_version`, a few microseconds.
+/// is one `PRAGMA data_version`, a few microseconds. After
+/// [`SETTLE_FAST_FOR`], [`SETTLE_PAUSE_SLOW`]: a commit still invisible
+/// then waits for agy's fsync, and is caught within that of landing.
 const SETTLE_PAUSE: Duration = Duration::from_micros(100);
+const SETTLE_FAST_FOR: Duration = Duration::from_millis(2);
+const SETTLE_PAUSE_SLOW: Duration = Duration::from_micros(200);
+
+/// How long a settling poll ([`Poller::poll_settling`]) keeps looking for
+/// the commit a notification announced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    /// The database's WAL was written since the last read: a commit is on
+    /// its way and becomes visible once agy's fsync returns (SQLite's
+    /// default syncs every commit; typically under a millisecond, at times
+    /// several): look this long.
+    pub written: Duration,
+    /// It was not (a notification for writes already read): this long.
+    pub unwritten: Duration,
+}
+
+impl Settle {
+    /// Both the same: `window` whatever was written.
+    pub fn always(window: Duration) -> Settle {
+        Settle {
+            written: window,
+            unwritten: window,
+        }
+    }
+}
+
+/// What a write to a database's WAL changes: the WAL's length and
+/// modification time (a restarted WAL keeps its length, not its mtime).
+type WalMark = Option<(u64, std::time::SystemTime)>;
+
+fn wal_mark(db: &Path) -> WalMark {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    let meta = std::fs::metadata(wal).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
 
 /// The highest step idx in a conversation database, if it can be read
 /// (blocking: a SQLite read).
@@ -93,6 +131,8 @@ pub struct Poller {
     usage: std::collections::BTreeMap<i64, (steps::Usage, bool)>,
     /// The last read stopped at [`ROWS_PER_POLL`] new rows; more are there.
     behind: bool,
+    /// The WAL as it was when the last settling poll read a commit.
+    read_mark: WalMark,
 }
 
 /// New rows one poll reads at most. A poll's rows, their decoded steps and
@@ -149,6 +189,7 @@ impl Poller {
             stats: PollStats::default(),
             usage: std::collections::BTreeMap::new(),
             behind: false,
+            read_mark: None,
         }
     }
 
@@ -206,26 +247,46 @@ impl Poller {
 
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
+        let mark = wal_mark(&self.path);
         match self.poll_inner() {
-            Ok(events) => Poll::Ready(events.unwrap_or_default()),
+            Ok(Some(events)) => {
+                self.read_mark = mark;
+                Poll::Ready(events)
+            }
+            Ok(None) => Poll::Ready(Vec::new()),
             Err(e) => self.not_ready(e),
         }
     }
 
     /// [`poll`](Self::poll) right after a file notification: when nothing
     /// has been committed yet, keep asking `PRAGMA data_version` (short
-    /// sleeps, for at most `settle`) and read as soon as it moves.
+    /// sleeps) and read as soon as it moves; for `settle.written` when the
+    /// WAL was written since the last commit this read, else for
+    /// `settle.unwritten`.
     ///
     /// Why: agy's WAL write is what notifies, and its commit becomes visible
-    /// only when SQLite then publishes it in shared memory, which notifies
-    /// nobody, usually well under a millisecond later. The runtime's timers
-    /// tick in whole milliseconds; this thread can look again sooner.
-    pub fn poll_settling(&mut self, settle: Duration) -> Poll {
-        let deadline = Instant::now() + settle;
+    /// only when SQLite then publishes it in shared memory, after the fsync
+    /// of each commit, which notifies nobody: usually well under a
+    /// millisecond later, at times several. The runtime's timers tick in
+    /// whole milliseconds; this thread can look again sooner. A notification
+    /// for writes already read (one commit notifies several times) looks
+    /// only briefly, so it costs a few checks, not the whole window.
+    pub fn poll_settling(&mut self, settle: Settle) -> Poll {
+        let mark = wal_mark(&self.path);
+        let window = if mark.is_some() && mark != self.read_mark {
+            settle.written
+        } else {
+            settle.unwritten
+        };
+        let started = Instant::now();
+        let deadline = started + window;
         self.stats.polls += 1;
         loop {
             match self.poll_inner() {
-                Ok(Some(events)) => return Poll::Ready(events),
+                Ok(Some(events)) => {
+                    self.read_mark = mark;
+                    return Poll::Ready(events);
+                }
                 Ok(None) => {}
                 Err(e) => return self.not_ready(e),
             }
@@ -233,7 +294,12 @@ impl Poller {
             if left.is_zero() {
                 return Poll::Ready(Vec::new());
             }
-            std::thread::sleep(SETTLE_PAUSE.min(left));
+            let pause = if started.elapsed() < SETTLE_FAST_FOR {
+                SETTLE_PAUSE
+            } else {
+                SETTLE_PAUSE_SLOW
+            };
+            std::thread::sleep(pause.min(left));
         }
     }
 

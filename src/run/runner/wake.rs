@@ -3,16 +3,22 @@
 //! from the turn because it is policy (when to look), not what is looked at.
 
 use super::*;
+use crate::follow::poller::Settle;
 
 /// Settle re-checks after a file notification. A WAL write notifies before
-/// the commit is visible to readers (SQLite writes the WAL, then publishes
-/// the commit in shared memory, which notifies nobody). The poll that a
-/// notification starts keeps looking for [`SETTLE_FINE`] on its blocking
-/// thread ([`Poller::poll_settling`]), which catches the usual commit within
-/// a fraction of a millisecond; a slower one (an fsync, a long write) is
-/// caught by the re-checks 2, 4, … 64 ms later. Each look is one
-/// `PRAGMA data_version`.
-pub(super) const SETTLE_FINE: Duration = Duration::from_micros(1500);
+/// the commit is visible to readers (SQLite writes the WAL, syncs it, then
+/// publishes the commit in shared memory, which notifies nobody). The poll
+/// that a notification starts keeps looking on its blocking thread
+/// ([`Poller::poll_settling`]) until the commit is visible: up to
+/// [`SETTLE_FINE`]'s `written` bound when the WAL was written since the
+/// last read (agy's fsync, typically under a millisecond, at times several,
+/// is caught within 0.2 ms of its end), and only briefly for writes already
+/// read. What outlasts that (a long write) is caught by the re-checks 2,
+/// 4, … 64 ms later. Each look is one `PRAGMA data_version`.
+pub(super) const SETTLE_FINE: Settle = Settle {
+    written: Duration::from_millis(4),
+    unwritten: Duration::from_micros(1500),
+};
 const SETTLE_FIRST: Duration = Duration::from_millis(2);
 const SETTLE_LAST: Duration = Duration::from_millis(64);
 
