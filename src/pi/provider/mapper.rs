@@ -418,12 +418,7 @@ mod tests {
     use serde_json::json;
     use serde_json::Value;
 
-    fn lines(buf: &[u8]) -> Vec<Value> {
-        String::from_utf8_lossy(buf)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("json line"))
-            .collect()
-    }
+    use crate::pi::provider::json_lines;
 
     #[test]
     fn bridge_calls_are_not_repeated_in_thinking() {
@@ -521,7 +516,7 @@ mod tests {
             );
             s.done(None);
         }
-        let text: String = lines(&buf)
+        let text: String = json_lines(&buf)
             .iter()
             .filter_map(|v| v["delta"].as_str().map(str::to_string))
             .collect();
@@ -557,7 +552,7 @@ mod tests {
                 None => s.done(None),
             }
         }
-        let all = lines(&buf);
+        let all = json_lines(&buf);
         let thinking = all
             .iter()
             .filter(|v| v["type"] == "thinking_delta" || v["type"] == "text_delta")

@@ -149,3 +149,13 @@ impl PiUsage {
         }
     }
 }
+
+/// The JSON lines a [`stream::PiStream`] wrote into `buf` (for the tests of
+/// what it and the [`mapper::EventMapper`] write).
+#[cfg(test)]
+fn json_lines(buf: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(buf)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}

@@ -259,12 +259,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn lines(buf: &[u8]) -> Vec<Value> {
-        String::from_utf8_lossy(buf)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("json line"))
-            .collect()
-    }
+    use crate::pi::provider::json_lines;
 
     #[test]
     fn stream_closes_blocks_on_switch_and_ends_once() {
@@ -279,7 +274,7 @@ mod tests {
             s.fail(false, "late");
             s.text("ignored");
         }
-        let types: Vec<String> = lines(&buf)
+        let types: Vec<String> = json_lines(&buf)
             .iter()
             .map(|v| v["type"].as_str().unwrap_or("").to_string())
             .collect();
@@ -297,7 +292,7 @@ mod tests {
                 "done"
             ]
         );
-        let all = lines(&buf);
+        let all = json_lines(&buf);
         assert!(all[4].get("content").is_none(), "{}", all[4]);
         assert_eq!(all[5]["contentIndex"], 1);
     }
@@ -315,7 +310,7 @@ mod tests {
             s.text("after");
             s.done(None);
         }
-        let all = lines(&buf);
+        let all = json_lines(&buf);
         let types: Vec<&str> = all
             .iter()
             .map(|v| v["type"].as_str().unwrap_or(""))
@@ -356,7 +351,7 @@ mod tests {
     fn empty_success_has_one_empty_text_block() {
         let mut buf = Vec::new();
         PiStream::new(&mut buf).done(None);
-        let types: Vec<Value> = lines(&buf).iter().map(|v| v["type"].clone()).collect();
+        let types: Vec<Value> = json_lines(&buf).iter().map(|v| v["type"].clone()).collect();
         assert_eq!(types, ["start", "text_start", "text_end", "done"]);
     }
 }
