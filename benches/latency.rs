@@ -224,105 +224,6 @@ fn growth_latencies(log: &Path, lengths: &[usize], received: &[(u128, usize)]) -
     latencies
 }
 
-/// The floor ([`floor::follow`]) on the same recording: fake-agy spawned
-/// directly, its database followed by the minimal follower in this process.
-fn measure_floor(rec_path: &Path, lengths: &[usize], extra_env: &[(&str, &str)]) -> Measured {
-    let home = tempfile::tempdir().expect("tempdir");
-    let log = home.path().join("commits.log");
-    let conversations = home.path().join("conversations");
-    std::fs::create_dir_all(&conversations).expect("dir");
-    let cpu0 = cpu_ms();
-    let t0 = Instant::now();
-    let mut agy = std::process::Command::new(fake_agy())
-        .args(["--dangerously-skip-permissions", "-p", "go"])
-        .env("HOME", home.path())
-        .env("AGY_CONVERSATIONS_DIR", &conversations)
-        .env("FAKE_AGY_RECORDING", rec_path)
-        .env("FAKE_AGY_COMMIT_LOG", &log)
-        .envs(extra_env.iter().copied())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("fake-agy");
-    let seen = floor::follow(&conversations, &mut agy, 2, now_ns);
-    let _ = agy.wait();
-    Measured {
-        latencies_ms: growth_latencies(&log, lengths, &seen.arrivals),
-        row_selects: 0,
-        version_checks: 0,
-        cpu_ms: cpu_ms() - cpu0,
-        wall_ms: t0.elapsed().as_secs_f64() * 1e3,
-    }
-}
-
-/// Case 6: ours against the floor ([`floor`]), interleaved batches on the
-/// same recording, with fake-agy fsyncing every commit (`synchronous=FULL`,
-/// SQLite's default) and not (`NORMAL`): p50, p99 and max, the ratios, and
-/// CPU per commit (this process's CPU while following; fake-agy's is its
-/// own).
-fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usize]) {
-    let batches: usize = std::env::var("FLOOR_BATCHES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    for sync in ["FULL", "NORMAL"] {
-        println!("\n== ours vs the floor, synchronous={sync} ({batches} interleaved batches of 60 commits) ==");
-        let env = [("FAKE_AGY_SYNCHRONOUS", sync)];
-        let (mut ours, mut floor) = (Vec::new(), Vec::new());
-        let (mut ours_cpu, mut floor_cpu, mut commits) = (0.0, 0.0, 0usize);
-        for _ in 0..batches {
-            let o = measure_with(
-                rt,
-                growth,
-                lengths,
-                WakeMode::Events,
-                Duration::from_millis(250),
-                &env,
-            );
-            let f = measure_floor(growth, lengths, &env);
-            commits += lengths.len();
-            ours_cpu += o.cpu_ms;
-            floor_cpu += f.cpu_ms;
-            ours.extend(o.latencies_ms);
-            floor.extend(f.latencies_ms);
-        }
-        ours.sort_by(|a, b| a.total_cmp(b));
-        floor.sort_by(|a, b| a.total_cmp(b));
-        let row = |name: &str, v: &[f64]| {
-            println!(
-                "{name:6}: p50 {:7.3} ms  p99 {:7.3} ms  max {:7.3} ms  (n={})",
-                pct(v, 0.5),
-                pct(v, 0.99),
-                pct(v, 1.0),
-                v.len()
-            )
-        };
-        row("ours", &ours);
-        row("floor", &floor);
-        let ratio = |p| pct(&ours, p) / pct(&floor, p);
-        println!(
-            "ours/floor: p50 {:.2}x  p99 {:.2}x  max {:.2}x",
-            ratio(0.5),
-            ratio(0.99),
-            ratio(1.0)
-        );
-        println!(
-            "CPU per commit while following: ours {:.3} ms, floor {:.3} ms",
-            ours_cpu / commits as f64,
-            floor_cpu / commits as f64
-        );
-        let p99 = pct(&ours, 0.99);
-        println!(
-            "targets: p99 <= 3x the floor's and <= 1.5 ms: {}",
-            if ratio(0.99) <= 3.0 && p99 <= 1.5 {
-                "met"
-            } else {
-                "NOT met"
-            }
-        );
-    }
-}
-
 fn pct(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -628,7 +529,7 @@ fn main() {
     idle_recording().save(&idle).expect("save");
 
     match std::env::var("LATENCY_ONLY").as_deref() {
-        Ok("floor") => return floor_vs_ours(&rt, &growth, &lengths),
+        Ok("floor") => return floor::floor_vs_ours(&rt, &growth, &lengths),
         Ok("ttft") => return ttft_case("growth recording", &growth, "gemini-3.7-flash", false),
         _ => {}
     }
@@ -668,7 +569,7 @@ fn main() {
         if p99 / e99 >= 20.0 { "met" } else { "NOT met" }
     );
 
-    floor_vs_ours(&rt, &growth, &lengths);
+    floor::floor_vs_ours(&rt, &growth, &lengths);
 
     println!("\n== idle cost (5 s with nothing committed) ==");
     let idle_poll = idle_poller(Duration::from_secs(5), Duration::from_millis(250));
