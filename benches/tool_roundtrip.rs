@@ -11,9 +11,9 @@
 
 use agy_bridge::pi::mcp::relay::{batch_window, relay, Control, ToolLines};
 use agy_bridge::pi::mcp::server::McpServer;
-use agy_bridge::pi::mcp::PiTool;
 use agy_bridge::pi::provider::mapper::EventMapper;
 use agy_bridge::pi::provider::stream::PiStream;
+use agy_bridge::pi::provider::PiTool;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -8,7 +8,8 @@
 //! tests say they were skipped.
 
 use agy_bridge::pi::mcp::server::McpServer;
-use agy_bridge::pi::mcp::{PiTool, ToolOutcome};
+use agy_bridge::pi::mcp::ToolOutcome;
+use agy_bridge::pi::provider::PiTool;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 

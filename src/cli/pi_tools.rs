@@ -131,7 +131,7 @@ async fn serve_pi_tools(
     if let Some(b) = &bridge {
         turn.add_dirs.push(b.dir.path().to_path_buf());
         turn.private_dirs.push(b.dir.path().to_path_buf());
-        mapper.hide_bridge_calls();
+        mapper.hide_bridge_calls(agy_bridge::pi::mcp::is_bridge_call);
     }
     Ok(bridge)
 }

@@ -185,7 +185,7 @@ struct Plan {
     cfg: RunConfig,
     req: TurnRequest,
     key: WarmKey,
-    tools: Vec<agy_bridge::pi::mcp::PiTool>,
+    tools: Vec<agy_bridge::pi::provider::PiTool>,
     gating: Option<super::gate::GatePlan>,
 }
 
@@ -468,7 +468,7 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 fn offered_tools(
     req: &StreamRequest,
     prelude: &runner::Prelude,
-) -> Vec<agy_bridge::pi::mcp::PiTool> {
+) -> Vec<agy_bridge::pi::provider::PiTool> {
     let too_old = super::pi_tools::too_old_for_pi_tools(prelude).is_some();
     if too_old || agy_bridge::pi::mcp::disabled_by_env().unwrap_or(true) {
         return Vec::new();
@@ -680,7 +680,7 @@ impl Session {
             pi.thinking(&format!("\n[agy-bridge: {line}]\n"));
         }
         if tools.is_some() {
-            mapper.hide_bridge_calls();
+            mapper.hide_bridge_calls(agy_bridge::pi::mcp::is_bridge_call);
         }
         if let (Some(g), Some(plan)) = (&gate, &prepared.gating) {
             // This turn's rules and UI; the session's grants stay.

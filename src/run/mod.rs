@@ -13,7 +13,7 @@
 //! loads the bridge's hook from `--add-dir` before a turn relies on it as
 //! its permission gate ([`hook_proof`]); and the prompt, never in agy's argv: on
 //! agy's stdin ([`agy_input`]) or, for an agy that cannot read it there, in
-//! a private file ([`prompt_file`]). [`blocking`] runs a call that must
+//! a private file ([`runner::prompt_file`]). [`blocking`] runs a call that must
 //! block (a file read, pi's bounded stdout) without stalling the runtime.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`].
@@ -29,7 +29,6 @@ pub mod hook_proof;
 pub mod job_control;
 pub mod launch;
 pub mod process;
-pub mod prompt_file;
 pub mod quota;
 pub mod runner;
 pub mod standby;

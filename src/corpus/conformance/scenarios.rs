@@ -670,7 +670,8 @@ const PROBE_TOOL: &str = "pi_probe";
 const PROBE_ANSWER: &str = "conformance-probe-42";
 
 async fn mcp(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
-    use crate::pi::mcp::{PiTool, ToolBridge, ToolOutcome};
+    use crate::pi::mcp::{ToolBridge, ToolOutcome};
+    use crate::pi::provider::PiTool;
     let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
     let tool = PiTool {
         name: PROBE_TOOL.into(),

@@ -17,7 +17,8 @@ pub mod park;
 pub mod relay;
 pub mod server;
 
-pub use park::{PiTool, ToolCall, ToolOutcome};
+use crate::pi::provider::PiTool;
+pub use park::{ToolCall, ToolOutcome};
 
 use crate::state::tmp::PrivateDir;
 use serde_json::{json, Value};

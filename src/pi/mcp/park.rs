@@ -8,7 +8,6 @@
 //! unwound) its `Drop` answers with an error. agy therefore never waits on
 //! a call nobody will answer; it only waits as long as pi runs the tool.
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -116,17 +115,6 @@ impl ToolOutcome {
 /// What precedes the user's steering messages in a tool result.
 pub const STEER_HEAD: &str =
     "[The user sent this message while the tool ran; it comes after the tool's result above:]";
-
-/// One tool of pi's, as the request lists it (pi's `context.tools`).
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-pub struct PiTool {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    /// JSON Schema of the arguments (pi's TypeBox schema, serialised).
-    #[serde(default)]
-    pub parameters: Value,
-}
 
 /// A call agy made, waiting for pi. `id` is the pi `toolCall` id.
 #[derive(Debug)]

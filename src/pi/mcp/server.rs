@@ -37,7 +37,8 @@
 //! bridge, grow its memory past the caps, or call pi's tools.
 
 use super::http::{self, HttpError, Request};
-use super::park::{PiTool, ToolCall, ToolOutcome};
+use super::park::{ToolCall, ToolOutcome};
+use crate::pi::provider::PiTool;
 use agy_format::text::same_secret;
 use serde_json::{json, Map, Value};
 use std::net::{Ipv4Addr, SocketAddr};

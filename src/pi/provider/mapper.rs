@@ -26,7 +26,8 @@ pub struct EventMapper {
     pub errors: Vec<String>,
     last_text_idx: Option<i64>,
     /// agy's calls of pi's tools are pi's own toolCalls: not repeated.
-    hide_bridge_calls: bool,
+    /// Which calls those are is the MCP layer's to say (above this one).
+    bridge_call: Option<fn(&str, &str) -> bool>,
     /// The reason shown for each failed tool step: agy records it again as
     /// that step's error, which is then not shown twice.
     failed_steps: HashMap<i64, String>,
@@ -89,7 +90,7 @@ impl EventMapper {
             pending_edits: HashMap::new(),
             errors: Vec::new(),
             last_text_idx: None,
-            hide_bridge_calls: false,
+            bridge_call: None,
             failed_steps: HashMap::new(),
             conversation: None,
             conversations_dir: crate::follow::discovery::default_conversations_dir(),
@@ -122,9 +123,11 @@ impl EventMapper {
         self.denied.insert(idx, reason.to_string());
     }
 
-    /// Leave out agy's steps for the calls it made through the bridge.
-    pub fn hide_bridge_calls(&mut self) {
-        self.hide_bridge_calls = true;
+    /// Leave out agy's steps for the calls it made through the bridge:
+    /// those `is_bridge_call(name, arguments)` names
+    /// (`pi::mcp::is_bridge_call`).
+    pub fn hide_bridge_calls(&mut self, is_bridge_call: fn(&str, &str) -> bool) {
+        self.bridge_call = Some(is_bridge_call);
     }
 
     /// Where agy keeps conversations, when it is not the default
@@ -137,10 +140,8 @@ impl EventMapper {
         match e {
             Event::ToolCall {
                 name, arguments, ..
-            } => self.hide_bridge_calls && crate::pi::mcp::is_bridge_call(name, arguments),
-            Event::ToolResult { name, .. } => {
-                self.hide_bridge_calls && crate::pi::mcp::is_bridge_call(name, "")
-            }
+            } => self.bridge_call.is_some_and(|is| is(name, arguments)),
+            Event::ToolResult { name, .. } => self.bridge_call.is_some_and(|is| is(name, "")),
             _ => false,
         }
     }
@@ -434,7 +435,7 @@ mod tests {
             let mut buf = Vec::new();
             let mut mapper = EventMapper::new(Path::new("/w"));
             if hide {
-                mapper.hide_bridge_calls();
+                mapper.hide_bridge_calls(crate::pi::mcp::is_bridge_call);
             }
             {
                 let mut s = PiStream::new(&mut buf);
@@ -541,7 +542,7 @@ mod tests {
             let mut mapper = EventMapper::new(Path::new("/w"));
             mapper.set_conversations_dir(Path::new("/home/u/conversations"));
             if hide {
-                mapper.hide_bridge_calls();
+                mapper.hide_bridge_calls(crate::pi::mcp::is_bridge_call);
             }
             let mut s = PiStream::new(&mut buf);
             for e in &events {

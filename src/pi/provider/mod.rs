@@ -41,7 +41,7 @@ pub struct StreamRequest {
     pub messages: Vec<Value>,
     /// pi's `context.tools`, offered to agy over MCP (see [`crate::pi::mcp`]).
     #[serde(default)]
-    pub tools: Vec<crate::pi::mcp::PiTool>,
+    pub tools: Vec<PiTool>,
     /// pi can show a dialog (it has a UI): in `ask` mode agy's tool calls
     /// are put to the user; without one, only the rules pass them.
     #[serde(default)]
@@ -148,6 +148,17 @@ impl PiUsage {
             total_tokens: u.input_tokens + u.output_tokens + u.cache_read_tokens,
         }
     }
+}
+
+/// One tool of pi's, as the request lists it (pi's `context.tools`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct PiTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments (pi's TypeBox schema, serialised).
+    #[serde(default)]
+    pub parameters: Value,
 }
 
 /// The JSON lines a [`stream::PiStream`] wrote into `buf` (for the tests of

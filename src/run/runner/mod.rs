@@ -40,6 +40,7 @@ mod finish;
 mod follow;
 mod merge;
 mod outbox;
+pub mod prompt_file;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
@@ -490,7 +491,7 @@ async fn run_after<'a>(
 ) -> RunResult {
     let (surface, before) = prelude.surface(cfg).await;
     // Owns the private prompt file, if any: it goes when the turn does.
-    let staged = match crate::run::prompt_file::stage(cfg, req, surface) {
+    let staged = match crate::run::runner::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
         Err(f) => {
             return Turn::new(cfg, req, events, observer, surface, before)
