@@ -11,7 +11,7 @@ use agy_bridge::run::runner::WakeMode;
 use agy_format::steps::{self, Body, StepRow};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -86,12 +86,7 @@ impl Reader {
     fn spin_then_read(&mut self, idx: i64) -> Option<usize> {
         if self.conn.is_none() {
             let path = self.path.as_ref()?;
-            let conn = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .ok()?;
-            self.conn = Some(conn);
+            self.conn = Some(agy_format::database::open_read_only(path).ok()?);
         }
         let conn = self.conn.as_ref()?;
         let start = Instant::now();

@@ -184,15 +184,10 @@ async fn wait_turn_lock(
             "cannot start a thread to wait for the turn lock: {e}"
         )));
     }
-    let timeout = async {
-        match std::time::Instant::now().checked_add(wait) {
-            Some(_) => tokio::time::sleep(wait).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         _ = cancel.cancelled() => Err(TurnWait::Aborted),
-        _ = timeout => Err(TurnWait::Failed(format!(
+        // tokio caps a limit too far to reach at 30 years: no limit, in effect.
+        _ = tokio::time::sleep(wait) => Err(TurnWait::Failed(format!(
             "agy-bridge: another turn of this pi session was still running after {} minutes; try again when it has finished",
             wait.as_secs() / 60
         ))),

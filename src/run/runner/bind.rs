@@ -37,9 +37,11 @@ impl Turn<'_> {
         }
         let init_may_come = self.stream_json && self.started.elapsed() < STREAM_JSON_GRACE;
         let decided = if init_may_come {
-            self.decide_proven(pid).await
+            self.discover(move |dir, before| discovery::decide_proven(dir, before, pid))
+                .await
         } else {
-            self.decide(Some(pid)).await
+            self.discover(move |dir, before| discovery::decide(dir, before, Some(pid)))
+                .await
         };
         match decided {
             Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
@@ -60,25 +62,25 @@ impl Turn<'_> {
         }
     }
 
-    /// [`discovery::decide_proven`] on a blocking thread.
-    async fn decide_proven(&mut self, pid: u32) -> std::io::Result<Binding> {
+    /// One of discovery's decisions (directory and `/proc` scans) over the
+    /// conversations directory and the snapshot taken before agy started,
+    /// on a blocking thread. (`&mut self`: a shared borrow held across the
+    /// await would need the turn to be `Sync`, which its reader is not.)
+    async fn discover(
+        &mut self,
+        decide: impl FnOnce(&Path, &Snapshot) -> std::io::Result<Binding> + Send + 'static,
+    ) -> std::io::Result<Binding> {
         let (dir, before) = (self.dir.clone(), self.before.clone());
-        tokio::task::spawn_blocking(move || discovery::decide_proven(&dir, &before, pid))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-    }
-
-    /// [`discovery::decide`] (directory and `/proc` scans) on a blocking
-    /// thread.
-    async fn decide(&mut self, pid: Option<u32>) -> std::io::Result<Binding> {
-        let (dir, before) = (self.dir.clone(), self.before.clone());
-        tokio::task::spawn_blocking(move || discovery::decide(&dir, &before, pid))
+        tokio::task::spawn_blocking(move || decide(&dir, &before))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
 
     pub(super) async fn bind_after_exit(&mut self) {
-        match self.decide(None).await {
+        match self
+            .discover(|dir, before| discovery::decide(dir, before, None))
+            .await
+        {
             Ok(Binding::Bound { id, how }) => self.bind(id, None, how),
             Ok(Binding::Ambiguous { candidates }) => {
                 // agy is gone, so its open files cannot settle it; its own
