@@ -13,6 +13,16 @@
 //!
 //! Every path names its layer (`agy_format::steps`,
 //! `agy_bridge::run::runner`): there are no top-level aliases.
+//!
+//! # The API
+//!
+//! The public modules are the layers. What is `pub` inside them is what
+//! the crate's users name: the `agy-bridge` binary (its commands drive the
+//! runner, the provider's stream, the state files), fake-agy, the tests
+//! and benches, and the types a public signature carries. The rest is
+//! `pub(crate)` or private, so a helper cannot become API by accident;
+//! `tests/structure.rs` checks the layers' imports and that no modules
+//! import each other in a cycle.
 
 pub mod corpus;
 pub mod follow;

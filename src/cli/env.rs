@@ -2,11 +2,13 @@
 //! reads, checked before it acts: a value a variable does not take is one
 //! sentence naming the variable and the values it takes, never a default
 //! (README's environment table promises that). Each variable is parsed where
-//! it is used (the runner, the settings, pi's tools); this module only makes
-//! sure every command asks all of them up front, so `run` cannot pass a
-//! typo that only `stream` would have caught.
+//! it is used (the runner, the settings, pi's tools), the binary's own (the
+//! watchdog's, the warm session's) here; this module makes sure every
+//! command asks all of them up front, so `run` cannot pass a typo that only
+//! `stream` would have caught.
 
 use agy_bridge::state::file::env_nonempty;
+use std::time::Duration;
 
 /// The watchdog's variable, in minutes.
 pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
@@ -38,7 +40,7 @@ pub fn check_words() -> Result<(), String> {
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
     agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;
-    super::session::warm_policy()?;
+    warm_policy()?;
     agy_bridge::pi::mcp::relay::batch_window().map_err(|e| e.to_string())?;
     // Reads only the variables: the path is kept, never touched, so no
     // state directory (or HOME) is needed to check them.
@@ -68,4 +70,36 @@ pub fn check_all() -> Result<(), String> {
         check_default_model(&agy_bridge::pi::models::catalog())?;
     }
     Ok(())
+}
+
+/// `AGY_WARM=off` runs every turn on an agy of its own, as before.
+pub const WARM_ENV: &str = "AGY_WARM";
+/// How long an idle session keeps its agy, in seconds (default 600).
+pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
+const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
+/// Whether warm sessions are on, and how long an idle one keeps its agy.
+#[derive(Debug, Clone, Copy)]
+pub struct WarmPolicy {
+    pub on: bool,
+    pub idle: Duration,
+}
+
+/// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
+pub fn warm_policy() -> Result<WarmPolicy, String> {
+    let on = match agy_bridge::state::file::env_nonempty(WARM_ENV) {
+        None => true,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "true" | "yes" => true,
+            "off" | "0" | "false" | "no" => false,
+            _ => {
+                return Err(format!(
+                    "{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)"
+                ))
+            }
+        },
+    };
+    let idle = whole_number(WARM_IDLE_ENV, "seconds")?
+        .map(Duration::from_secs)
+        .unwrap_or(WARM_IDLE_DEFAULT);
+    Ok(WarmPolicy { on, idle })
 }

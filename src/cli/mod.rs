@@ -17,6 +17,7 @@ pub mod gate;
 pub mod hook;
 pub mod models;
 pub mod out;
+pub mod pi_io;
 pub mod pi_tools;
 pub mod prepare;
 pub mod record;

@@ -17,8 +17,9 @@
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
 use super::cold::ColdTurn;
+use super::env::{warm_policy, WarmPolicy, WARM_ENV};
+use super::pi_io::StdoutThread;
 use super::prepare::PreparedTurn;
-use super::stream::StdoutThread;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::pi::provider::StreamRequest;
@@ -30,42 +31,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// `AGY_WARM=off` runs every turn on an agy of its own, as before.
-pub const WARM_ENV: &str = "AGY_WARM";
-/// How long an idle session keeps its agy, in seconds (default 600).
-pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
-const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
 /// Replacements of a warm agy that died without running a turn, in a row,
 /// before the session stops replacing it (an agy that cannot start would
 /// otherwise be restarted forever).
 const MAX_FRUITLESS_STARTS: u32 = 2;
-
-/// Whether warm sessions are on, and how long an idle one keeps its agy.
-#[derive(Debug, Clone, Copy)]
-pub struct WarmPolicy {
-    pub on: bool,
-    pub idle: Duration,
-}
-
-/// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
-pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match agy_bridge::state::file::env_nonempty(WARM_ENV) {
-        None => true,
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "on" | "1" | "true" | "yes" => true,
-            "off" | "0" | "false" | "no" => false,
-            _ => {
-                return Err(format!(
-                    "{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)"
-                ))
-            }
-        },
-    };
-    let idle = super::env::whole_number(WARM_IDLE_ENV, "seconds")?
-        .map(Duration::from_secs)
-        .unwrap_or(WARM_IDLE_DEFAULT);
-    Ok(WarmPolicy { on, idle })
-}
 
 /// What stdin brings the session.
 enum Msg {
@@ -129,7 +98,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
     if text.trim().is_empty() {
         return None;
     }
-    if super::stream::is_abort_line(line) {
+    if super::pi_io::is_abort_line(line) {
         if let Ok(c) = current.lock() {
             c.cancel.cancel();
         }
@@ -142,7 +111,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
         Some("warm") => Some(Msg::Warm(text.to_string())),
         Some(_) => {
             if let (Some(c), Ok(cur)) = (Control::parse(text), current.lock()) {
-                super::stream::keep_control(&cur.control, c);
+                super::pi_io::keep_control(&cur.control, c);
             }
             None
         }

@@ -160,7 +160,7 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
         "  {:<12} {tools} (this pi process; /agy tools on|off)\n",
         "tools"
     ));
-    let warm = super::session::warm_policy()
+    let warm = super::env::warm_policy()
         .map(|p| if p.on { "on" } else { "off (AGY_WARM)" })
         .unwrap_or("?");
     text.push_str(&format!(

@@ -1,14 +1,14 @@
 //! `agy-bridge stream`: the pi provider boundary. The command's entry (its
-//! flags, its runtime, one turn or a `--session`), pi's stdin (the request
-//! line, then abort and control lines) and stdout written on a thread of
-//! its own. What a turn does once its request is read lives in
+//! flags, its runtime, one turn or a `--session`) and pi's stdin (the request
+//! line, then abort and control lines; the pipe itself is [`super::pi_io`]). What a turn does once its request is read lives in
 //! [`super::start`], [`super::prepare`], [`super::cold`],
 //! [`super::pi_tools`] and [`super::end`], which `--session` shares.
 
+use super::pi_io::{is_abort_line, keep_control, StdoutThread};
 use super::start::StreamStart;
 use agy_bridge::pi::mcp::relay::Control;
 use clap::Args;
-use std::io::{self, Write};
+use std::io;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -90,18 +90,6 @@ fn stdin_reader(
     (rx, control)
 }
 
-/// Queue a control line for the relay without waiting: this thread must go
-/// on reading stdin (an abort may follow), so a line beyond
-/// [`agy_bridge::pi::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
-pub(super) fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
-    use tokio::sync::mpsc::error::TrySendError;
-    if let Err(TrySendError::Full(_)) = control.try_send(line) {
-        eprintln!(
-            "agy-bridge: warning: a control line was dropped: more came than the turn has tool calls"
-        );
-    }
-}
-
 /// The request line's text, without its line ending.
 fn request_text(mut line: Vec<u8>) -> RequestLine {
     while matches!(line.last(), Some(b'\n' | b'\r')) {
@@ -116,13 +104,6 @@ fn request_text(mut line: Vec<u8>) -> RequestLine {
             e.utf8_error().valid_up_to()
         )
     })
-}
-
-pub(super) fn is_abort_line(line: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
-        .unwrap_or(false)
 }
 
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
@@ -217,87 +198,6 @@ async fn read_request(
             wait.as_secs()
         ))),
         _ = cancel.cancelled() => Err((true, "Operation aborted".into())),
-    }
-}
-
-/// Flushed chunks (one pi event each, mostly) waiting for the stdout
-/// thread. When pi reads slowly they fill and the next flush waits (on the
-/// thread driving `stream`, or in the relay's `block_in_place`, never on a
-/// runtime worker), the relay stops taking the runner's events, and the
-/// runner stops reading agy's database: pi's pace is the turn's, and the
-/// bridge holds no more than these few chunks of it.
-const STDOUT_QUEUE: usize = 8;
-
-/// stdout written by a thread of its own: each flushed line is handed over
-/// (at most [`STDOUT_QUEUE`] waiting) and written there, so a reader that is
-/// slow never blocks the runtime and one that is gone is noticed. A write
-/// error there makes the next write here fail, which is how `PiStream`
-/// learns that pi went away. Dropping it waits for everything handed over
-/// to be written.
-pub(super) struct StdoutThread {
-    buf: Vec<u8>,
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
-    broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl StdoutThread {
-    pub(super) fn spawn() -> StdoutThread {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(STDOUT_QUEUE);
-        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = broken.clone();
-        let thread = std::thread::spawn(move || {
-            let mut out = io::stdout().lock();
-            for chunk in rx {
-                if out.write_all(&chunk).and_then(|_| out.flush()).is_err() {
-                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
-                    break;
-                }
-            }
-        });
-        StdoutThread {
-            buf: Vec::new(),
-            tx: Some(tx),
-            broken,
-            thread: Some(thread),
-        }
-    }
-
-    fn check(&self) -> io::Result<()> {
-        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed"));
-        }
-        Ok(())
-    }
-}
-
-impl Write for StdoutThread {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.check()?;
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.check()?;
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::take(&mut self.buf);
-        match &self.tx {
-            Some(tx) if tx.send(chunk).is_ok() => Ok(()),
-            _ => Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed")),
-        }
-    }
-}
-
-impl Drop for StdoutThread {
-    fn drop(&mut self) {
-        let _ = self.flush();
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -10,8 +10,8 @@
 //! turns and checks agy against the bridge's own MCP server and the
 //! `agy models` parser.
 //!
-//! May import: every layer of this crate ([`crate::follow`], [`crate::run`],
-//! [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
+//! May import: every layer of this crate ([`crate::follow`], [`crate::state`],
+//! [`crate::run`], [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
 //! [`agy_format`](mod@agy_format). Nothing in this crate imports it.
 
 pub mod conformance;

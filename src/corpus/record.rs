@@ -58,10 +58,10 @@ use tokio_util::sync::CancellationToken;
 pub const CAPTURE_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How long `agy --version` may take.
-pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long `agy models` may take (it fetches the list over the network).
-pub const MODELS_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const MODELS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a recording could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -461,7 +461,7 @@ async fn probe(
 
 /// The version token of `agy --version` output (`1.2.8`), else the trimmed
 /// first line.
-pub fn version_of(output: &str) -> String {
+pub(crate) fn version_of(output: &str) -> String {
     match crate::run::agy_version::parse_version(output) {
         Some((a, b, c)) => format!("{a}.{b}.{c}"),
         None => output.lines().next().unwrap_or("").trim().to_string(),

@@ -29,7 +29,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Environment variable naming the conversations directory.
-pub const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
+pub(crate) const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
 
 /// The conversations directory: `$AGY_CONVERSATIONS_DIR` when set and
 /// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
@@ -288,7 +288,7 @@ pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
 }
 
 /// The text of a conversation's first user input (type 14, field 19).
-pub fn first_user_input(db_path: &Path) -> Option<String> {
+pub(crate) fn first_user_input(db_path: &Path) -> Option<String> {
     let rows = read_step_rows(db_path)?;
     rows.iter().find_map(|row| match steps::decode(row).body {
         Some(Body::UserInput(u)) => Some(u.text),
@@ -301,7 +301,7 @@ pub fn first_user_input(db_path: &Path) -> Option<String> {
 /// no candidate or several do (identical prompts in concurrent runs): the
 /// caller then refuses to bind rather than guess. Used only to break a tie
 /// the other evidence left, never on its own.
-pub fn match_prompt(
+pub(crate) fn match_prompt(
     dir: &Path,
     candidates: &[ConversationId],
     prompt: &str,

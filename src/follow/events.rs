@@ -168,7 +168,7 @@ impl PermissionDecision {
 
 /// How every readable view words a permission, in one line:
 /// `agy asked permission for command rm -rf build: denied`.
-pub fn permission_line(action: &str, target: &str, decision: PermissionDecision) -> String {
+pub(crate) fn permission_line(action: &str, target: &str, decision: PermissionDecision) -> String {
     let what = format!("{} {}", action.trim(), target.trim());
     let what = shorten(&one_line(what.trim()), SUBJECT_MAX_CHARS);
     format!("agy asked permission for {what}: {}", decision.label())
@@ -261,7 +261,7 @@ impl Tracker {
 
     /// Steps whose last view was WAITING (agy wants user interaction, which
     /// print mode can never give).
-    pub fn waiting_steps(&self) -> impl Iterator<Item = i64> + '_ {
+    pub(crate) fn waiting_steps(&self) -> impl Iterator<Item = i64> + '_ {
         self.steps
             .iter()
             .filter(|(_, s)| s.waiting)

@@ -219,7 +219,7 @@ impl Poller {
 
     /// The current status of the newest unfinished step waiting for user
     /// interaction, if any (agy stalls on these in print mode).
-    pub fn waiting_step(&self) -> Option<i64> {
+    pub(crate) fn waiting_step(&self) -> Option<i64> {
         self.tracker.waiting_steps().next()
     }
 

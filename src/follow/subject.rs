@@ -22,7 +22,7 @@ pub const SUBJECT_MAX_CHARS: usize = 80;
 pub const SENTENCE_MAX_CHARS: usize = 300;
 
 /// The tool through which agy's model calls every MCP tool.
-pub const CALL_MCP_TOOL: &str = "call_mcp_tool";
+pub(crate) const CALL_MCP_TOOL: &str = "call_mcp_tool";
 
 /// Keys naming a command agy runs.
 const COMMAND_KEYS: &[&str] = &["CommandLine", "Command"];
@@ -108,7 +108,7 @@ impl<'a> Args<'a> {
 /// a directory; a URL; the task, message or question; agy's own
 /// `toolSummary`, else `toolAction`. A path inside `cwd` is shown relative
 /// to it.
-pub fn tool_subject(arguments: &str, cwd: Option<&Path>) -> Option<String> {
+pub(crate) fn tool_subject(arguments: &str, cwd: Option<&Path>) -> Option<String> {
     let value = Args::parse(arguments)?;
     let args = Args(value.as_object()?);
     let subject = main_subject(&args, cwd).or_else(|| args.text(OWN_WORDS_KEYS))?;
@@ -120,7 +120,7 @@ pub fn tool_subject(arguments: &str, cwd: Option<&Path>) -> Option<String> {
 /// because its shown form was cut): an MCP call's `SERVER/TOOL`, else the
 /// command line, the file, the directory, the pattern or the address; `""`
 /// when the arguments name none of these.
-pub fn rule_subject(name: &str, arguments: &str) -> String {
+pub(crate) fn rule_subject(name: &str, arguments: &str) -> String {
     if let Some((server, tool)) = mcp_target(name, arguments) {
         return format!("{server}/{tool}");
     }
@@ -189,7 +189,7 @@ fn relative_to(raw: &str, cwd: Option<&Path>) -> String {
 
 /// How a tool is named on its line, and what it acted on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolLine {
+pub(crate) struct ToolLine {
     /// The tool: its own name, or `mcp SERVER/TOOL` for a call of an MCP
     /// server's tool (agy's `call_mcp_tool` and its type-38 step alike).
     pub label: String,
@@ -210,7 +210,7 @@ impl ToolLine {
 /// records it: the planner's `call_mcp_tool {ServerName, ToolName,
 /// Arguments}` and the MCP step's own `mcp:SERVER/TOOL` both read
 /// `mcp SERVER/TOOL`, with the subject of the MCP tool's own arguments.
-pub fn tool_line(name: &str, arguments: &str, cwd: Option<&Path>) -> ToolLine {
+pub(crate) fn tool_line(name: &str, arguments: &str, cwd: Option<&Path>) -> ToolLine {
     if let Some((server, tool)) = mcp_target(name, arguments) {
         let inner = match name.strip_prefix("mcp:") {
             Some(_) => Some(arguments.to_string()),
@@ -228,7 +228,7 @@ pub fn tool_line(name: &str, arguments: &str, cwd: Option<&Path>) -> ToolLine {
 }
 
 /// The name a tool result is shown under: as its call's line names it.
-pub fn tool_label(name: &str) -> String {
+pub(crate) fn tool_label(name: &str) -> String {
     match name.strip_prefix("mcp:") {
         Some(target) => format!("mcp {target}"),
         None => name.to_string(),
@@ -237,7 +237,7 @@ pub fn tool_label(name: &str) -> String {
 
 /// The MCP server and tool a call names: `mcp:SERVER/TOOL`, or
 /// `call_mcp_tool` with `ServerName` and `ToolName`.
-pub fn mcp_target(name: &str, arguments: &str) -> Option<(String, String)> {
+pub(crate) fn mcp_target(name: &str, arguments: &str) -> Option<(String, String)> {
     if let Some(target) = name.strip_prefix("mcp:") {
         let (server, tool) = target.split_once('/')?;
         return Some((server.to_string(), tool.to_string()));
@@ -264,7 +264,7 @@ fn mcp_inner_arguments(arguments: &str) -> Option<String> {
 }
 
 /// A subagent's role as its call names it (`Role`, `AgentName`, ...).
-pub fn subagent_role(arguments: &str) -> Option<String> {
+pub(crate) fn subagent_role(arguments: &str) -> Option<String> {
     let value = Args::parse(arguments)?;
     Args(value.as_object()?)
         .text(ROLE_KEYS)
@@ -272,7 +272,7 @@ pub fn subagent_role(arguments: &str) -> Option<String> {
 }
 
 /// The task a subagent was given, as its call words it.
-pub fn subagent_task(arguments: &str) -> Option<String> {
+pub(crate) fn subagent_task(arguments: &str) -> Option<String> {
     let value = Args::parse(arguments)?;
     Args(value.as_object()?).text(TASK_KEYS)
 }
@@ -289,7 +289,7 @@ fn subagent_who(role: Option<&str>) -> String {
 }
 
 /// A subagent's start in one line: `subagent researcher: find callers`.
-pub fn subagent_started(role: Option<&str>, task: Option<&str>) -> String {
+pub(crate) fn subagent_started(role: Option<&str>, task: Option<&str>) -> String {
     let who = subagent_who(role);
     match task
         .map(|t| flat(t, SENTENCE_MAX_CHARS))
@@ -302,7 +302,7 @@ pub fn subagent_started(role: Option<&str>, task: Option<&str>) -> String {
 
 /// A subagent's end in one line: its answer (`subagent researcher
 /// answered: ...`), or why it failed in agy's words.
-pub fn subagent_ended(
+pub(crate) fn subagent_ended(
     role: Option<&str>,
     ok: bool,
     answer: Option<&str>,
@@ -331,7 +331,7 @@ pub fn sentence(text: &str) -> String {
 /// A failure reason without a repetition of the tool's own name
 /// (`run_command failed: x` under `run_command` reads `x`) or of MCP's
 /// `Error:` marker.
-pub fn failure_reason(name: &str, summary: &str) -> String {
+pub(crate) fn failure_reason(name: &str, summary: &str) -> String {
     let reason = sentence(summary);
     let reason = reason
         .strip_prefix(&format!("{name} failed:"))

@@ -24,7 +24,7 @@ pub const MAX_DIFF_LINES: usize = 100;
 /// Unchanged lines shown around each change.
 pub const CONTEXT_LINES: usize = 3;
 /// Files (and HEAD blobs) larger than this get a note instead of a diff.
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Each git call is killed after this long.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(3);
 

@@ -49,7 +49,7 @@ pub struct AgyInput {
 
 impl AgyInput {
     /// Input through a guardian's lifeline. Needs a tokio runtime context.
-    pub fn through_guardian(lifeline: ChildStdin) -> AgyInput {
+    pub(crate) fn through_guardian(lifeline: ChildStdin) -> AgyInput {
         AgyInput::start(Pipe::Guardian(lifeline))
     }
 

@@ -107,7 +107,7 @@ impl StreamTool {
 
 /// agy's stream-json for one turn, as it arrives.
 #[derive(Debug, Default)]
-pub struct AgyStream {
+pub(crate) struct AgyStream {
     /// `text_delta`s per step index: agy's own answer, kept whole.
     texts: BTreeMap<i64, String>,
     /// Bytes of each step's text already streamed in degraded mode.
@@ -196,7 +196,7 @@ impl AgyStream {
     }
 
     /// agy's error text for the tool step at `idx`, once it ended in ERROR.
-    pub fn tool_error(&self, idx: i64) -> Option<&str> {
+    pub(crate) fn tool_error(&self, idx: i64) -> Option<&str> {
         let tool = self.tools.get(&idx)?;
         (tool.ended == Some(false))
             .then_some(tool.error.as_deref())
@@ -204,13 +204,13 @@ impl AgyStream {
     }
 
     /// Whether the tool step at `idx` has ended, by stream-json.
-    pub fn tool_ended(&self, idx: i64) -> bool {
+    pub(crate) fn tool_ended(&self, idx: i64) -> bool {
         self.tools.get(&idx).is_some_and(|t| t.ended.is_some())
     }
 
     /// What was not streamed yet, as events in step order (degraded mode):
     /// answer text, and tool calls and results `with_tools`.
-    pub fn unstreamed(&mut self, with_tools: bool) -> Vec<Event> {
+    pub(crate) fn unstreamed(&mut self, with_tools: bool) -> Vec<Event> {
         let mut idxs: Vec<i64> = self
             .texts
             .keys()
@@ -248,7 +248,7 @@ impl AgyStream {
     }
 
     /// Whether agy printed any answer text for a step.
-    pub fn has_texts(&self) -> bool {
+    pub(crate) fn has_texts(&self) -> bool {
         !self.texts.is_empty()
     }
 
@@ -259,13 +259,13 @@ impl AgyStream {
 
     /// Put `response` (a `result` line's answer, when no `text_delta` gave
     /// it) in as the text of step `idx`.
-    pub fn set_text(&mut self, idx: i64, response: String) {
+    pub(crate) fn set_text(&mut self, idx: i64, response: String) {
         self.texts.insert(idx, response);
     }
 
     /// The last step's answer, moved out (the end of the turn, when nothing
     /// else needs it): what a blanked `result.response` held.
-    pub fn take_last_text(&mut self) -> Option<String> {
+    pub(crate) fn take_last_text(&mut self) -> Option<String> {
         let (_, text) = self.texts.pop_last()?;
         Some(text)
     }
@@ -329,12 +329,12 @@ impl TextDigest {
     }
 
     /// Whether two texts are equal but for trailing white space.
-    pub fn same_text(&self, other: &TextDigest) -> bool {
+    pub(crate) fn same_text(&self, other: &TextDigest) -> bool {
         self.core_len == other.core_len && self.core == other.core
     }
 
     /// Whether the text has any non-white-space character.
-    pub fn is_blank(&self) -> bool {
+    pub(crate) fn is_blank(&self) -> bool {
         self.core_len == 0
     }
 }

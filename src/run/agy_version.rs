@@ -28,7 +28,7 @@ use std::time::Duration;
 pub const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
-pub const VERSION_CACHE_FILE: &str = "agy-version.json";
+pub(crate) const VERSION_CACHE_FILE: &str = "agy-version.json";
 
 /// How long `agy --version` may take before it counts as a failed probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -167,7 +167,7 @@ impl PerBinaryFile {
 /// The on-disk version cache: `agy-version.json`, one entry per resolved
 /// binary path (`PerBinaryFile`).
 #[derive(Debug, Clone)]
-pub struct VersionCache {
+pub(crate) struct VersionCache {
     file: PerBinaryFile,
 }
 
@@ -190,25 +190,12 @@ impl VersionCache {
         self.file.get(key)
     }
 
-    /// The remembered version of exactly this binary (blocking file I/O).
-    pub fn lookup(&self, key: &BinaryKey) -> Option<Version> {
-        self.entry(key).map(|e| e.version)
-    }
-
     /// The remembered features of exactly this binary, `--help` included
     /// (blocking file I/O); `None` when either is not remembered.
-    pub fn lookup_features(&self, key: &BinaryKey) -> Option<AgyFeatures> {
+    pub(crate) fn lookup_features(&self, key: &BinaryKey) -> Option<AgyFeatures> {
         self.entry(key)
             .filter(|e| e.help.is_some())
             .map(|e| e.features())
-    }
-
-    /// `bin`'s key and the version remembered for it (blocking file I/O, no
-    /// agy run); `None` when `bin` is not an executable file.
-    pub fn remembered(&self, bin: &Path) -> Option<(BinaryKey, Option<Version>)> {
-        let key = BinaryKey::of(bin)?;
-        let known = self.lookup(&key);
-        Some((key, known))
     }
 
     /// Remember `version` for `key` (blocking file I/O), under the file's
@@ -339,13 +326,6 @@ pub async fn stream_json_supported(bin: &Path) -> bool {
     agy_version(bin)
         .await
         .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
-}
-
-/// [`stream_json_supported`] from the cache alone (blocking file I/O, no
-/// agy run): `None` when the version is not remembered.
-pub fn stream_json_remembered(bin: &Path) -> Option<bool> {
-    let (_, known) = VersionCache::from_env().remembered(bin)?;
-    known.map(|v| v >= STREAM_JSON_MIN_VERSION)
 }
 
 #[cfg(test)]

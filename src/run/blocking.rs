@@ -9,7 +9,7 @@
 
 /// Run `f` here, the runtime's other tasks moved off this worker first
 /// where the runtime allows it.
-pub fn in_place<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),

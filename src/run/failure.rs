@@ -119,7 +119,7 @@ fn unknown_model_text(model: &str, available: &[String]) -> String {
 }
 
 /// `RunCommand (command)`, for the denial sentences.
-pub fn denied_list(actions: &[DeniedAction]) -> String {
+pub(crate) fn denied_list(actions: &[DeniedAction]) -> String {
     let names: Vec<String> = actions
         .iter()
         .map(|a| match (a.display_name.is_empty(), a.action.is_empty()) {
@@ -153,18 +153,18 @@ impl Failure {
     }
 
     /// The failure is the user's own abort.
-    pub fn is_abort(&self) -> bool {
+    pub(crate) fn is_abort(&self) -> bool {
         matches!(self, Failure::Aborted)
     }
 
     /// A quota failure whose buckets are not named yet.
-    pub fn wants_quota(&self) -> bool {
+    pub(crate) fn wants_quota(&self) -> bool {
         matches!(self, Failure::QuotaExceeded { quota: None, .. })
     }
 
     /// Name the quota a [`Failure::QuotaExceeded`] ran out of (`words`:
     /// `run::quota`'s sentences); any other failure is left as it is.
-    pub fn set_quota(&mut self, words: String) {
+    pub(crate) fn set_quota(&mut self, words: String) {
         if let Failure::QuotaExceeded { quota, .. } = self {
             *quota = Some(words);
         }
@@ -186,7 +186,7 @@ pub struct AgyError {
 
 impl AgyError {
     /// The last `AGY_ERROR:` line of stderr, if it parses.
-    pub fn from_stderr(stderr: &str) -> Option<AgyError> {
+    pub(crate) fn from_stderr(stderr: &str) -> Option<AgyError> {
         stderr.lines().rev().find_map(|l| {
             let json = l.trim().strip_prefix("AGY_ERROR:")?;
             serde_json::from_str(json.trim()).ok()
@@ -320,7 +320,7 @@ fn signed_out(stderr: &str, error: &str) -> Option<Failure> {
 
 /// Whether agy's words say nobody is signed in: one test for a turn and for
 /// the commands that run without one (`/usage`).
-pub fn says_signed_out(s: &str) -> bool {
+pub(crate) fn says_signed_out(s: &str) -> bool {
     s.contains("Please sign in")
         || s.contains("Waiting for authentication")
         || s.contains("authentication failed")
@@ -505,7 +505,7 @@ fn quoted_after(line: &str, marker: &str) -> Option<String> {
 }
 
 /// A notice for a turn that answered although agy denied something.
-pub fn denial_notice(r: &AgyReport<'_>) -> Option<String> {
+pub(crate) fn denial_notice(r: &AgyReport<'_>) -> Option<String> {
     if !r.answered {
         return None;
     }

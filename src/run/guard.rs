@@ -190,7 +190,7 @@ mod os {
     use std::os::unix::process::CommandExt;
 
     /// Orphans of agy's tree come to us instead of init.
-    pub fn become_subreaper() {
+    pub(crate) fn become_subreaper() {
         #[cfg(target_os = "linux")]
         {
             let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -202,7 +202,7 @@ mod os {
     /// Terminal and termination signals reach the whole process group; the
     /// guardian outlives them so it can clean up after agy. A handler (not
     /// SIG_IGN) is reset by exec, so agy still gets them normally.
-    pub fn hold_terminal_signals() {
+    pub(crate) fn hold_terminal_signals() {
         let action = signal::SigAction::new(
             SigHandler::Handler(ignore),
             signal::SaFlags::SA_RESTART,
@@ -221,7 +221,7 @@ mod os {
 
     /// agy starts with default dispositions and an empty signal mask, and
     /// dies if the guardian does.
-    pub fn reset_signals_in_child(cmd: &mut std::process::Command) {
+    pub(crate) fn reset_signals_in_child(cmd: &mut std::process::Command) {
         // SAFETY: only async-signal-safe calls (sigprocmask, prctl).
         unsafe {
             cmd.pre_exec(|| {
@@ -239,7 +239,7 @@ mod os {
         }
     }
 
-    pub fn wait_for_eof(input: &mut impl Read) {
+    pub(crate) fn wait_for_eof(input: &mut impl Read) {
         let mut buf = [0u8; 64];
         loop {
             match input.read(&mut buf) {
@@ -252,7 +252,7 @@ mod os {
     }
 
     /// Reap children (agy, and orphans reparented to us) until agy exits.
-    pub fn reap_until(agy: u32) -> WaitStatus {
+    pub(crate) fn reap_until(agy: u32) -> WaitStatus {
         loop {
             match waitpid(Pid::from_raw(-1), None) {
                 Ok(s @ WaitStatus::Exited(pid, _)) | Ok(s @ WaitStatus::Signaled(pid, _, _))
@@ -269,7 +269,7 @@ mod os {
 
     /// Signal every descendant (and their process groups), then reap them;
     /// returns how many there were.
-    pub fn kill_descendants(sig: Signal) -> usize {
+    pub(crate) fn kill_descendants(sig: Signal) -> usize {
         let me = std::process::id();
         let found = crate::run::process::signal_tree_below(me, sig);
         while let Ok(status) = waitpid(
@@ -286,7 +286,7 @@ mod os {
     /// SIGKILL every descendant, reap, and look again, until none is left
     /// (or `limit` passes: a tree that outforks us for that long is left to
     /// the group kill).
-    pub fn kill_until_gone(limit: std::time::Duration) {
+    pub(crate) fn kill_until_gone(limit: std::time::Duration) {
         let until = std::time::Instant::now() + limit;
         while kill_descendants(Signal::SIGKILL) > 0 && std::time::Instant::now() < until {
             // Give the killed a moment to die (and their orphans to come
@@ -298,7 +298,7 @@ mod os {
     /// SIGKILL the guardian's own process group, the guardian included, if
     /// the guardian leads it (it does: it is started in a group of its own,
     /// which agy's tree inherits). Never another's group.
-    pub fn kill_own_group() {
+    pub(crate) fn kill_own_group() {
         let own = nix::unistd::getpgrp();
         if own == nix::unistd::getpid() && own.as_raw() > 1 {
             let _ = signal::killpg(own, Signal::SIGKILL);
@@ -306,7 +306,7 @@ mod os {
     }
 
     /// Exit as agy did: its code, or its signal.
-    pub fn exit_like(status: WaitStatus) -> i32 {
+    pub(crate) fn exit_like(status: WaitStatus) -> i32 {
         match status {
             WaitStatus::Signaled(_, sig, _) => {
                 // SAFETY: restores the default action before re-raising.

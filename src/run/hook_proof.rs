@@ -210,7 +210,7 @@ fn ask(
 /// Whether a `/hooks` output lists a hook whose `source` is `hooks_json`
 /// (the same path text, or the same file once both are canonicalized) and
 /// whose command, where the listing gives one, is `command`.
-pub fn lists_probe(output: &str, hooks_json: &Path, command: &str) -> bool {
+pub(crate) fn lists_probe(output: &str, hooks_json: &Path, command: &str) -> bool {
     let want = hooks_json.canonicalize().ok();
     listed_sources(output).iter().any(|l| {
         let source = Path::new(&l.source);

@@ -93,7 +93,7 @@ impl Launch {
 
     /// Read one frame. `Ok(None)`: the input ended before the frame began
     /// (the bridge went away, or never needed this guardian).
-    pub fn read_from(input: &mut impl Read) -> io::Result<Option<Launch>> {
+    pub(crate) fn read_from(input: &mut impl Read) -> io::Result<Option<Launch>> {
         let mut launch = Launch::default();
         let mut program = None;
         for n in 0..ITEMS_MAX {
@@ -150,7 +150,7 @@ pub const INPUT_CHUNK: usize = 1 << 20;
 
 impl Frame {
     /// The frames that write `bytes` to agy's stdin, of any length.
-    pub fn encode_input(bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn encode_input(bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len() + 16);
         for chunk in bytes.chunks(INPUT_CHUNK) {
             push_item(&mut out, TAG_INPUT, chunk);
@@ -159,7 +159,7 @@ impl Frame {
     }
 
     /// The frame that closes agy's stdin.
-    pub fn encode_close() -> Vec<u8> {
+    pub(crate) fn encode_close() -> Vec<u8> {
         let mut out = Vec::new();
         push_item(&mut out, TAG_CLOSE_INPUT, &[]);
         out
@@ -167,7 +167,7 @@ impl Frame {
 
     /// Read one frame. `Ok(None)`: the input ended between frames (the
     /// bridge is gone); a frame cut short or of an unknown tag is an error.
-    pub fn read_from(input: &mut impl Read) -> io::Result<Option<Frame>> {
+    pub(crate) fn read_from(input: &mut impl Read) -> io::Result<Option<Frame>> {
         let mut tag = [0u8; 1];
         match input.read_exact(&mut tag) {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// The file the OS would run for `bin`: a path (anything with a slash) as it
 /// is, if it is a file; a bare name as exec finds it, the first executable
 /// file of that name in PATH's directories.
-pub fn find_program(bin: &Path) -> Option<PathBuf> {
+pub(crate) fn find_program(bin: &Path) -> Option<PathBuf> {
     if bin.components().count() > 1 || bin.is_absolute() {
         return bin.is_file().then(|| bin.to_path_buf());
     }
@@ -40,7 +40,9 @@ pub fn find_program(bin: &Path) -> Option<PathBuf> {
 /// is busy (`ETXTBSY`): agy being replaced as it starts (`agy update`), or
 /// its file still open for writing in a process between fork and exec.
 /// Sleeps only on that error, at most 0.2 s in all.
-pub fn retry_while_busy<T>(mut spawn: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+pub(crate) fn retry_while_busy<T>(
+    mut spawn: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
     let mut tries = 0;
     loop {
         match spawn() {
@@ -84,7 +86,7 @@ impl std::fmt::Display for ChildPid {
 /// Signal `root`'s whole tree: its process group, the groups of descendants
 /// that made their own, and each process. The caller has not reaped `root`
 /// (else its pid, and group, may be another's by now).
-pub fn signal_tree(root: ChildPid, sig: Signal) {
+pub(crate) fn signal_tree(root: ChildPid, sig: Signal) {
     let mut pids = discovery::process_tree(root.get());
     if !pids.contains(&root.get()) {
         pids.push(root.get());
@@ -95,7 +97,7 @@ pub fn signal_tree(root: ChildPid, sig: Signal) {
 /// Signal the process group `leader` leads (not our own). The caller has not
 /// reaped `leader`: a zombie still holds its pid, so the group cannot be a
 /// stranger's.
-pub fn signal_group(leader: ChildPid, sig: Signal) {
+pub(crate) fn signal_group(leader: ChildPid, sig: Signal) {
     if leader.nix() != getpgrp() {
         let _ = killpg(leader.nix(), sig);
     }
@@ -103,7 +105,7 @@ pub fn signal_group(leader: ChildPid, sig: Signal) {
 
 /// Signal everything below `root` (not `root` itself, nor its group);
 /// returns how many processes there were.
-pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
+pub(crate) fn signal_tree_below(root: u32, sig: Signal) -> usize {
     if root <= 1 {
         return 0;
     }
@@ -115,7 +117,7 @@ pub fn signal_tree_below(root: u32, sig: Signal) -> usize {
 /// Signal each process below `root`, one by one, never a process group
 /// (`root`'s own group holds `root`, which must not get `sig`); returns how
 /// many there were.
-pub fn signal_each_below(root: ChildPid, sig: Signal) -> usize {
+pub(crate) fn signal_each_below(root: ChildPid, sig: Signal) -> usize {
     let pids = descendants(root.get());
     signal_each(&pids, sig);
     pids.len()
@@ -198,7 +200,7 @@ pub enum NoOutput {
 }
 
 /// [`run_with_timeout`], its failure told as [`NoOutput`].
-pub fn output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, NoOutput> {
+pub(crate) fn output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, NoOutput> {
     run_with_timeout(cmd, timeout).map_err(|e| match e {
         RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => NoOutput::NotInstalled,
         RunError::Spawn(e) => NoOutput::SpawnFailed(e.to_string()),
@@ -210,7 +212,7 @@ pub fn output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, NoO
 
 /// [`run_with_timeout`] keeping at most `cap` bytes of each of stdout and
 /// stderr; past that the pipe is closed (the program then sees `EPIPE`).
-pub fn run_with_timeout_capped(
+pub(crate) fn run_with_timeout_capped(
     cmd: &mut Command,
     timeout: Duration,
     cap: u64,

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 /// How long `agy -p /usage` may run before its process group is killed.
-pub const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The cache file name inside the state directory.
 pub const CACHE_FILE: &str = "usage-cache.json";
 /// How young a cached answer must be to explain a quota failure (the pi
@@ -137,7 +137,7 @@ impl UsageLoader {
     /// bucket, else agy asked once (bounded by `timeout`). A cached answer
     /// with every bucket above zero predates the failure, so it is not
     /// trusted to explain it. Given up when `cancel` fires.
-    pub async fn after_quota_failure(
+    pub(crate) async fn after_quota_failure(
         &self,
         cancel: &CancellationToken,
     ) -> Result<Quota, UsageError> {

@@ -271,7 +271,7 @@ impl Spawned {
     /// tree is a /proc scan, so it runs on a blocking thread, off the
     /// runtime's workers; the caller holds `self`, so it cannot be reaped
     /// meanwhile.
-    pub async fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
+    pub(crate) async fn signal_tree(&self, sig: nix::sys::signal::Signal) -> bool {
         if !self.unreaped() {
             return false;
         }
@@ -285,7 +285,7 @@ impl Spawned {
     }
 
     /// Signal the process group it leads, if it is not reaped yet.
-    pub fn signal_group(&self, sig: nix::sys::signal::Signal) {
+    pub(crate) fn signal_group(&self, sig: nix::sys::signal::Signal) {
         if self.unreaped() {
             crate::run::process::signal_group(self.pid, sig);
         }

@@ -57,7 +57,7 @@ pub const DEFAULT_SEATS: u32 = 8;
 pub const DEFAULT_START_INTERVAL: Duration = Duration::from_millis(250);
 /// The most seats [`SEATS_ENV`] takes: each seat is a lock file tried in
 /// turn, so a huge number would be thousands of files and opens per try.
-pub const MAX_SEATS: u32 = 256;
+pub(crate) const MAX_SEATS: u32 = 256;
 
 /// The directory under the state directory that holds the lock files.
 const ADMISSION_DIR: &str = "admission";
@@ -147,7 +147,7 @@ impl Admission {
     /// Non-blocking: a free seat, or `None` when every seat is held. Blocking
     /// file I/O: call it off the async runtime (as [`Admission::wait_seat`]
     /// does).
-    pub fn try_seat(&self) -> io::Result<Option<Seat>> {
+    pub(crate) fn try_seat(&self) -> io::Result<Option<Seat>> {
         for index in 0..self.seats {
             let path = self.dir.join(format!("seat-{index}.lock"));
             if let Some(lock) = lock_file(&path, false).map_err(to_io)? {

@@ -98,7 +98,7 @@ impl PermissionMode {
     ];
 
     /// The setting's word: `ask`, `allow` or `deny`.
-    pub fn as_word(self) -> &'static str {
+    pub(crate) fn as_word(self) -> &'static str {
         match self {
             PermissionMode::Ask => "ask",
             PermissionMode::Allow => "allow",
@@ -257,7 +257,7 @@ impl Setting {
 
     /// The TypeScript bridge's key for the same setting, read only when
     /// [`Setting::file_key`] is absent (`skipPermissions`).
-    pub fn legacy_file_key(self) -> Option<&'static str> {
+    pub(crate) fn legacy_file_key(self) -> Option<&'static str> {
         (self == Setting::Permissions).then_some("skipPermissions")
     }
 
@@ -273,15 +273,15 @@ impl Setting {
 
     /// The older variable for the same setting, read only when
     /// [`Setting::env_var`] is unset (`AGY_SKIP_PERMISSIONS`).
-    pub fn legacy_env_var(self) -> Option<&'static str> {
+    pub(crate) fn legacy_env_var(self) -> Option<&'static str> {
         (self == Setting::Permissions).then_some("AGY_SKIP_PERMISSIONS")
     }
 }
 
 /// The variable of the user's allow rules (`;` or newline separated).
-pub const ALLOW_ENV: &str = "AGY_ALLOW";
+pub(crate) const ALLOW_ENV: &str = "AGY_ALLOW";
 /// The config.json key of the user's allow rules.
-pub const ALLOW_KEY: &str = "allow";
+pub(crate) const ALLOW_KEY: &str = "allow";
 
 /// One explicit change by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,7 +323,7 @@ pub enum AllowEdit {
 
 /// Check a model alias: non-empty, at most 200 characters, no control
 /// characters. Which aliases exist is for the model resolver to say.
-pub fn validate_model_alias(alias: &str) -> Result<&str, StateError> {
+pub(crate) fn validate_model_alias(alias: &str) -> Result<&str, StateError> {
     let trimmed = alias.trim();
     let problem = if trimmed.is_empty() {
         Some("it is empty")
@@ -418,7 +418,7 @@ impl ConfigStore {
         self.edit_allow_with_env(edit, &env_nonempty)
     }
 
-    pub fn edit_allow_with_env(
+    pub(crate) fn edit_allow_with_env(
         &self,
         edit: &AllowEdit,
         env: &dyn Fn(&str) -> Option<String>,

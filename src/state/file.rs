@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Replaces the state directory (default `$HOME/.pi/agent/antigravity-bridge`).
-pub const STATE_DIR_ENV: &str = "AGY_BRIDGE_STATE_DIR";
+pub(crate) const STATE_DIR_ENV: &str = "AGY_BRIDGE_STATE_DIR";
 /// The session bindings file's name (see [`crate::state::sessions`]).
 pub const SESSIONS_FILE: &str = "sessions.json";
 
@@ -51,7 +51,7 @@ pub const SESSIONS_FILE: &str = "sessions.json";
 const MAX_STATE_FILE: u64 = 64 << 20;
 
 /// pi's agent directory variable (pi's default is `~/.pi/agent`).
-pub const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
+pub(crate) const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
 
 /// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
 /// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else

@@ -118,7 +118,7 @@ impl std::str::FromStr for Rule {
 }
 
 /// [`DEFAULT_ALLOW`] as rules.
-pub fn default_allow() -> Vec<Rule> {
+pub(crate) fn default_allow() -> Vec<Rule> {
     DEFAULT_ALLOW
         .iter()
         .filter_map(|text| Rule::parse(text).ok())
@@ -129,7 +129,7 @@ pub fn default_allow() -> Vec<Rule> {
 /// matches the whole of `text`. Iterative: on a mismatch it returns to the
 /// last `*` and lets it take one more character, which is enough because
 /// an earlier `*` never needs to take more once a later one has matched.
-pub fn glob_matches(glob: &str, text: &str) -> bool {
+pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
     let p: Vec<char> = glob.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0usize, 0usize);
@@ -160,7 +160,7 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
 
 /// Rules separated by `;` or newlines (`AGY_ALLOW`); blank entries are
 /// skipped.
-pub fn parse_list(text: &str) -> Result<Vec<Rule>, RuleError> {
+pub(crate) fn parse_list(text: &str) -> Result<Vec<Rule>, RuleError> {
     text.split([';', '\n', '\r'])
         .filter(|s| !s.trim().is_empty())
         .map(Rule::parse)

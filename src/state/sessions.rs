@@ -245,10 +245,6 @@ impl SessionStore {
         self.file.path()
     }
 
-    pub fn path_buf(&self) -> PathBuf {
-        self.file.path().to_path_buf()
-    }
-
     /// Problems found by the operations so far (corrupt file set aside,
     /// entries dropped), oldest first; clears them.
     pub fn take_warnings(&self) -> Vec<StateWarning> {

@@ -56,7 +56,7 @@ impl DecodedStep {
 
 /// Decode rows with one tracker fed in idx order, so that a tool call listed
 /// by a planner response and repeated by the tool's own step is one call.
-pub fn decode_rows(rows: &[StepRow]) -> Vec<DecodedStep> {
+pub(crate) fn decode_rows(rows: &[StepRow]) -> Vec<DecodedStep> {
     let mut order: Vec<&StepRow> = rows.iter().collect();
     order.sort_by_key(|r| r.idx);
     let mut tracker = Tracker::new();
@@ -199,7 +199,8 @@ impl Decoded {
     }
 
     /// [`Decoded::write_json_lines`] into a string.
-    pub fn to_json_lines(&self) -> String {
+    #[cfg(test)]
+    fn to_json_lines(&self) -> String {
         let mut buf = Vec::new();
         let _ = self.write_json_lines(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()

@@ -105,7 +105,7 @@ fn key_columns_of(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String
 }
 
 /// The tables of a database, in creation order (SQLite's own excluded).
-pub fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+pub(crate) fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
     )?;

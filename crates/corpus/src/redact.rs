@@ -33,10 +33,10 @@ use agy_format::steps::{self, Kind, Known};
 use agy_format::wire::{self, Encoder, Value};
 use std::collections::HashMap;
 
-pub const HOME_PLACEHOLDER: &str = "/home/user";
-pub const WORKSPACE_PLACEHOLDER: &str = "/workspace";
-pub const USER_PLACEHOLDER: &str = "user";
-pub const EMAIL_PLACEHOLDER: &str = "user@example.com";
+pub(crate) const HOME_PLACEHOLDER: &str = "/home/user";
+pub(crate) const WORKSPACE_PLACEHOLDER: &str = "/workspace";
+pub(crate) const USER_PLACEHOLDER: &str = "user";
+pub(crate) const EMAIL_PLACEHOLDER: &str = "user@example.com";
 
 /// The `n`th placeholder id (1-based).
 pub fn placeholder_id(n: u64) -> String {
@@ -312,7 +312,7 @@ impl Redactor {
     }
 
     /// Same-length replacement of UUIDs in arbitrary bytes.
-    pub fn bytes_same_len(&mut self, b: &[u8]) -> Vec<u8> {
+    pub(crate) fn bytes_same_len(&mut self, b: &[u8]) -> Vec<u8> {
         let mut out = b.to_vec();
         let mut i = 0;
         while i + 36 <= out.len() {
@@ -492,7 +492,7 @@ impl Redactor {
 }
 
 /// The known-field tree of a blob column, if the decoder has one.
-pub fn tree_for(table: &str, column: &str) -> Option<&'static [Known]> {
+pub(crate) fn tree_for(table: &str, column: &str) -> Option<&'static [Known]> {
     match table {
         "steps" => steps::column_tree(column),
         _ => None,

@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The first 16 bytes of every SQLite database file.
-pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// What a decoded path turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,22 +16,22 @@ pub type Version = (u32, u32, u32);
 pub const STREAM_JSON_OUTPUT: Version = (1, 1, 8);
 /// `--input-format stream-json`: one user turn per stdin line
 /// (docs/agy-format.md, "stdin sessions": since 1.1.15).
-pub const STREAM_JSON_INPUT: Version = (1, 1, 15);
+pub(crate) const STREAM_JSON_INPUT: Version = (1, 1, 15);
 /// `agy -p /usage --output-format json`: quota buckets without a model turn
 /// (docs/agy-format.md, "Quota": 1.1.11+).
 pub const USAGE_COMMAND: Version = (1, 1, 11);
 /// A `-p` prompt starting with `/` runs agy's own command (`/hooks`,
 /// `/usage`, ...) instead of a model turn (docs/agy-format.md, "Slash
 /// commands": since about 1.1.9).
-pub const SLASH_COMMANDS: Version = (1, 1, 9);
+pub(crate) const SLASH_COMMANDS: Version = (1, 1, 9);
 /// MCP servers from `<add-dir>/.agents/mcp_config.json` (docs/agy-format.md,
 /// "MCP, corrected": loaded on 1.2.7 and 1.2.14, not on 1.1.27).
-pub const MCP_FROM_ADD_DIR: Version = (1, 2, 0);
+pub(crate) const MCP_FROM_ADD_DIR: Version = (1, 2, 0);
 /// From here `timeout waiting for response` is a model call that timed out;
 /// before it (1.1.9), it was the print timeout expiring (docs/agy-format.md,
 /// "stdin sessions", on `--print-timeout`). 1.2.0 is the first version seen
 /// after the change.
-pub const MODEL_TIMEOUT_WORDING: Version = (1, 2, 0);
+pub(crate) const MODEL_TIMEOUT_WORDING: Version = (1, 2, 0);
 
 /// The flag that keeps a prompt starting with `/` a prompt
 /// (docs/agy-format.md, "Slash commands in the prompt": used on 1.2.14;
@@ -75,11 +75,6 @@ impl AgyFeatures {
     /// Runs `-p /COMMAND` as its own command, not as a prompt.
     pub fn slash_commands(&self) -> bool {
         self.at_least(SLASH_COMMANDS)
-    }
-
-    /// Answers `-p /usage` with its quota buckets.
-    pub fn usage_command(&self) -> bool {
-        self.at_least(USAGE_COMMAND)
     }
 
     /// Loads MCP servers from an `--add-dir` directory's `.agents/`, which
@@ -138,7 +133,6 @@ mod tests {
         assert!(of((1, 1, 8)).stream_json_output());
         assert!(!of((1, 1, 14)).stream_json_input());
         assert!(of((1, 1, 15)).stream_json_input());
-        assert!(of((1, 1, 11)).usage_command());
         assert!(!of((1, 1, 27)).mcp_from_add_dir());
         assert!(of((1, 2, 7)).mcp_from_add_dir());
         assert!(of((1, 1, 9)).timeout_wording_is_print_timeout());

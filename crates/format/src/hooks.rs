@@ -25,10 +25,10 @@ use serde_json::{json, Map, Value};
 pub const HOOKS_FILE: &str = "hooks.json";
 
 /// A hook's timeout when hooks.json gives none (seconds).
-pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 30;
 
 /// What a denied tool step's error says (agy 1.2.7, captured).
-pub const DENIED_PREFIX: &str = "tool call denied by pre-tool hook: ";
+pub(crate) const DENIED_PREFIX: &str = "tool call denied by pre-tool hook: ";
 
 /// The events a hook can serve. No payload names its event: a hook command
 /// must be told which one it serves (an argument).
@@ -69,7 +69,7 @@ impl HookEvent {
     }
 
     /// Tool events list matcher groups; the others list commands directly.
-    pub fn is_tool_event(self) -> bool {
+    pub(crate) fn is_tool_event(self) -> bool {
         matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
     }
 }
@@ -325,7 +325,7 @@ impl ListedHook {
 }
 
 /// The slash command's name.
-pub const LISTING_COMMAND: &str = "hooks";
+pub(crate) const LISTING_COMMAND: &str = "hooks";
 
 /// `/hooks`' answer as a command (its `data` is `{"hooks":[...]}`).
 pub fn listing_command(hooks: &[ListedHook]) -> SlashCommand {

@@ -129,7 +129,7 @@ impl Quota {
 
     /// stream-json lines: the `command_result` event's data; else the
     /// result's `command`; a failed result is agy's error.
-    pub fn from_stream_json(text: &str) -> Result<Quota, QuotaError> {
+    pub(crate) fn from_stream_json(text: &str) -> Result<Quota, QuotaError> {
         let mut from_result = None;
         for raw in text.lines().filter(|l| !l.trim().is_empty()) {
             match Line::parse(raw) {
@@ -179,7 +179,7 @@ impl Quota {
     /// Text mode: one line per bucket, `id<TAB>name<TAB>window<TAB>remaining
     /// <TAB>reset_time`, remaining as a fraction or a percentage, the reset
     /// time optional. Blank lines are skipped.
-    pub fn from_text(text: &str) -> Result<Quota, QuotaError> {
+    pub(crate) fn from_text(text: &str) -> Result<Quota, QuotaError> {
         let mut buckets = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -333,7 +333,7 @@ impl Quota {
 impl Bucket {
     /// `Gemini 5-hour quota`: the name (else the id), with "quota" unless
     /// the name says it already.
-    pub fn quota_name(&self) -> String {
+    pub(crate) fn quota_name(&self) -> String {
         let name = self.display_name();
         if name.to_ascii_lowercase().contains("quota") {
             name.to_string()
@@ -365,7 +365,7 @@ impl Bucket {
     /// (in 5 days 3 h)`, `it was due to reset at 13:55 UTC (10 min ago), so
     /// it may work again now`, or `agy gives no reset time`. A time that is
     /// not RFC 3339 is given as agy wrote it.
-    pub fn reset_words(&self, now: i64) -> String {
+    pub(crate) fn reset_words(&self, now: i64) -> String {
         let raw = match self.reset_time.as_deref().map(str::trim) {
             Some(t) if !t.is_empty() => t,
             _ => return "agy gives no reset time".to_string(),
@@ -391,7 +391,7 @@ impl Bucket {
 }
 
 /// `less than a minute`, `45 min`, `2 h 10 min`, `5 days 3 h` (rounded down).
-pub fn span_words(secs: i64) -> String {
+pub(crate) fn span_words(secs: i64) -> String {
     let secs = secs.max(0);
     let (days, hours, mins) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60);
     let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
@@ -407,7 +407,7 @@ pub fn span_words(secs: i64) -> String {
 
 /// Unix seconds of an RFC 3339 time (`2026-12-01T23:10:00Z`, with or
 /// without fractions, `Z` or a `±HH:MM` offset); `None` for anything else.
-pub fn parse_rfc3339(s: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     let s = s.trim();
     let b = s.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {

@@ -361,7 +361,7 @@ fn body<T: serde::de::DeserializeOwned>(value: &mut Value, key: &str) -> Option<
 mod erased {
     /// Serialise a body in its declared field order (a `Value` would sort
     /// the keys), escaping strings as Go's encoding/json does.
-    pub trait Ser {
+    pub(crate) trait Ser {
         fn json(&self) -> String;
     }
 

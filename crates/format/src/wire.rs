@@ -37,16 +37,6 @@ impl WireType {
             WireType::Fixed32 => "i32",
         }
     }
-
-    pub fn from_name(name: &str) -> Option<WireType> {
-        match name {
-            "varint" => Some(WireType::Varint),
-            "i64" => Some(WireType::Fixed64),
-            "len" => Some(WireType::Len),
-            "i32" => Some(WireType::Fixed32),
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for WireType {
@@ -109,7 +99,7 @@ pub enum WireError {
 /// Read a varint at `pos`. Returns the value and the position after it.
 /// Accepts up to 10 bytes; the 10th byte's high bits are ignored beyond 64 bits
 /// (as protobuf implementations do), but an 11th continuation byte is an error.
-pub fn read_varint(buf: &[u8], pos: usize) -> Result<(u64, usize), WireError> {
+pub(crate) fn read_varint(buf: &[u8], pos: usize) -> Result<(u64, usize), WireError> {
     let mut value: u64 = 0;
     let mut shift = 0u32;
     let mut at = pos;

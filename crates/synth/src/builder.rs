@@ -92,7 +92,7 @@ impl Builder {
     }
 
     /// Write following commits to conversation `db` (a subagent's database).
-    pub fn into_db(&mut self, db: &str) -> &mut Self {
+    pub(crate) fn writing_to_db(&mut self, db: &str) -> &mut Self {
         self.db = db.to_string();
         self
     }
@@ -116,7 +116,7 @@ impl Builder {
         self.commit_gated(dt_ms, writes, None)
     }
 
-    pub fn commit_gated(
+    pub(crate) fn commit_gated(
         &mut self,
         dt_ms: u64,
         writes: Vec<Write>,

@@ -59,7 +59,7 @@ pub(crate) const MODEL: &str = "gemini-3.7-flash-medium";
 
 /// A deterministic UUIDv4-shaped id derived from a name, so regenerating the
 /// corpus gives identical files.
-pub fn stable_uuid(name: &str) -> String {
+pub(crate) fn stable_uuid(name: &str) -> String {
     let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
     for b in name.bytes() {
         h ^= u128::from(b);

@@ -425,7 +425,7 @@ pub(crate) fn subagent() -> Recording {
         }));
     b.step(80, sub.clone());
     // The child conversation: its own database, written by a child process.
-    b.into_db(&child);
+    b.writing_to_db(&child);
     let mut rows = b.conversation_rows(&child, Some(&root));
     let user =
         Step::new(0, StepType::UserInput, StepStatus::Done).with_body(Body::UserInput(UserInput {
@@ -435,7 +435,7 @@ pub(crate) fn subagent() -> Recording {
     rows.push(step_write(&user));
     b.commit(100, rows);
     b.planner(1, &[], &chunks(SUB_CHILD, 3), vec![], 140);
-    b.into_db(&root);
+    b.writing_to_db(&root);
     sub.status = StepStatus::Done;
     b.step(120, sub);
     b.planner(4, &[], &chunks(SUB_PARENT, 4), vec![], 160);

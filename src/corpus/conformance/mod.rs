@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How long one of agy's own commands (`--version`, `models`, `/hooks`,
 /// `/usage`) may take.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a scenario does and the facts it checks.
 #[derive(Debug, Clone, Copy)]
@@ -319,7 +319,7 @@ impl Suite {
     }
 
     /// The runner's configuration with fake-agy playing `recording`.
-    pub fn config_for(&self, recording: &str) -> RunConfig {
+    pub(crate) fn config_for(&self, recording: &str) -> RunConfig {
         let mut cfg = self.cfg.clone();
         cfg.env.retain(|(k, _)| k != "FAKE_AGY_RECORDING");
         cfg.env
@@ -380,7 +380,7 @@ impl Suite {
     /// Two turns on one agy over its stdin (a warm agy, as pi's sessions
     /// run them), recorded as `label` (one recording, a `turn` per line):
     /// the results, `None` when the suite had stopped.
-    pub async fn warm_turns(
+    pub(crate) async fn warm_turns(
         &mut self,
         cfg: &RunConfig,
         first: &TurnRequest,
@@ -439,7 +439,7 @@ impl Suite {
     }
 
     /// Stop the suite when `result` failed on agy's quota.
-    pub fn note_quota(&mut self, result: &RunResult) {
+    pub(crate) fn note_quota(&mut self, result: &RunResult) {
         if let Some(f @ Failure::QuotaExceeded { .. }) = &result.failure {
             self.stopped = Some(format!(
                 "stopped on a quota error after {} turn(s): {f}",

@@ -29,7 +29,7 @@ pub const SERVER_NAME: &str = "pi";
 
 /// pi's tools agy does not get: agy has its own file, shell and search
 /// tools, and AskAntigravity would have agy delegate to itself.
-pub const NATIVE_TOOLS: &[&str] = &[
+pub(crate) const NATIVE_TOOLS: &[&str] = &[
     "read",
     "bash",
     "edit",
@@ -41,7 +41,7 @@ pub const NATIVE_TOOLS: &[&str] = &[
 ];
 
 /// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
-pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
+pub(crate) const ENV_SWITCH: &str = "AGY_PI_TOOLS";
 
 /// Whether the environment turned pi's tools off: `off`, `0`, `false`,
 /// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;
@@ -96,7 +96,7 @@ pub fn is_bridge_call(name: &str, arguments: &str) -> bool {
 
 /// A private directory (see [`crate::state::tmp::PrivateDir`]) holding
 /// `.agents/mcp_config.json` that names the server at `url`.
-pub fn mcp_config_dir(url: &str, token: &str) -> std::io::Result<PrivateDir> {
+pub(crate) fn mcp_config_dir(url: &str, token: &str) -> std::io::Result<PrivateDir> {
     let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "mcp")?;
     let config = json!({"mcpServers": {SERVER_NAME: {"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}}});
     dir.write(".agents/mcp_config.json", &format!("{config:#}\n"))?;

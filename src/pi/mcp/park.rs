@@ -29,7 +29,7 @@ impl ToolOutcome {
     }
 
     /// The MCP `CallToolResult` for agy.
-    pub fn to_mcp(&self) -> Value {
+    pub(crate) fn to_mcp(&self) -> Value {
         json!({"content": self.content, "isError": self.is_error})
     }
 
@@ -72,7 +72,7 @@ impl ToolOutcome {
     /// is what a hand-written extension or an older pi sends), or nothing
     /// (no blocks). Any other shape is an error rather than an empty
     /// result, so nobody mistakes a broken line for a tool that said nothing.
-    pub fn from_pi_value(
+    pub(crate) fn from_pi_value(
         content: Option<&Value>,
         is_error: bool,
     ) -> Result<ToolOutcome, BadContent> {
@@ -113,7 +113,7 @@ impl ToolOutcome {
 }
 
 /// What precedes the user's steering messages in a tool result.
-pub const STEER_HEAD: &str =
+pub(crate) const STEER_HEAD: &str =
     "[The user sent this message while the tool ran; it comes after the tool's result above:]";
 
 /// A call agy made, waiting for pi. `id` is the pi `toolCall` id.
@@ -157,7 +157,8 @@ impl ToolCall {
     }
 
     /// Whether agy has stopped waiting for this call.
-    pub fn agy_gone(&self) -> bool {
+    #[cfg(test)]
+    fn agy_gone(&self) -> bool {
         self.reply.as_ref().map_or(true, |tx| tx.is_closed())
     }
 }
@@ -217,7 +218,7 @@ impl Parked {
     }
 
     /// Answer every call still waiting with an error saying `why`.
-    pub fn release_all(&mut self, why: &str) -> usize {
+    pub(crate) fn release_all(&mut self, why: &str) -> usize {
         let n = self.calls.len();
         for call in self.calls.drain(..) {
             call.answer(ToolOutcome::error(why));

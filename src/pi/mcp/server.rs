@@ -51,15 +51,16 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 
 /// The header agy sends the token in.
-pub const TOKEN_HEADER: &str = "x-token";
+pub(crate) const TOKEN_HEADER: &str = "x-token";
 /// Request bodies above this are refused (413).
-pub const BODY_CAP: usize = 4 * 1024 * 1024;
+pub(crate) const BODY_CAP: usize = 4 * 1024 * 1024;
 /// Protocol versions this server implements, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const PROTOCOL_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// Versions clients send that we serve as our newest: agy puts `2026-07-28`
 /// in `server/discover`'s `_meta` and, in some versions, in the
 /// `MCP-Protocol-Version` header of follow-ups.
-pub const CLIENT_VERSIONS: &[&str] = &["2026-07-28"];
+pub(crate) const CLIENT_VERSIONS: &[&str] = &["2026-07-28"];
 /// Bytes read and thrown away after a refusal, so the client sees the
 /// response rather than a reset; bounded in size and time.
 const LINGER_BYTES: usize = 64 * 1024;
@@ -119,7 +120,7 @@ impl McpServer {
     }
 
     /// [`McpServer::start`] with other caps (tests use small ones).
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         tools: Vec<PiTool>,
         calls: mpsc::Sender<ToolCall>,
         limits: Limits,
@@ -196,7 +197,7 @@ fn is_loopback_name(host: &str) -> bool {
 }
 
 /// `Host` names us: a loopback name or address with our port, any case.
-pub fn is_our_host(host: &str, port: u16) -> bool {
+pub(crate) fn is_our_host(host: &str, port: u16) -> bool {
     let host = host.to_ascii_lowercase();
     match host.rsplit_once(':') {
         Some((name, p)) => is_loopback_name(name) && p.parse::<u16>() == Ok(port),
@@ -205,7 +206,7 @@ pub fn is_our_host(host: &str, port: u16) -> bool {
 }
 
 /// `Origin` is a loopback page (any port, any case).
-pub fn is_local_origin(origin: &str) -> bool {
+pub(crate) fn is_local_origin(origin: &str) -> bool {
     let origin = origin.to_ascii_lowercase();
     let Some(rest) = origin
         .strip_prefix("http://")
@@ -222,7 +223,7 @@ pub fn is_local_origin(origin: &str) -> bool {
 }
 
 /// A protocol version a client may name in `MCP-Protocol-Version`.
-pub fn is_known_version(v: &str) -> bool {
+pub(crate) fn is_known_version(v: &str) -> bool {
     PROTOCOL_VERSIONS.contains(&v) || CLIENT_VERSIONS.contains(&v)
 }
 
@@ -446,7 +447,7 @@ async fn answer(body: &[u8], shared: &Shared) -> Vec<u8> {
 }
 
 /// The version to answer `initialize` with.
-pub fn negotiate(requested: Option<&str>) -> &'static str {
+pub(crate) fn negotiate(requested: Option<&str>) -> &'static str {
     PROTOCOL_VERSIONS
         .iter()
         .find(|v| Some(**v) == requested)

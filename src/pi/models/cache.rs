@@ -173,7 +173,7 @@ impl CacheEntry {
     }
 
     /// A real catalog from agy (not a remembered failure).
-    pub fn is_real(&self) -> bool {
+    pub(crate) fn is_real(&self) -> bool {
         self.unavailable.is_none() && !Catalog::from_output(&self.raw).is_empty()
     }
 }
@@ -284,12 +284,12 @@ impl Loader {
     }
 
     /// `models-cache.json`'s path.
-    pub fn cache_path(&self) -> Option<PathBuf> {
+    pub(crate) fn cache_path(&self) -> Option<PathBuf> {
         self.state_dir.as_ref().map(|d| d.join(CACHE_FILE))
     }
 
     /// The lock a background refresh holds while it runs.
-    pub fn refresh_lock_path(&self) -> Option<PathBuf> {
+    pub(crate) fn refresh_lock_path(&self) -> Option<PathBuf> {
         self.state_dir.as_ref().map(|d| d.join(REFRESH_LOCK_FILE))
     }
 
@@ -301,7 +301,7 @@ impl Loader {
 
     /// Write the cache as every state file is written (locked, temporary
     /// file, mode 0600, rename).
-    pub fn write_cache(&self, entry: &CacheEntry) -> Result<(), StateError> {
+    pub(crate) fn write_cache(&self, entry: &CacheEntry) -> Result<(), StateError> {
         let Some(dir) = &self.state_dir else {
             return Ok(());
         };
@@ -318,7 +318,7 @@ impl Loader {
     /// a failure is recorded, with the binary that failed, only when there
     /// is no good entry to keep. "Not installed" is never recorded: the
     /// next call must see agy the moment it is there.
-    pub fn fetch_and_store(&self) -> Result<Catalog, Unavailable> {
+    pub(crate) fn fetch_and_store(&self) -> Result<Catalog, Unavailable> {
         let outcome = fetch(&self.agy_bin, self.timeout);
         let binary = BinaryKey::of(&self.agy_bin);
         match outcome {

@@ -23,18 +23,18 @@
 
 mod cache;
 mod catalog;
+mod listed;
 mod parse;
 
 pub use cache::{
     catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable,
 };
 pub use catalog::{
-    label_for_slug, slug_for_label, Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved,
-    ThinkingLevelMap, ALIASES, LISTED_BEFORE_1_1_24, LISTING_1_1_24,
+    Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved, ThinkingLevelMap,
 };
+pub use listed::{slug_for_label, LISTED_BEFORE_1_1_24, LISTING_1_1_24};
 pub use parse::{
-    display_from_slug, is_progress, is_sign_in, is_slug, parse_models_output, slug_from_display,
-    split_tier, RawModel,
+    is_progress, is_slug, parse_models_output, slug_from_display, split_tier, RawModel,
 };
 
 use agy_format::agy_args::Effort;
@@ -46,12 +46,12 @@ use std::time::Duration;
 /// The custom pi `api` string of every model we emit. No built-in pi
 /// provider claims it; the pi extension registers its `streamSimple` under
 /// the same string. (The TypeScript bridge used the same sentinel.)
-pub const PI_API: &str = "agy-bridge";
+pub(crate) const PI_API: &str = "agy-bridge";
 /// pi requires a non-empty `baseUrl`; nothing ever connects to it.
-pub const PI_BASE_URL: &str = "agy-bridge://antigravity";
+pub(crate) const PI_BASE_URL: &str = "agy-bridge://antigravity";
 
 /// How long `agy models` may run before its process group is killed.
-pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(8);
+pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(8);
 /// How long a cached catalog from agy is served without a refresh.
 pub const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a failed `agy models` is remembered, so a hung or signed-out agy
@@ -143,7 +143,7 @@ fn rank(e: Effort) -> i32 {
 /// The tier nearest to `want` among `offered`; a tie goes to the higher tier
 /// (pi's own `clampThinkingLevel` searches upward first, and so did the
 /// original). `None` when nothing is offered.
-pub fn nearest_effort(offered: &[Effort], want: Effort) -> Option<Effort> {
+pub(crate) fn nearest_effort(offered: &[Effort], want: Effort) -> Option<Effort> {
     offered
         .iter()
         .copied()
@@ -219,7 +219,8 @@ pub fn write_table(catalog: &Catalog, out: &mut dyn Write) -> std::io::Result<()
 
 #[cfg(test)]
 mod tests {
-    use super::parse::is_glog;
+    use super::listed::label_for_slug;
+    use super::parse::{display_from_slug, is_glog};
     use super::*;
 
     #[test]

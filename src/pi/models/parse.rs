@@ -4,7 +4,7 @@
 //! the one a later real listing pairs with that label; spelling a label into
 //! a slug is only the last resort.
 
-use super::catalog::{label_for_slug, slug_for_label};
+use super::listed::{label_for_slug, slug_for_label};
 use super::EFFORTS;
 use agy_format::agy_args::Effort;
 
@@ -100,7 +100,7 @@ pub(super) fn is_glog(line: &str) -> bool {
 
 /// agy's sign-in prompts ("Please sign in to view available models",
 /// "Waiting for authentication...").
-pub fn is_sign_in(line: &str) -> bool {
+pub(crate) fn is_sign_in(line: &str) -> bool {
     let l = line.to_ascii_lowercase();
     l.contains("sign in")
         || l.contains("sign-in")
@@ -175,7 +175,7 @@ pub fn slug_from_display(display: &str) -> String {
 /// A display name for a format-2 slug: `gemini-3.6-flash-low` → "Gemini 3.6
 /// Flash (Low)", `claude-sonnet-4-6` → "Claude Sonnet 4.6",
 /// `gpt-oss-120b-medium` → "GPT-OSS 120B (Medium)".
-pub fn display_from_slug(slug: &str) -> String {
+pub(crate) fn display_from_slug(slug: &str) -> String {
     let parts = SlugParts::of(slug);
     let mut words: Vec<String> = Vec::new();
     words.push(match parts.vendor.as_str() {

@@ -104,7 +104,7 @@ impl EventMapper {
     /// with full arguments): the line to show now (`None` for an edit,
     /// shown as its diff, and for pi's own tools). The database's record of
     /// the same step is then not shown again.
-    pub fn announce_call(&mut self, name: &str, arguments: &str) -> Option<String> {
+    pub(crate) fn announce_call(&mut self, name: &str, arguments: &str) -> Option<String> {
         let call = Event::ToolCall {
             idx: 0,
             id: String::new(),
@@ -119,7 +119,7 @@ impl EventMapper {
 
     /// A step the gate denied, with why (said on its own line): agy's
     /// error for it is not said again.
-    pub fn note_denied(&mut self, idx: i64, reason: &str) {
+    pub(crate) fn note_denied(&mut self, idx: i64, reason: &str) {
         self.denied.insert(idx, reason.to_string());
     }
 

@@ -78,12 +78,12 @@ impl<W: Write> PiStream<W> {
     }
 
     /// Whether a text block is open right now.
-    pub fn text_open(&self) -> bool {
+    pub(crate) fn text_open(&self) -> bool {
         matches!(self.open, Some((BlockKind::Text, _)))
     }
 
     /// Whether any content block was ever opened.
-    pub fn has_content(&self) -> bool {
+    pub(crate) fn has_content(&self) -> bool {
         self.next_index > 0
     }
 
@@ -184,7 +184,7 @@ impl<W: Write> PiStream<W> {
     /// End the message with agy's tool calls for pi to run (`id`, name,
     /// arguments): each as `toolcall_start`/`_delta`/`_end`, then `done`
     /// with reason `toolUse`. The next message begins with [`Self::restart`].
-    pub fn tool_use(&mut self, calls: &[(String, String, Value)]) {
+    pub(crate) fn tool_use(&mut self, calls: &[(String, String, Value)]) {
         if self.finished {
             return;
         }

@@ -36,16 +36,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// The hook's timeout in hooks.json: long, as a person decides.
-pub const HOOK_TIMEOUT_SECS: u64 = 3600;
+pub(crate) const HOOK_TIMEOUT_SECS: u64 = 3600;
 /// How long the hook waits for the decision before it denies: well inside
 /// agy's timeout, so agy never sees the hook time out.
-pub const HOOK_WAIT_SECS: u64 = HOOK_TIMEOUT_SECS - 60;
+pub(crate) const HOOK_WAIT_SECS: u64 = HOOK_TIMEOUT_SECS - 60;
 /// The name of the hook in hooks.json.
-pub const HOOK_NAME: &str = "agy-bridge";
+pub(crate) const HOOK_NAME: &str = "agy-bridge";
 /// The file the hook reads the gate's address and token from.
-pub const GATE_FILE: &str = "gate.json";
+pub(crate) const GATE_FILE: &str = "gate.json";
 /// Calls waiting to be shown or decided.
-pub const QUESTION_CAPACITY: usize = 64;
+pub(crate) const QUESTION_CAPACITY: usize = 64;
 
 /// One tool call agy is about to make, with the policy's verdict; when the
 /// verdict is [`Verdict::Ask`], agy waits for [`Question::answer`].

@@ -148,7 +148,7 @@ fn json_escaped(arguments: &str, dir: &str) -> bool {
 /// The rule "allow for this session" grants for a call: the same command
 /// (its program and first word after it), the same MCP tool, or every call
 /// of a tool that names a file, a place or nothing.
-pub fn session_rule(tool: &str, arguments: &str) -> Rule {
+pub(crate) fn session_rule(tool: &str, arguments: &str) -> Rule {
     let subject = rule_subject(tool, arguments);
     let glob = if tool == "run_command" {
         let words: Vec<&str> = subject.split_whitespace().take(2).collect();

@@ -19,11 +19,11 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The token line's cap (a token is 64 hex digits).
-pub const TOKEN_LINE_CAP: usize = 256;
+pub(crate) const TOKEN_LINE_CAP: usize = 256;
 /// The request's cap: a tool call carries whole files (write_to_file).
-pub const REQUEST_CAP: usize = 32 * 1024 * 1024;
+pub(crate) const REQUEST_CAP: usize = 32 * 1024 * 1024;
 /// How long the hook may take to send both lines.
-pub const READ_DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
 /// Hook runs served at once (agy runs one tool at a time, or a few).
 pub const MAX_CONNECTIONS: usize = 32;
 

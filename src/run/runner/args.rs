@@ -60,7 +60,7 @@ const GO_DURATION_MAX: Duration = Duration::from_secs(2_562_047 * 3600);
 /// Format a duration as Go does for `--print-timeout` (e.g. `11m0s`),
 /// capped at what Go can parse: a longer watchdog must not make agy reject
 /// its own flag.
-pub fn go_duration(d: Duration) -> String {
+pub(crate) fn go_duration(d: Duration) -> String {
     let secs = d.min(GO_DURATION_MAX).as_secs();
     let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
     if h > 0 {
@@ -155,12 +155,6 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
         args.push(agy_prompt(&req.prompt, surface.features).into_owned());
     }
     args
-}
-
-/// Whether this agy prints its conversation id with stream-json, by
-/// `agy --version`, remembered on disk per binary (see [`crate::run::agy_version`]).
-pub async fn supports_stream_json(bin: &Path) -> bool {
-    crate::run::agy_version::stream_json_supported(bin).await
 }
 
 /// The turn's [`Surface`], from what is known of agy's features.

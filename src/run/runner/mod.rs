@@ -44,14 +44,15 @@ pub mod prompt_file;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
-pub use args::{agy_args, agy_prompt, go_duration, supports_stream_json, Surface};
+pub use args::{agy_args, agy_prompt, Surface};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-pub use warm::{run_warm, run_warm_observed, start_warm, WarmAgy, WarmKey, WarmRun, WARM_MAX_AGE};
+pub(crate) use warm::run_warm_observed;
+pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
 
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -246,7 +247,7 @@ pub fn new_conversation_notice(requested: &str, new: &str) -> String {
 }
 
 /// The one sentence for an answer the database gave only part of.
-pub fn answer_from_agy_notice(reason: &str) -> String {
+pub(crate) fn answer_from_agy_notice(reason: &str) -> String {
     format!("agy-bridge: {reason}; agy's own answer follows in full")
 }
 

@@ -57,13 +57,13 @@ impl Staged<'_> {
 
     /// The stream-json line agy reads the prompt from, when it goes on
     /// agy's stdin.
-    pub fn stdin_line(&self) -> Option<&str> {
+    pub(crate) fn stdin_line(&self) -> Option<&str> {
         self.stdin_line.as_deref()
     }
 }
 
 /// The `-p` prompt for a message delivered as `file`.
-pub fn file_instruction(file: &Path, bytes: usize) -> String {
+pub(crate) fn file_instruction(file: &Path, bytes: usize) -> String {
     format!(
         "[agy-bridge: the user's message ({bytes} bytes) was saved to the file {path}, so that it \
          is not on agy's command line, where other users of this machine could read it. Before \
@@ -77,7 +77,7 @@ pub fn file_instruction(file: &Path, bytes: usize) -> String {
 
 /// Decide how the prompt reaches agy; see the module comment. A private
 /// directory, if needed, goes in the system's temporary directory.
-pub fn stage<'a>(
+pub(crate) fn stage<'a>(
     cfg: &RunConfig,
     req: &'a TurnRequest,
     surface: Surface,
@@ -127,7 +127,7 @@ fn stage_in<'a>(
 /// Whether a turn of this agy sends its prompt on stdin: agy reads
 /// stream-json input, and the turn reads agy's stream-json (the `result`
 /// line is when agy's input is closed).
-pub fn uses_stdin(features: AgyFeatures, stream_json: bool) -> bool {
+pub(crate) fn uses_stdin(features: AgyFeatures, stream_json: bool) -> bool {
     stream_json && features.stream_json_input()
 }
 

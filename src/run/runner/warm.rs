@@ -24,7 +24,7 @@ use super::*;
 /// `--print-timeout` might count from its start rather than per turn (not
 /// known), so a warm agy gets one this long past the watchdog and is
 /// replaced before it could expire.
-pub const WARM_MAX_AGE: Duration = Duration::from_secs(60 * 60);
+pub(crate) const WARM_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 
 /// Everything that, changed between turns, needs a new agy process: its
 /// command line without the conversation (model, effort, mode, permissions,
@@ -245,7 +245,7 @@ pub async fn run_warm(
 
 /// [`run_warm`] with an [`Observer`] woken after every poll of the turn
 /// (conformance records a warm agy's turns this way).
-pub async fn run_warm_observed<'a>(
+pub(crate) async fn run_warm_observed<'a>(
     cfg: &RunConfig,
     req: &TurnRequest,
     mut warm: WarmAgy,

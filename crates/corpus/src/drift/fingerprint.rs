@@ -33,7 +33,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Bump on an incompatible change of the fingerprint JSON.
-pub const FINGERPRINT_FORMAT: u32 = 1;
+pub(crate) const FINGERPRINT_FORMAT: u32 = 1;
 
 /// A field path, ordered numerically by segment (`20.3` < `20.12`), with
 /// side-column names after all numbers.

@@ -30,7 +30,7 @@ pub use compare::compare;
 pub use finding::{Class, Finding, FindingKind};
 pub use fingerprint::{
     fingerprint, fingerprint_paths, load, models_format, source_name, DriftError, Fingerprint,
-    PathKey, PathPrint, Source, StandIn, StepTypePrint, WriteTarget, FINGERPRINT_FORMAT,
+    PathKey, PathPrint, Source, StandIn, StepTypePrint, WriteTarget,
 };
 pub use known::{content_alternatives, known_paths, KnownPath, ZERO_ABLE};
 pub use report::{describe_path, Report};
@@ -64,7 +64,7 @@ pub fn default_baseline() -> Result<(Fingerprint, PathBuf), DriftError> {
 
 /// The `steps` columns the reader needs: the four every `steps` table has,
 /// and the side columns the poller reads when all four are present.
-pub const NEEDED_STEP_COLUMNS: &[&str] = &[
+pub(crate) const NEEDED_STEP_COLUMNS: &[&str] = &[
     "idx",
     "step_type",
     "status",

@@ -1,5 +1,6 @@
 //! Decoding a `steps` row: total, lenient, every unknown path kept.
 
+use super::known::PathError;
 use super::*;
 
 impl<'a> Message<'a> {
@@ -75,7 +76,7 @@ fn decode_usage(m: &Message<'_>) -> Usage {
 
 /// Decode a `CortexStepMetadata` message (payload field 5, or the
 /// `steps.metadata` column).
-pub fn decode_metadata(buf: &[u8]) -> Metadata {
+pub(crate) fn decode_metadata(buf: &[u8]) -> Metadata {
     let m = Message::parse(buf);
     let timestamp = |t: Message<'_>| (t.varint(1).unwrap_or(0), t.varint(2).unwrap_or(0));
     Metadata {

@@ -16,7 +16,7 @@ fn encode_tool_call(e: &mut Encoder, call: &ToolCall) {
 }
 
 /// Encode a metadata message (payload field 5 / `steps.metadata`).
-pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
+pub(crate) fn encode_metadata(meta: &Metadata) -> Vec<u8> {
     let mut e = Encoder::new();
     if let Some((s, ns)) = meta.created_at {
         e.message(1, |t| {

@@ -44,7 +44,7 @@ const fn k(number: u32, name: &'static str, kind: Kind) -> Known {
 use Kind::{Bytes, Msg, Str, Varint};
 
 const TIMESTAMP: &[Known] = &[k(1, "seconds", Varint), k(2, "nanos", Varint)];
-pub const TOOL_CALL: &[Known] = &[
+pub(crate) const TOOL_CALL: &[Known] = &[
     k(1, "id", Str),
     k(2, "name", Str),
     k(3, "arguments", Str),
@@ -80,7 +80,7 @@ pub const METADATA: &[Known] = &[
     k(21, "generation_version", Varint),
     k(24, "model_info", Msg(MODEL_INFO)),
 ];
-pub const ERROR_DETAILS: &[Known] = &[
+pub(crate) const ERROR_DETAILS: &[Known] = &[
     k(1, "message", Str),
     k(2, "detail", Str),
     k(3, "stack", Str),
@@ -229,9 +229,9 @@ pub const STEP: &[Known] = &[
 const PERMISSION_ITEM: &[Known] = &[k(1, "kind", Str), k(2, "value", Str)];
 const PERMISSION: &[Known] = &[k(1, "item", Msg(PERMISSION_ITEM)), k(2, "decision", Varint)];
 /// `steps.permissions`.
-pub const PERMISSIONS: &[Known] = &[k(2, "request", Msg(PERMISSION))];
+pub(crate) const PERMISSIONS: &[Known] = &[k(2, "request", Msg(PERMISSION))];
 /// `steps.task_details`.
-pub const TASK_DETAILS: &[Known] = &[
+pub(crate) const TASK_DETAILS: &[Known] = &[
     k(1, "task_id", Str),
     k(2, "log_uri", Str),
     k(4, "description", Str),

@@ -196,11 +196,11 @@ mod decode;
 mod encode;
 mod known;
 
-pub use decode::{decode, decode_metadata};
-pub use encode::{encode_body, encode_metadata, encode_step};
+pub use decode::decode;
+pub use encode::{encode_body, encode_step};
 pub use known::{
-    column_tree, path_order, walk_paths, FieldPath, Kind, Known, PathError, ERROR_DETAILS,
-    LOAD_BEARING, METADATA, PERMISSIONS, SIDE_COLUMNS, STEP, TASK_DETAILS, TOOL_CALL, USAGE,
+    column_tree, path_order, walk_paths, FieldPath, Kind, Known, LOAD_BEARING, METADATA,
+    SIDE_COLUMNS, STEP, USAGE,
 };
 
 // ---------------------------------------------------------------------------

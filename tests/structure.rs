@@ -1,0 +1,539 @@
+//! The structure drawn from the code: which module names which, outside
+//! tests. Two rules of ARCHITECTURE.md are checked on it, so they hold by
+//! test rather than by review:
+//!
+//! - **Layers.** A layer of this crate (a folder of `src/`) names only the
+//!   layers its `mod.rs` lists under "May import:", and `agy_corpus` only
+//!   where that list names it.
+//! - **No import cycles between modules**, in this crate's library and
+//!   binary and in each of the workspace's crates. A module and its own
+//!   submodules are one concept (a split file), so edges between a module
+//!   and its ancestors or descendants do not count.
+//!
+//! The parser is deliberately small: `use` trees, `crate::`/`super::` paths
+//! in code, test code skipped (`#[cfg(test)]` items). The checker's own
+//! tests at the end feed it a made-up tree with a cycle and a forbidden
+//! import, so a parser that finds nothing fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path inside its crate, e.g. `["run", "runner", "bind"]`.
+type ModPath = Vec<String>;
+
+/// One crate's modules, each with the code that is not test code.
+struct Tree {
+    modules: BTreeMap<ModPath, String>,
+}
+
+impl Tree {
+    /// Reads the crate rooted at `root` (its `lib.rs` or `main.rs`),
+    /// leaving out the files and folders in `skip` (relative to `src`).
+    fn read(src: &Path, root_file: &str, skip: &[&str]) -> Tree {
+        let mut modules = BTreeMap::new();
+        let root = src.join(root_file);
+        modules.insert(Vec::new(), non_test_code(&read(&root)));
+        walk(src, src, skip, &mut modules);
+        Tree { modules }
+    }
+
+    /// The modules `from` names outside its tests, by the longest module
+    /// prefix of each path.
+    fn names(&self, from: &ModPath) -> BTreeSet<ModPath> {
+        let code = &self.modules[from];
+        let mut out = BTreeSet::new();
+        for path in paths_in(code) {
+            if let Some(abs) = absolute(from, &path) {
+                if let Some(m) = self.longest_module(&abs) {
+                    out.insert(m);
+                }
+            }
+        }
+        out
+    }
+
+    fn longest_module(&self, path: &[String]) -> Option<ModPath> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| self.modules.contains_key(p))
+    }
+
+    /// Edges between modules that are not one another's ancestor.
+    fn edges(&self) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+        let mut edges = BTreeMap::new();
+        for from in self.modules.keys() {
+            let to: BTreeSet<ModPath> = self
+                .names(from)
+                .into_iter()
+                .filter(|to| !to.starts_with(from) && !from.starts_with(to))
+                .collect();
+            edges.insert(from.clone(), to);
+        }
+        edges
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn walk(src: &Path, dir: &Path, skip: &[&str], modules: &mut BTreeMap<ModPath, String>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let rel = path.strip_prefix(src).expect("under src");
+        let rel_str = rel.to_string_lossy().replace('\\', "/");
+        if skip.iter().any(|s| rel_str == *s) {
+            continue;
+        }
+        if path.is_dir() {
+            walk(src, &path, skip, modules);
+            continue;
+        }
+        if path.extension().is_some_and(|e| e != "rs")
+            || path.extension().is_none()
+            || dir == src && is_root(&path)
+        {
+            continue;
+        }
+        let mut module: ModPath = rel
+            .with_extension("")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if module.last().is_some_and(|l| l == "mod") {
+            module.pop();
+        }
+        modules.insert(module, non_test_code(&read(&path)));
+    }
+}
+
+fn is_root(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == "lib.rs" || n == "main.rs")
+}
+
+/// The code with every `#[cfg(test)]` item left out (a test module, a
+/// test-only helper or `use`).
+fn non_test_code(code: &str) -> String {
+    let mut out = String::new();
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut opened = false;
+        for item in lines.by_ref() {
+            for c in item.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            let done = if opened {
+                depth <= 0
+            } else {
+                item.trim_end().ends_with(';')
+            };
+            if done {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Every path in `code` that starts with `crate`, `super` or a crate name:
+/// `use` trees expanded, and paths written inline.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let code = strip_comments(code);
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = find_use(rest) {
+        let after = &rest[at..];
+        let end = after.find(';').unwrap_or(after.len());
+        let tree = after[..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        expand(&tree, &mut Vec::new(), &mut out);
+        rest = &after[end..];
+    }
+    for word in code.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+        if word.starts_with("crate::") || word.starts_with("super::") {
+            out.push(word.split("::").map(str::to_string).collect());
+        }
+    }
+    out
+}
+
+/// The start of the next `use` tree (just past `use `), at a word boundary.
+fn find_use(code: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = code[from..].find("use ") {
+        let at = from + i;
+        let before = code[..at].chars().next_back();
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            return Some(at + 4);
+        }
+        from = at + 4;
+    }
+    None
+}
+
+/// Expands `a::{b, c::{d, e}}` into `a::b`, `a::c::d`, `a::c::e`.
+fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    let tree = tree.strip_prefix("::").unwrap_or(tree);
+    if let Some(open) = tree.find('{') {
+        let head: Vec<String> = tree[..open]
+            .split("::")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let inner = tree[open + 1..].trim_end();
+        let inner = inner.strip_suffix('}').unwrap_or(inner);
+        let depth = prefix.len();
+        prefix.extend(head);
+        for part in split_top(inner) {
+            expand(part, prefix, out);
+        }
+        prefix.truncate(depth);
+        return;
+    }
+    let mut path = prefix.clone();
+    let tree = tree.split(" as ").next().unwrap_or(tree);
+    path.extend(
+        tree.split("::")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    );
+    out.push(path);
+}
+
+/// Splits on the commas of the outermost brace level.
+fn split_top(inner: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts.into_iter().filter(|p| !p.is_empty()).collect()
+}
+
+/// The code without `//` comments (doc comments name modules in links,
+/// which is not an import) and without string literals' contents.
+fn strip_comments(code: &str) -> String {
+    let mut out = String::new();
+    for line in code.lines() {
+        let mut in_str = false;
+        let mut prev = ' ';
+        let mut kept = String::new();
+        for (i, c) in line.char_indices() {
+            if !in_str && c == '/' && line[i..].starts_with("//") {
+                break;
+            }
+            if c == '"' && prev != '\\' {
+                in_str = !in_str;
+            } else if !in_str {
+                kept.push(c);
+            }
+            prev = c;
+        }
+        out.push_str(&kept);
+        out.push('\n');
+    }
+    out
+}
+
+/// `path` as written in module `from`, made absolute within the crate;
+/// `None` for paths into other crates or `self`.
+fn absolute(from: &ModPath, path: &[String]) -> Option<ModPath> {
+    let first = path.first()?;
+    if first == "crate" {
+        return Some(path[1..].to_vec());
+    }
+    if first != "super" {
+        return None;
+    }
+    let mut base = from.clone();
+    let mut rest = path;
+    while rest.first().is_some_and(|s| s == "super") {
+        base.pop()?;
+        rest = &rest[1..];
+    }
+    base.extend(rest.iter().cloned());
+    Some(base)
+}
+
+/// Every cycle of the graph, as the modules of each strongly connected
+/// component with more than one module (Tarjan's algorithm).
+fn cycles(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<ModPath, BTreeSet<ModPath>>,
+        index: BTreeMap<&'a ModPath, usize>,
+        low: BTreeMap<&'a ModPath, usize>,
+        stack: Vec<&'a ModPath>,
+        on_stack: BTreeSet<&'a ModPath>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a ModPath) {
+        let i = s.index.len();
+        s.index.insert(v, i);
+        s.low.insert(v, i);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        let edges = s.edges;
+        for w in edges.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.join("::"));
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.found.push(component);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.found
+}
+
+/// The edges among `component`'s modules, as `"  from -> to"` lines: what
+/// to cut to end the cycle.
+fn edges_within(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>, component: &[String]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (from, tos) in edges {
+        let from = from.join("::");
+        if !component.contains(&from) {
+            continue;
+        }
+        for to in tos {
+            let to = to.join("::");
+            if component.contains(&to) {
+                lines.push(format!("  {from} -> {to}"));
+            }
+        }
+    }
+    lines
+}
+
+/// What a layer's `mod.rs` says it may import: the `crate::LAYER` and
+/// `agy_corpus` links of its "May import:" paragraph.
+fn may_import(mod_rs: &str) -> (BTreeSet<String>, bool) {
+    let paragraph: String = mod_rs
+        .lines()
+        .skip_while(|l| !l.contains("May import:"))
+        .take_while(|l| l.trim() != "//!")
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!paragraph.is_empty(), "no \"May import:\" in:\n{mod_rs}");
+    let layers = paragraph
+        .split("crate::")
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !(c.is_alphanumeric() || c == '_')).next())
+        .map(str::to_string)
+        .collect();
+    (layers, paragraph.contains("agy_corpus"))
+}
+
+/// Each layer's imports that its `mod.rs` does not allow, as
+/// `"from -> to"` lines.
+fn layer_violations(tree: &Tree, src: &Path) -> Vec<String> {
+    let layers: BTreeSet<String> = tree
+        .modules
+        .keys()
+        .filter(|m| m.len() == 1 && src.join(&m[0]).is_dir())
+        .map(|m| m[0].clone())
+        .collect();
+    let mut bad = Vec::new();
+    for layer in &layers {
+        let (allowed, corpus_ok) = may_import(&read(&src.join(layer).join("mod.rs")));
+        for (module, code) in tree.modules.range(vec![layer.clone()]..) {
+            if module.first() != Some(layer) {
+                break;
+            }
+            for to in tree.names(module) {
+                let target = &to[0];
+                if target != layer && layers.contains(target) && !allowed.contains(target) {
+                    bad.push(format!("{} -> {}", module.join("::"), to.join("::")));
+                }
+            }
+            if !corpus_ok && strip_comments(code).contains("agy_corpus::") {
+                bad.push(format!("{} -> agy_corpus", module.join("::")));
+            }
+        }
+    }
+    bad
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The library's layers import only what their `mod.rs` allows.
+#[test]
+fn each_layer_imports_only_what_its_mod_rs_allows() {
+    let src = workspace().join("src");
+    let lib = Tree::read(&src, "lib.rs", &["main.rs", "cli"]);
+    assert!(lib.modules.len() > 50, "{} modules", lib.modules.len());
+    let bad = layer_violations(&lib, &src);
+    assert!(
+        bad.is_empty(),
+        "imports a layer may not make:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// No module of any crate of the workspace is in an import cycle.
+#[test]
+fn no_import_cycles_in_any_crate() {
+    let root = workspace();
+    let src = root.join("src");
+    let trees = [
+        (
+            "agy-bridge lib",
+            Tree::read(&src, "lib.rs", &["main.rs", "cli"]),
+        ),
+        ("agy-bridge bin", {
+            let mut t = Tree::read(&src, "main.rs", &[]);
+            t.modules
+                .retain(|m, _| m.first().map_or(true, |f| f == "cli"));
+            t
+        }),
+        (
+            "agy-format",
+            Tree::read(&root.join("crates/format/src"), "lib.rs", &[]),
+        ),
+        (
+            "agy-corpus",
+            Tree::read(&root.join("crates/corpus/src"), "lib.rs", &[]),
+        ),
+        (
+            "agy-synth",
+            Tree::read(&root.join("crates/synth/src"), "lib.rs", &[]),
+        ),
+        (
+            "fake-agy",
+            Tree::read(&root.join("fake-agy/src"), "main.rs", &[]),
+        ),
+    ];
+    let mut found = Vec::new();
+    for (name, tree) in &trees {
+        let edges = tree.edges();
+        let count: usize = edges.values().map(BTreeSet::len).sum();
+        assert!(count > 0, "{name}: no edges read: the parser is broken");
+        for cycle in cycles(&edges) {
+            found.push(format!("{name}: {}", cycle.join(" <-> ")));
+            found.extend(edges_within(&edges, &cycle));
+        }
+    }
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+/// The parser sees the imports this crate is known to make, so the two
+/// checks above are not passing on an empty graph.
+#[test]
+fn the_parser_reads_known_edges() {
+    let src = workspace().join("src");
+    let lib = Tree::read(&src, "lib.rs", &["main.rs", "cli"]);
+    let edges = lib.edges();
+    let has = |from: &str, to: &str| {
+        let from: ModPath = from.split("::").map(str::to_string).collect();
+        let to: ModPath = to.split("::").map(str::to_string).collect();
+        edges.get(&from).is_some_and(|e| e.contains(&to))
+    };
+    // A `use crate::…`, a `super::` path and a path written inline.
+    assert!(has("run::runner", "follow::poller"), "{:#?}", edges.keys());
+    assert!(has("pi::models::catalog", "pi::models::listed"));
+    assert!(has("corpus::record", "view::decode"));
+}
+
+/// A made-up crate with a cycle (`a` ↔ `b`, one of them through a grouped
+/// `use`), a layer import its `mod.rs` forbids, and test code that would
+/// otherwise add a third edge: the checks find exactly those.
+#[test]
+fn the_checks_fail_on_a_cycle_and_a_forbidden_import() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    let write = |rel: &str, text: &str| {
+        let path = src.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write("lib.rs", "pub mod low;\npub mod high;\n");
+    write(
+        "low/mod.rs",
+        "//! May import: nothing.\n//!\npub mod a;\npub mod b;\n",
+    );
+    write(
+        "low/a.rs",
+        "use crate::{high::x::Y, low::b};\npub fn f() { b::g(); }\n",
+    );
+    write(
+        "low/b.rs",
+        "pub fn g() { super::a::f(); }\n#[cfg(test)]\nmod tests {\n    use crate::high::z;\n}\n",
+    );
+    write(
+        "high/mod.rs",
+        "//! May import: [`crate::low`].\n//!\npub mod x;\npub mod z;\n",
+    );
+    write("high/x.rs", "pub struct Y;\n");
+    write("high/z.rs", "pub struct Z;\n");
+    let tree = Tree::read(src, "lib.rs", &[]);
+    assert_eq!(
+        cycles(&tree.edges()),
+        vec![vec!["low::a".to_string(), "low::b".to_string()]]
+    );
+    assert_eq!(layer_violations(&tree, src), vec!["low::a -> high::x"]);
+}
