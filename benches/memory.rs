@@ -1,4 +1,5 @@
-//! Peak memory of the bridge while a long answer grows live.
+//! Peak memory of the bridge while a long answer grows live, and the CPU
+//! it spends on it (its process tree's, fake-agy's own left out).
 //!
 //! fake-agy replays one answer of 50 MB growing over 10 commits (each commit
 //! rewrites the whole step, as agy does), through `agy-bridge stream` (pi's
@@ -9,7 +10,9 @@
 //!
 //! Run with `cargo build --release -p fake-agy && cargo bench --bench
 //! memory`. `MEMORY_BENCH_MB` changes the answer's size;
-//! `MEMORY_BENCH_SAVE=PATH` also keeps the recording at PATH.
+//! `MEMORY_BENCH_SAVE=PATH` also keeps the recording at PATH;
+//! `MEMORY_BRIDGE_BIN=PATH` measures another agy-bridge binary (an earlier
+//! build, for a before and after).
 
 mod common;
 
@@ -69,11 +72,17 @@ fn runner_text(v: &Value) -> Option<usize> {
     (v["kind"] == "text").then(|| v["text"].as_str().map(str::len))?
 }
 
-/// Run the bridge on the recording; returns (peak RSS, what it printed).
-fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
+/// Run the bridge on the recording; returns (peak RSS, the bridge's CPU
+/// in ms, what it printed). The CPU is the bridge's process tree's less
+/// what fake-agy reports it spent (`FAKE_AGY_CPU_LOG`).
+fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, f64, Printed) {
+    let cpu_log = home.join("fake-agy-cpu.log");
+    let bridge = std::env::var_os("MEMORY_BRIDGE_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_agy-bridge").into());
+    let mut cmd = Command::new(bridge);
     cmd.args(subcommand)
         .env("HOME", home)
+        .env("FAKE_AGY_CPU_LOG", &cpu_log)
         .env("AGY_BIN", fake_agy())
         .env("FAKE_AGY_RECORDING", recording)
         .env("FAKE_AGY_SPEED", "1")
@@ -87,6 +96,7 @@ fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed)
     ] {
         cmd.env_remove(var);
     }
+    let cpu_before = common::children_cpu_ms();
     let mut child = cmd.spawn().expect("spawn agy-bridge");
     let mut stdin = child.stdin.take().expect("stdin");
     let stream = subcommand[0] == "stream";
@@ -103,6 +113,7 @@ fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed)
     let text_of = if stream { pi_text } else { runner_text };
     let reader = std::thread::spawn(move || read_events(out, text_of));
     let (status, peak) = rss::wait_with_peak(&mut child);
+    let cpu = common::children_cpu_ms() - cpu_before - common::fake_agy_cpu_ms(&cpu_log);
     // `stream`: held open to the end of the turn, as pi does (its end
     // aborts).
     drop(stdin);
@@ -111,7 +122,7 @@ fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, Printed)
         status.success() || stream,
         "agy-bridge {subcommand:?}: {status}"
     );
-    (peak, printed)
+    (peak, cpu, printed)
 }
 
 fn main() {
@@ -136,16 +147,17 @@ fn main() {
         payload as f64 / MB,
         (3 * payload) as f64 / MB + 20.0
     );
-    println!("| path | peak RSS | peak / payload | answer bytes streamed | last event |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| path | peak RSS | peak / payload | CPU | answer bytes streamed | last event |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for subcommand in [&["stream"][..], &["run", "--json", "go"][..]] {
         let home = tempfile::tempdir().expect("home");
-        let (peak, printed) = measure(home.path(), &path, subcommand);
+        let (peak, cpu, printed) = measure(home.path(), &path, subcommand);
         println!(
-            "| `agy-bridge {}` | {:.1} MB | {:.2}x | {} | {} |",
+            "| `agy-bridge {}` | {:.1} MB | {:.2}x | {:.0} ms | {} | {} |",
             subcommand.join(" "),
             peak as f64 / MB,
             peak as f64 / payload as f64,
+            cpu,
             printed.text_bytes,
             printed.last
         );

@@ -85,5 +85,28 @@ fn main() {
             fatal.code
         }
     };
+    log_cpu();
     std::process::exit(code);
+}
+
+/// `FAKE_AGY_CPU_LOG=PATH`: append the CPU this process spent (user and
+/// system, its threads and its reaped children), in microseconds, as one
+/// JSON line `{"pid":…,"cpu_us":…}`. A bench that measures the bridge
+/// through its whole process tree subtracts what the agy stand-in spent.
+fn log_cpu() {
+    use nix::sys::resource::{getrusage, UsageWho};
+    if std::env::var_os("FAKE_AGY_CPU_LOG").is_none() {
+        return;
+    }
+    let us = |who| {
+        getrusage(who).map_or(0, |u| {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() * 1_000_000 + tv.tv_usec();
+            t(u.user_time()) + t(u.system_time())
+        })
+    };
+    let cpu_us = us(UsageWho::RUSAGE_SELF) + us(UsageWho::RUSAGE_CHILDREN);
+    append_json_line(
+        "FAKE_AGY_CPU_LOG",
+        serde_json::json!({"pid": std::process::id(), "cpu_us": cpu_us}),
+    );
 }

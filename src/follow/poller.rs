@@ -4,10 +4,11 @@
 //! Its contract with the writer: it opens read-only with `query_only`, never
 //! holds a read transaction between polls and never checkpoints, so agy is
 //! never blocked. Its contract with the caller: every poll first asks
-//! `PRAGMA data_version`, and runs no row SELECT unless something was
-//! committed since the last poll; then it reads rows past the cursor plus every
-//! step that has not finished yet, and hands them to the [`Tracker`], which
-//! emits only what is new.
+//! whether anything was committed since the last one (the WAL-index
+//! header in `<db>-shm`, then `PRAGMA data_version` when that moved), and
+//! runs no row SELECT unless something was; then it reads rows past the
+//! cursor plus every step that has not finished yet, and hands them to the
+//! [`Tracker`], which emits only what is new.
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
@@ -29,13 +30,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The pause between re-checks of [`Poller::poll_settling`]; each re-check
-/// is one `PRAGMA data_version`, a few microseconds. After
-/// [`SETTLE_FAST_FOR`], [`SETTLE_PAUSE_SLOW`]: a commit still invisible
-/// then waits for agy's fsync, and is caught within that of landing.
-const SETTLE_PAUSE: Duration = Duration::from_micros(100);
-const SETTLE_FAST_FOR: Duration = Duration::from_millis(2);
-const SETTLE_PAUSE_SLOW: Duration = Duration::from_micros(200);
+/// The pause between looks of [`Poller::poll_settling`]; each look is one
+/// `PRAGMA data_version`, a few microseconds plus a wake-up. A commit
+/// waiting for agy's fsync is caught within this of becoming visible: 0.2
+/// ms, the bound, at half the looks (and CPU) of 0.1 ms.
+const SETTLE_PAUSE: Duration = Duration::from_micros(200);
 
 /// How long a settling poll ([`Poller::poll_settling`]) keeps looking for
 /// the commit a notification announced.
@@ -120,7 +119,7 @@ pub enum Poll {
 pub struct Poller {
     path: PathBuf,
     conn: Option<Connection>,
-    columns: StepColumns,
+    sql: Sql,
     data_version: Option<i64>,
     cursor: i64,
     unfinished: BTreeSet<i64>,
@@ -133,6 +132,46 @@ pub struct Poller {
     behind: bool,
     /// The WAL as it was when the last settling poll read a commit.
     read_mark: WalMark,
+    /// The WAL-index header, read without SQLite: see [`ShmHeader`].
+    shm: Option<ShmHeader>,
+}
+
+/// Bytes of the first copy of the WAL-index header at the start of
+/// `<db>-shm`: frame count, page count, frame and header checksums, salts
+/// and a change counter (SQLite's wal.c, `WalIndexHdr`).
+const SHM_HEADER: usize = 48;
+
+/// The WAL-index header of the followed database, read with one `pread` and
+/// no lock. SQLite rewrites it on every commit (a new frame count and
+/// checksums, the change counter moved), so while it reads the same as at
+/// the last `PRAGMA data_version`, nothing was committed: the look a poll
+/// makes costs one system call instead of SQLite's read transaction (its
+/// shared-memory locks, three `fcntl`s and a read). Any difference, a torn
+/// read included, only sends the poll on to the `PRAGMA`, which decides.
+/// The file stays the same while our connection is open: SQLite removes
+/// it only after the last connection closes.
+#[derive(Debug)]
+struct ShmHeader {
+    file: std::fs::File,
+    /// The header as read just before the last `PRAGMA data_version`.
+    seen: Option<[u8; SHM_HEADER]>,
+}
+
+impl ShmHeader {
+    /// `<db>-shm`, if the database has one (WAL mode).
+    fn open(db: &Path) -> Option<ShmHeader> {
+        let mut shm = db.as_os_str().to_owned();
+        shm.push("-shm");
+        let file = std::fs::File::open(shm).ok()?;
+        Some(ShmHeader { file, seen: None })
+    }
+
+    fn read(&self) -> Option<[u8; SHM_HEADER]> {
+        use std::os::unix::fs::FileExt;
+        let mut header = [0u8; SHM_HEADER];
+        self.file.read_exact_at(&mut header, 0).ok()?;
+        Some(header)
+    }
 }
 
 /// New rows one poll reads at most. A poll's rows, their decoded steps and
@@ -151,14 +190,8 @@ pub const BYTES_PER_POLL: usize = 4 << 20;
 
 /// The rows past `cursor`, in order, up to [`ROWS_PER_POLL`] rows or
 /// [`BYTES_PER_POLL`] bytes of payload; whether more may be waiting.
-fn fresh_rows(
-    tx: &rusqlite::Transaction<'_>,
-    select: &str,
-    cursor: i64,
-) -> rusqlite::Result<(Vec<StepRow>, bool)> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "{select} WHERE idx > ?1 ORDER BY idx LIMIT {ROWS_PER_POLL}"
-    ))?;
+fn fresh_rows(conn: &Connection, sql: &Sql, cursor: i64) -> rusqlite::Result<(Vec<StepRow>, bool)> {
+    let mut stmt = conn.prepare_cached(&sql.fresh)?;
     let mut rows = Vec::new();
     let mut bytes = 0;
     for row in stmt.query_map([cursor], to_row)? {
@@ -174,6 +207,42 @@ fn fresh_rows(
     Ok((rows, full))
 }
 
+/// The statements every poll runs, written once per database: each is
+/// compiled once and kept in the connection's statement cache, so a poll
+/// (up to a few dozen a commit while one settles) parses no SQL.
+#[derive(Debug, Default)]
+struct Sql {
+    /// The rows past a cursor (`?1`), in order, [`ROWS_PER_POLL`] at most.
+    fresh: String,
+    /// One row by idx (`?1`): a step that has not finished, read again.
+    one: String,
+}
+
+impl Sql {
+    fn new(columns: StepColumns) -> Sql {
+        let select = columns.select();
+        Sql {
+            fresh: format!("{select} WHERE idx > ?1 ORDER BY idx LIMIT {ROWS_PER_POLL}"),
+            one: format!("{select} WHERE idx = ?1"),
+        }
+    }
+}
+
+/// `f` inside one read transaction (`BEGIN` … `COMMIT`, both cached), so
+/// every SELECT in it sees the same commit; the transaction ends whatever
+/// `f` returns.
+fn in_read_transaction<T>(
+    conn: &Connection,
+    f: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let read = f();
+    let ended = conn.prepare_cached("COMMIT")?.execute([]);
+    let read = read?;
+    ended?;
+    Ok(read)
+}
+
 impl Poller {
     /// Follow `path`, streaming steps with idx greater than `after_idx`
     /// (`None` streams from the start).
@@ -181,7 +250,7 @@ impl Poller {
         Poller {
             path: path.into(),
             conn: None,
-            columns: StepColumns::default(),
+            sql: Sql::default(),
             data_version: None,
             cursor: after_idx.unwrap_or(-1),
             unfinished: BTreeSet::new(),
@@ -190,6 +259,7 @@ impl Poller {
             usage: std::collections::BTreeMap::new(),
             behind: false,
             read_mark: None,
+            shm: None,
         }
     }
 
@@ -210,6 +280,14 @@ impl Poller {
     /// The highest idx read so far (or the starting cursor).
     pub fn last_idx(&self) -> Option<i64> {
         (self.cursor >= 0).then_some(self.cursor)
+    }
+
+    /// Whether agy's WAL was written since the last poll that read a commit
+    /// (one `stat`). When it was not, every write so far has been read, and
+    /// only a new file notification can bring more.
+    pub fn written_since_read(&self) -> bool {
+        let mark = wal_mark(&self.path);
+        mark.is_some() && mark != self.read_mark
     }
 
     /// Steps seen but not yet in a terminal status.
@@ -278,8 +356,7 @@ impl Poller {
         } else {
             settle.unwritten
         };
-        let started = Instant::now();
-        let deadline = started + window;
+        let deadline = Instant::now() + window;
         self.stats.polls += 1;
         loop {
             match self.poll_inner() {
@@ -294,12 +371,7 @@ impl Poller {
             if left.is_zero() {
                 return Poll::Ready(Vec::new());
             }
-            let pause = if started.elapsed() < SETTLE_FAST_FOR {
-                SETTLE_PAUSE
-            } else {
-                SETTLE_PAUSE_SLOW
-            };
-            std::thread::sleep(pause.min(left));
+            std::thread::sleep(SETTLE_PAUSE.min(left));
         }
     }
 
@@ -308,6 +380,7 @@ impl Poller {
         if !matches!(e, ReadError::Locked { .. }) {
             self.conn = None;
             self.data_version = None;
+            self.shm = None;
         }
         Poll::NotReady(e)
     }
@@ -317,7 +390,7 @@ impl Poller {
     fn poll_inner(&mut self) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
             let conn = open_read_only(&self.path)?;
-            self.columns = StepColumns::detect(&conn, &self.path)?;
+            self.sql = Sql::new(StepColumns::detect(&conn, &self.path)?);
             self.conn = Some(conn);
         }
         let Some(conn) = self.conn.as_ref() else {
@@ -327,35 +400,40 @@ impl Poller {
         let err = |e| ReadError::from_sqlite(&path, e);
 
         self.stats.version_checks += 1;
+        let header = self.shm.as_ref().and_then(ShmHeader::read);
+        let shm_seen = self.shm.as_ref().and_then(|s| s.seen);
+        if self.data_version.is_some() && header.is_some() && header == shm_seen {
+            return Ok(None);
+        }
         let version: i64 = conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .map_err(err)?;
+        match self.shm.as_mut() {
+            Some(shm) => shm.seen = header,
+            // Tried only here, on a look that asks SQLite anyway: a
+            // database without a WAL has none.
+            None => self.shm = ShmHeader::open(&self.path),
+        }
         if self.data_version == Some(version) {
             return Ok(None);
         }
 
         // One short read transaction so both SELECTs see the same commit.
-        let tx = conn.unchecked_transaction().map_err(err)?;
-        self.stats.row_selects += 1;
-        let (mut rows, behind) =
-            fresh_rows(&tx, self.columns.select(), self.cursor).map_err(err)?;
-        self.behind = behind;
-        if !self.unfinished.is_empty() {
-            let list: Vec<String> = self.unfinished.iter().map(|i| i.to_string()).collect();
-            let mut stmt = tx
-                .prepare(&format!(
-                    "{} WHERE idx IN ({}) ORDER BY idx",
-                    self.columns.select(),
-                    list.join(",")
-                ))
-                .map_err(err)?;
-            self.stats.row_selects += 1;
-            let again = stmt.query_map([], to_row).map_err(err)?;
-            for row in again {
-                rows.push(row.map_err(err)?);
+        let (sql, cursor, unfinished) = (&self.sql, self.cursor, &self.unfinished);
+        let (mut rows, behind) = in_read_transaction(conn, || {
+            let (mut rows, behind) = fresh_rows(conn, sql, cursor)?;
+            let mut again = conn.prepare_cached(&sql.one)?;
+            for idx in unfinished {
+                if let Some(row) = again.query_map([idx], to_row)?.next() {
+                    rows.push(row?);
+                }
             }
-        }
-        tx.finish().map_err(err)?;
+            Ok((rows, behind))
+        })
+        .map_err(err)?;
+        self.stats.row_selects += 1 + u64::from(!self.unfinished.is_empty());
+        self.behind = behind;
         // Behind: the rows past this batch are in the version just read, so
         // the next poll must not take it as already seen.
         self.data_version = (!self.behind).then_some(version);

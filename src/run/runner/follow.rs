@@ -16,13 +16,15 @@ impl Turn<'_> {
     /// Poll the database once, forwarding what is new; right after a file
     /// notification (`notified`), wait briefly for the commit it announced.
     /// SQLite reads block, so the poll runs on a blocking thread, never on a
-    /// runtime worker.
-    pub(super) async fn poll(&mut self, notified: bool) {
+    /// runtime worker. Returns whether a write may still be unread (the
+    /// WAL was written since the last commit read, or nothing is followed
+    /// yet): only then are the settle re-checks worth their wake-ups.
+    pub(super) async fn poll(&mut self, notified: bool) -> bool {
         let Some(f) = self.followed.as_mut() else {
-            return;
+            return true;
         };
         let Some(mut poller) = f.reader.take() else {
-            return;
+            return true;
         };
         let joined = tokio::task::spawn_blocking(move || {
             let polled = if notified {
@@ -30,14 +32,15 @@ impl Turn<'_> {
             } else {
                 poller.poll()
             };
-            (poller, polled)
+            let unread = poller.written_since_read();
+            (poller, polled, unread)
         })
         .await;
-        let Ok((poller, polled)) = joined else {
+        let Ok((poller, polled, unread)) = joined else {
             // The reader panicked (a decoder bug): the turn goes on from
             // stream-json alone.
             self.db.last_problem = Some("the database reader failed".into());
-            return;
+            return true;
         };
         self.result.last_idx = poller.last_idx();
         let path = poller.path().to_path_buf();
@@ -58,6 +61,7 @@ impl Turn<'_> {
             let dir = &self.dir;
             crate::run::blocking::in_place(|| o.wake(dir, &path));
         }
+        unread
     }
 
     /// Switch to stream-json as the text source, saying so once.
@@ -126,7 +130,10 @@ impl Turn<'_> {
         let mut notified = false;
         loop {
             self.try_bind(agy.pid.get()).await;
-            self.poll(notified).await;
+            if !self.poll(notified).await {
+                // Every write so far is read: the next one notifies.
+                wake.settle = None;
+            }
             self.release_held(false);
             self.check_stall();
             self.check_degraded();

@@ -14,7 +14,9 @@ use crate::follow::poller::Settle;
 /// last read (agy's fsync, typically under a millisecond, at times several,
 /// is caught within 0.2 ms of its end), and only briefly for writes already
 /// read. What outlasts that (a long write) is caught by the re-checks 2,
-/// 4, … 64 ms later. Each look is one `PRAGMA data_version`.
+/// 4, … 64 ms later, which stop once a poll finds every write to the WAL
+/// read ([`Poller::written_since_read`]): then the next write notifies.
+/// Each look is one `PRAGMA data_version`.
 pub(super) const SETTLE_FINE: Settle = Settle {
     written: Duration::from_millis(4),
     unwritten: Duration::from_micros(1500),
@@ -29,7 +31,82 @@ pub(super) async fn settle_sleep(settle: Option<(tokio::time::Instant, Duration)
     }
 }
 
-/// Wake-up source: inotify on the conversations directory.
+/// Wake-up source: file notifications from the conversations directory.
+/// On Linux, inotify read by the runtime's own I/O driver: one `read`
+/// brings every waiting notification, with no thread or channel between
+/// the kernel and the turn (a commit notifies once per WAL write).
+#[cfg(target_os = "linux")]
+pub(super) struct Watcher {
+    fd: tokio::io::unix::AsyncFd<InotifyFd>,
+    /// Names read but not yet handed out, oldest first.
+    pending: VecDeque<PathBuf>,
+}
+
+/// The inotify instance, owning its descriptor, as the runtime's reactor
+/// registers it.
+#[cfg(target_os = "linux")]
+struct InotifyFd(nix::sys::inotify::Inotify);
+
+#[cfg(target_os = "linux")]
+impl std::os::fd::AsRawFd for InotifyFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn watch(dir: &Path) -> Option<Watcher> {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+    // Writes, and files appearing (a new conversation, a WAL created):
+    // what can bring a commit. Not opens or reads, our own included.
+    let mask = AddWatchFlags::IN_MODIFY
+        | AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_CLOSE_WRITE;
+    inotify.add_watch(dir, mask).ok()?;
+    let readable = tokio::io::Interest::READABLE;
+    // SAFETY: the descriptor is the Inotify's own, moved into the AsyncFd
+    // with it: it stays open and the same until the AsyncFd is dropped.
+    let fd =
+        unsafe { tokio::io::unix::AsyncFd::register_with_interest(InotifyFd(inotify), readable) }
+            .ok()?;
+    Some(Watcher {
+        fd,
+        pending: VecDeque::new(),
+    })
+}
+
+#[cfg(target_os = "linux")]
+impl Watcher {
+    /// The next changed file's name; `None` when the watch is gone.
+    async fn recv(&mut self) -> Option<PathBuf> {
+        loop {
+            if let Some(name) = self.pending.pop_front() {
+                return Some(name);
+            }
+            let mut ready = self.fd.readable().await.ok()?;
+            match ready.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
+                Ok(Ok(events)) => {
+                    let names = events.into_iter().filter_map(|e| e.name).map(PathBuf::from);
+                    self.pending.extend(names);
+                }
+                Ok(Err(_)) => return None,
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// A name already read, without waiting.
+    fn try_recv(&mut self) -> Option<PathBuf> {
+        self.pending.pop_front()
+    }
+}
+
+/// Wake-up source elsewhere: notify's watcher on the conversations
+/// directory, its events handed over a channel.
+#[cfg(not(target_os = "linux"))]
 pub(super) struct Watcher {
     _inner: notify::RecommendedWatcher,
     rx: mpsc::Receiver<PathBuf>,
@@ -41,8 +118,10 @@ pub(super) struct Watcher {
 /// does not fit is dropped rather than queued while the runner waits for a
 /// slow consumer (agy's WAL writes notify on every commit), and the
 /// fallback tick covers the rare relevant one lost behind others.
+#[cfg(not(target_os = "linux"))]
 const WAKE_CAPACITY: usize = 64;
 
+#[cfg(not(target_os = "linux"))]
 fn watch(dir: &Path) -> Option<Watcher> {
     use notify::Watcher as _;
     let (tx, rx) = mpsc::channel(WAKE_CAPACITY);
@@ -57,6 +136,17 @@ fn watch(dir: &Path) -> Option<Watcher> {
     .ok()?;
     inner.watch(dir, notify::RecursiveMode::NonRecursive).ok()?;
     Some(Watcher { _inner: inner, rx })
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Watcher {
+    async fn recv(&mut self) -> Option<PathBuf> {
+        self.rx.recv().await
+    }
+
+    fn try_recv(&mut self) -> Option<PathBuf> {
+        self.rx.try_recv().ok()
+    }
 }
 
 /// Whether a change to `path` can matter: before binding, a conversation
@@ -100,7 +190,7 @@ impl Wake {
     pub(super) fn on_change(&mut self, path: &Path, bound: Option<&ConversationId>) -> bool {
         let mut wake = relevant(path, bound);
         if let Some(w) = self.watcher.as_mut() {
-            while let Ok(p) = w.rx.try_recv() {
+            while let Some(p) = w.try_recv() {
                 wake |= relevant(&p, bound);
             }
         }
@@ -123,7 +213,7 @@ impl Wake {
 
 pub(super) async fn recv_path(w: &mut Option<Watcher>) -> Option<PathBuf> {
     match w {
-        Some(w) => w.rx.recv().await,
+        Some(w) => w.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -1,0 +1,202 @@
+//! CPU the bridge spends per turn and per commit, through `agy-bridge
+//! stream` as pi runs it (issue 22, item 2).
+//!
+//! Each run spawns `agy-bridge stream` on fake-agy replaying a growth
+//! recording (one answer growing by one commit every `CPU_DT_MS`, default
+//! 20 ms, fsyncing each commit as SQLite's default does). The bridge's CPU is
+//! its whole process tree's (the bridge, its threads, the guardian: user +
+//! system, from `getrusage(RUSAGE_CHILDREN)` around the run) less what
+//! fake-agy reports it spent itself (`FAKE_AGY_CPU_LOG`, every fake-agy
+//! process of the run: the turn and any `--version`/`--help` probe), so
+//! agy's stand-in is never counted as ours.
+//!
+//! Two sizes, interleaved run by run: a short turn (40 commits) and a long
+//! one (`CPU_LONG`, default 960). Per commit = (long − short) / (commits
+//! between them); fixed per turn = short − 40 × per commit. Targets: ≤ 0.3
+//! ms per commit, ≤ 5 ms per turn fixed.
+//!
+//! Run with `cargo build --release --workspace && cargo bench --bench cpu`
+//! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
+//! `CPU_BEFORE_BIN=PATH` runs another agy-bridge binary interleaved with
+//! this one, run by run, and prints the ratios).
+
+mod common;
+
+use agy_corpus::db::step_write;
+use agy_corpus::recording::Recording;
+use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
+use agy_synth::builder::Builder;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const SHORT: usize = 40;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One answer growing over `commits` commits `dt_ms` apart, then done.
+fn growth(commits: usize, dt_ms: u64) -> Recording {
+    let mut b = Builder::new("bench-cpu", "cpu bench", "go", "");
+    b.open_turn(0, "go", "bench", true);
+    let mut text = String::new();
+    let step = |status, text: &str| {
+        Step::new(2, StepType::PlannerResponse, status).with_body(Body::Planner(PlannerResponse {
+            text: text.to_string(),
+            ..PlannerResponse::default()
+        }))
+    };
+    for i in 0..commits {
+        text.push_str(&format!("chunk {i:04} of the answer. "));
+        b.commit(
+            dt_ms,
+            vec![step_write(&step(StepStatus::Generating, &text))],
+        );
+    }
+    b.commit(dt_ms, vec![step_write(&step(StepStatus::Done, &text))]);
+    b.finish()
+}
+
+/// One turn through `agy-bridge stream`: (the bridge's CPU ms, text events).
+fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
+    let log = home.join("fake-agy-cpu.log");
+    let _ = std::fs::remove_file(&log);
+    let mut cmd = Command::new(bridge);
+    cmd.arg("stream")
+        .env("HOME", home)
+        .env("AGY_BIN", common::fake_agy())
+        .env("AGY_WARM", "off")
+        .env("AGY_PERMISSIONS", "allow")
+        .env("FAKE_AGY_RECORDING", recording)
+        .env("FAKE_AGY_CPU_LOG", &log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for var in [
+        "AGY_BRIDGE_STATE_DIR",
+        "AGY_CONVERSATIONS_DIR",
+        "AGY_EXTRA_ARGS",
+        "FAKE_AGY_SYNCHRONOUS",
+        "FAKE_AGY_SPEED",
+    ] {
+        cmd.env_remove(var);
+    }
+    let before = common::children_cpu_ms();
+    let mut child = cmd.spawn().expect("spawn agy-bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let request = serde_json::json!({
+        "model": "gemini-3.7-flash",
+        "sessionId": "cpu-bench",
+        "cwd": home,
+        "messages": [{"role": "user", "content": "go"}],
+    });
+    writeln!(stdin, "{request}").expect("request");
+    let out = child.stdout.take().expect("stdout");
+    let mut texts = 0;
+    let mut last = String::new();
+    for line in BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        if line.contains("\"text_delta\"") {
+            texts += 1;
+        }
+        last = line;
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(
+        status.success(),
+        "agy-bridge stream failed: {status}; last line {last}"
+    );
+    assert!(
+        last.contains("\"done\""),
+        "the turn did not end well: {last}"
+    );
+    let tree = common::children_cpu_ms() - before;
+    (tree - common::fake_agy_cpu_ms(&log), texts)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let long = env_num("CPU_LONG", 960) as usize;
+    let dt = env_num("CPU_DT_MS", 20);
+    let rounds = env_num("CPU_ROUNDS", 3).max(1);
+    let home = tempfile::tempdir().expect("tempdir");
+    let save = |rec: Recording, name: &str| {
+        let path = home.path().join(name);
+        rec.save(&path).expect("save recording");
+        path
+    };
+    let short_rec = save(growth(SHORT, dt), "short.jsonl");
+    let long_rec = save(growth(long, dt), "long.jsonl");
+    // Keep them to replay by hand (under `perf`, say).
+    if let Some(keep) = std::env::var_os("CPU_SAVE") {
+        let keep = Path::new(&keep);
+        std::fs::create_dir_all(keep).expect("CPU_SAVE dir");
+        for r in [&short_rec, &long_rec] {
+            std::fs::copy(r, keep.join(r.file_name().expect("name"))).expect("copy recording");
+        }
+    }
+    let mut bridges = vec![("ours", PathBuf::from(env!("CARGO_BIN_EXE_agy-bridge")))];
+    if let Some(before) = std::env::var_os("CPU_BEFORE_BIN") {
+        bridges.push(("before", PathBuf::from(before)));
+    }
+    // Each bridge its own HOME (its own state, sessions and caches).
+    let homes: Vec<tempfile::TempDir> = bridges
+        .iter()
+        .map(|_| tempfile::tempdir().expect("home"))
+        .collect();
+    let mut results = Vec::new();
+    for ((name, bridge), home) in bridges.iter().zip(&homes) {
+        // One turn first, so agy's version and help are cached as in use.
+        run_once(bridge, home.path(), &short_rec);
+        results.push((*name, Vec::new(), Vec::new()));
+    }
+    for round in 0..rounds {
+        for (i, ((name, bridge), home)) in bridges.iter().zip(&homes).enumerate() {
+            let (s, s_texts) = run_once(bridge, home.path(), &short_rec);
+            let (l, l_texts) = run_once(bridge, home.path(), &long_rec);
+            println!(
+                "round {round} {name}: short {s:.1} ms ({s_texts} text events), long {l:.1} ms ({l_texts} text events)"
+            );
+            results[i].1.push(s);
+            results[i].2.push(l);
+        }
+    }
+    summarise(results, long, dt, rounds);
+}
+
+/// Each bridge's medians, its CPU per commit and fixed per turn, and the
+/// ratios when two ran.
+fn summarise(results: Vec<(&str, Vec<f64>, Vec<f64>)>, long: usize, dt: u64, rounds: u64) {
+    let mut summary = Vec::new();
+    for (name, mut shorts, mut longs) in results {
+        let (s, l) = (median(&mut shorts), median(&mut longs));
+        let per_commit = (l - s) / (long - SHORT) as f64;
+        let fixed = s - SHORT as f64 * per_commit;
+        println!(
+            "{name}: {SHORT}-commit turn {s:.1} ms, {long}-commit turn {l:.1} ms (medians of {rounds}, commits {dt} ms apart)"
+        );
+        println!(
+            "{name}: per commit {per_commit:.3} ms (target <= 0.3), per turn fixed {fixed:.1} ms (target <= 5)"
+        );
+        summary.push((per_commit, fixed));
+    }
+    if let [(ours_c, ours_f), (before_c, before_f)] = summary[..] {
+        println!(
+            "ours/before: per commit {:.2}x, per turn fixed {:.2}x",
+            ours_c / before_c,
+            ours_f / before_f
+        );
+    }
+}
