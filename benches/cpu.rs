@@ -28,7 +28,6 @@ use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
 use agy_synth::builder::Builder;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const SHORT: usize = 40;
 
@@ -65,35 +64,14 @@ fn growth(commits: usize, dt_ms: u64) -> Recording {
 fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
     let log = home.join("fake-agy-cpu.log");
     let _ = std::fs::remove_file(&log);
-    let mut cmd = Command::new(bridge);
+    let mut cmd = common::bridge_on_fake_agy(bridge, home, recording);
     cmd.arg("stream")
-        .env("HOME", home)
-        .env("AGY_BIN", common::fake_agy())
         .env("AGY_WARM", "off")
-        .env("AGY_PERMISSIONS", "allow")
-        .env("FAKE_AGY_RECORDING", recording)
-        .env("FAKE_AGY_CPU_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for var in [
-        "AGY_BRIDGE_STATE_DIR",
-        "AGY_CONVERSATIONS_DIR",
-        "AGY_EXTRA_ARGS",
-        "FAKE_AGY_SYNCHRONOUS",
-        "FAKE_AGY_SPEED",
-    ] {
-        cmd.env_remove(var);
-    }
+        .env("AGY_PERMISSIONS", "allow");
     let before = common::children_cpu_ms();
     let mut child = cmd.spawn().expect("spawn agy-bridge");
     let mut stdin = child.stdin.take().expect("stdin");
-    let request = serde_json::json!({
-        "model": "gemini-3.7-flash",
-        "sessionId": "cpu-bench",
-        "cwd": home,
-        "messages": [{"role": "user", "content": "go"}],
-    });
+    let request = common::stream_request(home, "cpu-bench");
     writeln!(stdin, "{request}").expect("request");
     let out = child.stdout.take().expect("stdout");
     let mut texts = 0;

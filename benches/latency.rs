@@ -107,14 +107,7 @@ struct Measured {
 }
 
 fn cpu_ms() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_SELF)
-        .map(|u| {
-            let t =
-                |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3;
-            t(u.user_time()) + t(u.system_time())
-        })
-        .unwrap_or(0.0)
+    common::cpu_ms_of(nix::sys::resource::UsageWho::RUSAGE_SELF)
 }
 
 fn measure(

@@ -16,8 +16,6 @@
 
 mod common;
 
-use common::fake_agy;
-
 #[path = "../tests/common/rss.rs"]
 mod rss;
 
@@ -26,7 +24,6 @@ use agy_synth as synth;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const COMMITS: usize = 10;
 const MB: f64 = 1024.0 * 1024.0;
@@ -76,44 +73,25 @@ fn runner_text(v: &Value) -> Option<usize> {
 /// in ms, what it printed). The CPU is the bridge's process tree's less
 /// what fake-agy reports it spent (`FAKE_AGY_CPU_LOG`).
 fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, f64, Printed) {
-    let cpu_log = home.join("fake-agy-cpu.log");
     let bridge = std::env::var_os("MEMORY_BRIDGE_BIN")
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_agy-bridge").into());
-    let mut cmd = Command::new(bridge);
-    cmd.args(subcommand)
-        .env("HOME", home)
-        .env("FAKE_AGY_CPU_LOG", &cpu_log)
-        .env("AGY_BIN", fake_agy())
-        .env("FAKE_AGY_RECORDING", recording)
-        .env("FAKE_AGY_SPEED", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for var in [
-        "AGY_BRIDGE_STATE_DIR",
-        "AGY_CONVERSATIONS_DIR",
-        "AGY_EXTRA_ARGS",
-    ] {
-        cmd.env_remove(var);
-    }
+    let mut cmd = common::bridge_on_fake_agy(Path::new(&bridge), home, recording);
+    cmd.args(subcommand).env("FAKE_AGY_SPEED", "1");
     let cpu_before = common::children_cpu_ms();
     let mut child = cmd.spawn().expect("spawn agy-bridge");
     let mut stdin = child.stdin.take().expect("stdin");
     let stream = subcommand[0] == "stream";
     if stream {
-        let request = serde_json::json!({
-            "model": "gemini-3.7-flash",
-            "sessionId": "memory-bench",
-            "cwd": home,
-            "messages": [{"role": "user", "content": "go"}],
-        });
+        let request = common::stream_request(home, "memory-bench");
         writeln!(stdin, "{request}").expect("request");
     }
     let out = child.stdout.take().expect("stdout");
     let text_of = if stream { pi_text } else { runner_text };
     let reader = std::thread::spawn(move || read_events(out, text_of));
     let (status, peak) = rss::wait_with_peak(&mut child);
-    let cpu = common::children_cpu_ms() - cpu_before - common::fake_agy_cpu_ms(&cpu_log);
+    let cpu = common::children_cpu_ms()
+        - cpu_before
+        - common::fake_agy_cpu_ms(&home.join("fake-agy-cpu.log"));
     // `stream`: held open to the end of the turn, as pi does (its end
     // aborts).
     drop(stdin);

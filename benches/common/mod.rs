@@ -24,17 +24,61 @@ pub fn fake_agy() -> PathBuf {
     workspace_bin("fake-agy")
 }
 
-/// CPU of this process's reaped children so far, in ms.
+/// CPU (user + system) in ms of `who`: this process, or its reaped
+/// children.
 #[allow(dead_code)]
-pub fn children_cpu_ms() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_CHILDREN)
+pub fn cpu_ms_of(who: nix::sys::resource::UsageWho) -> f64 {
+    nix::sys::resource::getrusage(who)
         .map(|u| {
             let t =
                 |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3;
             t(u.user_time()) + t(u.system_time())
         })
         .unwrap_or(0.0)
+}
+
+/// CPU of this process's reaped children so far, in ms.
+#[allow(dead_code)]
+pub fn children_cpu_ms() -> f64 {
+    cpu_ms_of(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+}
+
+/// `agy-bridge` (`bridge`) on fake-agy replaying `recording`, in `home`,
+/// its stdio piped (stderr dropped), fake-agy's CPU logged to
+/// `home/fake-agy-cpu.log` ([`fake_agy_cpu_ms`]), and none of the caller's
+/// own bridge settings passed on.
+#[allow(dead_code)]
+pub fn bridge_on_fake_agy(bridge: &Path, home: &Path, recording: &Path) -> std::process::Command {
+    use std::process::Stdio;
+    let mut cmd = std::process::Command::new(bridge);
+    cmd.env("HOME", home)
+        .env("AGY_BIN", fake_agy())
+        .env("FAKE_AGY_RECORDING", recording)
+        .env("FAKE_AGY_CPU_LOG", home.join("fake-agy-cpu.log"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for var in [
+        "AGY_BRIDGE_STATE_DIR",
+        "AGY_CONVERSATIONS_DIR",
+        "AGY_EXTRA_ARGS",
+        "FAKE_AGY_SYNCHRONOUS",
+        "FAKE_AGY_SPEED",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// pi's request line for one turn saying "go" in `home`.
+#[allow(dead_code)]
+pub fn stream_request(home: &Path, session: &str) -> serde_json::Value {
+    serde_json::json!({
+        "model": "gemini-3.7-flash",
+        "sessionId": session,
+        "cwd": home,
+        "messages": [{"role": "user", "content": "go"}],
+    })
 }
 
 /// fake-agy's own CPU over the run, in ms, from its log.
