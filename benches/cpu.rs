@@ -13,7 +13,9 @@
 //! Two sizes, interleaved run by run: a short turn (40 commits) and a long
 //! one (`CPU_LONG`, default 960). Per commit = (long − short) / (commits
 //! between them); fixed per turn = short − 40 × per commit. Targets: ≤ 0.3
-//! ms per commit, ≤ 5 ms per turn fixed.
+//! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
+//! one warm session (`stream --session`) against five cold `stream`s: the
+//! CPU per turn of each.
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
@@ -97,6 +99,51 @@ fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
     (tree - common::fake_agy_cpu_ms(&log), texts)
 }
 
+/// `turns` turns of one warm session (`stream --session`, agy kept between
+/// turns), pi's whole history in each request as pi sends it: the
+/// bridge's CPU per turn, in ms.
+fn warm_session(bridge: &Path, home: &Path, recording: &Path, turns: usize) -> f64 {
+    let log = home.join("fake-agy-cpu.log");
+    let _ = std::fs::remove_file(&log);
+    let mut cmd = common::bridge_on_fake_agy(bridge, home, recording);
+    cmd.args(["stream", "--session"])
+        .env("AGY_PERMISSIONS", "allow");
+    let before = common::children_cpu_ms();
+    let mut child = cmd.spawn().expect("spawn agy-bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut request = common::stream_request(home, "cpu-bench-warm");
+    for turn in 0..turns {
+        if turn > 0 {
+            let history = request["messages"].as_array_mut().expect("messages");
+            history.push(
+                serde_json::json!({"role": "assistant", "provider": "antigravity",
+                "api": "agy-bridge", "model": "gemini-3.7-flash",
+                "content": [{"type": "text", "text": "…"}]}),
+            );
+            history.push(serde_json::json!({"role": "user", "content": "go"}));
+        }
+        writeln!(stdin, "{request}").expect("request");
+        let done = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.contains("\"done\"") || l.contains("\"error\""));
+        let done = done.unwrap_or_default();
+        assert!(
+            done.contains("\"done\""),
+            "warm turn {turn} did not end well: {done}"
+        );
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(
+        status.success(),
+        "agy-bridge stream --session failed: {status}"
+    );
+    let tree = common::children_cpu_ms() - before;
+    (tree - common::fake_agy_cpu_ms(&log)) / turns as f64
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -152,6 +199,7 @@ fn main() {
         }
     }
     summarise(results, long, dt, rounds);
+    warm_against_cold(&bridges, &short_rec, rounds);
 }
 
 /// Each bridge's medians, its CPU per commit and fixed per turn, and the
@@ -175,6 +223,30 @@ fn summarise(results: Vec<(&str, Vec<f64>, Vec<f64>)>, long: usize, dt: u64, rou
             "ours/before: per commit {:.2}x, per turn fixed {:.2}x",
             ours_c / before_c,
             ours_f / before_f
+        );
+    }
+}
+
+/// CPU per turn of the short turn on a warm session against one cold
+/// `stream` per turn: what the per-turn start costs, and whether a warm
+/// session pays it.
+fn warm_against_cold(bridges: &[(&str, PathBuf)], recording: &Path, rounds: u64) {
+    const TURNS: usize = 5;
+    for (name, bridge) in bridges {
+        let (mut warm, mut cold) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let home = tempfile::tempdir().expect("home");
+            run_once(bridge, home.path(), recording);
+            let turns: f64 = (0..TURNS)
+                .map(|_| run_once(bridge, home.path(), recording).0)
+                .sum();
+            cold.push(turns / TURNS as f64);
+            warm.push(warm_session(bridge, home.path(), recording, TURNS));
+        }
+        let (w, c) = (median(&mut warm), median(&mut cold));
+        println!(
+            "{name}: {SHORT}-commit turn, CPU per turn: warm session {w:.1} ms, one `stream` per turn {c:.1} ms (warm/cold {:.2}x; {TURNS} turns each, medians of {rounds})",
+            w / c
         );
     }
 }
