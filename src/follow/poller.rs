@@ -172,7 +172,32 @@ impl ShmHeader {
         self.file.read_exact_at(&mut header, 0).ok()?;
         Some(header)
     }
+
+    /// Whether another process holds the WAL's write lock: a write
+    /// transaction is open, so a commit may be on its way (its frames
+    /// written, its fsync not yet returned). SQLite's unix VFS takes that
+    /// lock as an `fcntl` write lock on byte [`SHM_WRITE_LOCK`] of
+    /// `-shm` and publishes the commit before it lets the lock go, so "not
+    /// held" means every commit so far is visible. One `F_GETLK`, which
+    /// takes nothing. `None` when it cannot be asked.
+    fn writer_active(&self) -> Option<bool> {
+        use nix::fcntl::{fcntl, FcntlArg};
+        let mut lock = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as _,
+            l_whence: nix::libc::SEEK_SET as _,
+            l_start: SHM_WRITE_LOCK,
+            l_len: 1,
+            l_pid: 0,
+        };
+        fcntl(&self.file, FcntlArg::F_GETLK(&mut lock)).ok()?;
+        // `c_short` on some platforms, `c_int` on others: compared wide.
+        Some(i64::from(lock.l_type) != i64::from(nix::libc::F_UNLCK))
+    }
 }
+
+/// The byte of `-shm` SQLite's unix VFS locks for the WAL's writer
+/// (`UNIX_SHM_BASE`, (22 + 8) * 4, plus `WAL_WRITE_LOCK`, 0).
+const SHM_WRITE_LOCK: nix::libc::off_t = 120;
 
 /// New rows one poll reads at most. A poll's rows, their decoded steps and
 /// their events are held together until the runner has handed them on, so
@@ -337,10 +362,11 @@ impl Poller {
     }
 
     /// [`poll`](Self::poll) right after a file notification: when nothing
-    /// has been committed yet, keep asking `PRAGMA data_version` (short
-    /// sleeps) and read as soon as it moves; for `settle.written` when the
-    /// WAL was written since the last commit this read, else for
-    /// `settle.unwritten`.
+    /// has been committed yet, keep looking (short sleeps) and read as soon
+    /// as a commit lands, while a write transaction is open (agy holds the
+    /// WAL's write lock, asked with one `F_GETLK`): at most for
+    /// `settle.written` when the WAL was written since the last commit this
+    /// read, else for `settle.unwritten`. With no writer, one look.
     ///
     /// Why: agy's WAL write is what notifies, and its commit becomes visible
     /// only when SQLite then publishes it in shared memory, after the fsync
@@ -359,6 +385,9 @@ impl Poller {
         let deadline = Instant::now() + window;
         self.stats.polls += 1;
         loop {
+            // Asked before the look: a writer that lets the lock go after
+            // this has published its commit, which the look then sees.
+            let writing = self.shm.as_ref().and_then(ShmHeader::writer_active);
             match self.poll_inner() {
                 Ok(Some(events)) => {
                     self.read_mark = mark;
@@ -368,7 +397,9 @@ impl Poller {
                 Err(e) => return self.not_ready(e),
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            // No write transaction open: nothing is on its way, whatever
+            // the WAL's mark says.
+            if left.is_zero() || writing == Some(false) {
                 return Poll::Ready(Vec::new());
             }
             std::thread::sleep(SETTLE_PAUSE.min(left));
