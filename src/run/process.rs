@@ -232,7 +232,7 @@ pub(crate) fn run_with_timeout_capped(
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let mut child = retry_while_busy(|| cmd.spawn()).map_err(RunError::Spawn)?;
     let pipes = read_pipe(child.stdout.take(), cap).and_then(|out| {
         let err = read_pipe(child.stderr.take(), cap)?;
         Ok((out, err))
