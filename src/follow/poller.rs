@@ -351,7 +351,7 @@ impl Poller {
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         let mark = wal_mark(&self.path);
-        match self.poll_inner() {
+        match self.poll_inner(false) {
             Ok(Some(events)) => {
                 self.read_mark = mark;
                 Poll::Ready(events)
@@ -388,7 +388,7 @@ impl Poller {
             // Asked before the look: a writer that lets the lock go after
             // this has published its commit, which the look then sees.
             let writing = self.shm.as_ref().and_then(ShmHeader::writer_active);
-            match self.poll_inner() {
+            match self.poll_inner(true) {
                 Ok(Some(events)) => {
                     self.read_mark = mark;
                     return Poll::Ready(events);
@@ -417,8 +417,12 @@ impl Poller {
     }
 
     /// The new events, or `None` when nothing was committed since the last
-    /// read (one `PRAGMA data_version`, no row SELECT).
-    fn poll_inner(&mut self) -> Result<Option<Vec<Event>>, ReadError> {
+    /// read (one `PRAGMA data_version`, no row SELECT). `settling`: a look
+    /// of a settling poll, which trusts an unchanged WAL-index header and
+    /// asks SQLite nothing; a plain poll (the ticks, the re-checks) always
+    /// asks SQLite, so were `-shm` ever replaced under our open file, a
+    /// commit would still be seen within a tick.
+    fn poll_inner(&mut self, settling: bool) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
             let conn = open_read_only(&self.path)?;
             self.sql = Sql::new(StepColumns::detect(&conn, &self.path)?);
@@ -433,7 +437,7 @@ impl Poller {
         self.stats.version_checks += 1;
         let header = self.shm.as_ref().and_then(ShmHeader::read);
         let shm_seen = self.shm.as_ref().and_then(|s| s.seen);
-        if self.data_version.is_some() && header.is_some() && header == shm_seen {
+        if settling && self.data_version.is_some() && header.is_some() && header == shm_seen {
             return Ok(None);
         }
         let version: i64 = conn
