@@ -81,13 +81,19 @@ pub fn stream_request(home: &Path, session: &str) -> serde_json::Value {
     })
 }
 
-/// fake-agy's own CPU over the run, in ms, from its log.
+/// fake-agy's own CPU over the run, in ms, from its log: each process's
+/// last line (its total so far; a warm agy logs after every turn), summed.
 #[allow(dead_code)]
 pub fn fake_agy_cpu_ms(log: &Path) -> f64 {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
+    let mut last = std::collections::BTreeMap::new();
+    for v in text
+        .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["cpu_us"].as_f64())
-        .sum::<f64>()
-        / 1e3
+    {
+        if let (Some(pid), Some(us)) = (v["pid"].as_u64(), v["cpu_us"].as_f64()) {
+            last.insert(pid, us);
+        }
+    }
+    last.values().sum::<f64>() / 1e3
 }

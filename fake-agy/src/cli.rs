@@ -603,8 +603,9 @@ Fault knobs:
   FAKE_AGY_COMMIT_LOG=PATH      Append one line per commit, right after it commits:
                                 `<n> <unix-time-ns> <db-uuid> <idx,idx,...|->`
   FAKE_AGY_ARGV_LOG=PATH        Append each invocation's arguments to PATH as a JSON array per line
-  FAKE_AGY_CPU_LOG=PATH         At exit, append this process's CPU (its threads and reaped
-                                children) to PATH: {{\"pid\":N,\"cpu_us\":N}} per line
+  FAKE_AGY_CPU_LOG=PATH         At exit (and after each stdin turn), append this process's
+                                CPU so far (its threads and reaped children) to PATH:
+                                {{\"pid\":N,\"cpu_us\":N}} per line; a pid's last line is its total
   FAKE_AGY_STDIN_LOG=PATH       Append each prompt read on stdin to PATH as a JSON string per line
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
   FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation

@@ -89,11 +89,14 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `FAKE_AGY_CPU_LOG=PATH`: append the CPU this process spent (user and
-/// system, its threads and its reaped children), in microseconds, as one
-/// JSON line `{"pid":…,"cpu_us":…}`. A bench that measures the bridge
-/// through its whole process tree subtracts what the agy stand-in spent.
-fn log_cpu() {
+/// `FAKE_AGY_CPU_LOG=PATH`: append the CPU this process has spent so far
+/// (user and system, its threads and its reaped children), in
+/// microseconds, as one JSON line `{"pid":…,"cpu_us":…}`: at exit, and
+/// after each turn of a stdin session (a warm agy the bridge stops never
+/// reaches its exit). A bench that measures the bridge through its whole
+/// process tree subtracts what the agy stand-in spent: per pid, its last
+/// line.
+pub(crate) fn log_cpu() {
     use nix::sys::resource::{getrusage, UsageWho};
     if std::env::var_os("FAKE_AGY_CPU_LOG").is_none() {
         return;

@@ -67,6 +67,10 @@ pub fn run(args: &PrintArgs) -> Result<i32, Fatal> {
             while next_line(&mut input).is_some() {}
             return Ok(code);
         }
+        // A warm agy may be stopped rather than reach its end: its CPU so
+        // far is logged after every turn (the last line of a pid is its
+        // total).
+        crate::log_cpu();
         played += 1;
     }
     Ok(0)
