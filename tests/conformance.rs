@@ -25,7 +25,7 @@ fn conformance(home: &Path, env: &[(&str, &str)]) -> (Option<i32>, Value) {
     let output = common::wait_output(child, Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&output.stderr);
     let text = std::fs::read_to_string(out.join("report.json"))
-        .unwrap_or_else(|e| panic!("no report.json ({e}); stderr: {stderr}"));
+        .unwrap_or_else(|e| panic!("no report.json ({e}); {}; stderr: {stderr}", output.status));
     let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
     assert!(
         out.join("report.md").is_file(),

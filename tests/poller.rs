@@ -215,10 +215,9 @@ fn no_read_transaction_is_held_between_polls() {
     assert!(wal.exists() && std::fs::metadata(&wal).expect("wal").len() > 0);
 }
 
-/// A settling poll's cheap look reads the WAL-index header; a checkpoint
-/// that restarts the WAL rewrites it, so commits after a restart, at the
-/// start of a WAL of the same length, are seen as any other. (`look`: one
-/// look of a settling poll, no window.)
+/// A checkpoint that restarts the WAL makes the next commits write at its
+/// start, the WAL's length unchanged: they are seen as any other. (`look`:
+/// one look of a settling poll, no window.)
 #[test]
 fn commits_after_the_wal_restarts_are_seen() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -305,11 +304,11 @@ fn a_locked_database_is_not_ready_then_reads() {
     );
 }
 
-/// The writer of the settling tests, as a process of its own: SQLite's
-/// locks are `fcntl` locks, which a process never sees among its own, and
-/// the poller asks whether *agy* (another process) holds the WAL's write
-/// lock. Run by [`settling_writer`]; with no `POLLER_WRITER_DB` it does
-/// nothing, so `--include-ignored` runs it harmlessly.
+/// The writer of the settling tests, as a process of its own, as agy is
+/// (SQLite's locks are `fcntl` locks, which a process never sees among its
+/// own): a write transaction held open, then committed. Run by
+/// [`settling_writer`]; with no `POLLER_WRITER_DB` it does nothing, so
+/// `--include-ignored` runs it harmlessly.
 #[test]
 #[ignore = "a helper process of the settling tests, not a test"]
 fn writer_process() {
@@ -352,10 +351,9 @@ fn settling_writer(db: &Path, text: &str) -> std::process::Child {
 }
 
 /// After a file notification the commit it announced may not be visible
-/// yet (agy has written the WAL, its fsync has not returned): while agy
-/// holds the WAL's write lock, `poll_settling` keeps looking (version
-/// checks only) and reads the commit as soon as it lands, without waiting
-/// out its window.
+/// yet (agy holds its write transaction; its fsync has not returned):
+/// `poll_settling` keeps looking (version checks only) and reads the commit
+/// as soon as it lands, without waiting out its window.
 #[test]
 fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
     let (dir, w, mut p) = one_growing_step("one");
@@ -389,22 +387,20 @@ fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
     assert_eq!(after.row_selects, before.row_selects + 2);
 }
 
-/// With no write transaction open, nothing is on its way: a settling poll
-/// looks once and returns, whatever its window.
 #[test]
 fn a_settling_poll_with_nothing_committed_reads_no_rows() {
     let (_dir, w, mut p) = one_growing_step("one");
     let before = p.stats();
-    let window = std::time::Duration::from_secs(20);
+    let window = std::time::Duration::from_millis(5);
     let started = std::time::Instant::now();
     match p.poll_settling(Settle::always(window)) {
         Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
         Poll::NotReady(e) => panic!("not ready: {e}"),
     }
-    assert!(started.elapsed() < window / 2, "waited its window");
+    assert!(started.elapsed() >= window);
     let after = p.stats();
     assert_eq!(after.row_selects, before.row_selects);
-    assert_eq!(after.version_checks, before.version_checks + 1);
+    assert!(after.version_checks > before.version_checks);
     drop(w);
 }
 
@@ -499,9 +495,8 @@ fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
 }
 
 /// A notification for writes already read (one commit notifies more than
-/// once) looks only for the short window, and only while a writer holds
-/// the WAL's write lock; one after a new WAL write reads the commit it
-/// announced at once.
+/// once) looks only for the short window; one after a new WAL write reads
+/// the commit it announced at once.
 #[test]
 fn a_settling_poll_looks_long_only_after_a_new_wal_write() {
     let (dir, w, mut p) = one_growing_step("one");
@@ -524,8 +519,8 @@ fn a_settling_poll_looks_long_only_after_a_new_wal_write() {
         Poll::NotReady(e) => panic!("not ready: {e}"),
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    // Nothing written since, and agy (another process) holds the write
-    // lock for 100 ms: the short window, not the long one.
+    // Nothing written to the WAL since (agy, another process, holds a
+    // write transaction for 100 ms): the short window, not the long one.
     let mut writer = settling_writer(&dir.path().join("c.db"), "one two three");
     let started = std::time::Instant::now();
     match p.poll_settling(settle) {

@@ -4,9 +4,8 @@
 //! Its contract with the writer: it opens read-only with `query_only`, never
 //! holds a read transaction between polls and never checkpoints, so agy is
 //! never blocked. Its contract with the caller: every poll first asks
-//! whether anything was committed since the last one (the WAL-index
-//! header in `<db>-shm`, then `PRAGMA data_version` when that moved), and
-//! runs no row SELECT unless something was; then it reads rows past the
+//! whether anything was committed since the last one (`PRAGMA
+//! data_version`), and runs no row SELECT unless something was; then it reads rows past the
 //! cursor plus every step that has not finished yet, and hands them to the
 //! [`Tracker`], which emits only what is new.
 //!
@@ -132,72 +131,7 @@ pub struct Poller {
     behind: bool,
     /// The WAL as it was when the last settling poll read a commit.
     read_mark: WalMark,
-    /// The WAL-index header, read without SQLite: see [`ShmHeader`].
-    shm: Option<ShmHeader>,
 }
-
-/// Bytes of the first copy of the WAL-index header at the start of
-/// `<db>-shm`: frame count, page count, frame and header checksums, salts
-/// and a change counter (SQLite's wal.c, `WalIndexHdr`).
-const SHM_HEADER: usize = 48;
-
-/// The WAL-index header of the followed database, read with one `pread` and
-/// no lock. SQLite rewrites it on every commit (a new frame count and
-/// checksums, the change counter moved), so while it reads the same as at
-/// the last `PRAGMA data_version`, nothing was committed: the look a poll
-/// makes costs one system call instead of SQLite's read transaction (its
-/// shared-memory locks, three `fcntl`s and a read). Any difference, a torn
-/// read included, only sends the poll on to the `PRAGMA`, which decides.
-/// The file stays the same while our connection is open: SQLite removes
-/// it only after the last connection closes.
-#[derive(Debug)]
-struct ShmHeader {
-    file: std::fs::File,
-    /// The header as read just before the last `PRAGMA data_version`.
-    seen: Option<[u8; SHM_HEADER]>,
-}
-
-impl ShmHeader {
-    /// `<db>-shm`, if the database has one (WAL mode).
-    fn open(db: &Path) -> Option<ShmHeader> {
-        let mut shm = db.as_os_str().to_owned();
-        shm.push("-shm");
-        let file = std::fs::File::open(shm).ok()?;
-        Some(ShmHeader { file, seen: None })
-    }
-
-    fn read(&self) -> Option<[u8; SHM_HEADER]> {
-        use std::os::unix::fs::FileExt;
-        let mut header = [0u8; SHM_HEADER];
-        self.file.read_exact_at(&mut header, 0).ok()?;
-        Some(header)
-    }
-
-    /// Whether another process holds the WAL's write lock: a write
-    /// transaction is open, so a commit may be on its way (its frames
-    /// written, its fsync not yet returned). SQLite's unix VFS takes that
-    /// lock as an `fcntl` write lock on byte [`SHM_WRITE_LOCK`] of
-    /// `-shm` and publishes the commit before it lets the lock go, so "not
-    /// held" means every commit so far is visible. One `F_GETLK`, which
-    /// takes nothing. `None` when it cannot be asked.
-    fn writer_active(&self) -> Option<bool> {
-        use nix::fcntl::{fcntl, FcntlArg};
-        let mut lock = nix::libc::flock {
-            l_type: nix::libc::F_WRLCK as _,
-            l_whence: nix::libc::SEEK_SET as _,
-            l_start: SHM_WRITE_LOCK,
-            l_len: 1,
-            l_pid: 0,
-        };
-        fcntl(&self.file, FcntlArg::F_GETLK(&mut lock)).ok()?;
-        // `c_short` on some platforms, `c_int` on others: compared wide.
-        Some(i64::from(lock.l_type) != i64::from(nix::libc::F_UNLCK))
-    }
-}
-
-/// The byte of `-shm` SQLite's unix VFS locks for the WAL's writer
-/// (`UNIX_SHM_BASE`, (22 + 8) * 4, plus `WAL_WRITE_LOCK`, 0).
-const SHM_WRITE_LOCK: nix::libc::off_t = 120;
 
 /// New rows one poll reads at most. A poll's rows, their decoded steps and
 /// their events are held together until the runner has handed them on, so
@@ -284,7 +218,6 @@ impl Poller {
             usage: std::collections::BTreeMap::new(),
             behind: false,
             read_mark: None,
-            shm: None,
         }
     }
 
@@ -351,7 +284,7 @@ impl Poller {
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         let mark = wal_mark(&self.path);
-        match self.poll_inner(false) {
+        match self.poll_inner() {
             Ok(Some(events)) => {
                 self.read_mark = mark;
                 Poll::Ready(events)
@@ -362,11 +295,10 @@ impl Poller {
     }
 
     /// [`poll`](Self::poll) right after a file notification: when nothing
-    /// has been committed yet, keep looking (short sleeps) and read as soon
-    /// as a commit lands, while a write transaction is open (agy holds the
-    /// WAL's write lock, asked with one `F_GETLK`): at most for
-    /// `settle.written` when the WAL was written since the last commit this
-    /// read, else for `settle.unwritten`. With no writer, one look.
+    /// has been committed yet, keep asking `PRAGMA data_version` (short
+    /// sleeps) and read as soon as it moves; for `settle.written` when the
+    /// WAL was written since the last commit this read, else for
+    /// `settle.unwritten`.
     ///
     /// Why: agy's WAL write is what notifies, and its commit becomes visible
     /// only when SQLite then publishes it in shared memory, after the fsync
@@ -385,10 +317,7 @@ impl Poller {
         let deadline = Instant::now() + window;
         self.stats.polls += 1;
         loop {
-            // Asked before the look: a writer that lets the lock go after
-            // this has published its commit, which the look then sees.
-            let writing = self.shm.as_ref().and_then(ShmHeader::writer_active);
-            match self.poll_inner(true) {
+            match self.poll_inner() {
                 Ok(Some(events)) => {
                     self.read_mark = mark;
                     return Poll::Ready(events);
@@ -397,9 +326,7 @@ impl Poller {
                 Err(e) => return self.not_ready(e),
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            // No write transaction open: nothing is on its way, whatever
-            // the WAL's mark says.
-            if left.is_zero() || writing == Some(false) {
+            if left.is_zero() {
                 return Poll::Ready(Vec::new());
             }
             std::thread::sleep(SETTLE_PAUSE.min(left));
@@ -411,18 +338,13 @@ impl Poller {
         if !matches!(e, ReadError::Locked { .. }) {
             self.conn = None;
             self.data_version = None;
-            self.shm = None;
         }
         Poll::NotReady(e)
     }
 
     /// The new events, or `None` when nothing was committed since the last
-    /// read (one `PRAGMA data_version`, no row SELECT). `settling`: a look
-    /// of a settling poll, which trusts an unchanged WAL-index header and
-    /// asks SQLite nothing; a plain poll (the ticks, the re-checks) always
-    /// asks SQLite, so were `-shm` ever replaced under our open file, a
-    /// commit would still be seen within a tick.
-    fn poll_inner(&mut self, settling: bool) -> Result<Option<Vec<Event>>, ReadError> {
+    /// read (one `PRAGMA data_version`, no row SELECT).
+    fn poll_inner(&mut self) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
             let conn = open_read_only(&self.path)?;
             self.sql = Sql::new(StepColumns::detect(&conn, &self.path)?);
@@ -435,21 +357,10 @@ impl Poller {
         let err = |e| ReadError::from_sqlite(&path, e);
 
         self.stats.version_checks += 1;
-        let header = self.shm.as_ref().and_then(ShmHeader::read);
-        let shm_seen = self.shm.as_ref().and_then(|s| s.seen);
-        if settling && self.data_version.is_some() && header.is_some() && header == shm_seen {
-            return Ok(None);
-        }
         let version: i64 = conn
             .prepare_cached("PRAGMA data_version")
             .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .map_err(err)?;
-        match self.shm.as_mut() {
-            Some(shm) => shm.seen = header,
-            // Tried only here, on a look that asks SQLite anyway: a
-            // database without a WAL has none.
-            None => self.shm = ShmHeader::open(&self.path),
-        }
         if self.data_version == Some(version) {
             return Ok(None);
         }
