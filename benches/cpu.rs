@@ -2,9 +2,10 @@
 //! stream` as pi runs it (issue 22, item 2).
 //!
 //! Each run spawns `agy-bridge stream` on fake-agy replaying a growth
-//! recording (one answer growing by one commit every `CPU_DT_MS`, default
-//! 20 ms, fsyncing each commit as SQLite's default does). The bridge's CPU is
-//! its whole process tree's (the bridge, its threads, the guardian: user +
+//! recording (`agy_synth::bulk::growing_answer`: one answer growing by a
+//! line a commit, one commit every `CPU_DT_MS`, default 20 ms, fsyncing
+//! each commit as SQLite's default does). The bridge's CPU is its whole
+//! process tree's (the bridge, its threads, the guardian: user +
 //! system, from `getrusage(RUSAGE_CHILDREN)` around the run) less what
 //! fake-agy reports it spent itself (`FAKE_AGY_CPU_LOG`, every fake-agy
 //! process of the run: the turn and any `--version`/`--help` probe), so
@@ -24,43 +25,15 @@
 
 mod common;
 
-use agy_corpus::db::step_write;
 use agy_corpus::recording::Recording;
-use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
-use agy_synth::builder::Builder;
+use agy_synth::bulk;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 const SHORT: usize = 40;
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// One answer growing over `commits` commits `dt_ms` apart, then done.
-fn growth(commits: usize, dt_ms: u64) -> Recording {
-    let mut b = Builder::new("bench-cpu", "cpu bench", "go", "");
-    b.open_turn(0, "go", "bench", true);
-    let mut text = String::new();
-    let step = |status, text: &str| {
-        Step::new(2, StepType::PlannerResponse, status).with_body(Body::Planner(PlannerResponse {
-            text: text.to_string(),
-            ..PlannerResponse::default()
-        }))
-    };
-    for i in 0..commits {
-        text.push_str(&format!("chunk {i:04} of the answer. "));
-        b.commit(
-            dt_ms,
-            vec![step_write(&step(StepStatus::Generating, &text))],
-        );
-    }
-    b.commit(dt_ms, vec![step_write(&step(StepStatus::Done, &text))]);
-    b.finish()
-}
+/// Bytes each commit adds to the growing answer (about a line of it).
+const CHUNK: usize = 26;
 
 /// One turn through `agy-bridge stream`: (the bridge's CPU ms, text events).
 fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
@@ -153,17 +126,18 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let long = env_num("CPU_LONG", 960) as usize;
-    let dt = env_num("CPU_DT_MS", 20);
-    let rounds = env_num("CPU_ROUNDS", 3).max(1);
+    let long: usize = common::env_num("CPU_LONG", 960);
+    let dt: u64 = common::env_num("CPU_DT_MS", 20);
+    let rounds: u64 = common::env_num("CPU_ROUNDS", 3).max(1);
     let home = tempfile::tempdir().expect("tempdir");
     let save = |rec: Recording, name: &str| {
         let path = home.path().join(name);
         rec.save(&path).expect("save recording");
         path
     };
-    let short_rec = save(growth(SHORT, dt), "short.jsonl");
-    let long_rec = save(growth(long, dt), "long.jsonl");
+    let growth = |commits| bulk::growing_answer(CHUNK * commits, commits, dt);
+    let short_rec = save(growth(SHORT), "short.jsonl");
+    let long_rec = save(growth(long), "long.jsonl");
     // Keep them to replay by hand (under `perf`, say).
     if let Some(keep) = std::env::var_os("CPU_SAVE") {
         let keep = Path::new(&keep);

@@ -104,10 +104,7 @@ fn measure(home: &Path, recording: &Path, subcommand: &[&str]) -> (u64, f64, Pri
 }
 
 fn main() {
-    let mb: usize = std::env::var("MEMORY_BENCH_MB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let mb: usize = common::env_num("MEMORY_BENCH_MB", 50);
     let rec = synth::bulk::growing_answer(mb << 20, COMMITS, 100);
     let payload = largest_payload(&rec);
     let dir = tempfile::tempdir().expect("tempdir");

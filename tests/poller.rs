@@ -169,12 +169,7 @@ fn unfinished_tool_steps_are_reread_until_their_result_lands() {
 
 #[test]
 fn equal_length_rewrite_is_an_event() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "value: 41"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
+    let (_dir, w, mut p) = one_growing_step("value: 41");
     put(&w, &text(0, StepStatus::Generating, "value: 42"));
     assert_eq!(
         ready(&mut p),
@@ -188,12 +183,8 @@ fn equal_length_rewrite_is_an_event() {
 
 #[test]
 fn no_read_transaction_is_held_between_polls() {
-    let dir = tempfile::tempdir().expect("tmp");
+    let (dir, w, mut p) = one_growing_step("a");
     let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "a"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
     put(&w, &text(0, StepStatus::Generating, "ab"));
     // A reader holding a snapshot would make TRUNCATE report busy (1).
     let busy: i64 = w
@@ -220,12 +211,7 @@ fn no_read_transaction_is_held_between_polls() {
 /// one look of a settling poll, no window.)
 #[test]
 fn commits_after_the_wal_restarts_are_seen() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("c.db");
-    let w = writer(&path);
-    put(&w, &text(0, StepStatus::Generating, "a"));
-    let mut p = Poller::new(&path, None);
-    ready(&mut p);
+    let (_dir, w, mut p) = one_growing_step("a");
     let look = |p: &mut Poller| match p.poll_settling(Settle::always(std::time::Duration::ZERO)) {
         Poll::Ready(e) => e,
         Poll::NotReady(e) => panic!("not ready: {e}"),

@@ -24,6 +24,16 @@ pub fn fake_agy() -> PathBuf {
     workspace_bin("fake-agy")
 }
 
+/// The number in environment variable `name`, else `default` (a bench's
+/// knobs: sizes, rounds, batches).
+#[allow(dead_code)]
+pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// CPU (user + system) in ms of `who`: this process, or its reaped
 /// children.
 #[allow(dead_code)]

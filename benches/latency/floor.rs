@@ -6,6 +6,7 @@
 //! beyond the answer's length, no events, no second thread, no process of
 //! its own: nothing a real follower could skip.
 
+use super::common::env_num;
 use super::{cpu_ms, fake_agy, growth_latencies, measure_with, now_ns, pct, Measured};
 use agy_bridge::run::runner::WakeMode;
 use agy_format::steps::{self, Body, StepRow};
@@ -164,10 +165,7 @@ pub fn measure_floor(rec_path: &Path, lengths: &[usize], extra_env: &[(&str, &st
 /// CPU per commit (this process's CPU while following; fake-agy's is its
 /// own).
 pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usize]) {
-    let batches: usize = std::env::var("FLOOR_BATCHES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+    let batches: usize = env_num("FLOOR_BATCHES", 6);
     for sync in ["FULL", "NORMAL"] {
         println!("\n== ours vs the floor, synchronous={sync} ({batches} interleaved batches of 60 commits) ==");
         let env = [("FAKE_AGY_SYNCHRONOUS", sync)];

@@ -5,9 +5,9 @@
 //! holds a read transaction between polls and never checkpoints, so agy is
 //! never blocked. Its contract with the caller: every poll first asks
 //! whether anything was committed since the last one (`PRAGMA
-//! data_version`), and runs no row SELECT unless something was; then it reads rows past the
-//! cursor plus every step that has not finished yet, and hands them to the
-//! [`Tracker`], which emits only what is new.
+//! data_version`), and runs no row SELECT unless something was; then it
+//! reads rows past the cursor plus every step that has not finished yet,
+//! and hands them to the [`Tracker`], which emits only what is new.
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
