@@ -86,17 +86,11 @@ pub struct WarmPolicy {
 
 /// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
 pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match agy_bridge::state::file::env_nonempty(WARM_ENV) {
+    let on = match env_nonempty(WARM_ENV) {
         None => true,
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "on" | "1" | "true" | "yes" => true,
-            "off" | "0" | "false" | "no" => false,
-            _ => {
-                return Err(format!(
-                    "{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)"
-                ))
-            }
-        },
+        Some(v) => agy_bridge::state::file::on_off(&v).ok_or_else(|| {
+            format!("{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)")
+        })?,
     };
     let idle = whole_number(WARM_IDLE_ENV, "seconds")?
         .map(Duration::from_secs)

@@ -149,10 +149,10 @@ impl std::str::FromStr for PermissionMode {
 /// on is allow, off is deny.
 fn legacy_switch(text: &str) -> Result<PermissionMode, String> {
     let t = text.trim();
-    match t.to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(PermissionMode::Allow),
-        "0" | "false" | "off" | "no" => Ok(PermissionMode::Deny),
-        _ => Err(format!(
+    match crate::state::file::on_off(t) {
+        Some(true) => Ok(PermissionMode::Allow),
+        Some(false) => Ok(PermissionMode::Deny),
+        None => Err(format!(
             "unknown switch value {t:?} (expected on or off; also 1/0, true/false, yes/no)"
         )),
     }

@@ -79,6 +79,17 @@ pub fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// A switch's word as every on/off setting of the bridge takes it (any
+/// case, spaces around ignored): `on`, `1`, `true`, `yes` are on; `off`,
+/// `0`, `false`, `no` are off; anything else is `None`.
+pub fn on_off(word: &str) -> Option<bool> {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Some(true),
+        "off" | "0" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
 /// An environment variable holding a value it does not take. Every
 /// variable the bridge reads is checked into one of these rather than
 /// ignored: a user who set a variable meant it.

@@ -51,10 +51,9 @@ pub fn disabled_by_env() -> Result<bool, crate::state::file::BadEnv> {
     let Some(value) = crate::state::file::env_nonempty(ENV_SWITCH) else {
         return Ok(false);
     };
-    match value.trim().to_ascii_lowercase().as_str() {
-        "off" | "0" | "false" | "no" => Ok(true),
-        "on" | "1" | "true" | "yes" => Ok(false),
-        _ => Err(crate::state::file::BadEnv {
+    match crate::state::file::on_off(&value) {
+        Some(on) => Ok(!on),
+        None => Err(crate::state::file::BadEnv {
             var: ENV_SWITCH,
             value,
             takes: "on or off (also 1/0, true/false, yes/no)",
