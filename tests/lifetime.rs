@@ -635,3 +635,26 @@ fn when_the_caller_closes_stdin_the_turn_ends() {
         "agy's tree outlived a caller that closed stdin"
     );
 }
+
+/// agy ends its turn on its own but leaves a child running in the
+/// background (the `sleep` a `run_command` may leave): the turn ends well
+/// and the child goes with it. (The guardian skips its look through every
+/// process when it has no child left; here it has one.)
+#[test]
+fn what_agy_leaves_running_at_its_end_goes_with_the_turn() {
+    let home = tempfile::tempdir().expect("tmp");
+    let pidfile = home.path().join("grandchild.pid");
+    let out = bridge("run", home.path(), "hello", "1")
+        .arg("go")
+        .env("FAKE_AGY_GRANDCHILD", "1")
+        .env("FAKE_AGY_GRANDCHILD_PIDFILE", &pidfile)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let grandchild = read_pid(&pidfile).expect("grandchild pid");
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(grandchild)),
+        "agy's background child outlived its turn"
+    );
+}

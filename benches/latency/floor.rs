@@ -62,10 +62,9 @@ pub fn follow(dir: &Path, agy: &mut Child, idx: i64) -> Seen {
             }
         }
         if wal_written {
-            if let Some(len) = reader.spin_then_read(idx) {
-                if seen.arrivals.last().map(|(_, l)| *l) != Some(len) {
-                    seen.arrivals.push((now_ns(), len));
-                }
+            let last = seen.arrivals.last().map(|(_, l)| *l);
+            if let Some(len) = reader.spin_then_read(idx, last) {
+                seen.arrivals.push((now_ns(), len));
             }
         }
         if matches!(agy.try_wait(), Ok(Some(_))) {
@@ -82,9 +81,12 @@ struct Reader {
 }
 
 impl Reader {
-    /// Spin on `data_version` until it moves (or [`SPIN_BOUND`]), then read
-    /// step `idx`'s answer length.
-    fn spin_then_read(&mut self, idx: i64) -> Option<usize> {
+    /// Spin on `data_version` until it moves and step `idx`'s answer is no
+    /// longer `last` long (or [`SPIN_BOUND`] passes): its new length. A
+    /// version that moved with the answer unchanged (another write of the
+    /// same commit's, a checkpoint) keeps the spin going, as the commit the
+    /// notification announced is still to come.
+    fn spin_then_read(&mut self, idx: i64, last: Option<usize>) -> Option<usize> {
         if self.conn.is_none() {
             let path = self.path.as_ref()?;
             self.conn = Some(agy_format::database::open_read_only(path).ok()?);
@@ -97,34 +99,41 @@ impl Reader {
                 .ok()?;
             if self.version != Some(v) {
                 self.version = Some(v);
-                break;
+                let len = answer_len(conn, idx);
+                if len.is_some() && len != last {
+                    return len;
+                }
             }
             if start.elapsed() > SPIN_BOUND {
                 return None;
             }
             std::hint::spin_loop();
         }
-        let payload: Vec<u8> = conn
-            .query_row(
-                "SELECT step_payload FROM steps WHERE idx = ?1",
-                [idx],
-                |r| r.get(0),
-            )
-            .ok()?;
-        let row = StepRow {
-            idx,
-            step_type: 15,
-            status: 0,
-            payload: Some(payload),
-            metadata: None,
-            error_details: None,
-            permissions: None,
-            task_details: None,
-        };
-        match steps::decode(&row).body {
-            Some(Body::Planner(p)) => Some(p.text.len()),
-            _ => None,
-        }
+    }
+}
+
+/// Step `idx`'s answer length, read with one SELECT.
+fn answer_len(conn: &Connection, idx: i64) -> Option<usize> {
+    let payload: Vec<u8> = conn
+        .query_row(
+            "SELECT step_payload FROM steps WHERE idx = ?1",
+            [idx],
+            |r| r.get(0),
+        )
+        .ok()?;
+    let row = StepRow {
+        idx,
+        step_type: 15,
+        status: 0,
+        payload: Some(payload),
+        metadata: None,
+        error_details: None,
+        permissions: None,
+        task_details: None,
+    };
+    match steps::decode(&row).body {
+        Some(Body::Planner(p)) => Some(p.text.len()),
+        _ => None,
     }
 }
 

@@ -3,14 +3,18 @@
 //!
 //! Owns the tracker that turns successive views of a step into deltas
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
-//! ([`subject`]), the read-only poller over one database ([`poller`]) and
-//! the binding of the database a run created ([`discovery`]).
+//! ([`subject`]), the read-only poller over one database ([`poller`]),
+//! with the connection it keeps open between reads (`kept_open`) and what
+//! it reads of agy's WAL files without SQLite (`wal_files`), and the
+//! binding of the database a run created ([`discovery`]).
 //!
 //! May import: [`agy_format`](mod@agy_format).
 
 mod calls;
 pub mod discovery;
 pub mod events;
+mod kept_open;
 pub mod poller;
 pub mod subject;
 pub mod transcript;
+mod wal_files;

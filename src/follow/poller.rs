@@ -20,7 +20,9 @@
 //! resident: `main`'s `release_large_buffers`).
 
 use crate::follow::events::{self, Event, Tracker};
+use crate::follow::kept_open;
 use crate::follow::transcript::Transcript;
+use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
 use agy_format::database::{open_read_only, read_all, to_row, ReadError, StepColumns};
 use agy_format::ids::ConversationId;
 use agy_format::steps::{self, StepRow};
@@ -58,26 +60,20 @@ impl Settle {
     }
 }
 
-/// What a write to a database's WAL changes: the WAL's length and
-/// modification time (a restarted WAL keeps its length, not its mtime).
-type WalMark = Option<(u64, std::time::SystemTime)>;
-
-fn wal_mark(db: &Path) -> WalMark {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    let meta = std::fs::metadata(wal).ok()?;
-    Some((meta.len(), meta.modified().ok()?))
-}
-
 /// The highest step idx in a conversation database, if it can be read
-/// (blocking: a SQLite read).
+/// (blocking: a SQLite read). Its connection is kept open for the poller
+/// that follows the database next (`follow::kept_open`).
 pub fn last_idx(path: &Path) -> Option<i64> {
-    let conn = open_read_only(path).ok()?;
-    conn.query_row("SELECT MAX(idx) FROM steps", [], |r| {
-        r.get::<_, Option<i64>>(0)
-    })
-    .ok()
-    .flatten()
+    let opened = kept_open::open(path).ok()?;
+    let idx = opened
+        .conn
+        .query_row("SELECT MAX(idx) FROM steps", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })
+        .ok()
+        .flatten();
+    kept_open::keep(opened);
+    idx
 }
 
 /// The final answer of the subagent conversation `child`, read once from
@@ -113,11 +109,33 @@ pub enum Poll {
     NotReady(ReadError),
 }
 
+/// The next read of the database (the next turn's, in a session) takes
+/// the connection instead of opening the database again (`follow::kept_open`).
+impl Drop for Poller {
+    fn drop(&mut self) {
+        if let Some(opened) = self.conn.take() {
+            kept_open::keep(opened);
+        }
+    }
+}
+
+/// What one look ([`Poller::look`]) found.
+enum Looked {
+    /// A commit since the last read: its new events (maybe none).
+    Read(Vec<Event>),
+    /// Nothing committed since; whether a write transaction was open just
+    /// before the look (`None`: not known).
+    Nothing {
+        writing: Option<bool>,
+    },
+    Failed(ReadError),
+}
+
 /// Follows one conversation database. See the module comment.
 #[derive(Debug)]
 pub struct Poller {
     path: PathBuf,
-    conn: Option<Connection>,
+    conn: Option<kept_open::Opened>,
     sql: Sql,
     data_version: Option<i64>,
     cursor: i64,
@@ -129,8 +147,14 @@ pub struct Poller {
     usage: std::collections::BTreeMap<i64, (steps::Usage, bool)>,
     /// The last read stopped at [`ROWS_PER_POLL`] new rows; more are there.
     behind: bool,
-    /// The WAL as it was when the last settling poll read a commit.
+    /// The WAL as it was before the last look that found every write to
+    /// it read (a commit read, or nothing new and no writer).
     read_mark: WalMark,
+    /// The database's WAL files, once it has been read.
+    files: Option<WalFiles>,
+    /// The WAL-index header as read just before the last `PRAGMA
+    /// data_version`.
+    header_seen: Option<[u8; INDEX_HEADER]>,
 }
 
 /// New rows one poll reads at most. A poll's rows, their decoded steps and
@@ -218,6 +242,8 @@ impl Poller {
             usage: std::collections::BTreeMap::new(),
             behind: false,
             read_mark: None,
+            files: None,
+            header_seen: None,
         }
     }
 
@@ -244,8 +270,20 @@ impl Poller {
     /// (one `stat`). When it was not, every write so far has been read, and
     /// only a new file notification can bring more.
     pub fn written_since_read(&self) -> bool {
-        let mark = wal_mark(&self.path);
+        let mark = self.wal_mark();
         mark.is_some() && mark != self.read_mark
+    }
+
+    /// The WAL's mark: from its open file once known, else by its path.
+    fn wal_mark(&self) -> WalMark {
+        match self.files {
+            Some(files) => files.mark(),
+            None => {
+                let mut wal = self.path.as_os_str().to_owned();
+                wal.push("-wal");
+                wal_files::mark_at(Path::new(&wal))
+            }
+        }
     }
 
     /// Steps seen but not yet in a terminal status.
@@ -283,22 +321,47 @@ impl Poller {
 
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
-        let mark = wal_mark(&self.path);
-        match self.poll_inner() {
+        let mark = self.wal_mark();
+        match self.look(mark, false) {
+            Looked::Read(events) => Poll::Ready(events),
+            Looked::Nothing { .. } => Poll::Ready(Vec::new()),
+            Looked::Failed(e) => self.not_ready(e),
+        }
+    }
+
+    /// One look: the writer lock asked first, then (when settling) the
+    /// WAL-index header, then `PRAGMA data_version`, and the rows when it
+    /// moved. `mark`: the WAL as it was before this look began, which
+    /// becomes [`Self::read_mark`] when the look shows every write to the
+    /// WAL read.
+    fn look(&mut self, mark: WalMark, settling: bool) -> Looked {
+        // Asked before the look: a writer that lets the lock go after this
+        // has published its commit, which the look then sees.
+        let writing = self.files.and_then(WalFiles::writer_held);
+        match self.poll_inner(settling) {
             Ok(Some(events)) => {
                 self.read_mark = mark;
-                Poll::Ready(events)
+                Looked::Read(events)
             }
-            Ok(None) => Poll::Ready(Vec::new()),
-            Err(e) => self.not_ready(e),
+            Ok(None) => {
+                if writing == Some(false) {
+                    // No write transaction was open: every write before
+                    // the mark is published, and nothing new was.
+                    self.read_mark = mark;
+                }
+                Looked::Nothing { writing }
+            }
+            Err(e) => Looked::Failed(e),
         }
     }
 
     /// [`poll`](Self::poll) right after a file notification: when nothing
     /// has been committed yet, keep asking `PRAGMA data_version` (short
-    /// sleeps) and read as soon as it moves; for `settle.written` when the
-    /// WAL was written since the last commit this read, else for
-    /// `settle.unwritten`.
+    /// sleeps) and read as soon as it moves, while a write transaction is
+    /// open (agy holds the WAL's writer lock, `follow::wal_files`): for
+    /// `settle.written` at most when the WAL was written since the last
+    /// commit this read, else for `settle.unwritten`. With no writer, one
+    /// look: every commit is visible already.
     ///
     /// Why: agy's WAL write is what notifies, and its commit becomes visible
     /// only when SQLite then publishes it in shared memory, after the fsync
@@ -308,7 +371,7 @@ impl Poller {
     /// for writes already read (one commit notifies several times) looks
     /// only briefly, so it costs a few checks, not the whole window.
     pub fn poll_settling(&mut self, settle: Settle) -> Poll {
-        let mark = wal_mark(&self.path);
+        let mark = self.wal_mark();
         let window = if mark.is_some() && mark != self.read_mark {
             settle.written
         } else {
@@ -317,19 +380,17 @@ impl Poller {
         let deadline = Instant::now() + window;
         self.stats.polls += 1;
         loop {
-            match self.poll_inner() {
-                Ok(Some(events)) => {
-                    self.read_mark = mark;
-                    return Poll::Ready(events);
+            match self.look(mark, true) {
+                Looked::Read(events) => return Poll::Ready(events),
+                Looked::Nothing { writing } => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || writing == Some(false) {
+                        return Poll::Ready(Vec::new());
+                    }
+                    std::thread::sleep(SETTLE_PAUSE.min(left));
                 }
-                Ok(None) => {}
-                Err(e) => return self.not_ready(e),
+                Looked::Failed(e) => return self.not_ready(e),
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Poll::Ready(Vec::new());
-            }
-            std::thread::sleep(SETTLE_PAUSE.min(left));
         }
     }
 
@@ -338,25 +399,41 @@ impl Poller {
         if !matches!(e, ReadError::Locked { .. }) {
             self.conn = None;
             self.data_version = None;
+            self.files = None;
+            self.header_seen = None;
         }
         Poll::NotReady(e)
     }
 
     /// The new events, or `None` when nothing was committed since the last
-    /// read (one `PRAGMA data_version`, no row SELECT).
-    fn poll_inner(&mut self) -> Result<Option<Vec<Event>>, ReadError> {
+    /// read (one `PRAGMA data_version`, no row SELECT). `settling`: a look
+    /// of a settling poll, which trusts an unchanged WAL-index header and
+    /// asks SQLite nothing; a plain poll (the ticks, the re-checks) always
+    /// asks SQLite, so a commit is seen within a tick whatever our view of
+    /// the files.
+    fn poll_inner(&mut self, settling: bool) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
-            let conn = open_read_only(&self.path)?;
-            self.sql = Sql::new(StepColumns::detect(&conn, &self.path)?);
-            self.conn = Some(conn);
+            let opened = kept_open::open(&self.path)?;
+            self.sql = Sql::new(StepColumns::detect(&opened.conn, &self.path)?);
+            self.conn = Some(opened);
+            // Once the database has been read it has its WAL files (in
+            // WAL mode); a database opened again may have new ones.
+            self.files = WalFiles::of(&self.path);
+            self.header_seen = None;
         }
-        let Some(conn) = self.conn.as_ref() else {
+        let Some(conn) = self.conn.as_ref().map(|o| &o.conn) else {
             return Ok(Some(Vec::new()));
         };
         let path = self.path.clone();
         let err = |e| ReadError::from_sqlite(&path, e);
 
         self.stats.version_checks += 1;
+        let header = self.files.and_then(WalFiles::index_header);
+        let unchanged = header.is_some() && header == self.header_seen;
+        if settling && self.data_version.is_some() && unchanged {
+            return Ok(None);
+        }
+        self.header_seen = header;
         let version: i64 = conn
             .prepare_cached("PRAGMA data_version")
             .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))

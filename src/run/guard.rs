@@ -80,7 +80,7 @@ fn private_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
 /// Run agy under watch; the exit code to leave with.
 fn guard_tree(launch: Launch) -> i32 {
     let remove = private_dirs(&launch.remove_after);
-    os::become_subreaper();
+    let subreaper = os::become_subreaper();
     os::hold_terminal_signals();
     let mut cmd = launch.command();
     cmd.stdin(if launch.stdin_piped {
@@ -124,8 +124,10 @@ fn guard_tree(launch: Launch) -> i32 {
     let status = os::reap_until(agy);
     // Whatever agy left behind (background work) ends with the turn: asked
     // first, killed after a moment. Nothing left means no wait at all, so
-    // the runner sees agy's exit at once.
-    if os::kill_descendants(nix::sys::signal::Signal::SIGTERM) > 0 {
+    // the runner sees agy's exit at once, and as a subreaper with no child
+    // left not even a look through every process on the machine.
+    let left_nothing = subreaper && os::childless();
+    if !left_nothing && os::kill_descendants(nix::sys::signal::Signal::SIGTERM) > 0 {
         std::thread::sleep(std::time::Duration::from_millis(200));
         os::kill_until_gone(KILL_PERSISTENCE);
     }
@@ -189,12 +191,29 @@ mod os {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
 
-    /// Orphans of agy's tree come to us instead of init.
-    pub(crate) fn become_subreaper() {
+    /// Orphans of agy's tree come to us instead of init; whether they do.
+    pub(crate) fn become_subreaper() -> bool {
         #[cfg(target_os = "linux")]
         {
-            let _ = nix::sys::prctl::set_child_subreaper(true);
+            nix::sys::prctl::set_child_subreaper(true).is_ok()
         }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// Whether we have no child at all, not even an unreaped one. For a
+    /// subreaper that means nothing of agy's tree is alive: a living
+    /// descendant is our child or below one (its orphans come to us).
+    pub(crate) fn childless() -> bool {
+        matches!(
+            waitpid(
+                Pid::from_raw(-1),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG)
+            ),
+            Err(nix::errno::Errno::ECHILD)
+        )
     }
 
     extern "C" fn ignore(_: nix::libc::c_int) {}

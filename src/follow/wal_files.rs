@@ -1,0 +1,251 @@
+//! What agy's WAL files say about its commits, read without SQLite: the
+//! questions a settling poll asks many times a commit, each for the price
+//! of one system call instead of one of SQLite's read transactions.
+//!
+//! - **Is a commit on its way?** SQLite's unix VFS holds an `fcntl` write
+//!   lock on one byte of `<db>-shm` for the whole of a write transaction:
+//!   its WAL writes, the fsync, and the publication of the commit in shared
+//!   memory, in that order. So while the lock is free, every commit whose
+//!   writes came before is visible; a file notification for writes already
+//!   read costs one look instead of a window of them ([`WalFiles::writer_held`]).
+//! - **Was anything committed since?** The WAL-index header at the start of
+//!   `-shm` changes with every commit ([`WalFiles::index_header`]).
+//! - **Was the WAL written since?** Its length and modification time
+//!   ([`WalFiles::mark`]), from the open file rather than its path.
+//!
+//! The danger is the descriptor: POSIX locks belong to the process and the
+//! file, and closing *any* descriptor of a file drops every lock the
+//! process holds on it, SQLite's connections' included. agy, finding no
+//! other connection's lock, may then truncate `-shm` under our
+//! connections' mappings (SIGBUS). So a file this module opens is never
+//! closed: one descriptor per file for the life of the process, kept in a
+//! process-wide table. The table is bounded ([`MAX_FILES`]); past it these
+//! questions are not asked, and a poll asks SQLite and looks for longer.
+//! Nothing here maps a file: a read past the end of a truncated file is a
+//! short read, never a signal.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// The byte of `-shm` SQLite's unix VFS locks for the WAL's writer:
+/// `UNIX_SHM_BASE` ((22 + 8) * 4) plus `WAL_WRITE_LOCK` (0), in sqlite3.c.
+const SHM_WRITE_LOCK: nix::libc::off_t = 120;
+
+/// Bytes of the first copy of the WAL-index header at the start of `-shm`:
+/// frame count, page count, frame and header checksums, salts and a change
+/// counter (sqlite3.c, `WalIndexHdr`).
+pub(crate) const INDEX_HEADER: usize = 48;
+
+/// Files kept open at most: two per conversation followed by this process,
+/// which even a long pi session stays far below; a descriptor apiece.
+const MAX_FILES: usize = 512;
+
+/// Every file opened so far, by (device, inode), never closed.
+static OPENED: Mutex<Vec<((u64, u64), &'static File)>> = Mutex::new(Vec::new());
+
+/// `path`, opened read-only once for the life of the process.
+fn kept_open(path: &Path) -> Option<&'static File> {
+    let meta = std::fs::metadata(path).ok()?;
+    let key = (meta.dev(), meta.ino());
+    let mut opened = OPENED.lock().ok()?;
+    if let Some((_, file)) = opened.iter().find(|(k, _)| *k == key) {
+        return Some(file);
+    }
+    if opened.len() >= MAX_FILES {
+        return None;
+    }
+    let file = File::open(path).ok()?;
+    // The file opened may not be the one stat'ed (replaced between the
+    // two): keyed by what was opened. Leaked either way, so that this
+    // descriptor is never closed (see the module comment).
+    let key = file.metadata().map(|m| (m.dev(), m.ino())).ok();
+    let file: &'static File = Box::leak(Box::new(file));
+    opened.push((key?, file));
+    Some(file)
+}
+
+/// What a write to a database's WAL changes: the WAL's length and
+/// modification time (a restarted WAL keeps its length, not its mtime).
+pub(crate) type WalMark = Option<(u64, std::time::SystemTime)>;
+
+/// The mark of the WAL at `wal`'s path (one `stat`).
+pub(crate) fn mark_at(wal: &Path) -> WalMark {
+    let meta = std::fs::metadata(wal).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
+/// One database's `-shm` and `-wal`, as the database is now (recreated
+/// files are other files: ask [`WalFiles::of`] again after reopening the
+/// database; while any connection of ours is open, SQLite keeps both).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WalFiles {
+    shm: &'static File,
+    wal: &'static File,
+}
+
+impl WalFiles {
+    /// `db`'s WAL files; `None` when it has none (not in WAL mode, or not
+    /// opened yet) or the table is full.
+    pub(crate) fn of(db: &Path) -> Option<WalFiles> {
+        let with = |suffix: &str| {
+            let mut path = db.as_os_str().to_owned();
+            path.push(suffix);
+            kept_open(Path::new(&path))
+        };
+        Some(WalFiles {
+            shm: with("-shm")?,
+            wal: with("-wal")?,
+        })
+    }
+
+    /// Whether another process holds the WAL's write lock now: a write
+    /// transaction is open, so a commit may be on its way (written, its
+    /// fsync not yet returned). One `F_GETLK`, which takes nothing. `None`
+    /// when it cannot be asked.
+    pub(crate) fn writer_held(self) -> Option<bool> {
+        use nix::fcntl::{fcntl, FcntlArg};
+        let mut lock = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as _,
+            l_whence: nix::libc::SEEK_SET as _,
+            l_start: SHM_WRITE_LOCK,
+            l_len: 1,
+            l_pid: 0,
+        };
+        fcntl(self.shm, FcntlArg::F_GETLK(&mut lock)).ok()?;
+        // `c_short` on some platforms, `c_int` on others: compared wide.
+        Some(i64::from(lock.l_type) != i64::from(nix::libc::F_UNLCK))
+    }
+
+    /// The WAL-index header as it is now (one `pread`, no lock). SQLite
+    /// rewrites it on every commit (a new frame count and checksums, its
+    /// change counter moved), so while it reads the same, nothing was
+    /// committed; a torn read only differs, which sends the caller to
+    /// SQLite.
+    pub(crate) fn index_header(self) -> Option<[u8; INDEX_HEADER]> {
+        let mut header = [0u8; INDEX_HEADER];
+        self.shm.read_exact_at(&mut header, 0).ok()?;
+        Some(header)
+    }
+
+    /// The WAL's mark (one `fstat`, no path to walk).
+    pub(crate) fn mark(self) -> WalMark {
+        let meta = self.wal.metadata().ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wal_db(dir: &Path) -> (rusqlite::Connection, std::path::PathBuf) {
+        let path = dir.join("c.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "wal").unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        (conn, path)
+    }
+
+    #[test]
+    fn a_database_without_wal_files_has_nothing_to_ask() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(WalFiles::of(&dir.path().join("none.db")).is_none());
+    }
+
+    #[test]
+    fn the_same_file_is_opened_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_conn, path) = wal_db(dir.path());
+        let a = WalFiles::of(&path).unwrap();
+        let b = WalFiles::of(&path).unwrap();
+        assert!(std::ptr::eq(a.shm, b.shm) && std::ptr::eq(a.wal, b.wal));
+    }
+
+    /// Another process's write transaction is seen as held, and none once it
+    /// ends; ours never is (POSIX locks do not conflict within a process).
+    #[test]
+    fn another_process_holding_the_write_byte_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_conn, path) = wal_db(dir.path());
+        let lock = WalFiles::of(&path).unwrap();
+        assert_eq!(lock.writer_held(), Some(false));
+        let writer = held_elsewhere(&path);
+        assert_eq!(lock.writer_held(), Some(true));
+        drop(writer);
+        assert_eq!(lock.writer_held(), Some(false));
+    }
+
+    /// Every commit rewrites the index header and moves the WAL's mark.
+    #[test]
+    fn a_commit_changes_the_index_header_and_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, path) = wal_db(dir.path());
+        let files = WalFiles::of(&path).unwrap();
+        let (header, mark) = (files.index_header().unwrap(), files.mark().unwrap());
+        assert_eq!(
+            files.index_header(),
+            Some(header),
+            "unchanged without a commit"
+        );
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        assert_ne!(files.index_header(), Some(header));
+        assert_ne!(files.mark(), Some(mark));
+        assert_eq!(files.mark(), mark_at(&dir.path().join("c.db-wal")));
+    }
+
+    /// A process holding `db`'s WAL write lock the way SQLite's writer does,
+    /// until dropped.
+    struct HeldElsewhere {
+        release: std::os::fd::OwnedFd,
+        child: nix::unistd::Pid,
+    }
+
+    fn held_elsewhere(db: &Path) -> HeldElsewhere {
+        use nix::unistd::{fork, pipe, read, write, ForkResult};
+        let mut shm = db.as_os_str().to_owned();
+        shm.push("-shm");
+        let shm = std::ffi::CString::new(shm.into_encoded_bytes()).unwrap();
+        let (ready_r, ready_w) = pipe().unwrap();
+        let (release_r, release_w) = pipe().unwrap();
+        // SAFETY: the child only makes system calls (open, fcntl, write, read,
+        // _exit) on memory prepared before the fork, as a forked child of a
+        // multi-threaded process may.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => unsafe {
+                let fd = nix::libc::open(shm.as_ptr(), nix::libc::O_RDWR);
+                let lock = nix::libc::flock {
+                    l_type: nix::libc::F_WRLCK as _,
+                    l_whence: nix::libc::SEEK_SET as _,
+                    l_start: SHM_WRITE_LOCK,
+                    l_len: 1,
+                    l_pid: 0,
+                };
+                let ok = fd >= 0 && nix::libc::fcntl(fd, nix::libc::F_SETLK, &lock) == 0;
+                let _ = write(&ready_w, &[u8::from(ok)]);
+                let mut byte = [0u8; 1];
+                let _ = read(&release_r, &mut byte);
+                nix::libc::_exit(0);
+            },
+            ForkResult::Parent { child } => {
+                drop((ready_w, release_r));
+                let mut ok = [0u8; 1];
+                assert_eq!(read(&ready_r, &mut ok).unwrap(), 1);
+                assert_eq!(ok[0], 1, "the child could not take the lock");
+                HeldElsewhere {
+                    release: release_w,
+                    child,
+                }
+            }
+        }
+    }
+
+    impl Drop for HeldElsewhere {
+        fn drop(&mut self) {
+            let _ = nix::unistd::write(&self.release, &[0]);
+            let _ = nix::sys::wait::waitpid(self.child, None);
+        }
+    }
+}
