@@ -551,3 +551,23 @@ fn a_settling_poll_looks_long_only_after_a_new_wal_write() {
         "waited the long window: {took:?}"
     );
 }
+
+/// Caught up: every commit read and none on its way, known without SQLite.
+/// Not after a commit it has not read, nor while another process holds a
+/// write transaction; again once it has read.
+#[test]
+fn caught_up_means_read_to_the_last_commit_with_no_writer() {
+    let (dir, w, mut p) = one_growing_step("one");
+    assert!(p.caught_up());
+    put(&w, &text(0, StepStatus::Generating, "one two"));
+    assert!(!p.caught_up(), "a commit it has not read");
+    assert_eq!(ready(&mut p).len(), 1);
+    assert!(p.caught_up());
+    drop(w);
+    let mut writer = settling_writer(&dir.path().join("c.db"), "one two three");
+    assert!(!p.caught_up(), "a write transaction is open");
+    assert!(writer.wait().expect("writer").success());
+    assert!(!p.caught_up(), "its commit is not read yet");
+    assert_eq!(ready(&mut p).len(), 1);
+    assert!(p.caught_up());
+}

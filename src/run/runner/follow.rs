@@ -64,6 +64,14 @@ impl Turn<'_> {
         unread
     }
 
+    /// Whether the followed database is read to its last commit with none
+    /// on its way ([`Poller::caught_up`]); never while a recorder watches
+    /// (it reads on every wake-up).
+    fn caught_up(&self) -> bool {
+        let reader = self.followed.as_ref().and_then(|f| f.reader.as_ref());
+        self.observer.is_none() && reader.is_some_and(Poller::caught_up)
+    }
+
     /// Switch to stream-json as the text source, saying so once.
     pub(super) fn degrade(&mut self, reason: String) {
         if self.result.degraded.is_some() {
@@ -206,6 +214,11 @@ impl Turn<'_> {
                 _ = agy.child.exited() => return Waited::Exited,
                 Some(path) = recv_path(&mut wake.watcher) => {
                     if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
+                        if self.caught_up() {
+                            // Writes already read: no poll, no re-checks.
+                            wake.settle = None;
+                            continue;
+                        }
                         return Waited::Poll { notified: true };
                     }
                 }
