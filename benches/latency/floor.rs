@@ -83,8 +83,9 @@ struct Reader {
 impl Reader {
     /// Spin on `data_version` until it moves and step `idx`'s answer is no
     /// longer `last` long (or [`SPIN_BOUND`] passes): its new length. A
-    /// version that moved with the answer unchanged (another write of the
-    /// same commit's, a checkpoint) keeps the spin going, as the commit the
+    /// version that moved with the answer unchanged (seen with fsync on, on
+    /// one machine: taken for the commit, it left the floor 40 ms behind,
+    /// until the next one) keeps the spin going, as the commit the
     /// notification announced is still to come.
     fn spin_then_read(&mut self, idx: i64, last: Option<usize>) -> Option<usize> {
         if self.conn.is_none() {

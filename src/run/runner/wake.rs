@@ -16,7 +16,9 @@ use crate::follow::poller::Settle;
 /// read. What outlasts that (a long write) is caught by the re-checks 2,
 /// 4, … 64 ms later, which stop once a poll finds every write to the WAL
 /// read ([`Poller::written_since_read`]): then the next write notifies.
-/// Each look is one `PRAGMA data_version`.
+/// While agy holds no write transaction a look is one look, never a
+/// window; each is a `pread` of the WAL-index header, SQLite asked only
+/// when it moved.
 pub(super) const SETTLE_FINE: Settle = Settle {
     written: Duration::from_millis(4),
     unwritten: Duration::from_micros(1500),
