@@ -16,20 +16,11 @@
 //! file takes it, and one of another file replaces it. Keeping a connection
 //! open never blocks agy: it holds no transaction.
 
+use crate::follow::wal_files::{file_id, FileId};
 use agy_format::database::{open_read_only, ReadError};
 use rusqlite::Connection;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
-
-/// A file's (device, inode): a database removed and created again under
-/// the same name is another file.
-type FileId = (u64, u64);
-
-fn file_id(path: &Path) -> Option<FileId> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.dev(), meta.ino()))
-}
 
 /// A connection and the file it opened (`None`: not known for sure, so
 /// never kept).

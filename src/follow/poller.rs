@@ -4,10 +4,12 @@
 //! Its contract with the writer: it opens read-only with `query_only`, never
 //! holds a read transaction between polls and never checkpoints, so agy is
 //! never blocked. Its contract with the caller: every poll first asks
-//! whether anything was committed since the last one (`PRAGMA
-//! data_version`), and runs no row SELECT unless something was; then it
-//! reads rows past the cursor plus every step that has not finished yet,
-//! and hands them to the [`Tracker`], which emits only what is new.
+//! whether anything was committed since the last one (a settling look
+//! reads the WAL-index header in `<db>-shm` first, `wal_files`; then
+//! `PRAGMA data_version`), and runs no row SELECT unless something was;
+//! then it reads rows past the cursor plus every step that has not
+//! finished yet, and hands them to the [`Tracker`], which emits only what
+//! is new.
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
@@ -298,11 +300,7 @@ impl Poller {
     fn wal_mark(&self) -> WalMark {
         match self.files {
             Some(files) => files.mark(),
-            None => {
-                let mut wal = self.path.as_os_str().to_owned();
-                wal.push("-wal");
-                wal_files::mark_at(Path::new(&wal))
-            }
+            None => wal_files::mark_by_path(&self.path),
         }
     }
 

@@ -42,13 +42,32 @@ pub(crate) const INDEX_HEADER: usize = 48;
 /// which even a long pi session stays far below; a descriptor apiece.
 const MAX_FILES: usize = 512;
 
-/// Every file opened so far, by (device, inode), never closed.
-static OPENED: Mutex<Vec<((u64, u64), &'static File)>> = Mutex::new(Vec::new());
+/// A file's (device, inode): a file removed and created again under the
+/// same name is another file.
+pub(crate) type FileId = (u64, u64);
+
+fn id_of(meta: &std::fs::Metadata) -> FileId {
+    (meta.dev(), meta.ino())
+}
+
+/// The id of the file at `path` now (one `stat`).
+pub(crate) fn file_id(path: &Path) -> Option<FileId> {
+    std::fs::metadata(path).ok().as_ref().map(id_of)
+}
+
+/// `db`'s sibling `<db><suffix>` (`-wal`, `-shm`).
+fn sibling(db: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push(suffix);
+    path.into()
+}
+
+/// Every file opened so far, by id, never closed.
+static OPENED: Mutex<Vec<(FileId, &'static File)>> = Mutex::new(Vec::new());
 
 /// `path`, opened read-only once for the life of the process.
-fn kept_open(path: &Path) -> Option<&'static File> {
-    let meta = std::fs::metadata(path).ok()?;
-    let key = (meta.dev(), meta.ino());
+fn open_for_good(path: &Path) -> Option<&'static File> {
+    let key = file_id(path)?;
     let mut opened = OPENED.lock().ok()?;
     if let Some((_, file)) = opened.iter().find(|(k, _)| *k == key) {
         return Some(file);
@@ -60,7 +79,7 @@ fn kept_open(path: &Path) -> Option<&'static File> {
     // The file opened may not be the one stat'ed (replaced between the
     // two): keyed by what was opened. Leaked either way, so that this
     // descriptor is never closed (see the module comment).
-    let key = file.metadata().map(|m| (m.dev(), m.ino())).ok();
+    let key = file.metadata().ok().as_ref().map(id_of);
     let file: &'static File = Box::leak(Box::new(file));
     opened.push((key?, file));
     Some(file)
@@ -70,10 +89,15 @@ fn kept_open(path: &Path) -> Option<&'static File> {
 /// modification time (a restarted WAL keeps its length, not its mtime).
 pub(crate) type WalMark = Option<(u64, std::time::SystemTime)>;
 
-/// The mark of the WAL at `wal`'s path (one `stat`).
-pub(crate) fn mark_at(wal: &Path) -> WalMark {
-    let meta = std::fs::metadata(wal).ok()?;
+fn mark_of(meta: std::fs::Metadata) -> WalMark {
     Some((meta.len(), meta.modified().ok()?))
+}
+
+/// The mark of database `db`'s WAL, by its path (one `stat`): for a
+/// database whose files are not known yet ([`WalFiles::mark`] once they
+/// are).
+pub(crate) fn mark_by_path(db: &Path) -> WalMark {
+    mark_of(std::fs::metadata(sibling(db, "-wal")).ok()?)
 }
 
 /// One database's `-shm` and `-wal`, as the database is now (recreated
@@ -89,14 +113,9 @@ impl WalFiles {
     /// `db`'s WAL files; `None` when it has none (not in WAL mode, or not
     /// opened yet) or the table is full.
     pub(crate) fn of(db: &Path) -> Option<WalFiles> {
-        let with = |suffix: &str| {
-            let mut path = db.as_os_str().to_owned();
-            path.push(suffix);
-            kept_open(Path::new(&path))
-        };
         Some(WalFiles {
-            shm: with("-shm")?,
-            wal: with("-wal")?,
+            shm: open_for_good(&sibling(db, "-shm"))?,
+            wal: open_for_good(&sibling(db, "-wal"))?,
         })
     }
 
@@ -131,8 +150,7 @@ impl WalFiles {
 
     /// The WAL's mark (one `fstat`, no path to walk).
     pub(crate) fn mark(self) -> WalMark {
-        let meta = self.wal.metadata().ok()?;
-        Some((meta.len(), meta.modified().ok()?))
+        mark_of(self.wal.metadata().ok()?)
     }
 }
 
@@ -193,7 +211,7 @@ mod tests {
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
         assert_ne!(files.index_header(), Some(header));
         assert_ne!(files.mark(), Some(mark));
-        assert_eq!(files.mark(), mark_at(&dir.path().join("c.db-wal")));
+        assert_eq!(files.mark(), mark_by_path(&path));
     }
 
     /// A process holding `db`'s WAL write lock the way SQLite's writer does,
