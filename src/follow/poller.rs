@@ -173,23 +173,66 @@ pub const ROWS_PER_POLL: usize = 64;
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
 pub const BYTES_PER_POLL: usize = 4 << 20;
 
-/// The rows past `cursor`, in order, up to [`ROWS_PER_POLL`] rows or
-/// [`BYTES_PER_POLL`] bytes of payload; whether more may be waiting.
-fn fresh_rows(conn: &Connection, sql: &Sql, cursor: i64) -> rusqlite::Result<(Vec<StepRow>, bool)> {
-    let mut stmt = conn.prepare_cached(&sql.fresh)?;
+/// The rows from idx `from` on, in order: `reread` of them (0 or 1) already
+/// read (the newest step read, still growing), then up to [`ROWS_PER_POLL`]
+/// new rows or [`BYTES_PER_POLL`] bytes of payload; whether more may be
+/// waiting.
+fn rows_from(
+    conn: &Connection,
+    sql: &Sql,
+    from: i64,
+    reread: usize,
+) -> rusqlite::Result<(Vec<StepRow>, bool)> {
+    let mut stmt = conn.prepare_cached(&sql.from)?;
     let mut rows = Vec::new();
     let mut bytes = 0;
-    for row in stmt.query_map([cursor], to_row)? {
+    // Rows are read lazily: stopping here leaves the rest for the next poll.
+    for row in stmt.query_map([from], to_row)? {
         let row = row?;
         bytes += row.payload.as_ref().map_or(0, Vec::len);
         rows.push(row);
-        if bytes >= BYTES_PER_POLL {
-            // The rest waits for the next poll (rows are read lazily).
+        if bytes >= BYTES_PER_POLL || rows.len() >= ROWS_PER_POLL + reread {
             return Ok((rows, true));
         }
     }
-    let full = rows.len() >= ROWS_PER_POLL;
-    Ok((rows, full))
+    Ok((rows, false))
+}
+
+/// The rows one read takes: every row past `cursor` (within the limits of
+/// [`rows_from`]) and every step in `unfinished`, read again; whether more
+/// rows may be waiting; how many SELECTs it took. When no unfinished step
+/// is older than the cursor's (the usual case: the step growing is the
+/// newest), one SELECT from the cursor covers both; otherwise the older
+/// ones are read one by one beside it. Inside the caller's read
+/// transaction, so that every row is of the same commit.
+fn read_rows(
+    conn: &Connection,
+    sql: &Sql,
+    cursor: i64,
+    unfinished: &BTreeSet<i64>,
+) -> rusqlite::Result<(Vec<StepRow>, bool, u64)> {
+    let reread = usize::from(unfinished.contains(&cursor));
+    let from = cursor + 1 - reread as i64;
+    let (mut rows, behind) = rows_from(conn, sql, from, reread)?;
+    let mut selects = 1;
+    let older = unfinished.range(..cursor);
+    if older.clone().next().is_some() {
+        let mut again = conn.prepare_cached(&sql.one)?;
+        for idx in older {
+            if let Some(row) = again.query_map([idx], to_row)?.next() {
+                rows.push(row?);
+            }
+            selects += 1;
+        }
+    }
+    Ok((rows, behind, selects))
+}
+
+/// What one read transaction found: `PRAGMA data_version`, and the rows
+/// when it moved ([`read_rows`]).
+struct Read {
+    version: i64,
+    rows: Option<(Vec<StepRow>, bool, u64)>,
 }
 
 /// The statements every poll runs, written once per database: each is
@@ -197,8 +240,11 @@ fn fresh_rows(conn: &Connection, sql: &Sql, cursor: i64) -> rusqlite::Result<(Ve
 /// (up to a few dozen a commit while one settles) parses no SQL.
 #[derive(Debug, Default)]
 struct Sql {
-    /// The rows past a cursor (`?1`), in order, [`ROWS_PER_POLL`] at most.
-    fresh: String,
+    /// The rows from an idx (`?1`) on, in order, one more than
+    /// [`ROWS_PER_POLL`] at most (the newest row read, read again). The
+    /// limit is written in, not bound: SQLite compiles a statement with a
+    /// bound limit again on every run.
+    from: String,
     /// One row by idx (`?1`): a step that has not finished, read again.
     one: String,
 }
@@ -207,7 +253,10 @@ impl Sql {
     fn new(columns: StepColumns) -> Sql {
         let select = columns.select();
         Sql {
-            fresh: format!("{select} WHERE idx > ?1 ORDER BY idx LIMIT {ROWS_PER_POLL}"),
+            from: format!(
+                "{select} WHERE idx >= ?1 ORDER BY idx LIMIT {}",
+                ROWS_PER_POLL + 1
+            ),
             one: format!("{select} WHERE idx = ?1"),
         }
     }
@@ -452,32 +501,32 @@ impl Poller {
             return Ok(None);
         }
         self.header_seen = header;
-        let version: i64 = conn
-            .prepare_cached("PRAGMA data_version")
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
-            .map_err(err)?;
-        if self.data_version == Some(version) {
-            return Ok(None);
-        }
-
-        // One short read transaction so both SELECTs see the same commit.
-        let (sql, cursor, unfinished) = (&self.sql, self.cursor, &self.unfinished);
-        let (mut rows, behind) = in_read_transaction(conn, || {
-            let (mut rows, behind) = fresh_rows(conn, sql, cursor)?;
-            let mut again = conn.prepare_cached(&sql.one)?;
-            for idx in unfinished {
-                if let Some(row) = again.query_map([idx], to_row)?.next() {
-                    rows.push(row?);
-                }
-            }
-            Ok((rows, behind))
+        // The version and the rows in one read transaction: starting one is
+        // most of what a read costs SQLite (the WAL-index header, its locks,
+        // the page cache dropped after another's commit), so a commit read
+        // pays it once, not once for the question and again for the rows.
+        let (seen, sql, cursor, unfinished) =
+            (self.data_version, &self.sql, self.cursor, &self.unfinished);
+        let read = in_read_transaction(conn, || {
+            let version: i64 = conn
+                .prepare_cached("PRAGMA data_version")?
+                .query_row([], |r| r.get(0))?;
+            let rows = if seen == Some(version) {
+                None
+            } else {
+                Some(read_rows(conn, sql, cursor, unfinished)?)
+            };
+            Ok(Read { version, rows })
         })
         .map_err(err)?;
-        self.stats.row_selects += 1 + u64::from(!self.unfinished.is_empty());
+        let Some((mut rows, behind, selects)) = read.rows else {
+            return Ok(None);
+        };
+        self.stats.row_selects += selects;
         self.behind = behind;
         // Behind: the rows past this batch are in the version just read, so
         // the next poll must not take it as already seen.
-        self.data_version = (!self.behind).then_some(version);
+        self.data_version = (!self.behind).then_some(read.version);
         self.stats.rows_read += rows.len() as u64;
 
         rows.sort_by_key(|r| r.idx);

@@ -113,8 +113,15 @@ pub(super) struct Followed {
     pub(super) id: ConversationId,
     pub(super) how: BindMethod,
     pub(super) path: PathBuf,
-    /// Out on a blocking thread while a poll runs; gone if it panicked.
+    /// Out on a blocking thread while a poll runs, or the follower's while
+    /// that runs; gone if it panicked.
     pub(super) reader: Option<Poller>,
+    /// The reader's own thread, from the binding to agy's end.
+    pub(super) follower: Option<super::follower::Follower>,
+    /// No thread could be had: the turn polls itself.
+    pub(super) no_thread: bool,
+    /// What the reader showed at its last poll.
+    pub(super) seen: super::follower::Seen,
 }
 
 impl Followed {
@@ -137,6 +144,9 @@ impl Followed {
         let path = discovery::db_path(dir, &id);
         Followed {
             reader: Some(Poller::new(&path, after_idx)),
+            follower: None,
+            no_thread: false,
+            seen: Default::default(),
             path,
             id,
             how,

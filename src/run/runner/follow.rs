@@ -1,9 +1,11 @@
-//! The turn while agy runs: the loop that binds, polls, delivers and
-//! waits for the next reason to look, and the trailing reads after agy's
-//! exit. What a poll or a stream-json line means is [`merge`]'s; when to
-//! wake is [`wake`]'s.
+//! The turn while agy runs: the loop that binds, hands the reader to its
+//! thread ([`follower`]), takes what it read, delivers and waits for the
+//! next reason to act, and the trailing reads after agy's exit. What a poll
+//! or a stream-json line means is [`merge`]'s; when to wake is the
+//! follower's once bound, [`wake`]'s before.
 
-use super::wake::{recv_path, settle_sleep, Wake, SETTLE_FINE};
+use super::follower::{Batch, Follower, Handing, Seen};
+use super::wake::{recv_path, Wake, SETTLE_FINE};
 use super::*;
 use crate::follow::poller::Poll;
 use agy_format::database::ReadError;
@@ -16,15 +18,14 @@ impl Turn<'_> {
     /// Poll the database once, forwarding what is new; right after a file
     /// notification (`notified`), wait briefly for the commit it announced.
     /// SQLite reads block, so the poll runs on a blocking thread, never on a
-    /// runtime worker. Returns whether a write may still be unread (the
-    /// WAL was written since the last commit read, or nothing is followed
-    /// yet): only then are the settle re-checks worth their wake-ups.
-    pub(super) async fn poll(&mut self, notified: bool) -> bool {
+    /// runtime worker. This is the reader's way while no follower thread
+    /// has it: after agy's run, and when no thread could be had.
+    pub(super) async fn poll(&mut self, notified: bool) {
         let Some(f) = self.followed.as_mut() else {
-            return true;
+            return;
         };
         let Some(mut poller) = f.reader.take() else {
-            return true;
+            return;
         };
         let joined = tokio::task::spawn_blocking(move || {
             let polled = if notified {
@@ -32,20 +33,29 @@ impl Turn<'_> {
             } else {
                 poller.poll()
             };
-            let unread = poller.written_since_read();
-            (poller, polled, unread)
+            (poller, polled)
         })
         .await;
-        let Ok((poller, polled, unread)) = joined else {
+        let Ok((poller, polled)) = joined else {
             // The reader panicked (a decoder bug): the turn goes on from
             // stream-json alone.
             self.db.last_problem = Some("the database reader failed".into());
-            return true;
+            return;
         };
-        self.result.last_idx = poller.last_idx();
-        let path = poller.path().to_path_buf();
+        let seen = Seen::of(&poller);
         f.reader = Some(poller);
-        match polled {
+        self.on_batch(Batch { polled, seen });
+    }
+
+    /// One poll's outcome, from the follower's thread or [`Turn::poll`].
+    pub(super) fn on_batch(&mut self, batch: Batch) {
+        let Some(f) = self.followed.as_mut() else {
+            return;
+        };
+        self.result.last_idx = batch.seen.last_idx;
+        f.seen = batch.seen;
+        let path = f.path.clone();
+        match batch.polled {
             Poll::Ready(evs) => {
                 self.db.ready = true;
                 for ev in evs {
@@ -61,15 +71,57 @@ impl Turn<'_> {
             let dir = &self.dir;
             crate::run::blocking::in_place(|| o.wake(dir, &path));
         }
-        unread
     }
 
-    /// Whether the followed database is read to its last commit with none
-    /// on its way ([`Poller::caught_up`]); never while a recorder watches
-    /// (it reads on every wake-up).
-    fn caught_up(&self) -> bool {
-        let reader = self.followed.as_ref().and_then(|f| f.reader.as_ref());
-        self.observer.is_none() && reader.is_some_and(Poller::caught_up)
+    /// Once bound, hand the reader to a thread of its own ([`Follower`]),
+    /// which from then on wakes for the database's changes: the directory's
+    /// watch here is let go. Unbound again (agy began another conversation),
+    /// the directory is watched again for discovery.
+    fn start_follower(&mut self, wake: &mut Wake) {
+        let Some(f) = self.followed.as_mut() else {
+            wake.watch(self.cfg, &self.dir);
+            return;
+        };
+        if f.follower.is_some() || f.no_thread || f.reader.is_none() {
+            return;
+        }
+        let handing = Handing {
+            every_poll: self.observer.is_some(),
+            tick: self.cfg.poll_interval,
+            watch: self.cfg.wake == WakeMode::Events,
+        };
+        f.follower = Follower::start(&mut f.reader, &self.dir, &f.id, handing);
+        if f.follower.is_some() {
+            wake.watcher = None;
+        } else {
+            // No thread: the turn polls on its own wake-ups.
+            f.no_thread = true;
+        }
+    }
+
+    /// Take the reader back from its thread, with whatever it read that
+    /// the turn has not taken yet.
+    pub(super) async fn stop_follower(&mut self) {
+        let Some(follower) = self.followed.as_mut().and_then(|f| f.follower.take()) else {
+            return;
+        };
+        let (left, reader) = follower.stop().await;
+        for batch in left {
+            self.on_batch(batch);
+        }
+        match self.followed.as_mut() {
+            Some(f) if reader.is_some() => f.reader = reader,
+            _ => self.db.last_problem = Some("the database reader failed".into()),
+        }
+    }
+
+    /// The follower's thread is gone without being stopped (it panicked:
+    /// a decoder bug): the turn goes on from stream-json alone.
+    fn follower_lost(&mut self) {
+        if let Some(f) = self.followed.as_mut() {
+            f.follower = None;
+        }
+        self.db.last_problem = Some("the database reader failed".into());
     }
 
     /// Switch to stream-json as the text source, saying so once.
@@ -110,56 +162,50 @@ impl Turn<'_> {
         let Some(f) = self.followed.as_ref() else {
             return;
         };
-        let Some(poller) = f.reader.as_ref() else {
-            return;
-        };
-        let Some(idx) = poller.waiting_step() else {
+        let Some((idx, tool)) = f.seen.waiting.as_ref() else {
             self.waiting_since = None;
             return;
         };
         match self.waiting_since {
-            Some((w, since)) if w == idx => {
+            Some((w, since)) if w == *idx => {
                 if since.elapsed() >= self.cfg.permission_stall {
-                    let tool = poller
-                        .tool_name(idx)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("step {idx}"));
+                    let tool = tool.clone();
                     self.stop_reason = Some(Failure::PermissionStall { tool });
                 }
             }
-            _ => self.waiting_since = Some((idx, Instant::now())),
+            _ => self.waiting_since = Some((*idx, Instant::now())),
         }
     }
 
     /// Follow agy until it exits or we stop it; returns its exit status if
-    /// it exited on its own (left unreaped for [`Turn::finish`]).
+    /// it exited on its own (left unreaped for [`Turn::finish`]). The
+    /// reader is back in the turn's hands when this returns.
     pub(super) async fn follow(&mut self, agy: &mut Agy, cancel: &CancellationToken) {
         let mut wake = Wake::new(self.cfg, &self.dir);
         let mut notified = false;
         loop {
             self.try_bind(agy.pid.get()).await;
-            if !self.poll(notified).await {
-                // Every write so far is read: the next one notifies.
-                wake.settle = None;
-            }
+            self.start_follower(&mut wake);
+            self.poll(notified).await;
             self.release_held(false);
             self.check_stall();
             self.check_degraded();
             // Nothing more is read while the consumer has no room.
             if !self.deliver_or_stop(cancel).await || self.stop_reason.is_some() {
-                return;
+                break;
             }
             match self.wait(agy, &mut wake, cancel).await {
-                Waited::Exited | Waited::Stop => return,
+                Waited::Exited | Waited::Stop => break,
                 Waited::TurnEnded => {
                     if let Some(w) = self.warm.as_mut() {
                         w.ended = true;
                     }
-                    return;
+                    break;
                 }
                 Waited::Poll { notified: n } => notified = n,
             }
         }
+        self.stop_follower().await;
     }
 
     /// Wait for a reason to poll: a stream-json line, a relevant file
@@ -168,6 +214,7 @@ impl Turn<'_> {
     async fn wait(&mut self, agy: &mut Agy, wake: &mut Wake, cancel: &CancellationToken) -> Waited {
         let behind = self.behind();
         let deadline = self.deadline;
+        let following = self.followed.as_ref().is_some_and(|f| f.follower.is_some());
         loop {
             tokio::select! {
                 biased;
@@ -212,19 +259,17 @@ impl Turn<'_> {
                     None => agy.not_found_open = false,
                 },
                 _ = agy.child.exited() => return Waited::Exited,
+                batch = next_batch(&mut self.followed), if following => {
+                    match batch {
+                        Some(batch) => self.on_batch(batch),
+                        None => self.follower_lost(),
+                    }
+                    return Waited::Poll { notified: false };
+                }
                 Some(path) = recv_path(&mut wake.watcher) => {
                     if wake.on_change(&path, self.followed.as_ref().map(|f| &f.id)) {
-                        if self.caught_up() {
-                            // Writes already read: no poll, no re-checks.
-                            wake.settle = None;
-                            continue;
-                        }
                         return Waited::Poll { notified: true };
                     }
-                }
-                _ = settle_sleep(wake.settle), if wake.settle.is_some() => {
-                    wake.next_settle();
-                    return Waited::Poll { notified: false };
                 }
                 _ = wake.tick.tick() => return Waited::Poll { notified: false },
             }
@@ -260,6 +305,14 @@ impl Turn<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// The follower's next poll (never, without one).
+async fn next_batch(followed: &mut Option<Followed>) -> Option<Batch> {
+    match followed.as_mut().and_then(|f| f.follower.as_mut()) {
+        Some(follower) => follower.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -5,16 +5,19 @@
 //! anything itself: the [`Poller`] turns commits into events, and
 //! [`discovery`] binds the database. Wake-ups are driven by inotify on the
 //! conversations directory (which also reports writes to `<id>.db-wal`), with
-//! a fallback interval so that a missed notification can never stall a turn.
-//! Whatever happens, [`run`] returns a [`RunResult`]; it never panics or
-//! returns early on an agy failure.
+//! a fallback interval so that a missed notification can never stall a turn;
+//! once bound, the reader and its wake-ups run on a thread of their own
+//! (`follower`), the turn hearing only of what a poll found. Whatever
+//! happens, [`run`] returns a [`RunResult`]; it never panics or returns
+//! early on an agy failure.
 //!
 //! This file holds what callers use (the configuration, the request, the
 //! events and the result, the entry points) and the turn's state; the
 //! turn's parts live by concept in private submodules: `args` (agy's
 //! command line), `agy` (its process and output readers), `bind` (which
-//! conversation), `follow` (the loop while agy runs), `wake` (when to
-//! look), `merge` (the two sources), `outbox` (delivery with
+//! conversation), `follow` (the loop while agy runs), `follower` (the
+//! reader's thread) and `changes` (what wakes it), `wake` (when to look
+//! before binding), `merge` (the two sources), `outbox` (delivery with
 //! back-pressure), `finish` (the end and its classification) and `warm`
 //! (an agy kept between turns).
 
@@ -36,8 +39,10 @@ use outbox::Halted;
 mod agy;
 mod args;
 mod bind;
+mod changes;
 mod finish;
 mod follow;
+mod follower;
 mod merge;
 mod outbox;
 pub mod prompt_file;

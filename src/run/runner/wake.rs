@@ -1,20 +1,23 @@
-//! What wakes a following turn: inotify on the conversations directory,
-//! the settle re-checks after a notification, and the fallback tick. Apart
-//! from the turn because it is policy (when to look), not what is looked at.
+//! What wakes a turn before it follows a database (a conversation database
+//! appearing in the conversations directory, for discovery; the fallback
+//! tick), and how long a settling poll looks. Once bound, the follower's
+//! thread waits for the database's own changes (`follower`, `changes`).
+//! Apart from the turn because it is policy (when to look), not what is
+//! looked at.
 
 use super::*;
 use crate::follow::poller::Settle;
 
-/// Settle re-checks after a file notification. A WAL write notifies before
-/// the commit is visible to readers (SQLite writes the WAL, syncs it, then
-/// publishes the commit in shared memory, which notifies nobody). The poll
-/// that a notification starts keeps looking on its blocking thread
-/// ([`Poller::poll_settling`]) until the commit is visible: up to
-/// [`SETTLE_FINE`]'s `written` bound when the WAL was written since the
-/// last read (agy's fsync, typically under a millisecond, at times several,
-/// is caught within 0.2 ms of its end), and only briefly for writes already
-/// read. What outlasts that (a long write) is caught by the re-checks 2,
-/// 4, … 64 ms later, which stop once a poll finds every write to the WAL
+/// How long a settling poll looks for the commit a notification
+/// announced. A WAL write notifies before the commit is visible to readers
+/// (SQLite writes the WAL, syncs it, then publishes the commit in shared
+/// memory, which notifies nobody), so the poll a notification starts keeps
+/// looking ([`Poller::poll_settling`]) until the commit is visible: up to
+/// `written` when the WAL was written since the last commit read (agy's
+/// fsync, typically under a millisecond, at times several, is caught
+/// within 0.2 ms of its end), and only briefly for writes already read.
+/// What outlasts that (a long write) is caught by the follower's re-checks
+/// 2, 4, … 64 ms later, which stop once a poll finds every write to the WAL
 /// read ([`Poller::written_since_read`]): then the next write notifies.
 /// While agy holds no write transaction a look is one look, never a
 /// window; each is a `pread` of the WAL-index header, SQLite asked only
@@ -23,16 +26,6 @@ pub(super) const SETTLE_FINE: Settle = Settle {
     written: Duration::from_millis(4),
     unwritten: Duration::from_micros(1500),
 };
-const SETTLE_FIRST: Duration = Duration::from_millis(2);
-const SETTLE_LAST: Duration = Duration::from_millis(64);
-
-pub(super) async fn settle_sleep(settle: Option<(tokio::time::Instant, Duration)>) {
-    match settle {
-        Some((since, delay)) => tokio::time::sleep_until(since + delay).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Wake-up source: file notifications from the conversations directory.
 /// On Linux, inotify read by the runtime's own I/O driver: one `read`
 /// brings every waiting notification, with no thread or channel between
@@ -57,17 +50,23 @@ impl std::os::fd::AsRawFd for InotifyFd {
     }
 }
 
+/// What inotify reports of the conversations directory: writes, and files
+/// appearing (a new conversation, a WAL created): what can bring a commit.
+/// Not opens or reads, our own included.
 #[cfg(target_os = "linux")]
-fn watch(dir: &Path) -> Option<Watcher> {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-    // Writes, and files appearing (a new conversation, a WAL created):
-    // what can bring a commit. Not opens or reads, our own included.
-    let mask = AddWatchFlags::IN_MODIFY
+pub(super) fn watch_mask() -> nix::sys::inotify::AddWatchFlags {
+    use nix::sys::inotify::AddWatchFlags;
+    AddWatchFlags::IN_MODIFY
         | AddWatchFlags::IN_CREATE
         | AddWatchFlags::IN_MOVED_TO
-        | AddWatchFlags::IN_CLOSE_WRITE;
-    inotify.add_watch(dir, mask).ok()?;
+        | AddWatchFlags::IN_CLOSE_WRITE
+}
+
+#[cfg(target_os = "linux")]
+fn watch(dir: &Path) -> Option<Watcher> {
+    use nix::sys::inotify::{InitFlags, Inotify};
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+    inotify.add_watch(dir, watch_mask()).ok()?;
     let readable = tokio::io::Interest::READABLE;
     // SAFETY: the descriptor is the Inotify's own, moved into the AsyncFd
     // with it: it stays open and the same until the AsyncFd is dropped.
@@ -155,7 +154,7 @@ impl Watcher {
 /// database appearing (`*.db`; the WAL writes of concurrent runs would only
 /// make every waiting runner re-run discovery); after, only ours (`<id>.db`,
 /// `-wal`, `-shm`).
-fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
+pub(super) fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
@@ -165,26 +164,29 @@ fn relevant(path: &Path, bound: Option<&ConversationId>) -> bool {
     }
 }
 
-/// The wake-up policy: file notifications with settle re-checks and the
+/// The wake-up policy before a follower runs: file notifications and the
 /// fallback tick.
 pub(super) struct Wake {
     pub(super) watcher: Option<Watcher>,
     pub(super) tick: tokio::time::Interval,
-    /// After a file notification: (since, delay) of the next settle re-check.
-    pub(super) settle: Option<(tokio::time::Instant, Duration)>,
 }
 
 impl Wake {
     pub(super) fn new(cfg: &RunConfig, dir: &Path) -> Wake {
         let mut tick = tokio::time::interval(cfg.poll_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        Wake {
-            watcher: match cfg.wake {
-                WakeMode::Events => watch(dir),
-                WakeMode::PollOnly => None,
-            },
+        let mut wake = Wake {
+            watcher: None,
             tick,
-            settle: None,
+        };
+        wake.watch(cfg, dir);
+        wake
+    }
+
+    /// Watch the conversations directory (again), unless told not to.
+    pub(super) fn watch(&mut self, cfg: &RunConfig, dir: &Path) {
+        if cfg.wake == WakeMode::Events && self.watcher.is_none() {
+            self.watcher = watch(dir);
         }
     }
 
@@ -196,20 +198,7 @@ impl Wake {
                 wake |= relevant(&p, bound);
             }
         }
-        if wake {
-            // The write we were told about becomes visible only once agy's
-            // commit (and its fsync) completes, which sends no notification:
-            // re-check a few times soon.
-            self.settle = Some((tokio::time::Instant::now(), SETTLE_FIRST));
-        }
         wake
-    }
-
-    pub(super) fn next_settle(&mut self) {
-        self.settle = self.settle.and_then(|(_, step)| {
-            let next = step * 2;
-            (next <= SETTLE_LAST).then(|| (tokio::time::Instant::now(), next))
-        });
     }
 }
 
