@@ -538,6 +538,35 @@ fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
     assert!(!p.behind());
 }
 
+/// A growing step past the byte budget is read again whole on each commit
+/// and leaves the reader caught up: the budget is for new rows. (Counting
+/// it left the reader behind on every poll, re-reading the step in a loop
+/// while it grew.)
+#[test]
+fn a_growing_step_past_the_byte_budget_leaves_the_reader_caught_up() {
+    use agy_bridge::follow::poller::BYTES_PER_POLL;
+    let big = "x".repeat(BYTES_PER_POLL + 1);
+    let (_dir, w, mut p) = one_growing_step(&big);
+    // A new row that large is a batch of its own: one more poll sees that
+    // nothing follows it.
+    if p.behind() {
+        assert!(ready(&mut p).is_empty());
+    }
+    assert!(!p.behind(), "behind on a step it read whole");
+    put(&w, &text(0, StepStatus::Generating, &format!("{big} more")));
+    let before = p.stats();
+    assert_eq!(
+        ready(&mut p),
+        vec![Event::Text {
+            idx: 0,
+            text: " more".into()
+        }]
+    );
+    assert!(!p.behind(), "behind on a step it read whole");
+    assert!(ready(&mut p).is_empty());
+    assert_eq!(p.stats().row_selects, before.row_selects + 1);
+}
+
 /// A notification for writes already read (one commit notifies more than
 /// once) looks only for the short window; one after a new WAL write reads
 /// the commit it announced at once.

@@ -173,25 +173,31 @@ pub const ROWS_PER_POLL: usize = 64;
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
 pub const BYTES_PER_POLL: usize = 4 << 20;
 
-/// The rows from idx `from` on, in order: `reread` of them (0 or 1) already
-/// read (the newest step read, still growing), then up to [`ROWS_PER_POLL`]
-/// new rows or [`BYTES_PER_POLL`] bytes of payload; whether more may be
-/// waiting.
+/// The rows from the cursor's on (`reread`: the cursor's own row too, the
+/// newest step read, still growing), in order, up to [`ROWS_PER_POLL`]
+/// new rows or [`BYTES_PER_POLL`] bytes of new rows' payload; whether more
+/// may be waiting. Only new rows count: the step read again is read whole
+/// however large, as every other unfinished step is, or a step growing
+/// past the byte limit would leave the reader behind on every poll.
 fn rows_from(
     conn: &Connection,
     sql: &Sql,
-    from: i64,
-    reread: usize,
+    cursor: i64,
+    reread: bool,
 ) -> rusqlite::Result<(Vec<StepRow>, bool)> {
     let mut stmt = conn.prepare_cached(&sql.from)?;
+    let from = if reread { cursor } else { cursor + 1 };
     let mut rows = Vec::new();
-    let mut bytes = 0;
+    let (mut fresh, mut bytes) = (0, 0);
     // Rows are read lazily: stopping here leaves the rest for the next poll.
     for row in stmt.query_map([from], to_row)? {
         let row = row?;
-        bytes += row.payload.as_ref().map_or(0, Vec::len);
+        if row.idx > cursor {
+            fresh += 1;
+            bytes += row.payload.as_ref().map_or(0, Vec::len);
+        }
         rows.push(row);
-        if bytes >= BYTES_PER_POLL || rows.len() >= ROWS_PER_POLL + reread {
+        if bytes >= BYTES_PER_POLL || fresh >= ROWS_PER_POLL {
             return Ok((rows, true));
         }
     }
@@ -211,9 +217,8 @@ fn read_rows(
     cursor: i64,
     unfinished: &BTreeSet<i64>,
 ) -> rusqlite::Result<(Vec<StepRow>, bool, u64)> {
-    let reread = usize::from(unfinished.contains(&cursor));
-    let from = cursor + 1 - reread as i64;
-    let (mut rows, behind) = rows_from(conn, sql, from, reread)?;
+    let reread = unfinished.contains(&cursor);
+    let (mut rows, behind) = rows_from(conn, sql, cursor, reread)?;
     let mut selects = 1;
     let older = unfinished.range(..cursor);
     if older.clone().next().is_some() {
