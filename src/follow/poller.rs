@@ -6,10 +6,11 @@
 //! never blocked. Its contract with the caller: every poll first asks
 //! whether anything was committed since the last one (a settling look
 //! reads the WAL-index header in `<db>-shm` first, `wal_files`; then
-//! `PRAGMA data_version`), and runs no row SELECT unless something was;
-//! then it reads rows past the cursor plus every step that has not
-//! finished yet, and hands them to the [`Tracker`], which emits only what
-//! is new.
+//! `PRAGMA data_version`), and runs no row SELECT unless something was
+//! (or, for a settling look, the header moved: then the SELECT carries the
+//! version, in one statement, and its rows count only if it moved); then
+//! it reads rows past the cursor plus every step that has not finished
+//! yet, and hands them to the [`Tracker`], which emits only what is new.
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
@@ -176,32 +177,59 @@ pub const BYTES_PER_POLL: usize = 4 << 20;
 /// The rows from the cursor's on (`reread`: the cursor's own row too, the
 /// newest step read, still growing), in order, up to [`ROWS_PER_POLL`]
 /// new rows or [`BYTES_PER_POLL`] bytes of new rows' payload; whether more
-/// may be waiting. Only new rows count: the step read again is read whole
-/// however large, as every other unfinished step is, or a step growing
-/// past the byte limit would leave the reader behind on every poll.
+/// may be waiting; with `statement` [`Sql::versioned`], `data_version` as
+/// of the rows (none without a row). Only new rows count: the step read
+/// again is read whole however large, as every other unfinished step is,
+/// or a step growing past the byte limit would leave the reader behind on
+/// every poll.
 fn rows_from(
     conn: &Connection,
-    sql: &Sql,
+    statement: &str,
     cursor: i64,
     reread: bool,
-) -> rusqlite::Result<(Vec<StepRow>, bool)> {
-    let mut stmt = conn.prepare_cached(&sql.from)?;
+) -> rusqlite::Result<(Vec<StepRow>, bool, Option<i64>)> {
+    let mut stmt = conn.prepare_cached(statement)?;
+    let versioned = stmt.column_count() > VERSION_COLUMN;
     let from = if reread { cursor } else { cursor + 1 };
     let mut rows = Vec::new();
-    let (mut fresh, mut bytes) = (0, 0);
+    let (mut fresh, mut bytes, mut version) = (0, 0, None);
     // Rows are read lazily: stopping here leaves the rest for the next poll.
-    for row in stmt.query_map([from], to_row)? {
-        let row = row?;
+    let mut read = stmt.query([from])?;
+    while let Some(r) = read.next()? {
+        if versioned && version.is_none() {
+            version = r.get(VERSION_COLUMN)?;
+        }
+        let row = to_row(r)?;
         if row.idx > cursor {
             fresh += 1;
             bytes += row.payload.as_ref().map_or(0, Vec::len);
         }
         rows.push(row);
         if bytes >= BYTES_PER_POLL || fresh >= ROWS_PER_POLL {
-            return Ok((rows, true));
+            return Ok((rows, true, version));
         }
     }
-    Ok((rows, false))
+    Ok((rows, false, version))
+}
+
+/// A settling look's read once the WAL-index header moved, so a commit has
+/// most likely landed, and no unfinished step is older than the cursor's:
+/// the rows and `data_version` in one statement, its own read transaction
+/// (four statements otherwise: `BEGIN`, the version, the rows, `COMMIT`).
+/// The rows count only when the version moved past `seen` (a checkpoint
+/// also moves the header). `None` when no row came back, so no version.
+fn read_versioned(
+    conn: &Connection,
+    statement: &str,
+    cursor: i64,
+    reread: bool,
+    seen: Option<i64>,
+) -> rusqlite::Result<Option<Read>> {
+    let (rows, behind, version) = rows_from(conn, statement, cursor, reread)?;
+    Ok(version.map(|version| Read {
+        version,
+        rows: (seen != Some(version)).then_some((rows, behind, 1)),
+    }))
 }
 
 /// The rows one read takes: every row past `cursor` (within the limits of
@@ -218,7 +246,7 @@ fn read_rows(
     unfinished: &BTreeSet<i64>,
 ) -> rusqlite::Result<(Vec<StepRow>, bool, u64)> {
     let reread = unfinished.contains(&cursor);
-    let (mut rows, behind) = rows_from(conn, sql, cursor, reread)?;
+    let (mut rows, behind, _) = rows_from(conn, &sql.from, cursor, reread)?;
     let mut selects = 1;
     let older = unfinished.range(..cursor);
     if older.clone().next().is_some() {
@@ -240,6 +268,10 @@ struct Read {
     rows: Option<(Vec<StepRow>, bool, u64)>,
 }
 
+/// The column of [`Sql::versioned`] that holds `data_version`, after the
+/// eight of [`StepColumns::select`].
+const VERSION_COLUMN: usize = 8;
+
 /// The statements every poll runs, written once per database: each is
 /// compiled once and kept in the connection's statement cache, so a poll
 /// (up to a few dozen a commit while one settles) parses no SQL.
@@ -247,9 +279,12 @@ struct Read {
 struct Sql {
     /// The rows from an idx (`?1`) on, in order, one more than
     /// [`ROWS_PER_POLL`] at most (the newest row read, read again). The
-    /// limit is written in, not bound: SQLite compiles a statement with a
-    /// bound limit again on every run.
+    /// limit is written in, not bound: bound, the bundled SQLite recompiled
+    /// the statement on every run (`sqlite3Reprepare`, seen in a profile).
     from: String,
+    /// The same with `data_version` beside each row ([`VERSION_COLUMN`]);
+    /// empty if the select's shape was not the one expected.
+    versioned: String,
     /// One row by idx (`?1`): a step that has not finished, read again.
     one: String,
 }
@@ -257,11 +292,16 @@ struct Sql {
 impl Sql {
     fn new(columns: StepColumns) -> Sql {
         let select = columns.select();
+        let order = format!("ORDER BY idx LIMIT {}", ROWS_PER_POLL + 1);
+        let from = format!("{select} WHERE idx >= ?1 {order}");
+        let with_version = ", (SELECT data_version FROM pragma_data_version) FROM steps";
+        let versioned = match select.strip_suffix(" FROM steps") {
+            Some(columns) => format!("{columns}{with_version} WHERE idx >= ?1 {order}"),
+            None => String::new(),
+        };
         Sql {
-            from: format!(
-                "{select} WHERE idx >= ?1 ORDER BY idx LIMIT {}",
-                ROWS_PER_POLL + 1
-            ),
+            from,
+            versioned,
             one: format!("{select} WHERE idx = ?1"),
         }
     }
@@ -505,25 +545,40 @@ impl Poller {
         if settling && self.data_version.is_some() && unchanged {
             return Ok(None);
         }
+        let moved = settling && header.is_some() && self.header_seen.is_some();
         self.header_seen = header;
-        // The version and the rows in one read transaction: starting one is
-        // most of what a read costs SQLite (the WAL-index header, its locks,
-        // the page cache dropped after another's commit), so a commit read
-        // pays it once, not once for the question and again for the rows.
         let (seen, sql, cursor, unfinished) =
             (self.data_version, &self.sql, self.cursor, &self.unfinished);
-        let read = in_read_transaction(conn, || {
-            let version: i64 = conn
-                .prepare_cached("PRAGMA data_version")?
-                .query_row([], |r| r.get(0))?;
-            let rows = if seen == Some(version) {
-                None
-            } else {
-                Some(read_rows(conn, sql, cursor, unfinished)?)
-            };
-            Ok(Read { version, rows })
-        })
-        .map_err(err)?;
+        let one_statement = moved
+            && seen.is_some()
+            && !sql.versioned.is_empty()
+            && unfinished.range(..cursor).next().is_none();
+        let versioned = if one_statement {
+            let reread = unfinished.contains(&cursor);
+            read_versioned(conn, &sql.versioned, cursor, reread, seen).map_err(err)?
+        } else {
+            None
+        };
+        // Otherwise the version and the rows in one read transaction:
+        // starting one is most of what a read costs SQLite (the WAL-index
+        // header, its locks, the page cache dropped after another's
+        // commit), so a commit read pays it once, not once for the
+        // question and again for the rows.
+        let read = match versioned {
+            Some(read) => read,
+            None => in_read_transaction(conn, || {
+                let version: i64 = conn
+                    .prepare_cached("PRAGMA data_version")?
+                    .query_row([], |r| r.get(0))?;
+                let rows = if seen == Some(version) {
+                    None
+                } else {
+                    Some(read_rows(conn, sql, cursor, unfinished)?)
+                };
+                Ok(Read { version, rows })
+            })
+            .map_err(err)?,
+        };
         let Some((mut rows, behind, selects)) = read.rows else {
             return Ok(None);
         };
