@@ -6,6 +6,8 @@
 //! closes), so a commit's notification wakes only the thread that reads
 //! the commit; elsewhere notify's watcher hands changes over.
 
+#[cfg(target_os = "linux")]
+use super::wake::inotify_on;
 use super::wake::relevant;
 use agy_format::ids::ConversationId;
 use std::path::Path;
@@ -48,21 +50,13 @@ pub(super) fn changes(
     watch: bool,
 ) -> std::io::Result<(Changes, StopChanges)> {
     let (stop, turn) = std::os::unix::net::UnixStream::pair()?;
-    let inotify = if watch { inotify(dir) } else { None };
+    let inotify = if watch { inotify_on(dir) } else { None };
     let changes = Changes {
         inotify,
         stop,
         bound: bound.clone(),
     };
     Ok((changes, StopChanges(turn)))
-}
-
-#[cfg(target_os = "linux")]
-fn inotify(dir: &Path) -> Option<nix::sys::inotify::Inotify> {
-    use nix::sys::inotify::{InitFlags, Inotify};
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-    inotify.add_watch(dir, super::wake::watch_mask()).ok()?;
-    Some(inotify)
 }
 
 #[cfg(target_os = "linux")]

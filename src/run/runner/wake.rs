@@ -50,23 +50,25 @@ impl std::os::fd::AsRawFd for InotifyFd {
     }
 }
 
-/// What inotify reports of the conversations directory: writes, and files
-/// appearing (a new conversation, a WAL created): what can bring a commit.
+/// A non-blocking inotify watch of the conversations directory (the
+/// turn's before binding, the follower's after): writes, and files
+/// appearing (a new conversation, a WAL created), what can bring a commit.
 /// Not opens or reads, our own included.
 #[cfg(target_os = "linux")]
-pub(super) fn watch_mask() -> nix::sys::inotify::AddWatchFlags {
-    use nix::sys::inotify::AddWatchFlags;
-    AddWatchFlags::IN_MODIFY
+pub(super) fn inotify_on(dir: &Path) -> Option<nix::sys::inotify::Inotify> {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+    let mask = AddWatchFlags::IN_MODIFY
         | AddWatchFlags::IN_CREATE
         | AddWatchFlags::IN_MOVED_TO
-        | AddWatchFlags::IN_CLOSE_WRITE
+        | AddWatchFlags::IN_CLOSE_WRITE;
+    inotify.add_watch(dir, mask).ok()?;
+    Some(inotify)
 }
 
 #[cfg(target_os = "linux")]
 fn watch(dir: &Path) -> Option<Watcher> {
-    use nix::sys::inotify::{InitFlags, Inotify};
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-    inotify.add_watch(dir, watch_mask()).ok()?;
+    let inotify = inotify_on(dir)?;
     let readable = tokio::io::Interest::READABLE;
     // SAFETY: the descriptor is the Inotify's own, moved into the AsyncFd
     // with it: it stays open and the same until the AsyncFd is dropped.
