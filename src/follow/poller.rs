@@ -7,8 +7,8 @@
 //! whether anything was committed since the last one (a settling look
 //! reads the WAL-index header in `<db>-shm` first, `wal_files`; then
 //! `PRAGMA data_version`), and runs no row SELECT unless something was
-//! (or, for a settling look, the header moved: then the SELECT carries the
-//! version, in one statement, and its rows count only if it moved); then
+//! (or, for a settling look, the header moved: then the SELECT alone, and
+//! its rows count only if the version its read saw moved); then
 //! it reads rows past the cursor plus every step that has not finished
 //! yet, and hands them to the [`Tracker`], which emits only what is new.
 //!
@@ -177,28 +177,22 @@ pub const BYTES_PER_POLL: usize = 4 << 20;
 /// The rows from the cursor's on (`reread`: the cursor's own row too, the
 /// newest step read, still growing), in order, up to [`ROWS_PER_POLL`]
 /// new rows or [`BYTES_PER_POLL`] bytes of new rows' payload; whether more
-/// may be waiting; with `statement` [`Sql::versioned`], `data_version` as
-/// of the rows (none without a row). Only new rows count: the step read
-/// again is read whole however large, as every other unfinished step is,
-/// or a step growing past the byte limit would leave the reader behind on
-/// every poll.
+/// may be waiting. Only new rows count: the step read again is read whole
+/// however large, as every other unfinished step is, or a step growing
+/// past the byte limit would leave the reader behind on every poll.
 fn rows_from(
     conn: &Connection,
     statement: &str,
     cursor: i64,
     reread: bool,
-) -> rusqlite::Result<(Vec<StepRow>, bool, Option<i64>)> {
+) -> rusqlite::Result<(Vec<StepRow>, bool)> {
     let mut stmt = conn.prepare_cached(statement)?;
-    let versioned = stmt.column_count() > VERSION_COLUMN;
     let from = if reread { cursor } else { cursor + 1 };
     let mut rows = Vec::new();
-    let (mut fresh, mut bytes, mut version) = (0, 0, None);
+    let (mut fresh, mut bytes) = (0, 0);
     // Rows are read lazily: stopping here leaves the rest for the next poll.
     let mut read = stmt.query([from])?;
     while let Some(r) = read.next()? {
-        if versioned && version.is_none() {
-            version = r.get(VERSION_COLUMN)?;
-        }
         let row = to_row(r)?;
         if row.idx > cursor {
             fresh += 1;
@@ -206,18 +200,19 @@ fn rows_from(
         }
         rows.push(row);
         if bytes >= BYTES_PER_POLL || fresh >= ROWS_PER_POLL {
-            return Ok((rows, true, version));
+            return Ok((rows, true));
         }
     }
-    Ok((rows, false, version))
+    Ok((rows, false))
 }
 
 /// A settling look's read once the WAL-index header moved, so a commit has
 /// most likely landed, and no unfinished step is older than the cursor's:
-/// the rows and `data_version` in one statement, its own read transaction
-/// (four statements otherwise: `BEGIN`, the version, the rows, `COMMIT`).
-/// The rows count only when the version moved past `seen` (a checkpoint
-/// also moves the header). `None` when no row came back, so no version.
+/// the rows in one statement, its own read transaction, and then the
+/// version that transaction saw ([`data_version_read`]): one statement,
+/// not four (`BEGIN`, the version, the rows, `COMMIT`). The rows count
+/// only when the version moved past `seen` (a checkpoint also moves the
+/// header). `None` when the version cannot be had.
 fn read_versioned(
     conn: &Connection,
     statement: &str,
@@ -225,11 +220,34 @@ fn read_versioned(
     reread: bool,
     seen: Option<i64>,
 ) -> rusqlite::Result<Option<Read>> {
-    let (rows, behind, version) = rows_from(conn, statement, cursor, reread)?;
-    Ok(version.map(|version| Read {
+    let (rows, behind) = rows_from(conn, statement, cursor, reread)?;
+    Ok(data_version_read(conn).map(|version| Read {
         version,
         rows: (seen != Some(version)).then_some((rows, behind, 1)),
     }))
+}
+
+/// `PRAGMA data_version` as of the connection's last read transaction,
+/// without a statement: the pager's change counter that pragma reports
+/// (`SQLITE_FCNTL_DATA_VERSION`; the pragma adds this connection's own
+/// commits, and a read-only connection makes none). Read after a SELECT in
+/// autocommit mode, it is the version of the commit that SELECT saw. The
+/// pragma as a table (`pragma_data_version`) in the SELECT cost a parse of
+/// the pragma on every run (`pragmaVtabFilter`, 8% of the reader's thread
+/// in a profile).
+fn data_version_read(conn: &Connection) -> Option<i64> {
+    let mut version: std::ffi::c_uint = 0;
+    // SAFETY: the handle is `conn`'s own, open for the call; this op
+    // writes one `unsigned int` through the pointer, which points at one.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_DATA_VERSION,
+            (&mut version as *mut std::ffi::c_uint).cast(),
+        )
+    };
+    (rc == rusqlite::ffi::SQLITE_OK).then_some(i64::from(version))
 }
 
 /// The rows one read takes: every row past `cursor` (within the limits of
@@ -246,7 +264,7 @@ fn read_rows(
     unfinished: &BTreeSet<i64>,
 ) -> rusqlite::Result<(Vec<StepRow>, bool, u64)> {
     let reread = unfinished.contains(&cursor);
-    let (mut rows, behind, _) = rows_from(conn, &sql.from, cursor, reread)?;
+    let (mut rows, behind) = rows_from(conn, &sql.from, cursor, reread)?;
     let mut selects = 1;
     let older = unfinished.range(..cursor);
     if older.clone().next().is_some() {
@@ -268,10 +286,6 @@ struct Read {
     rows: Option<(Vec<StepRow>, bool, u64)>,
 }
 
-/// The column of [`Sql::versioned`] that holds `data_version`, after the
-/// eight of [`StepColumns::select`].
-const VERSION_COLUMN: usize = 8;
-
 /// The statements every poll runs, written once per database: each is
 /// compiled once and kept in the connection's statement cache, so a poll
 /// (up to a few dozen a commit while one settles) parses no SQL.
@@ -282,9 +296,6 @@ struct Sql {
     /// limit is written in, not bound: bound, the bundled SQLite recompiled
     /// the statement on every run (`sqlite3Reprepare`, seen in a profile).
     from: String,
-    /// The same with `data_version` beside each row ([`VERSION_COLUMN`]);
-    /// empty if the select's shape was not the one expected.
-    versioned: String,
     /// One row by idx (`?1`): a step that has not finished, read again.
     one: String,
 }
@@ -293,15 +304,8 @@ impl Sql {
     fn new(columns: StepColumns) -> Sql {
         let select = columns.select();
         let order = format!("ORDER BY idx LIMIT {}", ROWS_PER_POLL + 1);
-        let from = format!("{select} WHERE idx >= ?1 {order}");
-        let with_version = ", (SELECT data_version FROM pragma_data_version) FROM steps";
-        let versioned = match select.strip_suffix(" FROM steps") {
-            Some(columns) => format!("{columns}{with_version} WHERE idx >= ?1 {order}"),
-            None => String::new(),
-        };
         Sql {
-            from,
-            versioned,
+            from: format!("{select} WHERE idx >= ?1 {order}"),
             one: format!("{select} WHERE idx = ?1"),
         }
     }
@@ -549,13 +553,10 @@ impl Poller {
         self.header_seen = header;
         let (seen, sql, cursor, unfinished) =
             (self.data_version, &self.sql, self.cursor, &self.unfinished);
-        let one_statement = moved
-            && seen.is_some()
-            && !sql.versioned.is_empty()
-            && unfinished.range(..cursor).next().is_none();
+        let one_statement = moved && seen.is_some() && unfinished.range(..cursor).next().is_none();
         let versioned = if one_statement {
             let reread = unfinished.contains(&cursor);
-            read_versioned(conn, &sql.versioned, cursor, reread, seen).map_err(err)?
+            read_versioned(conn, &sql.from, cursor, reread, seen).map_err(err)?
         } else {
             None
         };
@@ -618,5 +619,40 @@ impl Poller {
             self.cursor = self.cursor.max(row.idx);
         }
         Ok(Some(events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pager's counter read after a SELECT is what `PRAGMA
+    /// data_version` says, and it moves with another connection's commit.
+    #[test]
+    fn the_version_read_after_a_select_is_the_pragma_s() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v.db");
+        let w = Connection::open(&path).expect("open");
+        w.pragma_update(None, "journal_mode", "wal").expect("wal");
+        w.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .expect("write");
+        let r = open_read_only(&path).expect("reader");
+        let pragma = |c: &Connection| -> i64 {
+            c.query_row("PRAGMA data_version", [], |row| row.get(0))
+                .expect("pragma")
+        };
+        let select = |c: &Connection| -> i64 {
+            c.query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+                .expect("select")
+        };
+        assert_eq!(select(&r), 1);
+        let before = data_version_read(&r).expect("version");
+        assert_eq!(before, pragma(&r));
+        w.execute("INSERT INTO t VALUES (2)", []).expect("commit");
+        assert_eq!(data_version_read(&r), Some(before), "no read since");
+        assert_eq!(select(&r), 2);
+        let after = data_version_read(&r).expect("version");
+        assert_ne!(after, before, "a commit by another connection moves it");
+        assert_eq!(after, pragma(&r));
     }
 }

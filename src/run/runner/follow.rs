@@ -183,6 +183,10 @@ impl Turn<'_> {
     pub(super) async fn follow(&mut self, agy: &mut Agy, cancel: &CancellationToken) {
         let mut wake = Wake::new(self.cfg, &self.dir);
         let mut notified = false;
+        // One timer for the whole turn, not one registered and dropped on
+        // every wait (a lock of the runtime's timer wheel each way).
+        let watchdog = tokio::time::sleep_until(self.deadline);
+        tokio::pin!(watchdog);
         loop {
             self.try_bind(agy.pid.get()).await;
             self.start_follower(&mut wake);
@@ -194,7 +198,7 @@ impl Turn<'_> {
             if !self.deliver_or_stop(cancel).await || self.stop_reason.is_some() {
                 break;
             }
-            match self.wait(agy, &mut wake, cancel).await {
+            match self.wait(agy, &mut wake, watchdog.as_mut(), cancel).await {
                 Waited::Exited | Waited::Stop => break,
                 Waited::TurnEnded => {
                     if let Some(w) = self.warm.as_mut() {
@@ -210,10 +214,16 @@ impl Turn<'_> {
 
     /// Wait for a reason to poll: a stream-json line, a relevant file
     /// change, the fallback tick, agy's exit, an abort or the watchdog; at
-    /// once when the last poll stopped at its row limit.
-    async fn wait(&mut self, agy: &mut Agy, wake: &mut Wake, cancel: &CancellationToken) -> Waited {
+    /// once when the last poll stopped at its row limit. `watchdog`: the
+    /// turn's deadline.
+    async fn wait(
+        &mut self,
+        agy: &mut Agy,
+        wake: &mut Wake,
+        mut watchdog: std::pin::Pin<&mut tokio::time::Sleep>,
+        cancel: &CancellationToken,
+    ) -> Waited {
         let behind = self.behind();
-        let deadline = self.deadline;
         let following = self.followed.as_ref().is_some_and(|f| f.follower.is_some());
         loop {
             tokio::select! {
@@ -222,7 +232,7 @@ impl Turn<'_> {
                     self.halt(Halted::Aborted);
                     return Waited::Stop;
                 }
-                _ = tokio::time::sleep_until(deadline) => {
+                _ = watchdog.as_mut() => {
                     self.halt(Halted::TimedOut);
                     return Waited::Stop;
                 }

@@ -35,6 +35,26 @@ impl Turn<'_> {
     pub(super) async fn deliver(&mut self, cancel: &CancellationToken) -> Result<(), Halted> {
         let deadline = self.deadline;
         while !self.outbox.is_empty() {
+            // Room now (the usual case): no timer, no waker registered.
+            if cancel.is_cancelled() {
+                return Err(Halted::Aborted);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Halted::TimedOut);
+            }
+            match self.events.try_reserve() {
+                Ok(permit) => {
+                    if let Some(event) = self.outbox.pop_front() {
+                        permit.send(event);
+                    }
+                    continue;
+                }
+                Err(mpsc::error::TrySendError::Closed(())) => {
+                    self.outbox.clear();
+                    continue;
+                }
+                Err(mpsc::error::TrySendError::Full(())) => {}
+            }
             let room = tokio::select! {
                 // An abort or the watchdog wins over room that is also there.
                 biased;
