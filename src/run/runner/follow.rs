@@ -157,6 +157,21 @@ impl Turn<'_> {
         }
     }
 
+    /// Whether a check the turn makes on time alone is pending: a step
+    /// waiting for permission ([`Turn::check_stall`]), a database not read
+    /// yet ([`Turn::check_degraded`]), events held for agy's words
+    /// ([`Turn::release_held`]). While the follower runs, the turn's tick
+    /// serves only these (the follower polls on its own tick): without
+    /// them an idle turn does not wake twice per tick period.
+    fn timed_check_due(&self) -> bool {
+        let waiting = self
+            .followed
+            .as_ref()
+            .is_some_and(|f| f.seen.waiting.is_some());
+        let unread = !self.db.ready && self.result.degraded.is_none();
+        waiting || unread || !self.held.is_empty()
+    }
+
     /// A step stuck in WAITING: print mode can never answer it.
     fn check_stall(&mut self) {
         let Some(f) = self.followed.as_ref() else {
@@ -225,6 +240,7 @@ impl Turn<'_> {
     ) -> Waited {
         let behind = self.behind();
         let following = self.followed.as_ref().is_some_and(|f| f.follower.is_some());
+        let ticking = !following || self.timed_check_due();
         loop {
             tokio::select! {
                 biased;
@@ -281,7 +297,7 @@ impl Turn<'_> {
                         return Waited::Poll { notified: true };
                     }
                 }
-                _ = wake.tick.tick() => return Waited::Poll { notified: false },
+                _ = wake.tick.tick(), if ticking => return Waited::Poll { notified: false },
             }
         }
     }
