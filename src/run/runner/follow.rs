@@ -240,8 +240,10 @@ impl Turn<'_> {
     ) -> Waited {
         let behind = self.behind();
         let following = self.followed.as_ref().is_some_and(|f| f.follower.is_some());
-        let ticking = !following || self.timed_check_due();
         loop {
+            // Asked each time round: a stream-json line handled below may
+            // hold or release events without ending the wait.
+            let ticking = !following || self.timed_check_due();
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
