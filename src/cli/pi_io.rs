@@ -1,7 +1,7 @@
 //! pi's side of the pipe, shared by one-turn `stream` and `--session`:
-//! stdout written by a thread of its own (pi's pace is the turn's), and the
-//! lines pi sends during a turn (an abort, pi's tool results as control
-//! lines).
+//! stdout, written off the runtime's workers (pi's pace is the turn's),
+//! and the lines pi sends during a turn (an abort, pi's tool results as
+//! control lines).
 
 use agy_bridge::pi::mcp::relay::Control;
 use std::io::{self, Write};
@@ -26,83 +26,34 @@ pub(super) fn is_abort_line(line: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-/// Flushed chunks (one pi event each, mostly) waiting for the stdout
-/// thread. When pi reads slowly they fill and the next flush waits (on the
-/// thread driving `stream`, or in the relay's `block_in_place`, never on a
-/// runtime worker), the relay stops taking the runner's events, and the
-/// runner stops reading agy's database: pi's pace is the turn's, and the
-/// bridge holds no more than these few chunks of it.
-const STDOUT_QUEUE: usize = 8;
+/// pi's stdout, written where `PiStream` writes: on the thread driving
+/// `stream` (the runtime's `block_on`, never a runtime worker; the relay
+/// maps events in `block_in_place`). pi reading slowly makes the write
+/// wait there: the relay stops taking the runner's events, and the runner
+/// stops reading agy's database, so pi's pace is the turn's and the bridge
+/// holds none of it; the pipe's own buffer is the only queue. A write
+/// error (pi gone) fails that write, which is how `PiStream` learns pi went
+/// away. It was a thread of its own fed by a queue of eight chunks: one
+/// more thread to wake for every event, with nothing to gain, as the
+/// writer already waits off the runtime's workers.
+pub(super) struct PiStdout(io::Stdout);
 
-/// stdout written by a thread of its own: each flushed line is handed over
-/// (at most [`STDOUT_QUEUE`] waiting) and written there, so a reader that is
-/// slow never blocks the runtime and one that is gone is noticed. A write
-/// error there makes the next write here fail, which is how `PiStream`
-/// learns that pi went away. Dropping it waits for everything handed over
-/// to be written.
-pub(super) struct StdoutThread {
-    buf: Vec<u8>,
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
-    broken: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl StdoutThread {
-    pub(super) fn spawn() -> StdoutThread {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(STDOUT_QUEUE);
-        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = broken.clone();
-        let thread = std::thread::spawn(move || {
-            let mut out = io::stdout().lock();
-            for chunk in rx {
-                if out.write_all(&chunk).and_then(|_| out.flush()).is_err() {
-                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
-                    break;
-                }
-            }
-        });
-        StdoutThread {
-            buf: Vec::new(),
-            tx: Some(tx),
-            broken,
-            thread: Some(thread),
-        }
-    }
-
-    fn check(&self) -> io::Result<()> {
-        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed"));
-        }
-        Ok(())
+impl PiStdout {
+    pub(super) fn new() -> PiStdout {
+        PiStdout(io::stdout())
     }
 }
 
-impl Write for StdoutThread {
+impl Write for PiStdout {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.check()?;
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
+        self.0.lock().write(data)
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.0.lock().write_all(data)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.check()?;
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::take(&mut self.buf);
-        match &self.tx {
-            Some(tx) if tx.send(chunk).is_ok() => Ok(()),
-            _ => Err(io::Error::new(io::ErrorKind::BrokenPipe, "stdout closed")),
-        }
-    }
-}
-
-impl Drop for StdoutThread {
-    fn drop(&mut self) {
-        let _ = self.flush();
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.0.lock().flush()
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! Most blocking work moves to a thread of its own (`spawn_blocking`), but
 //! a call that borrows the caller's state (a `&mut` observer, pi's mapper
-//! and its bounded stdout queue) cannot leave the task. On a multi-thread
-//! runtime such a call runs in `block_in_place`, which hands the worker's
-//! other tasks to another worker first; on a current-thread runtime there
-//! is no other worker, so it runs where it is.
+//! and pi's stdout, which waits for pi to read) cannot leave the task. On
+//! a multi-thread runtime such a call runs in `block_in_place`, which
+//! hands the worker's other tasks to another worker first; on a
+//! current-thread runtime there is no other worker, so it runs where it
+//! is.
 
 /// Run `f` here, the runtime's other tasks moved off this worker first
 /// where the runtime allows it.
