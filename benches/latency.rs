@@ -23,6 +23,9 @@
 //!    (`LATENCY_ONLY=floor` runs this case alone; `LATENCY_ONLY=ttft`, case
 //!    5 on the growth recording alone).
 //!
+//! 7. commit to pi's line through `agy-bridge stream` (`latency/pi_line.rs`;
+//!    `LATENCY_ONLY=pi`, `LATENCY_BEFORE_BIN` for another build beside).
+//!
 //! Run with `cargo bench --bench latency` (after `cargo build -p fake-agy
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
 //! target directory). Results go to stdout; README quotes them.
@@ -30,6 +33,8 @@
 mod common;
 #[path = "latency/floor.rs"]
 mod floor;
+#[path = "latency/pi_line.rs"]
+mod pi_line;
 
 use common::{fake_agy, workspace_bin};
 
@@ -524,6 +529,7 @@ fn main() {
     match std::env::var("LATENCY_ONLY").as_deref() {
         Ok("floor") => return floor::floor_vs_ours(&rt, &growth, &lengths),
         Ok("ttft") => return ttft_case("growth recording", &growth, "gemini-3.7-flash", false),
+        Ok("pi") => return pi_line::pi_line(&growth, &lengths),
         _ => {}
     }
     println!("== commit-to-event latency (60 commits, 40 ms apart) ==");
@@ -563,6 +569,7 @@ fn main() {
     );
 
     floor::floor_vs_ours(&rt, &growth, &lengths);
+    pi_line::pi_line(&growth, &lengths);
 
     println!("\n== idle cost (5 s with nothing committed) ==");
     let idle_poll = idle_poller(Duration::from_secs(5), Duration::from_millis(250));
