@@ -39,31 +39,13 @@ const CHUNK: usize = 26;
 fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
     let log = home.join("fake-agy-cpu.log");
     let _ = std::fs::remove_file(&log);
-    let mut cmd = common::bridge_on_fake_agy(bridge, home, recording);
-    cmd.arg("stream")
-        .env("AGY_WARM", "off")
-        .env("AGY_PERMISSIONS", "allow");
     let before = common::children_cpu_ms();
-    let mut child = cmd.spawn().expect("spawn agy-bridge");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let request = common::stream_request(home, "cpu-bench");
-    writeln!(stdin, "{request}").expect("request");
-    let out = child.stdout.take().expect("stdout");
     let mut texts = 0;
-    let mut last = String::new();
-    for line in BufReader::new(out).lines() {
-        let Ok(line) = line else { break };
+    let last = common::stream_turn(bridge, home, recording, "cpu-bench", &[], |line| {
         if line.contains("\"text_delta\"") {
             texts += 1;
         }
-        last = line;
-    }
-    drop(stdin);
-    let status = child.wait().expect("wait");
-    assert!(
-        status.success(),
-        "agy-bridge stream failed: {status}; last line {last}"
-    );
+    });
     assert!(
         last.contains("\"done\""),
         "the turn did not end well: {last}"

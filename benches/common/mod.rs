@@ -91,6 +91,46 @@ pub fn stream_request(home: &Path, session: &str) -> serde_json::Value {
     })
 }
 
+/// One cold turn through `agy-bridge stream` (`bridge`) on fake-agy
+/// replaying `recording` in `home` (no warm agy, permissions allowed,
+/// `env` on top): pi's request for `session` sent, stdin held open to the
+/// end as pi does (its end would abort), each stdout line handed to
+/// `on_line` as it arrives. Panics unless the bridge exits 0; returns its
+/// last line.
+#[allow(dead_code)]
+pub fn stream_turn(
+    bridge: &Path,
+    home: &Path,
+    recording: &Path,
+    session: &str,
+    env: &[(&str, &str)],
+    mut on_line: impl FnMut(&str),
+) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let mut cmd = bridge_on_fake_agy(bridge, home, recording);
+    cmd.arg("stream")
+        .env("AGY_WARM", "off")
+        .env("AGY_PERMISSIONS", "allow")
+        .envs(env.iter().copied());
+    let mut child = cmd.spawn().expect("spawn agy-bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", stream_request(home, session)).expect("request");
+    let out = child.stdout.take().expect("stdout");
+    let mut last = String::new();
+    for line in BufReader::new(out).lines() {
+        let Ok(line) = line else { break };
+        on_line(&line);
+        last = line;
+    }
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(
+        status.success(),
+        "agy-bridge stream failed: {status}; last line {last}"
+    );
+    last
+}
+
 /// fake-agy's own CPU over the run, in ms, from its log: each process's
 /// last line (its total so far; a warm agy logs after every turn), summed.
 #[allow(dead_code)]

@@ -8,39 +8,26 @@
 
 use super::common::{self, env_num, workspace_bin};
 use super::{growth_latencies, now_ns, pct};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// One turn through `stream`: each growth commit's latency to its line.
 fn one_turn(bridge: &Path, rec: &Path, lengths: &[usize]) -> Vec<f64> {
     let home = tempfile::tempdir().expect("tempdir");
     let log = home.path().join("commits.log");
-    let mut cmd = common::bridge_on_fake_agy(bridge, home.path(), rec);
-    cmd.arg("stream")
-        .env("FAKE_AGY_COMMIT_LOG", &log)
-        .env("AGY_WARM", "off")
-        .env("AGY_PERMISSIONS", "allow");
-    let mut child = cmd.spawn().expect("spawn agy-bridge");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let request = common::stream_request(home.path(), "latency-pi-line");
-    writeln!(stdin, "{request}").expect("request");
-    let out = child.stdout.take().expect("stdout");
+    let log_env = log.display().to_string();
+    let env = [("FAKE_AGY_COMMIT_LOG", log_env.as_str())];
     // (arrival, answer bytes streamed so far) per text line.
     let mut received = Vec::new();
     let mut streamed = 0;
-    for line in BufReader::new(out).lines() {
-        let Ok(line) = line else { break };
+    common::stream_turn(bridge, home.path(), rec, "latency-pi-line", &env, |line| {
         let at = now_ns();
         if !line.contains("\"text_delta\"") {
-            continue;
+            return;
         }
-        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        let event: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         streamed += event["delta"].as_str().map_or(0, str::len);
         received.push((at, streamed));
-    }
-    drop(stdin);
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "agy-bridge stream failed: {status}");
+    });
     growth_latencies(&log, lengths, &received)
 }
 
