@@ -523,3 +523,56 @@ async fn an_init_line_confirming_discovery_makes_it_agys_word() {
         assert_eq!(out.result.bind_method, Some(BindMethod::StreamJson));
     }
 }
+
+// ----- the end of a turn ------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_ends_once_agy_has_exited_and_its_database_is_read() {
+    // Reads after agy's exit used to be spaced by `trailing_interval` come
+    // what may; with nobody writing the database once agy is gone, the
+    // turn ends at the first of them. An interval of 30 s makes the old
+    // way take 90 s.
+    let home = Home::new();
+    let mut cfg = home.config("hello", 8.0);
+    cfg.trailing_interval = Duration::from_secs(30);
+    let started = Instant::now();
+    let out = run(cfg, "Say hello").await;
+    assert!(out.result.ok(), "{:?}", out.result.failure);
+    assert_eq!(out.transcript(), expected(&load("hello")));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the turn took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_still_holding_the_database_after_agy_is_read_to_its_commit() {
+    // At its exit fake-agy leaves a process outside its group holding the
+    // database's write lock, which commits one more step 400 ms later: the
+    // trailing reads go on while the lock is held, and that step is read.
+    let home = Home::new();
+    let mut cfg = home.config("hello", 8.0);
+    cfg.env
+        .push(("FAKE_AGY_LATE_COMMIT_MS".into(), "400".into()));
+    cfg.trailing_polls = 20;
+    cfg.trailing_interval = Duration::from_millis(100);
+    let recorded_last = load("hello")
+        .commits
+        .iter()
+        .flat_map(|c| &c.writes)
+        .filter(|w| w.table == "steps")
+        .filter_map(|w| match w.key.get("idx") {
+            Some(recording::SqlValue::Integer(i)) => Some(*i),
+            _ => None,
+        })
+        .max()
+        .expect("hello writes steps");
+    let out = run(cfg, "Say hello").await;
+    assert!(out.result.ok(), "{:?}", out.result.failure);
+    assert_eq!(
+        out.result.last_idx,
+        Some(recorded_last + 1),
+        "the late step was not read"
+    );
+}

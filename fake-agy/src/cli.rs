@@ -66,6 +66,8 @@ pub enum Invocation {
     Print(Box<PrintArgs>),
     /// Internal: the child process that writes a subagent's database.
     SubagentWriter(Vec<String>),
+    /// Internal: the process `FAKE_AGY_LATE_COMMIT_MS` leaves behind.
+    LateWriter(Vec<String>),
 }
 
 /// The flags of a print-mode run. Most are accepted and ignored, as the
@@ -110,6 +112,9 @@ const SUBCOMMANDS: &[&str] = &[
 
 /// The hidden first argument that turns fake-agy into a subagent writer.
 pub const SUBAGENT_WRITER: &str = "__fake-agy-subagent-writer";
+
+/// The hidden first argument that turns fake-agy into a late writer.
+pub const LATE_WRITER: &str = "__fake-agy-late-writer";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Takes {
@@ -182,6 +187,9 @@ fn subcommand(args: &[String]) -> Option<Invocation> {
     let first = args.first()?;
     if first == SUBAGENT_WRITER {
         return Some(Invocation::SubagentWriter(args[1..].to_vec()));
+    }
+    if first == LATE_WRITER {
+        return Some(Invocation::LateWriter(args[1..].to_vec()));
     }
     if !SUBCOMMANDS.contains(&first.as_str()) {
         return None;
@@ -600,6 +608,10 @@ Fault knobs:
                                 process group that outlives fake-agy unless the whole
                                 group is killed
   FAKE_AGY_GRANDCHILD_PIDFILE=P Write that grandchild's pid to P
+  FAKE_AGY_LATE_COMMIT_MS=N     At exit leave a process outside fake-agy's process group
+                                holding the database's write lock; N ms later it commits
+                                one more step (a copy of the last) and exits: work that
+                                outlives agy
   FAKE_AGY_COMMIT_LOG=PATH      Append one line per commit, right after it commits:
                                 `<n> <unix-time-ns> <db-uuid> <idx,idx,...|->`
   FAKE_AGY_ARGV_LOG=PATH        Append each invocation's arguments to PATH as a JSON array per line

@@ -77,6 +77,7 @@ fn main() {
         }
         Ok(Invocation::Print(p)) => replay::boot().and_then(|()| replay::run_print(&p, start)),
         Ok(Invocation::SubagentWriter(a)) => replay::writer::run_subagent_writer(&a),
+        Ok(Invocation::LateWriter(a)) => replay::late::run_late_writer(&a),
     };
     let code = match result {
         Ok(code) => code,

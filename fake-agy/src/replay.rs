@@ -23,6 +23,7 @@ pub mod conversation;
 mod database;
 mod gate;
 pub mod knobs;
+pub mod late;
 pub mod writer;
 
 use self::conversation::{conversations_dir, resolve_conversation, Target, TurnPlan};
@@ -408,6 +409,14 @@ impl<'a> Run<'a> {
     /// Print how the run ended and return the exit code.
     fn end(mut self, ending: Ending) -> i32 {
         self.close_writers();
+        if let Some(delay) = self.knobs.late_commit {
+            if let Err(e) = late::leave(&self.root_path, delay) {
+                err_raw(&format!(
+                    "fake-agy: FAKE_AGY_LATE_COMMIT_MS: {}\n",
+                    e.message
+                ));
+            }
+        }
         let killed = self.rec.header.outcome.as_ref().is_some_and(|o| o.killed);
         let ending = match ending {
             Ending::Finished if killed => {

@@ -50,6 +50,8 @@ pub(super) struct Knobs {
     pub(super) grandchild_pidfile: Option<PathBuf>,
     pub(super) commit_log: Option<PathBuf>,
     pub(super) hang: bool,
+    /// `FAKE_AGY_LATE_COMMIT_MS`: a late writer's delay ([`super::late`]).
+    pub(super) late_commit: Option<Duration>,
 }
 
 impl Knobs {
@@ -85,6 +87,7 @@ impl Knobs {
             grandchild_pidfile: env("FAKE_AGY_GRANDCHILD_PIDFILE").map(PathBuf::from),
             commit_log: env("FAKE_AGY_COMMIT_LOG").map(PathBuf::from),
             hang: env_flag("FAKE_AGY_HANG"),
+            late_commit: env_parse::<u64>("FAKE_AGY_LATE_COMMIT_MS")?.map(Duration::from_millis),
         })
     }
 

@@ -328,11 +328,27 @@ impl Turn<'_> {
                 self.bind_after_exit().await;
             }
             self.poll_through(cancel).await?;
-            if i < self.cfg.trailing_polls {
-                tokio::time::sleep(self.cfg.trailing_interval).await;
+            if i == self.cfg.trailing_polls || self.read_to_the_end() {
+                break;
             }
+            tokio::time::sleep(self.cfg.trailing_interval).await;
         }
         Ok(())
+    }
+
+    /// After agy's exit: the bound database is read to its last commit and
+    /// nobody is writing it ([`Poller::caught_up`]: no process holds its
+    /// write lock, nothing published since the last read). agy's tree is
+    /// gone by then (its group was ended before it was reaped), so no
+    /// commit can follow, and the trailing reads end: each one waited
+    /// `trailing_interval` (100 ms), so every turn's last event reached the
+    /// consumer 300 ms after agy had finished. A writer still holding the
+    /// lock (something agy left outside its group) keeps them going.
+    fn read_to_the_end(&self) -> bool {
+        self.followed
+            .as_ref()
+            .and_then(|f| f.reader.as_ref())
+            .is_some_and(Poller::caught_up)
     }
 }
 

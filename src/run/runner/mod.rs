@@ -81,6 +81,10 @@ pub struct RunConfig {
     pub wake: WakeMode,
     /// The fallback interval (and the only one in poll-only mode).
     pub poll_interval: Duration,
+    /// Reads of the database after agy's exit, `trailing_interval` apart,
+    /// while another process still holds its write lock or the turn is not
+    /// bound yet (after the first read otherwise); a warm turn's end reads
+    /// them all, since agy is still running.
     pub trailing_polls: u32,
     pub trailing_interval: Duration,
     /// SIGTERM to SIGKILL.
