@@ -511,12 +511,15 @@ impl Poller {
     }
 
     fn not_ready(&mut self, e: ReadError) -> Poll {
+        // The header was taken before the read that failed: what it
+        // announced is not read, so neither [`Self::caught_up`] nor the
+        // next settling look may take it as seen.
+        self.header_seen = None;
         // Drop the handle so a replaced or recreated file is reopened.
         if !matches!(e, ReadError::Locked { .. }) {
             self.conn = None;
             self.data_version = None;
             self.files = None;
-            self.header_seen = None;
         }
         Poll::NotReady(e)
     }
@@ -654,5 +657,27 @@ mod tests {
         let after = data_version_read(&r).expect("version");
         assert_ne!(after, before, "a commit by another connection moves it");
         assert_eq!(after, pragma(&r));
+    }
+
+    /// A read that failed (here: busy) leaves the poller not caught up,
+    /// though the WAL-index header it took before the read is the newest:
+    /// what that header announced was not read. After agy's exit the turn
+    /// ends on [`Poller::caught_up`]; a commit behind a failed read must
+    /// not end it.
+    #[test]
+    fn a_failed_read_is_not_caught_up() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        let w = Connection::open(&path).expect("open");
+        w.pragma_update(None, "journal_mode", "wal").expect("wal");
+        agy_format::schema::create(&w).expect("schema");
+        let mut p = Poller::new(&path, None);
+        assert!(matches!(p.poll(), Poll::Ready(_)));
+        assert!(p.caught_up());
+        let locked = ReadError::Locked { path: path.clone() };
+        assert!(matches!(p.not_ready(locked), Poll::NotReady(_)));
+        assert!(!p.caught_up(), "caught up after a failed read");
+        assert!(matches!(p.poll(), Poll::Ready(_)));
+        assert!(p.caught_up(), "a read again");
     }
 }
