@@ -562,10 +562,7 @@ async fn a_writer_still_holding_the_database_after_agy_is_read_to_its_commit() {
         .iter()
         .flat_map(|c| &c.writes)
         .filter(|w| w.table == "steps")
-        .filter_map(|w| match w.key.get("idx") {
-            Some(recording::SqlValue::Integer(i)) => Some(*i),
-            _ => None,
-        })
+        .filter_map(|w| w.key.get("idx").and_then(recording::SqlValue::as_i64))
         .max()
         .expect("hello writes steps");
     let out = run(cfg, "Say hello").await;

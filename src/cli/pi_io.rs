@@ -1,10 +1,19 @@
 //! pi's side of the pipe, shared by one-turn `stream` and `--session`:
-//! stdout, written off the runtime's workers (pi's pace is the turn's),
-//! and the lines pi sends during a turn (an abort, pi's tool results as
+//! the lines pi sends during a turn (an abort, pi's tool results as
 //! control lines).
+//!
+//! pi's stdout is `std::io::Stdout` itself, written where `PiStream`
+//! writes: on the thread driving `stream` (the runtime's `block_on`, never
+//! a runtime worker; the relay maps events in `block_in_place`). pi reading
+//! slowly makes the write wait there: the relay stops taking the runner's
+//! events, and the runner stops reading agy's database, so pi's pace is
+//! the turn's and the bridge holds none of it; the pipe's own buffer is the
+//! only queue. A write error (pi gone) fails that write, which is how
+//! `PiStream` learns pi went away. It was a thread of its own fed by a
+//! queue of eight chunks: one more thread to wake for every event, with
+//! nothing to gain, as the writer already waits off the runtime's workers.
 
 use agy_bridge::pi::mcp::relay::Control;
-use std::io::{self, Write};
 
 /// Queue a control line for the relay without waiting: this thread must go
 /// on reading stdin (an abort may follow), so a line beyond
@@ -24,36 +33,4 @@ pub(super) fn is_abort_line(line: &[u8]) -> bool {
         .ok()
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(|t| t == "abort"))
         .unwrap_or(false)
-}
-
-/// pi's stdout, written where `PiStream` writes: on the thread driving
-/// `stream` (the runtime's `block_on`, never a runtime worker; the relay
-/// maps events in `block_in_place`). pi reading slowly makes the write
-/// wait there: the relay stops taking the runner's events, and the runner
-/// stops reading agy's database, so pi's pace is the turn's and the bridge
-/// holds none of it; the pipe's own buffer is the only queue. A write
-/// error (pi gone) fails that write, which is how `PiStream` learns pi went
-/// away. It was a thread of its own fed by a queue of eight chunks: one
-/// more thread to wake for every event, with nothing to gain, as the
-/// writer already waits off the runtime's workers.
-pub(super) struct PiStdout(io::Stdout);
-
-impl PiStdout {
-    pub(super) fn new() -> PiStdout {
-        PiStdout(io::stdout())
-    }
-}
-
-impl Write for PiStdout {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.0.lock().write(data)
-    }
-
-    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
-        self.0.lock().write_all(data)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.lock().flush()
-    }
 }

@@ -18,7 +18,6 @@
 
 use super::cold::ColdTurn;
 use super::env::{warm_policy, WarmPolicy, WARM_ENV};
-use super::pi_io::PiStdout;
 use super::prepare::PreparedTurn;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::stream::PiStream;
@@ -182,7 +181,7 @@ struct Session {
 pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
     let gone = CancellationToken::new();
     let mut msgs = session_input(gone.clone());
-    let mut out = PiStdout::new();
+    let mut out = std::io::stdout();
     super::turn::cancel_on_signals(gone.clone());
     super::caller::stop_with_parent();
     super::caller::cancel_when_stdout_closes(gone.clone());
@@ -349,7 +348,7 @@ impl Session {
     async fn turn(
         &mut self,
         line: &str,
-        out: &mut PiStdout,
+        out: &mut std::io::Stdout,
         control: mpsc::Receiver<Control>,
         cancel: &CancellationToken,
     ) -> bool {

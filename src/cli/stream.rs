@@ -4,7 +4,7 @@
 //! [`super::start`], [`super::prepare`], [`super::cold`],
 //! [`super::pi_tools`] and [`super::end`], which `--session` shares.
 
-use super::pi_io::{is_abort_line, keep_control, PiStdout};
+use super::pi_io::{is_abort_line, keep_control};
 use super::start::StreamStart;
 use agy_bridge::pi::mcp::relay::Control;
 use clap::Args;
@@ -224,7 +224,7 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     let (request_line, control) = stdin_reader(cancel.clone());
     // pi may be slow to read: writes wait on this thread, never on a
     // runtime worker.
-    let mut pi = PiStream::new(PiStdout::new());
+    let mut pi = PiStream::new(std::io::stdout());
     pi.start();
     super::turn::cancel_on_signals(cancel.clone());
     // pi gone (killed, or no longer reading) ends the turn and agy's tree.

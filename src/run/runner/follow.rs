@@ -323,12 +323,25 @@ impl Turn<'_> {
         while let Ok(id) = agy.not_found.try_recv() {
             self.on_not_found(&id);
         }
+        self.trailing_reads(cancel, true).await
+    }
+
+    /// The reads at a turn's end, `trailing_interval` apart, at most
+    /// `trailing_polls` + 1. After agy's exit (`exited`) each binds first
+    /// if the turn is not bound yet, and they stop once the database is
+    /// read to the end ([`Turn::read_to_the_end`]); at a warm turn's end
+    /// agy is still running, so all of them are made.
+    pub(super) async fn trailing_reads(
+        &mut self,
+        cancel: &CancellationToken,
+        exited: bool,
+    ) -> Result<(), Halted> {
         for i in 0..=self.cfg.trailing_polls {
-            if self.followed.is_none() {
+            if exited && self.followed.is_none() {
                 self.bind_after_exit().await;
             }
             self.poll_through(cancel).await?;
-            if i == self.cfg.trailing_polls || self.read_to_the_end() {
+            if i == self.cfg.trailing_polls || (exited && self.read_to_the_end()) {
                 break;
             }
             tokio::time::sleep(self.cfg.trailing_interval).await;

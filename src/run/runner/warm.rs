@@ -362,14 +362,8 @@ impl Turn<'_> {
     /// after the result), the two sources settled, and the turn classified
     /// as a cold turn's would be, without an exit code.
     async fn finish_warm(mut self, agy: &mut Agy, cancel: &CancellationToken) -> RunResult {
-        for i in 0..=self.cfg.trailing_polls {
-            if let Err(why) = self.poll_through(cancel).await {
-                self.halt(why);
-                break;
-            }
-            if i < self.cfg.trailing_polls {
-                tokio::time::sleep(self.cfg.trailing_interval).await;
-            }
+        if let Err(why) = self.trailing_reads(cancel, false).await {
+            self.halt(why);
         }
         let settle = !(self.result.aborted || self.result.timed_out);
         self.conclude(&agy.tails, settle, cancel).await
