@@ -181,24 +181,41 @@ pub(super) fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), S
 
 /// Wait for the request line: it, or the sentence pi shows instead.
 async fn read_request(
-    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
+    mut request_line: tokio::sync::oneshot::Receiver<RequestLine>,
     wait: Duration,
     cancel: &CancellationToken,
 ) -> Result<String, (bool, String)> {
-    let bad = |e: String| (false, format!("agy-bridge: bad request: {e}"));
     tokio::select! {
         // A line that is there wins over a timer that is also done.
         biased;
-        line = request_line => match line {
-            Ok(line) => line.map_err(bad),
-            Err(_) => Err(bad("stdin could not be read".into())),
-        },
-        _ = tokio::time::sleep(wait) => Err(bad(format!(
+        line = &mut request_line => taken_request(line),
+        _ = tokio::time::sleep(wait) => Err(bad_request(format!(
             "no complete request line on stdin after {} s: the request is one JSON object followed by a newline (or the end of stdin); AGY_REQUEST_TIMEOUT_SECS sets how long to wait",
             wait.as_secs()
         ))),
-        _ = cancel.cancelled() => Err((true, "Operation aborted".into())),
+        // stdin's end cancels just after the stdin thread sends the line
+        // (or why there is none), and both can land between this select's
+        // look at the line and its look here: the line, when it came,
+        // still says more than "aborted".
+        _ = cancel.cancelled() => match request_line.try_recv() {
+            Ok(line) => taken_request(Ok(line)),
+            Err(_) => Err((true, "Operation aborted".into())),
+        },
     }
+}
+
+/// The request line as the stdin thread sent it, or the sentence pi shows.
+fn taken_request(
+    line: Result<RequestLine, tokio::sync::oneshot::error::RecvError>,
+) -> Result<String, (bool, String)> {
+    match line {
+        Ok(line) => line.map_err(bad_request),
+        Err(_) => Err(bad_request("stdin could not be read".into())),
+    }
+}
+
+fn bad_request(why: String) -> (bool, String) {
+    (false, format!("agy-bridge: bad request: {why}"))
 }
 
 /// Read and check the request, take the session's turn lock (waiting for a
