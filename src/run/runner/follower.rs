@@ -96,8 +96,8 @@ impl Follower {
         let spawned = std::thread::Builder::new()
             .name("agy-bridge-follow".into())
             .spawn(move || {
-                // The settle's pauses are a fifth of a millisecond: the
-                // default slack (50 µs) would stretch each by a quarter.
+                // The settle's pauses are a tenth of a millisecond: the
+                // default slack (50 µs) would stretch each by half.
                 #[cfg(target_os = "linux")]
                 let _ = nix::sys::prctl::set_timerslack(1_000);
                 let taken = theirs.lock().ok().and_then(|mut s| s.take());
