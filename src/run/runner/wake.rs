@@ -15,7 +15,8 @@ use crate::follow::poller::Settle;
 /// looking ([`Poller::poll_settling`]) until the commit is visible: up to
 /// `written` when the WAL was written since the last commit read (agy's
 /// fsync, typically under a millisecond, at times several, is caught
-/// within 0.1 ms of its end), and only briefly for writes already read.
+/// within 0.1 ms of its end, 0.2 ms when it ends in the first 0.2 ms), and
+/// only briefly for writes already read.
 /// What outlasts that (a long write) is caught by the follower's re-checks
 /// 2, 4, … 64 ms later, which stop once a poll finds every write to the WAL
 /// read ([`Poller::written_since_read`]): then the next write notifies.
