@@ -42,8 +42,9 @@ use std::time::{Duration, Instant};
 /// default) not for a quarter of a millisecond or more, so the second look
 /// waits [`SETTLE_FIRST_PAUSE`]. The next come every [`SETTLE_PAUSE`]: a
 /// commit waiting for agy's fsync is caught within 0.1 ms of becoming
-/// visible (0.2 ms when it becomes visible before the second look). Against 0.2 ms throughout, the p99 from agy's commit to the
-/// event fell from 0.46-0.56 to 0.34-0.35 ms at about the same CPU
+/// visible (0.2 ms when it becomes visible before the second look).
+/// Against 0.2 ms throughout, the p99 from agy's commit to the event fell
+/// from 0.46-0.56 to 0.34-0.35 ms at about the same CPU
 /// (`docs/benchmarks.md`, "Looks every 0.1 ms once agy's fsync is due").
 const SETTLE_FIRST_PAUSE: Duration = Duration::from_micros(200);
 const SETTLE_PAUSE: Duration = Duration::from_micros(100);
