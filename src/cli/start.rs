@@ -19,6 +19,11 @@ pub(super) struct StreamStart {
     pub(super) _turn_lock: Option<agy_bridge::state::sessions::TurnLock>,
 }
 
+/// What pi is told of a request it got wrong (not an abort).
+pub(super) fn bad_request(why: String) -> (bool, String) {
+    (false, format!("agy-bridge: bad request: {why}"))
+}
+
 /// `stream_start` ([`super::stream`]) once the request line is in: parse
 /// it, take the session's turn lock, prepare the turn.
 pub(super) async fn start_from_line(
@@ -27,7 +32,7 @@ pub(super) async fn start_from_line(
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
     let req: agy_bridge::pi::provider::StreamRequest =
-        serde_json::from_str(line).map_err(|e| (false, format!("agy-bridge: bad request: {e}")))?;
+        serde_json::from_str(line).map_err(|e| bad_request(e.to_string()))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
     let (session_key, store) = super::prepare::session_of(&req);

@@ -5,7 +5,7 @@
 //! [`super::pi_tools`] and [`super::end`], which `--session` shares.
 
 use super::pi_io::{is_abort_line, keep_control};
-use super::start::StreamStart;
+use super::start::{bad_request, StreamStart};
 use agy_bridge::pi::mcp::relay::Control;
 use clap::Args;
 use std::io;
@@ -212,10 +212,6 @@ fn taken_request(
         Ok(line) => line.map_err(bad_request),
         Err(_) => Err(bad_request("stdin could not be read".into())),
     }
-}
-
-fn bad_request(why: String) -> (bool, String) {
-    (false, format!("agy-bridge: bad request: {why}"))
 }
 
 /// Read and check the request, take the session's turn lock (waiting for a
