@@ -16,7 +16,8 @@
 //! between them); fixed per turn = short − 40 × per commit. Targets: ≤ 0.3
 //! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
 //! one warm session (`stream --session`) against five cold `stream`s: the
-//! CPU per turn of each.
+//! CPU per turn of each, and the warm turn's fixed part (its CPU less its
+//! commits at the per-commit cost).
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
@@ -154,13 +155,18 @@ fn main() {
             results[i].2.push(l);
         }
     }
-    summarise(results, long, dt, rounds);
-    warm_against_cold(&bridges, &short_rec, rounds);
+    let per_commit = summarise(results, long, dt, rounds);
+    warm_against_cold(&bridges, &short_rec, rounds, &per_commit);
 }
 
 /// Each bridge's medians, its CPU per commit and fixed per turn, and the
-/// ratios when two ran.
-fn summarise(results: Vec<(&str, Vec<f64>, Vec<f64>)>, long: usize, dt: u64, rounds: u64) {
+/// ratios when two ran; each bridge's CPU per commit.
+fn summarise(
+    results: Vec<(&str, Vec<f64>, Vec<f64>)>,
+    long: usize,
+    dt: u64,
+    rounds: u64,
+) -> Vec<f64> {
     let mut summary = Vec::new();
     for (name, mut shorts, mut longs) in results {
         let (s, l) = (median(&mut shorts), median(&mut longs));
@@ -181,16 +187,27 @@ fn summarise(results: Vec<(&str, Vec<f64>, Vec<f64>)>, long: usize, dt: u64, rou
             ours_f / before_f
         );
     }
+    summary
+        .into_iter()
+        .map(|(per_commit, _)| per_commit)
+        .collect()
 }
 
 /// CPU per turn of the short turn on a warm session against one cold
 /// `stream` per turn: what the per-turn start costs, and whether a warm
 /// session pays it. A session's own start (its first agy, probes) is paid
 /// once, so the warm cost per turn is the marginal one: the difference
-/// between sessions of `TURNS` and `2 * TURNS` turns, per turn.
-fn warm_against_cold(bridges: &[(&str, PathBuf)], recording: &Path, rounds: u64) {
+/// between sessions of `TURNS` and `2 * TURNS` turns, per turn. Less the
+/// turn's commits at `per_commit` (each bridge's, from the cold turns),
+/// that is a warm turn's fixed cost, the start a warm session spares.
+fn warm_against_cold(
+    bridges: &[(&str, PathBuf)],
+    recording: &Path,
+    rounds: u64,
+    per_commit: &[f64],
+) {
     const TURNS: usize = 5;
-    for (name, bridge) in bridges {
+    for ((name, bridge), per_commit) in bridges.iter().zip(per_commit) {
         let (mut warm, mut cold) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let home = tempfile::tempdir().expect("home");
@@ -208,6 +225,10 @@ fn warm_against_cold(bridges: &[(&str, PathBuf)], recording: &Path, rounds: u64)
             "{name}: {SHORT}-commit turn, CPU per turn: warm session {w:.1} ms (marginal: {TURNS}- against {}-turn sessions), one `stream` per turn {c:.1} ms (warm/cold {:.2}x; medians of {rounds})",
             2 * TURNS,
             w / c
+        );
+        println!(
+            "{name}: warm turn fixed {:.1} ms (its CPU less {SHORT} x {per_commit:.3} ms per commit; target <= 5)",
+            w - SHORT as f64 * per_commit
         );
     }
 }

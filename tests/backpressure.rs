@@ -16,7 +16,7 @@ use common::{alive, bridge, eventually, Watchdog};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
 const STEP_BYTES: usize = 64 << 10;
@@ -38,10 +38,22 @@ fn recording(dir: &Path, steps: usize) -> String {
 /// `agy-bridge stream` on the recording, pi's request written, stdin kept
 /// open (pi's abort line goes there) and stdout not read.
 fn start(home: &Path, recording: &str, bind: &str, extra: &[(&str, &str)]) -> (Child, ChildStdin) {
+    start_to(home, recording, bind, extra, Stdio::piped())
+}
+
+/// [`start`] with the bridge's stdout on `stdout` (pi's node gives its
+/// children socket pairs, not pipes).
+fn start_to(
+    home: &Path,
+    recording: &str,
+    bind: &str,
+    extra: &[(&str, &str)],
+    stdout: Stdio,
+) -> (Child, ChildStdin) {
     let mut cmd = bridge("stream", home, recording, "1000");
     cmd.env("AGY_BIND", bind)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::null());
     for (k, v) in extra {
         cmd.env(k, v);
@@ -100,7 +112,7 @@ fn commits(log: &Path) -> usize {
 }
 
 /// Every event the bridge printed, read to its end.
-fn read_all(out: ChildStdout) -> Vec<Value> {
+fn read_all(out: impl std::io::Read) -> Vec<Value> {
     BufReader::new(out)
         .lines()
         .map(|line| serde_json::from_str(&line.expect("a line")).expect("a JSON event"))
@@ -252,15 +264,33 @@ fn an_abort_ends_the_turn_while_pi_is_not_reading() {
     let tmp = tempfile::tempdir().expect("tmp");
     let rec = recording(tmp.path(), STEPS);
     // With stream-json agy soon waits on its full stdout pipe (each answer
-    // is a line): a few commits are all it gets to.
-    for (bind, going) in [("discovery", 20), ("stream-json", OPENING_COMMITS + 1)] {
-        let log = tmp.path().join(format!("commits-{bind}.log"));
-        let pidfile = tmp.path().join(format!("grandchild-{bind}"));
+    // is a line): a few commits are all it gets to. pi's node gives the
+    // bridge a socket pair for stdout; the other runs have a pipe.
+    let runs = [
+        ("discovery", 20, false),
+        ("stream-json", OPENING_COMMITS + 1, false),
+        ("discovery", 20, true),
+    ];
+    for (bind, going, socket) in runs {
+        let (pi_end, stdout) = if socket {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+            let ours: Box<dyn std::io::Read> = Box::new(ours);
+            (Some(ours), Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        } else {
+            (None, Stdio::piped())
+        };
+        let label = if socket {
+            format!("{bind}-socket")
+        } else {
+            bind.to_string()
+        };
+        let log = tmp.path().join(format!("commits-{label}.log"));
+        let pidfile = tmp.path().join(format!("grandchild-{label}"));
         let home = tempfile::tempdir().expect("home");
         let (log_var, pid_var) = (log.display().to_string(), pidfile.display().to_string());
         // agy would never end on its own (it hangs after its last commit),
         // and leaves a grandchild: gone means the abort ended agy's tree.
-        let (mut child, mut stdin) = start(
+        let (mut child, mut stdin) = start_to(
             home.path(),
             &rec,
             bind,
@@ -270,12 +300,13 @@ fn an_abort_ends_the_turn_while_pi_is_not_reading() {
                 ("FAKE_AGY_GRANDCHILD", "1"),
                 ("FAKE_AGY_GRANDCHILD_PIDFILE", &pid_var),
             ],
+            stdout,
         );
         let watchdog = Watchdog::new(&child, Duration::from_secs(300));
         // More than pi has read (nothing) is waiting.
         assert!(
             eventually(Duration::from_secs(120), || commits(&log) >= going),
-            "{bind}: agy got going"
+            "{label}: agy got going"
         );
         let grandchild: u32 = std::fs::read_to_string(&pidfile)
             .ok()
@@ -285,20 +316,23 @@ fn an_abort_ends_the_turn_while_pi_is_not_reading() {
         writeln!(stdin, r#"{{"type":"abort"}}"#).expect("write the abort");
         assert!(
             eventually(Duration::from_secs(10), || !alive(grandchild)),
-            "{bind}: agy's tree still runs 10 s after the abort, pi not reading"
+            "{label}: agy's tree still runs 10 s after the abort, pi not reading"
         );
-        let events = read_all(child.stdout.take().expect("stdout"));
+        let events = match pi_end {
+            Some(socket) => read_all(socket),
+            None => read_all(child.stdout.take().expect("stdout")),
+        };
         drop(stdin);
         let status = common::wait_status(&mut child, Duration::from_secs(60));
         drop(watchdog);
-        assert!(!status.success(), "{bind}: an aborted turn fails");
+        assert!(!status.success(), "{label}: an aborted turn fails");
         let terminal: Vec<&Value> = events.iter().filter(|e| is_terminal(e)).collect();
-        assert_eq!(terminal.len(), 1, "{bind}: exactly one terminal event");
-        assert_eq!(terminal[0]["type"], "error", "{bind}");
-        assert_eq!(terminal[0]["reason"], "aborted", "{bind}");
+        assert_eq!(terminal.len(), 1, "{label}: exactly one terminal event");
+        assert_eq!(terminal[0]["type"], "error", "{label}");
+        assert_eq!(terminal[0]["reason"], "aborted", "{label}");
         assert!(
             is_terminal(events.last().expect("events")),
-            "{bind}: nothing after it"
+            "{label}: nothing after it"
         );
     }
 }

@@ -2,16 +2,18 @@
 //! the lines pi sends during a turn (an abort, pi's tool results as
 //! control lines).
 //!
-//! pi's stdout is `std::io::Stdout` itself, written where `PiStream`
-//! writes: on the thread driving `stream` (the runtime's `block_on`, never
-//! a runtime worker; the relay maps events in `block_in_place`). pi reading
-//! slowly makes the write wait there: the relay stops taking the runner's
-//! events, and the runner stops reading agy's database, so pi's pace is
-//! the turn's and the bridge holds none of it; the pipe's own buffer is the
-//! only queue. A write error (pi gone) fails that write, which is how
-//! `PiStream` learns pi went away. It was a thread of its own fed by a
-//! queue of eight chunks: one more thread to wake for every event, with
-//! nothing to gain, as the writer already waits off the runtime's workers.
+//! pi's stdout is written where `PiStream` writes: on the thread driving
+//! `stream`, the runtime's only one ([`super::turn::stream_runtime`]),
+//! through [`agy_bridge::pi::provider::pipe::PipeOut`], which puts a line
+//! into the pipe as far as it has room now; the relay awaits the rest
+//! before the next event. pi reading slowly holds the relay, not the
+//! runtime: the relay stops taking the runner's events, and the runner
+//! stops reading agy's database, so pi's pace is the turn's and the bridge
+//! holds at most one event's lines; the turn's abort and watchdog still
+//! run. A write error (pi gone) fails that write, which is how `PiStream`
+//! learns pi went away. It was a thread of its own fed by a queue of eight
+//! chunks, then a blocking write on the thread that drove a multi-thread
+//! runtime: one or two more threads to wake for every event.
 
 use agy_bridge::pi::mcp::relay::Control;
 

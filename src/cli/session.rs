@@ -181,14 +181,13 @@ struct Session {
 pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
     let gone = CancellationToken::new();
     let mut msgs = session_input(gone.clone());
-    let mut out = std::io::stdout();
     super::turn::cancel_on_signals(gone.clone());
     super::caller::stop_with_parent();
     super::caller::cancel_when_stdout_closes(gone.clone());
     let policy = match warm_policy() {
         Ok(p) => p,
         Err(e) => {
-            let mut pi = PiStream::new(&mut out);
+            let mut pi = PiStream::new(std::io::stdout());
             pi.start();
             pi.fail(false, &format!("agy-bridge: {e}"));
             return false;
@@ -214,7 +213,7 @@ pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
                 cancel,
                 control,
             } => {
-                session.turn(&line, &mut out, control, &cancel).await;
+                session.turn(&line, control, &cancel).await;
             }
             Msg::Warm(line) => session.prewarm(&line, &gone).await,
         }
@@ -348,11 +347,11 @@ impl Session {
     async fn turn(
         &mut self,
         line: &str,
-        out: &mut std::io::Stdout,
         control: mpsc::Receiver<Control>,
         cancel: &CancellationToken,
     ) -> bool {
-        let mut pi = PiStream::new(out);
+        let (out, room) = agy_bridge::pi::provider::pipe::PipeOut::stdout();
+        let mut pi = PiStream::new(out).with_room(room);
         pi.start();
         let start = match super::start::start_from_line(line, self.timeout, cancel).await {
             Ok(start) => start,

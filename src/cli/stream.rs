@@ -120,7 +120,7 @@ pub fn cmd_stream(
     args: StreamArgs,
     standby: Option<agy_bridge::run::standby::Standby>,
 ) -> CmdResult {
-    let rt = match super::turn::runtime() {
+    let rt = match super::turn::stream_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             return Ok(stream_fails_early(&format!(
@@ -235,9 +235,10 @@ async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby:
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.
     let (request_line, control) = stdin_reader(cancel.clone());
-    // pi may be slow to read: writes wait on this thread, never on a
-    // runtime worker.
-    let mut pi = PiStream::new(std::io::stdout());
+    // pi may be slow to read: the relay awaits room in the pipe, so the
+    // turn's other tasks go on meanwhile.
+    let (out, room) = agy_bridge::pi::provider::pipe::PipeOut::stdout();
+    let mut pi = PiStream::new(out).with_room(room);
     pi.start();
     super::turn::cancel_on_signals(cancel.clone());
     // pi gone (killed, or no longer reading) ends the turn and agy's tree.

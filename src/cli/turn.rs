@@ -78,6 +78,22 @@ pub fn turn_setup(
     Ok((cfg, turn))
 }
 
+/// `stream`'s runtime: one thread, the one `stream` starts on. A commit's
+/// events go from the follower thread to this one and out to pi, with no
+/// hand-off between threads of the runtime on the way (docs/benchmarks.md,
+/// "`stream` on one thread"). SQLite reads, process waits and file work
+/// are on blocking threads, an edit's diff too (`mapper::DiskWork`), and
+/// pi's stdout takes a line only as far as its pipe has room
+/// (`pipe::PipeOut`), the relay awaiting the rest. What still waits here:
+/// one event's lines past `pipe::MAX_PENDING` while pi reads them, and the
+/// snapshot of a file the permission gate announces an edit of.
+pub fn stream_runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// The runtime of `run`, `ask`, `record` and `conformance`.
 pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -219,6 +219,17 @@ impl TurnEdits {
         &self.cwd
     }
 
+    /// This view, moved out (to a blocking thread), leaving an empty one
+    /// of the same cwd in its place (no file touched to make it).
+    pub(crate) fn take(&mut self) -> TurnEdits {
+        let empty = TurnEdits {
+            cwd: self.cwd.clone(),
+            files: HashMap::new(),
+            toplevels: HashMap::new(),
+        };
+        std::mem::replace(self, empty)
+    }
+
     /// Snapshots `path` as it is now; call it when the tool call is announced,
     /// before agy writes. Best effort: the first snapshot before a render wins,
     /// and a snapshot that turns out to equal the result (taken too late, or

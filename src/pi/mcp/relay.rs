@@ -318,20 +318,31 @@ enum Waited {
 }
 
 /// Forward one runner event to pi.
-fn forward<W: Write>(
+async fn forward<W: Write>(
     ev: &RunEvent,
     pi: &mut PiStream<W>,
     mapper: &mut EventMapper,
     cancel: &CancellationToken,
 ) {
+    // Room first: pi not reading holds this relay here, while the runtime
+    // goes on with the turn (its abort, its watchdog).
+    pi.room().await;
     if matches!(ev, RunEvent::Aborted) {
         // Promptly: agy's tree is still being taken down.
         pi.fail(true, "Operation aborted");
     }
-    // Off the runtime's workers where the runtime allows it: an edit's
-    // diff reads files and may ask git, and any event's line may wait on
-    // pi's stdout, whose bounded queue is the backpressure (ARCHITECTURE.md,
-    // "From a database row to a pi event"), so every event goes here.
+    // An edit's snapshot and diff read files and may ask git: on a
+    // blocking thread, with the mapper's view of the files moved there and
+    // back. (A work that panicked leaves the view empty: the next diffs
+    // start from what is on disk then.)
+    if let Some(work) = mapper.disk_work(ev) {
+        if let Ok(done) = tokio::task::spawn_blocking(move || work.run()).await {
+            mapper.disk_done(done);
+        }
+    }
+    // Off the runtime's workers where the runtime allows it: any event's
+    // line may still wait on pi's stdout past the room awaited above (a
+    // line bigger than the pipe's room, `pipe::MAX_PENDING`).
     crate::run::blocking::in_place(|| mapper.map(ev, pi));
     if pi.broken {
         cancel.cancel();
@@ -354,7 +365,7 @@ pub async fn relay<W: Write>(
                 // agy's earlier events go out before its call.
                 biased;
                 ev = events.recv() => match ev {
-                    Some(ev) => { forward(&ev, pi, mapper, cancel); continue; }
+                    Some(ev) => { forward(&ev, pi, mapper, cancel).await; continue; }
                     None => return,
                 },
                 Some(call) = t.calls.recv() => Some(call),
@@ -373,7 +384,7 @@ pub async fn relay<W: Write>(
         };
         let Some(first) = call else {
             match events.recv().await {
-                Some(ev) => forward(&ev, pi, mapper, cancel),
+                Some(ev) => forward(&ev, pi, mapper, cancel).await,
                 None => return,
             }
             continue;
@@ -419,7 +430,7 @@ async fn hand_over<W: Write>(
         tokio::select! {
             biased;
             ev = events.recv() => match ev {
-                Some(ev) => forward(&ev, pi, mapper, cancel),
+                Some(ev) => forward(&ev, pi, mapper, cancel).await,
                 None => open = false,
             },
             Some(call) = tools.calls.recv() => {
@@ -434,6 +445,7 @@ async fn hand_over<W: Write>(
             _ = &mut window => break,
         }
     }
+    pi.room().await;
     pi.tool_use(&batch);
     let mut held = Vec::new();
     let mut notes = Vec::new();
@@ -460,7 +472,7 @@ async fn hand_over<W: Write>(
     }
     let ended = held.iter().any(|e| e.is_none());
     for ev in held.into_iter().flatten() {
-        forward(&ev, pi, mapper, cancel);
+        forward(&ev, pi, mapper, cancel).await;
     }
     open && !ended
 }

@@ -43,6 +43,51 @@ pub struct EventMapper {
     from_db: HashMap<String, u32>,
     /// Steps the gate denied, said already: their error is not repeated.
     denied: HashMap<i64, String>,
+    /// An edit's diff rendered off the runtime ([`Self::disk_work`]), for
+    /// the result of that edit mapped next.
+    rendered: Option<(diff::EditTarget, String)>,
+}
+
+/// The file reads (and git) one event's mapping needs, with the mapper's
+/// view of the turn's files moved out to do them: run it where blocking is
+/// allowed ([`DiskWork::run`]), then give the outcome back
+/// ([`EventMapper::disk_done`]) before mapping the event.
+pub struct DiskWork {
+    edits: TurnEdits,
+    job: DiskJob,
+}
+
+enum DiskJob {
+    /// An edit announced: the file as it is before agy writes it.
+    Snapshot(PathBuf),
+    /// An edit done: its diff.
+    Render(diff::EditTarget),
+}
+
+/// What [`DiskWork::run`] did, for [`EventMapper::disk_done`].
+pub struct DiskDone {
+    edits: TurnEdits,
+    rendered: Option<(diff::EditTarget, String)>,
+}
+
+impl DiskWork {
+    /// Read the file (and ask git): blocking.
+    pub fn run(mut self) -> DiskDone {
+        let rendered = match self.job {
+            DiskJob::Snapshot(path) => {
+                self.edits.before_edit(&path);
+                None
+            }
+            DiskJob::Render(target) => {
+                let text = self.edits.render(&target);
+                Some((target, text))
+            }
+        };
+        DiskDone {
+            edits: self.edits,
+            rendered,
+        }
+    }
 }
 
 /// What makes the gate's view of a call and the database's the same call:
@@ -97,7 +142,57 @@ impl EventMapper {
             from_gate: HashMap::new(),
             from_db: HashMap::new(),
             denied: HashMap::new(),
+            rendered: None,
         }
+    }
+
+    /// The disk work mapping `event` needs (an edit's snapshot or its
+    /// diff), to run off the runtime; `None` when its mapping touches no
+    /// file. Until [`Self::disk_done`], the mapper's view of the turn's
+    /// files is the work's.
+    pub fn disk_work(&mut self, event: &RunEvent) -> Option<DiskWork> {
+        let RunEvent::Agy(e) = event else {
+            return None;
+        };
+        if self.hidden(e) {
+            return None;
+        }
+        let job = match e {
+            Event::ToolCall {
+                name, arguments, ..
+            } => DiskJob::Snapshot(diff::edit_target(name, arguments)?.path),
+            Event::ToolResult {
+                id, name, ok: true, ..
+            } => {
+                let key = self.edit_of_result(id, name)?;
+                DiskJob::Render(self.pending_edits.get(&key)?.clone())
+            }
+            _ => return None,
+        };
+        Some(DiskWork {
+            edits: self.edits.take(),
+            job,
+        })
+    }
+
+    /// Take back what [`DiskWork::run`] did.
+    pub fn disk_done(&mut self, done: DiskDone) {
+        self.edits = done.edits;
+        self.rendered = done.rendered;
+    }
+
+    /// The key of the pending edit a result of tool `name` with call `id`
+    /// finishes: that id's, or (a result without an id, or an id not
+    /// seen) one of that tool's.
+    fn edit_of_result(&self, id: &str, name: &str) -> Option<String> {
+        if !id.is_empty() && self.pending_edits.contains_key(id) {
+            return Some(id.to_string());
+        }
+        let prefix = format!("{name}\u{0}");
+        self.pending_edits
+            .keys()
+            .find(|k| k.starts_with(&prefix))
+            .cloned()
     }
 
     /// A tool call agy is about to make, from the gate (its earliest sign,
@@ -214,22 +309,17 @@ impl EventMapper {
         summary: &str,
         out: &mut PiStream<W>,
     ) {
-        let key_by_id = (!id.is_empty()).then(|| id.to_string());
-        let target = key_by_id
-            .and_then(|k| self.pending_edits.remove(&k))
-            .or_else(|| {
-                // A result without an id: the oldest pending edit of that tool.
-                let k = self
-                    .pending_edits
-                    .keys()
-                    .find(|k| k.starts_with(&format!("{name}\u{0}")))
-                    .cloned()?;
-                self.pending_edits.remove(&k)
-            });
+        let target = self
+            .edit_of_result(id, name)
+            .and_then(|key| self.pending_edits.remove(&key));
         let reason = subject::failure_reason(name, summary);
+        let ready = self.rendered.take();
         match target {
             Some(target) if ok => {
-                let rendered = self.edits.render(&target);
+                let rendered = match ready {
+                    Some((done, text)) if done == target => text,
+                    _ => self.edits.render(&target),
+                };
                 out.release_held();
                 out.thinking(&format!("\n{}\n", rendered.trim_end()));
             }
@@ -742,5 +832,68 @@ mod tests {
             thinking.contains(&format!("run `agy-bridge decode {db}`]")),
             "{thinking}"
         );
+    }
+
+    /// An edit's snapshot and diff done by [`DiskWork`] off the mapper (as
+    /// the relay does them, on a blocking thread) say what mapping in place
+    /// says: the same diff lines, for a result with an id and one without.
+    #[test]
+    fn disk_work_done_aside_maps_as_in_place() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("a.txt");
+        let args = |content: &str| {
+            serde_json::json!({"TargetFile": file, "CodeContent": content, "toolSummary": "edit"})
+                .to_string()
+        };
+        let events = |id: &str, content: &str| {
+            let name = "write_to_file";
+            let call = RunEvent::Agy(Event::ToolCall {
+                idx: 1,
+                id: id.into(),
+                name: name.into(),
+                arguments: args(content),
+            });
+            let result = RunEvent::Agy(Event::ToolResult {
+                idx: 1,
+                id: id.into(),
+                name: name.into(),
+                status: "done".into(),
+                ok: true,
+                summary: String::new(),
+                output: None,
+                exit_code: None,
+            });
+            (call, result)
+        };
+        let run = |aside: bool| {
+            std::fs::write(&file, "one\ntwo\n").expect("write");
+            let mut buf = Vec::new();
+            let mut mapper = EventMapper::new(dir.path());
+            let mut s = PiStream::new(&mut buf);
+            for (id, content) in [("c1", "one\n2\n"), ("", "1\n2\n")] {
+                let (call, result) = events(id, content);
+                for (ev, then) in [(&call, Some(content)), (&result, None)] {
+                    if aside {
+                        if let Some(work) = mapper.disk_work(ev) {
+                            let done = std::thread::spawn(move || work.run()).join();
+                            mapper.disk_done(done.expect("the work"));
+                        }
+                    }
+                    mapper.map(ev, &mut s);
+                    if let Some(content) = then {
+                        std::fs::write(&file, content).expect("agy's edit");
+                    }
+                }
+            }
+            drop(s);
+            String::from_utf8_lossy(&buf).into_owned()
+        };
+        let in_place = run(false);
+        assert!(in_place.contains("[agy edit:"), "{in_place}");
+        assert!(
+            in_place.contains("two"),
+            "the old line is in the diff: {in_place}"
+        );
+        assert_eq!(run(true), in_place);
     }
 }

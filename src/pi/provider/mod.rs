@@ -18,6 +18,7 @@ use serde_json::Value;
 
 pub mod context;
 pub mod mapper;
+pub mod pipe;
 pub mod stream;
 
 /// The provider id pi knows us by; assistant turns from it are agy's own.

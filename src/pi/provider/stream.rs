@@ -2,6 +2,7 @@
 //! on (`start` first, one open block, exactly one terminal event) kept in
 //! one writer, so no caller can break them whatever order it calls in.
 
+use crate::pi::provider::pipe::Room;
 use crate::pi::provider::{PiEvent, PiUsage};
 use agy_format::text::repeats;
 use serde_json::Value;
@@ -31,6 +32,9 @@ pub struct PiStream<W: Write> {
     held: Vec<(String, String)>,
     /// The sink failed (pi went away); the caller should abort agy.
     pub broken: bool,
+    /// Room in the sink's pipe ([`Self::with_room`]), awaited before an
+    /// event's lines are written ([`Self::room`]).
+    room: Option<Room>,
 }
 
 impl<W: Write> PiStream<W> {
@@ -43,6 +47,23 @@ impl<W: Write> PiStream<W> {
             next_index: 0,
             held: Vec::new(),
             broken: false,
+            room: None,
+        }
+    }
+
+    /// Await `room` in the sink's pipe before each event ([`Self::room`]):
+    /// a pi that reads slowly then holds the turn's relay, never the
+    /// runtime it shares with the turn (its abort, its watchdog).
+    pub fn with_room(mut self, room: Option<Room>) -> Self {
+        self.room = room;
+        self
+    }
+
+    /// Return once the sink can take a line without waiting (at once
+    /// without a [`Room`]).
+    pub async fn room(&self) {
+        if let Some(room) = &self.room {
+            room.wait().await;
         }
     }
 
