@@ -340,9 +340,8 @@ async fn forward<W: Write>(
             mapper.disk_done(done);
         }
     }
-    // Off the runtime's workers where the runtime allows it: any event's
-    // line may still wait on pi's stdout past the room awaited above (a
-    // line bigger than the pipe's room, `pipe::MAX_PENDING`).
+    // Off the runtime's workers where the runtime allows it: an event's
+    // lines past `pipe::MAX_PENDING` still wait for pi to read them.
     crate::run::blocking::in_place(|| mapper.map(ev, pi));
     if pi.broken {
         cancel.cancel();
