@@ -79,12 +79,7 @@ pub fn stop_with_parent() {
 /// hang-up.
 pub fn cancel_when_stdout_closes(token: CancellationToken) {
     use std::os::fd::AsFd;
-    let Ok(stat) = nix::sys::stat::fstat(std::io::stdout().as_fd()) else {
-        return;
-    };
-    let kind =
-        nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode) & nix::sys::stat::SFlag::S_IFMT;
-    if kind != nix::sys::stat::SFlag::S_IFIFO && kind != nix::sys::stat::SFlag::S_IFSOCK {
+    if agy_bridge::pi::provider::pipe::pipe_kind(std::io::stdout().as_fd()).is_none() {
         return;
     }
     std::thread::spawn(move || {

@@ -116,17 +116,12 @@ fn piped(
 /// A descriptor of pi's pipe to write without waiting, and one for the
 /// reactor, when `fd` is a pipe or socket and a runtime is current.
 fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<OwnedFd>)> {
-    use nix::sys::stat::{fstat, SFlag};
-    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
-    let (write_fd, how) = if kind == SFlag::S_IFSOCK {
-        (fd.try_clone_to_owned().ok()?, How::Socket)
-    } else if kind == SFlag::S_IFIFO {
-        match reopen_nonblocking(fd) {
+    let (write_fd, how) = match pipe_kind(fd)? {
+        PipeKind::Socket => (fd.try_clone_to_owned().ok()?, How::Socket),
+        PipeKind::Fifo => match reopen_nonblocking(fd) {
             Some(own) => (own, How::NonBlocking),
             None => (fd.try_clone_to_owned().ok()?, How::Stepped),
-        }
-    } else {
-        return None;
+        },
     };
     tokio::runtime::Handle::try_current().ok()?;
     let copy = fd.try_clone_to_owned().ok()?;
@@ -147,6 +142,27 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<Ow
     Some((pending, watched))
 }
 
+/// What a descriptor with a reader at its other end is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipeKind {
+    Fifo,
+    Socket,
+}
+
+/// Whether `fd` is a pipe or a socket (`None`: a file, a terminal, or
+/// unknown), from its `fstat`.
+pub fn pipe_kind(fd: BorrowedFd<'_>) -> Option<PipeKind> {
+    use nix::sys::stat::{fstat, SFlag};
+    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFIFO {
+        Some(PipeKind::Fifo)
+    } else if kind == SFlag::S_IFSOCK {
+        Some(PipeKind::Socket)
+    } else {
+        None
+    }
+}
+
 /// The pipe `fd` opened again, write-only and non-blocking: a file of its
 /// own, so the flag is not stdout's.
 fn reopen_nonblocking(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
@@ -164,8 +180,22 @@ impl Write for PipeOut {
         };
         let mut p = lock(shared);
         p.check()?;
-        p.bytes.extend_from_slice(buf);
-        p.send_what_fits()?;
+        let mut taken = 0;
+        if p.sent == p.bytes.len() {
+            // Nothing waiting: straight from `buf`; only what the pipe does
+            // not take now is copied to wait.
+            while taken < buf.len() {
+                let went = write_now(p.fd.as_fd(), p.how, &buf[taken..]);
+                match p.took(went)? {
+                    0 => break,
+                    n => taken += n,
+                }
+            }
+            p.bytes.extend_from_slice(&buf[taken..]);
+        } else {
+            p.bytes.extend_from_slice(buf);
+            p.send_what_fits()?;
+        }
         if p.bytes.len() - p.sent > MAX_PENDING {
             p.send_all()?;
         }
@@ -255,28 +285,17 @@ impl Pending {
 
     /// One write that does not wait: `false` when the pipe had no room.
     fn send_once(&mut self) -> io::Result<bool> {
-        use nix::errno::Errno;
-        use nix::sys::socket::send;
-        use std::os::fd::AsRawFd;
-        let rest = &self.bytes[self.sent..];
-        let fd = self.fd.as_fd();
-        let written = match self.how {
-            How::Socket => send(fd.as_raw_fd(), rest, send_flags()),
-            How::NonBlocking => nix::unistd::write(fd, rest),
-            How::Stepped if writable_now(fd) => {
-                nix::unistd::write(fd, &rest[..rest.len().min(STEP)])
-            }
-            How::Stepped => return Ok(false),
-        };
-        match written {
-            Ok(0) => self.fail(io::ErrorKind::WriteZero).map(|_| false),
-            Ok(n) => {
-                self.sent += n;
-                Ok(true)
-            }
-            Err(Errno::EAGAIN) => Ok(false),
-            Err(Errno::EINTR) => Ok(true),
-            Err(e) => self.fail(io::Error::from(e).kind()).map(|_| false),
+        let went = write_now(self.fd.as_fd(), self.how, &self.bytes[self.sent..]);
+        let n = self.took(went)?;
+        self.sent += n;
+        Ok(n > 0)
+    }
+
+    /// How much a [`write_now`] took; its failure is the pipe's from now on.
+    fn took(&mut self, went: Result<usize, io::ErrorKind>) -> io::Result<usize> {
+        match went {
+            Ok(n) => Ok(n),
+            Err(kind) => self.fail(kind).map(|_| 0),
         }
     }
 
@@ -296,6 +315,30 @@ impl Pending {
             self.bytes.drain(..self.sent);
             self.sent = 0;
         }
+    }
+}
+
+/// One write of the start of `data` to `fd` that does not wait: how much
+/// went (0: no room now), or why the pipe failed.
+fn write_now(fd: BorrowedFd<'_>, how: How, data: &[u8]) -> Result<usize, io::ErrorKind> {
+    use nix::errno::Errno;
+    use std::os::fd::AsRawFd;
+    loop {
+        let written = match how {
+            How::Socket => nix::sys::socket::send(fd.as_raw_fd(), data, send_flags()),
+            How::NonBlocking => nix::unistd::write(fd, data),
+            How::Stepped if writable_now(fd) => {
+                nix::unistd::write(fd, &data[..data.len().min(STEP)])
+            }
+            How::Stepped => return Ok(0),
+        };
+        return match written {
+            Ok(0) if !data.is_empty() => Err(io::ErrorKind::WriteZero),
+            Ok(n) => Ok(n),
+            Err(Errno::EAGAIN) => Ok(0),
+            Err(Errno::EINTR) => continue,
+            Err(e) => Err(io::Error::from(e).kind()),
+        };
     }
 }
 
