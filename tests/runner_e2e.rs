@@ -113,7 +113,13 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
         let home = Home::new();
         let mut handles = Vec::new();
         for name in &names {
-            let cfg = home.config(name, 6.0);
+            let mut cfg = home.config(name, 6.0);
+            // agy records the prompt it is given (here the note naming the
+            // turn's private prompt file), which is what binds a run whose
+            // agy exited before discovery saw it hold its database (a loaded
+            // machine): then its running evidence is gone, and the prompt
+            // alone tells the sixteen apart.
+            cfg.env.push(("FAKE_AGY_GIVEN_PROMPT".into(), "1".into()));
             let rec = load(name);
             let name = name.clone();
             handles.push(tokio::spawn(async move {
@@ -129,7 +135,15 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
                 .conversation_id
                 .clone()
                 .unwrap_or_else(|| panic!("round {round} {name}: {:?}", out.result.failure));
-            assert_eq!(out.transcript(), expected(&rec), "round {round}: {name}");
+            let note = format!(
+                "[agy-bridge: the user's message ({} bytes) was saved to the file",
+                rec.header.prompt.len()
+            );
+            assert_eq!(
+                prompt_as_given(out.transcript(), &note, &rec.header.prompt),
+                expected(&rec),
+                "round {round}: {name}"
+            );
             ids.push(id);
         }
         let mut unique = ids.clone();
@@ -141,6 +155,69 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
             "round {round}: two runs bound one database"
         );
     }
+}
+
+/// Once agy has exited, its open files no longer show which new database
+/// is its: with another run's database new beside it, only agy's own record
+/// of the prompt it was given (the note naming this turn's private prompt
+/// file, unique to the turn) tells them apart. Here the runner looks only
+/// at agy's start (before its database exists, while the other run's does)
+/// and at its exit, as a loaded machine may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_agy_exited_unseen_binds_by_the_prompt_it_gave() {
+    let home = Home::new();
+    let started = home.dir.path().join("argv.log");
+    let mut cfg = home.config("hello", 4.0);
+    cfg.wake = WakeMode::PollOnly;
+    cfg.poll_interval = Duration::from_secs(600);
+    cfg.env.extend([
+        ("FAKE_AGY_GIVEN_PROMPT".into(), "1".into()),
+        ("FAKE_AGY_DB_DELAY_MS".into(), "2000".into()),
+        ("FAKE_AGY_ARGV_LOG".into(), started.display().to_string()),
+    ]);
+    let ours = tokio::spawn(async move { run(cfg, "Say hello").await });
+    // The other run starts once ours has taken its snapshot and started
+    // agy, whose database comes two seconds later.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&started).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < deadline, "fake-agy never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let other = run(
+        home.config("thinking", 4.0),
+        &load("thinking").header.prompt,
+    )
+    .await;
+    assert!(other.result.ok(), "{:?}", other.result.failure);
+    let out = ours.await.expect("join");
+    assert_eq!(
+        out.result.bind_method,
+        Some(BindMethod::PromptMatch),
+        "{:?}",
+        out.result.failure
+    );
+    assert_ne!(out.result.conversation_id, other.result.conversation_id);
+    let note = "[agy-bridge: the user's message (9 bytes) was saved to the file";
+    assert_eq!(
+        prompt_as_given(out.transcript(), note, "Say hello"),
+        expected(&load("hello"))
+    );
+}
+
+/// `t` with the bridge's note for the prompt (a user input starting with
+/// `note`, naming the file the prompt was saved to) read as the prompt it
+/// stands for. Every other user input stays as it was, to equal the
+/// recording's: the prompt itself (given on agy's stdin), or an earlier
+/// turn's.
+fn prompt_as_given(mut t: Transcript, note: &str, prompt: &str) -> Transcript {
+    for e in t.steps.values_mut().flatten() {
+        if let Event::UserInput { text, .. } = e {
+            if text.starts_with(note) {
+                *text = prompt.to_string();
+            }
+        }
+    }
+    t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,7 @@
 pub mod conversation;
 mod database;
 mod gate;
+mod given_prompt;
 pub mod knobs;
 pub mod late;
 pub mod writer;
@@ -136,6 +137,8 @@ struct Run<'a> {
     tools_seen: HashSet<i64>,
     /// The highest recorded idx of a root step this run wrote.
     max_idx: i64,
+    /// `FAKE_AGY_GIVEN_PROMPT`: the user-input step takes the prompt given.
+    given_prompt: Option<given_prompt::GivenPrompt>,
 }
 
 impl<'a> Run<'a> {
@@ -199,6 +202,7 @@ impl<'a> Run<'a> {
             hooks: crate::hooks::Hooks::load(&args.add_dirs),
             tools_seen: HashSet::new(),
             max_idx: -1,
+            given_prompt: knobs.given_prompt.then(Default::default),
         })
     }
 
@@ -268,6 +272,16 @@ impl<'a> Run<'a> {
             .get_mut(&commit.db)
             .ok_or_else(|| Fatal::internal("writer vanished"))?;
         w.apply(index)
+    }
+
+    /// A root commit of this run with the prompt given in its user-input
+    /// step (`FAKE_AGY_GIVEN_PROMPT`); `None`: as recorded.
+    fn with_given_prompt(&mut self, is_root: bool, commit: &Commit) -> Option<Commit> {
+        let given = self
+            .given_prompt
+            .as_mut()
+            .filter(|_| is_root && !commit.pre)?;
+        given.rewrite(commit, &self.args.prompt)
     }
 
     /// Report a root commit of this run as agy's `step_update`s.
@@ -359,6 +373,8 @@ impl<'a> Run<'a> {
                 // The state before this run's first step: earlier turns.
                 self.read_earlier()?;
             }
+            let given = self.with_given_prompt(is_root, commit);
+            let commit: &Commit = given.as_ref().unwrap_or(commit);
             if let Some(call) = &commit.mcp_call {
                 if self.start_mcp_call(commit.t_ms, call)? {
                     return Ok(Ending::HookDenied);

@@ -52,6 +52,8 @@ pub(super) struct Knobs {
     pub(super) hang: bool,
     /// `FAKE_AGY_LATE_COMMIT_MS`: a late writer's delay ([`super::late`]).
     pub(super) late_commit: Option<Duration>,
+    /// `FAKE_AGY_GIVEN_PROMPT` ([`super::given_prompt`]).
+    pub(super) given_prompt: bool,
 }
 
 impl Knobs {
@@ -88,6 +90,7 @@ impl Knobs {
             commit_log: env("FAKE_AGY_COMMIT_LOG").map(PathBuf::from),
             hang: env_flag("FAKE_AGY_HANG"),
             late_commit: env_parse::<u64>("FAKE_AGY_LATE_COMMIT_MS")?.map(Duration::from_millis),
+            given_prompt: env_flag("FAKE_AGY_GIVEN_PROMPT"),
         })
     }
 
