@@ -161,8 +161,10 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
 /// is its: with another run's database new beside it, only agy's own record
 /// of the prompt it was given (the note naming this turn's private prompt
 /// file, unique to the turn) tells them apart. Here the runner looks only
-/// at agy's start (before its database exists, while the other run's does)
-/// and at its exit, as a loaded machine may.
+/// at agy's start (before any database is new) and at its exit, as on a
+/// loaded machine: no notifications, no tick during the run, and agy (in
+/// text mode) prints nothing that wakes it; the other run's database
+/// appears in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_agy_exited_unseen_binds_by_the_prompt_it_gave() {
     let home = Home::new();
