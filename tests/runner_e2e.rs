@@ -178,8 +178,9 @@ async fn a_run_whose_agy_exited_unseen_binds_by_the_prompt_it_gave() {
         ("FAKE_AGY_ARGV_LOG".into(), started.display().to_string()),
     ]);
     let ours = tokio::spawn(async move { run(cfg, "Say hello").await });
-    // The other run starts once ours has taken its snapshot and started
-    // agy, whose database comes two seconds later.
+    // The other run starts once ours has taken its snapshot: agy's first
+    // invocation (a feature probe, or the turn) comes after it, and the
+    // turn's database two seconds after the turn starts.
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::metadata(&started).map_or(true, |m| m.len() == 0) {
         assert!(Instant::now() < deadline, "fake-agy never started");

@@ -288,12 +288,23 @@ pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
 }
 
 /// The text of a conversation's first user input (type 14, field 19).
+/// Rows are read in idx order only up to it (usually the first step), not
+/// the whole conversation: the prompt match reads every candidate. A row
+/// that cannot be read before it ends the search with nothing.
 pub(crate) fn first_user_input(db_path: &Path) -> Option<String> {
-    let rows = read_step_rows(db_path)?;
-    rows.iter().find_map(|row| match steps::decode(row).body {
-        Some(Body::UserInput(u)) => Some(u.text),
-        _ => None,
-    })
+    use agy_format::database::{open_read_only, to_row, StepColumns};
+    let conn = open_read_only(db_path).ok()?;
+    let cols = StepColumns::detect(&conn, db_path).ok()?;
+    let mut stmt = conn
+        .prepare(&format!("{} ORDER BY idx", cols.select()))
+        .ok()?;
+    let rows = stmt.query_map([], to_row).ok()?;
+    for row in rows {
+        if let Some(Body::UserInput(u)) = steps::decode(&row.ok()?).body {
+            return Some(u.text);
+        }
+    }
+    None
 }
 
 /// Last resort once agy has exited and its open files can no longer be read:
@@ -586,6 +597,39 @@ mod tests {
             rusqlite::params![row.idx, row.step_type, row.status, row.payload],
         )
         .unwrap();
+    }
+
+    #[test]
+    fn first_user_input_is_the_lowest_idx_one_whatever_comes_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(format!("{A}.db"));
+        let conn = Connection::open(&path).unwrap();
+        agy_format::schema::create(&conn).unwrap();
+        let user = |idx: i64, text: &str| {
+            Step::new(idx, StepType::UserInput, StepStatus::Done).with_body(Body::UserInput(
+                agy_format::steps::UserInput {
+                    text: text.into(),
+                    workspace_uri: None,
+                },
+            ))
+        };
+        // Written out of idx order, with another kind of step first.
+        for step in [
+            user(5, "a later message"),
+            user(3, "the first message"),
+            Step::new(1, StepType::PlannerResponse, StepStatus::Done),
+        ] {
+            let row = step.to_row();
+            conn.execute(
+                "INSERT INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![row.idx, row.step_type, row.status, row.payload],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            first_user_input(&path).as_deref(),
+            Some("the first message")
+        );
     }
 
     #[test]
