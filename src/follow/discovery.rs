@@ -292,15 +292,17 @@ pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
 /// the whole conversation: the prompt match reads every candidate. A row
 /// that cannot be read before it ends the search with nothing.
 pub(crate) fn first_user_input(db_path: &Path) -> Option<String> {
-    use agy_format::database::{open_read_only, to_row, StepColumns};
+    use agy_format::database::{open_read_only, to_row_ref, StepColumns};
     let conn = open_read_only(db_path).ok()?;
     let cols = StepColumns::detect(&conn, db_path).ok()?;
     let mut stmt = conn
         .prepare(&format!("{} ORDER BY idx", cols.select()))
         .ok()?;
-    let rows = stmt.query_map([], to_row).ok()?;
-    for row in rows {
-        if let Some(Body::UserInput(u)) = steps::decode(&row.ok()?).body {
+    let rows = stmt
+        .query_map([], |r| to_row_ref(r).map(steps::decode_row))
+        .ok()?;
+    for step in rows {
+        if let Some(Body::UserInput(u)) = step.ok()?.body {
             return Some(u.text);
         }
     }

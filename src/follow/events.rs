@@ -15,6 +15,7 @@
 
 use super::calls::{step_call, tool_step_call};
 use super::subject::SUBJECT_MAX_CHARS;
+use super::text_hash::TextHash;
 use agy_format::steps::{Body, InteractionAnswer, Step, StepStatus, ToolCall};
 use agy_format::text::{one_line, shorten};
 use serde::{Deserialize, Serialize};
@@ -544,46 +545,42 @@ fn call_event(idx: i64, call: &ToolCall) -> Event {
     }
 }
 
-/// What was emitted on one channel, without keeping it: its length and a
-/// hash of it. agy rewrites a growing step whole on every commit, so keeping
-/// the text would hold one more copy of the longest answer for the whole
-/// turn; the hash is enough to tell growth (the old text is a prefix of the
-/// new one) from a rewrite.
+/// What was emitted on one channel, without keeping it: a hash of it
+/// ([`TextHash`], which counts its length). agy rewrites a growing step
+/// whole on every commit, so keeping the text would hold one more copy of
+/// the longest answer for the whole turn; the hash is enough to tell growth
+/// (the old text is a prefix of the new one) from a rewrite. The hash of a
+/// grown text goes on from its verified head, so a commit hashes its text
+/// once, not its head and then all of it again.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Emitted {
-    len: usize,
-    hash: u64,
-}
+struct Emitted(TextHash);
 
 impl Emitted {
     fn of(text: &str) -> Emitted {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .hash_one(text.as_bytes());
-        Emitted {
-            len: text.len(),
-            hash,
-        }
+        Emitted(TextHash::of(text.as_bytes()))
     }
 
-    /// The part of `new` after what was emitted, if `new` extends it.
-    fn rest_of<'a>(&self, new: &'a str) -> Option<&'a str> {
-        if self.len == 0 {
-            return Some(new);
+    /// If `new` extends what was emitted: the part after it, and what is
+    /// emitted once that part is.
+    fn extended_by<'a>(&self, new: &'a str) -> Option<(&'a str, Emitted)> {
+        let (head, rest) = (new.get(..self.0.len())?, new.get(self.0.len()..)?);
+        let mut hash = TextHash::of(head.as_bytes());
+        if hash != self.0 {
+            return None;
         }
-        let (head, rest) = (new.get(..self.len)?, new.get(self.len..)?);
-        (Emitted::of(head) == *self).then_some(rest)
+        hash.write(rest.as_bytes());
+        Some((rest, Emitted(hash)))
     }
 }
 
 /// Emit the part of `new` that extends `emitted`, or a rewrite.
 fn grow(out: &mut Vec<Event>, idx: i64, channel: Channel, emitted: &mut Emitted, new: &str) {
-    if let Some(delta) = emitted.rest_of(new) {
+    if let Some((delta, grown)) = emitted.extended_by(new) {
         if delta.is_empty() {
             return;
         }
         let text = delta.to_string();
-        *emitted = Emitted::of(new);
+        *emitted = grown;
         out.push(match channel {
             Channel::Text => Event::Text { idx, text },
             Channel::Thinking => Event::Thinking { idx, text },
@@ -951,5 +948,19 @@ mod tests {
         let mut e = Emitted::of("wö");
         assert_eq!(feed(&mut e, "wx"), vec![rewrite("wx")]);
         assert_eq!(e, Emitted::of("wx"));
+    }
+
+    #[test]
+    fn a_grown_text_hashes_as_the_whole_text_does() {
+        // Heads that cut SipHash's 8-byte words anywhere.
+        let text = "All work and no play makes a long answer grow. 0123456789 ö";
+        for cut in (0..=text.len()).filter(|c| text.is_char_boundary(*c)) {
+            let (rest, grown) = Emitted::of(&text[..cut])
+                .extended_by(text)
+                .expect("a prefix");
+            assert_eq!(rest, &text[cut..]);
+            assert_eq!(grown, Emitted::of(text), "cut at {cut}");
+        }
+        assert!(Emitted::of("abc").extended_by("abd, more").is_none());
     }
 }

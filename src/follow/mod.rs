@@ -3,7 +3,8 @@
 //!
 //! Owns the tracker that turns successive views of a step into deltas
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
-//! ([`subject`]), the read-only poller over one database ([`poller`]),
+//! ([`subject`]), the hash that tells a grown text from a rewritten one
+//! ([`text_hash`]), the read-only poller over one database ([`poller`]),
 //! with the connection it keeps open between reads (`kept_open`) and what
 //! it reads of agy's WAL files without SQLite (`wal_files`), and the
 //! binding of the database a run created ([`discovery`]).
@@ -16,5 +17,6 @@ pub mod events;
 mod kept_open;
 pub mod poller;
 pub mod subject;
+pub mod text_hash;
 pub mod transcript;
 mod wal_files;

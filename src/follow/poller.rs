@@ -26,9 +26,9 @@ use crate::follow::events::{self, Event, Tracker};
 use crate::follow::kept_open;
 use crate::follow::transcript::Transcript;
 use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
-use agy_format::database::{open_read_only, read_all, to_row, ReadError, StepColumns};
+use agy_format::database::{open_read_only, read_all, to_row_ref, ReadError, StepColumns};
 use agy_format::ids::ConversationId;
-use agy_format::steps::{self, StepRow};
+use agy_format::steps::{self, Step};
 use rusqlite::Connection;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -183,18 +183,19 @@ pub const ROWS_PER_POLL: usize = 64;
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
 pub const BYTES_PER_POLL: usize = 4 << 20;
 
-/// The rows from the cursor's on (`reread`: the cursor's own row too, the
-/// newest step read, still growing), in order, up to [`ROWS_PER_POLL`]
-/// new rows or [`BYTES_PER_POLL`] bytes of new rows' payload; whether more
-/// may be waiting. Only new rows count: the step read again is read whole
-/// however large, as every other unfinished step is, or a step growing
-/// past the byte limit would leave the reader behind on every poll.
+/// The steps of the rows from the cursor's on (`reread`: the cursor's own
+/// row too, the newest step read, still growing), in order, up to
+/// [`ROWS_PER_POLL`] new rows or [`BYTES_PER_POLL`] bytes of new rows'
+/// payload; whether more may be waiting. Only new rows count: the step read
+/// again is read whole however large, as every other unfinished step is, or
+/// a step growing past the byte limit would leave the reader behind on every
+/// poll. Each row is decoded where SQLite holds it, not copied first.
 fn rows_from(
     conn: &Connection,
     statement: &str,
     cursor: i64,
     reread: bool,
-) -> rusqlite::Result<(Vec<StepRow>, bool)> {
+) -> rusqlite::Result<(Vec<Step>, bool)> {
     let mut stmt = conn.prepare_cached(statement)?;
     let from = if reread { cursor } else { cursor + 1 };
     let mut rows = Vec::new();
@@ -202,12 +203,12 @@ fn rows_from(
     // Rows are read lazily: stopping here leaves the rest for the next poll.
     let mut read = stmt.query([from])?;
     while let Some(r) = read.next()? {
-        let row = to_row(r)?;
+        let row = to_row_ref(r)?;
         if row.idx > cursor {
             fresh += 1;
-            bytes += row.payload.as_ref().map_or(0, Vec::len);
+            bytes += row.payload.map_or(0, <[u8]>::len);
         }
-        rows.push(row);
+        rows.push(steps::decode_row(row));
         if bytes >= BYTES_PER_POLL || fresh >= ROWS_PER_POLL {
             return Ok((rows, true));
         }
@@ -271,7 +272,7 @@ fn read_rows(
     sql: &Sql,
     cursor: i64,
     unfinished: &BTreeSet<i64>,
-) -> rusqlite::Result<(Vec<StepRow>, bool, u64)> {
+) -> rusqlite::Result<(Vec<Step>, bool, u64)> {
     let reread = unfinished.contains(&cursor);
     let (mut rows, behind) = rows_from(conn, &sql.from, cursor, reread)?;
     let mut selects = 1;
@@ -279,7 +280,8 @@ fn read_rows(
     if older.clone().next().is_some() {
         let mut again = conn.prepare_cached(&sql.one)?;
         for idx in older {
-            if let Some(row) = again.query_map([idx], to_row)?.next() {
+            let decoded = |r: &rusqlite::Row<'_>| to_row_ref(r).map(steps::decode_row);
+            if let Some(row) = again.query_map([idx], decoded)?.next() {
                 rows.push(row?);
             }
             selects += 1;
@@ -292,7 +294,7 @@ fn read_rows(
 /// when it moved ([`read_rows`]).
 struct Read {
     version: i64,
-    rows: Option<(Vec<StepRow>, bool, u64)>,
+    rows: Option<(Vec<Step>, bool, u64)>,
 }
 
 /// The statements every poll runs, written once per database: each is
@@ -594,7 +596,7 @@ impl Poller {
             })
             .map_err(err)?,
         };
-        let Some((mut rows, behind, selects)) = read.rows else {
+        let Some((mut decoded, behind, selects)) = read.rows else {
             return Ok(None);
         };
         self.stats.row_selects += selects;
@@ -602,14 +604,13 @@ impl Poller {
         // Behind: the rows past this batch are in the version just read, so
         // the next poll must not take it as already seen.
         self.data_version = (!self.behind).then_some(read.version);
-        self.stats.rows_read += rows.len() as u64;
+        self.stats.rows_read += decoded.len() as u64;
 
-        rows.sort_by_key(|r| r.idx);
+        decoded.sort_by_key(|s| s.idx);
         let mut events = Vec::new();
-        // Each row goes as soon as it is decoded: a growing step's blob and
-        // its decoded text are the largest things the bridge ever holds.
-        for row in rows {
-            let step = steps::decode(&row);
+        // Each step goes as soon as it is observed: a growing step's decoded
+        // text is the largest thing the bridge holds.
+        for step in decoded {
             for mut event in self.tracker.observe(&step) {
                 if let Event::SubagentEnded {
                     conversation_id,
@@ -623,14 +624,14 @@ impl Poller {
             }
             if let Some(u) = step.metadata.as_ref().and_then(|m| m.usage.as_ref()) {
                 let checkpoint = step.step_type == steps::StepType::Checkpoint;
-                self.usage.insert(row.idx, (u.clone(), checkpoint));
+                self.usage.insert(step.idx, (u.clone(), checkpoint));
             }
             if step.is_finished() {
-                self.unfinished.remove(&row.idx);
+                self.unfinished.remove(&step.idx);
             } else {
-                self.unfinished.insert(row.idx);
+                self.unfinished.insert(step.idx);
             }
-            self.cursor = self.cursor.max(row.idx);
+            self.cursor = self.cursor.max(step.idx);
         }
         Ok(Some(events))
     }

@@ -14,6 +14,7 @@
 
 use crate::follow::events::Event;
 use crate::follow::subject;
+use crate::follow::text_hash::TextHash;
 use agy_format::stream_json::{Line, ParseStats, StepUpdate, TurnResult, Usage};
 use agy_format::text::first_line;
 use std::collections::BTreeMap;
@@ -274,26 +275,12 @@ impl AgyStream {
 /// A digest of a text that ignores trailing white space (agy's two outputs
 /// may differ in a final newline), built as the text arrives so the runner
 /// can compare the database's answer with agy's without a copy of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TextDigest {
-    /// FNV-1a over the text up to its last non-white-space character.
-    core: u64,
-    core_len: usize,
+    /// The text up to its last non-white-space character.
+    core: TextHash,
     /// White space after it, not yet in `core` (it is, once more text follows).
     tail: String,
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-impl Default for TextDigest {
-    fn default() -> TextDigest {
-        TextDigest {
-            core: FNV_OFFSET,
-            core_len: 0,
-            tail: String::new(),
-        }
-    }
 }
 
 impl TextDigest {
@@ -307,13 +294,6 @@ impl TextDigest {
         d
     }
 
-    fn absorb(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.core = (self.core ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
-        }
-        self.core_len += bytes.len();
-    }
-
     /// Append `text`.
     pub fn push(&mut self, text: &str) {
         match text.rfind(|c: char| !c.is_whitespace()) {
@@ -321,8 +301,8 @@ impl TextDigest {
             Some(at) => {
                 let end = at + text[at..].chars().next().map_or(1, char::len_utf8);
                 let tail = std::mem::take(&mut self.tail);
-                self.absorb(tail.as_bytes());
-                self.absorb(&text.as_bytes()[..end]);
+                self.core.write(tail.as_bytes());
+                self.core.write(&text.as_bytes()[..end]);
                 self.tail.push_str(&text[end..]);
             }
         }
@@ -330,12 +310,12 @@ impl TextDigest {
 
     /// Whether two texts are equal but for trailing white space.
     pub(crate) fn same_text(&self, other: &TextDigest) -> bool {
-        self.core_len == other.core_len && self.core == other.core
+        self.core == other.core
     }
 
     /// Whether the text has any non-white-space character.
     pub(crate) fn is_blank(&self) -> bool {
-        self.core_len == 0
+        self.core.is_empty()
     }
 }
 
@@ -360,6 +340,21 @@ mod tests {
         assert!(!whole.same_text(&TextDigest::of("hi  there")));
         assert!(TextDigest::of(" \n").is_blank());
         assert!(TextDigest::of("é\n").same_text(&TextDigest::of("é")));
+    }
+
+    #[test]
+    fn digests_are_the_same_however_the_text_is_cut() {
+        let text = "All work and no play makes a long answer grow. 0123456789 \u{e9}t\u{e9}";
+        let whole = TextDigest::of(text);
+        for cut in (0..=text.len()).filter(|c| text.is_char_boundary(*c)) {
+            for second in (cut..=text.len()).filter(|c| text.is_char_boundary(*c)) {
+                let mut parts = TextDigest::new();
+                for p in [&text[..cut], &text[cut..second], &text[second..]] {
+                    parts.push(p);
+                }
+                assert_eq!(parts, whole, "cut at {cut} and {second}");
+            }
+        }
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! A conversation database read the way every reader of agy-bridge reads it
 //! (behind the `sqlite` feature): opened read-only with `query_only`,
 //! never created, and its `steps` rows taken whole ([`read_all`]) or by the
-//! live poller's own queries ([`StepColumns::select`], [`to_row`]).
+//! live poller's own queries ([`StepColumns::select`], [`to_row`], or
+//! [`to_row_ref`] to decode a row where SQLite holds it).
 //!
 //! One copy here, below everything that opens agy's files, so the live
 //! poller, `decode`, drift, the recorder and fake-agy's tests open a
 //! database the same way and can never write, hold a transaction or
 //! checkpoint where agy would notice.
 
-use crate::steps::StepRow;
+use crate::steps::{StepRow, StepRowRef};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 
@@ -103,18 +104,19 @@ impl StepColumns {
     }
 }
 
-fn blob(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+fn blob<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<&'r [u8]>> {
     use rusqlite::types::ValueRef;
     Ok(match row.get_ref(i)? {
         ValueRef::Null => None,
-        ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
+        ValueRef::Blob(b) | ValueRef::Text(b) => Some(b),
         ValueRef::Integer(_) | ValueRef::Real(_) => None,
     })
 }
 
-/// One row of [`StepColumns::select`] as a [`StepRow`].
-pub fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
-    Ok(StepRow {
+/// One row of [`StepColumns::select`], borrowed where SQLite holds it (until
+/// the statement steps on): the live poller decodes it there.
+pub fn to_row_ref<'r>(row: &'r rusqlite::Row<'_>) -> rusqlite::Result<StepRowRef<'r>> {
+    Ok(StepRowRef {
         idx: row.get(0)?,
         step_type: row.get::<_, Option<i64>>(1)?.unwrap_or(0),
         status: row.get::<_, Option<i64>>(2)?.unwrap_or(0),
@@ -124,6 +126,11 @@ pub fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
         permissions: blob(row, 6)?,
         task_details: blob(row, 7)?,
     })
+}
+
+/// One row of [`StepColumns::select`] as a [`StepRow`].
+pub fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StepRow> {
+    to_row_ref(row).map(|r| r.to_owned_row())
 }
 
 /// Read every step of a database in idx order (one-shot, for `decode`).

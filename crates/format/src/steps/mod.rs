@@ -158,20 +158,69 @@ pub struct StepRow {
     pub task_details: Option<Vec<u8>>,
 }
 
+/// A [`StepRow`] borrowed: the same columns, where they were read. The
+/// live poller decodes a row in SQLite's own buffer ([`decode_row`]), not
+/// a copy of it: a growing answer's blob is rewritten whole on every commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepRowRef<'a> {
+    pub idx: i64,
+    pub step_type: i64,
+    pub status: i64,
+    pub payload: Option<&'a [u8]>,
+    pub metadata: Option<&'a [u8]>,
+    pub error_details: Option<&'a [u8]>,
+    pub permissions: Option<&'a [u8]>,
+    pub task_details: Option<&'a [u8]>,
+}
+
 impl StepRow {
+    pub fn borrowed(&self) -> StepRowRef<'_> {
+        StepRowRef {
+            idx: self.idx,
+            step_type: self.step_type,
+            status: self.status,
+            payload: self.payload.as_deref(),
+            metadata: self.metadata.as_deref(),
+            error_details: self.error_details.as_deref(),
+            permissions: self.permissions.as_deref(),
+            task_details: self.task_details.as_deref(),
+        }
+    }
+
     /// The side columns this row has, in [`SIDE_COLUMNS`] order, each with
     /// its known-field tree.
     pub fn side_columns(&self) -> impl Iterator<Item = (&'static str, &[u8], &'static [Known])> {
+        self.borrowed().side_columns()
+    }
+}
+
+impl<'a> StepRowRef<'a> {
+    pub fn to_owned_row(&self) -> StepRow {
+        StepRow {
+            idx: self.idx,
+            step_type: self.step_type,
+            status: self.status,
+            payload: self.payload.map(<[u8]>::to_vec),
+            metadata: self.metadata.map(<[u8]>::to_vec),
+            error_details: self.error_details.map(<[u8]>::to_vec),
+            permissions: self.permissions.map(<[u8]>::to_vec),
+            task_details: self.task_details.map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The side columns this row has, in [`SIDE_COLUMNS`] order, each with
+    /// its known-field tree.
+    pub fn side_columns(&self) -> impl Iterator<Item = (&'static str, &'a [u8], &'static [Known])> {
         let blobs = [
-            &self.metadata,
-            &self.error_details,
-            &self.permissions,
-            &self.task_details,
+            self.metadata,
+            self.error_details,
+            self.permissions,
+            self.task_details,
         ];
         SIDE_COLUMNS
             .iter()
             .zip(blobs)
-            .filter_map(|((column, tree), blob)| Some((*column, blob.as_deref()?, *tree)))
+            .filter_map(|((column, tree), blob)| Some((*column, blob?, *tree)))
     }
 }
 
@@ -196,7 +245,7 @@ mod decode;
 mod encode;
 mod known;
 
-pub use decode::decode;
+pub use decode::{decode, decode_row};
 pub use encode::{encode_body, encode_step};
 pub use known::{
     column_tree, path_order, walk_paths, FieldPath, Kind, Known, LOAD_BEARING, METADATA,
@@ -503,6 +552,17 @@ struct Message<'a> {
 mod tests {
     use super::*;
 
+    /// A finished step's row at idx 0 with only a payload.
+    fn done_row(step_type: i64, payload: Vec<u8>) -> StepRow {
+        StepRow {
+            idx: 0,
+            step_type,
+            status: 3,
+            payload: Some(payload),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn planner_text_and_thinking_round_trip() {
         let step = Step::new(2, StepType::PlannerResponse, StepStatus::Done).with_body(
@@ -530,26 +590,28 @@ mod tests {
                 t.string(1, "c1").string(9, "view_file").string(3, "{}");
             });
         });
-        let row = StepRow {
-            idx: 0,
-            step_type: 8,
-            status: 3,
-            payload: Some(e.finish()),
-            ..Default::default()
-        };
+        let row = done_row(8, e.finish());
         let step = decode(&row);
         assert_eq!(step.tool_call().map(|c| c.name.as_str()), Some("view_file"));
     }
 
     #[test]
+    fn invalid_utf8_in_a_text_is_replaced_not_refused() {
+        let mut e = Encoder::new();
+        e.varint(1, 15);
+        e.message(20, |m| {
+            m.bytes(1, b"caf\xc3 ok \xff");
+        });
+        let row = done_row(15, e.finish());
+        match decode(&row).body {
+            Some(Body::Planner(p)) => assert_eq!(p.text, "caf\u{fffd} ok \u{fffd}"),
+            other => panic!("not a planner response: {other:?}"),
+        }
+    }
+
+    #[test]
     fn garbage_payload_is_a_decode_error_not_a_panic() {
-        let row = StepRow {
-            idx: 0,
-            step_type: 15,
-            status: 3,
-            payload: Some(vec![0x0a, 0xff]),
-            ..Default::default()
-        };
+        let row = done_row(15, vec![0x0a, 0xff]);
         let step = decode(&row);
         assert!(step.decode_error.is_some());
     }
@@ -562,13 +624,7 @@ mod tests {
             m.string(1, "hi").fixed32(99, 7);
         });
         e.fixed64(777, 1);
-        let row = StepRow {
-            idx: 0,
-            step_type: 15,
-            status: 3,
-            payload: Some(e.finish()),
-            ..Default::default()
-        };
+        let row = done_row(15, e.finish());
         let step = decode(&row);
         let paths: Vec<_> = step
             .unknown_fields
