@@ -35,8 +35,9 @@ cargo build --release -q -p agy-bridge -p fake-agy --manifest-path "$ROOT/Cargo.
 FAKE="$ROOT/target/release/fake-agy"
 BRIDGE="${AGY_BRIDGE_BIN:-$ROOT/target/release/agy-bridge}"
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 REC="$WORK/answer.jsonl"
+# The memory bench writes the recording (and measures ours once on it).
 MEMORY_BENCH_SAVE="$REC" cargo bench -q --bench memory --manifest-path "$ROOT/Cargo.toml" >/dev/null
 
 # fake-agy's own CPU in a home: each pid's last report, summed, in ms.

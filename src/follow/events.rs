@@ -952,7 +952,7 @@ mod tests {
 
     #[test]
     fn a_grown_text_hashes_as_the_whole_text_does() {
-        // Heads that cut SipHash's 8-byte words anywhere.
+        // Heads that cut the hash's 8-byte words anywhere.
         let text = "All work and no play makes a long answer grow. 0123456789 ö";
         for cut in (0..=text.len()).filter(|c| text.is_char_boundary(*c)) {
             let (rest, grown) = Emitted::of(&text[..cut])

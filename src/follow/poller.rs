@@ -18,9 +18,10 @@
 //! of the parent conversation sees.
 //!
 //! Memory: a growing step is the largest thing the bridge holds, and it is
-//! re-read whole on every commit. Each row is dropped as soon as it is
-//! decoded (the binary also keeps glibc from holding freed large buffers
-//! resident: `main`'s `release_large_buffers`).
+//! re-read whole on every commit. Each row is decoded where SQLite holds it
+//! (no copy of its blobs), and each decoded step is dropped as soon as the
+//! tracker has seen it (the binary also keeps glibc from holding freed
+//! large buffers resident: `main`'s `release_large_buffers`).
 
 use crate::follow::events::{self, Event, Tracker};
 use crate::follow::kept_open;
@@ -169,8 +170,8 @@ pub struct Poller {
     header_seen: Option<[u8; INDEX_HEADER]>,
 }
 
-/// New rows one poll reads at most. A poll's rows, their decoded steps and
-/// their events are held together until the runner has handed them on, so
+/// New rows one poll reads at most. A poll's decoded steps and their
+/// events are held together until the runner has handed them on, so
 /// a backlog (a consumer that was slow while agy wrote thousands of steps)
 /// is read in batches of this many, each after the last was taken
 /// ([`Poller::behind`]), never all at once. Steps still growing are read

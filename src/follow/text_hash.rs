@@ -4,12 +4,17 @@
 //! agy rewrites a growing answer whole at every commit, so the bridge hashes
 //! up to the whole answer per commit (a 50 MB answer over ten commits is
 //! 275 MB of hashing). A byte-at-a-time hash (FNV) or SipHash cost a tenth
-//! of a second each on it; this one takes eight bytes per multiply. It is
-//! not keyed: it tells a rewrite from growth in agy's own output, it does
-//! not index anything an attacker could flood.
+//! of a second each on it; this one takes eight bytes per multiply.
+//!
+//! It is neither keyed nor collision-resistant: whoever knows it can write
+//! two texts with one hash. The most that buys is an answer rewritten in
+//! place shown as grown (the tracker) or agy's two accounts of its answer
+//! taken as one (the runner), and whoever writes agy's answer writes both
+//! texts anyway. It indexes nothing, so there is nothing to flood.
 
 /// The hash of the bytes written so far, however they were cut into
-/// writes. Two are equal when their bytes are (but for a 2^-64 chance).
+/// writes. Two texts not written to collide hash alike only when equal
+/// (but for a 2^-64 chance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TextHash {
     state: u64,
