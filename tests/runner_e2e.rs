@@ -135,12 +135,8 @@ async fn sixteen_concurrent_runs_each_bind_their_own_database() {
                 .conversation_id
                 .clone()
                 .unwrap_or_else(|| panic!("round {round} {name}: {:?}", out.result.failure));
-            let note = format!(
-                "[agy-bridge: the user's message ({} bytes) was saved to the file",
-                rec.header.prompt.len()
-            );
             assert_eq!(
-                prompt_as_given(out.transcript(), &note, &rec.header.prompt),
+                prompt_as_given(out.transcript(), &rec.header.prompt),
                 expected(&rec),
                 "round {round}: {name}"
             );
@@ -200,22 +196,24 @@ async fn a_run_whose_agy_exited_unseen_binds_by_the_prompt_it_gave() {
         out.result.failure
     );
     assert_ne!(out.result.conversation_id, other.result.conversation_id);
-    let note = "[agy-bridge: the user's message (9 bytes) was saved to the file";
     assert_eq!(
-        prompt_as_given(out.transcript(), note, "Say hello"),
+        prompt_as_given(out.transcript(), "Say hello"),
         expected(&load("hello"))
     );
 }
 
-/// `t` with the bridge's note for the prompt (a user input starting with
-/// `note`, naming the file the prompt was saved to) read as the prompt it
-/// stands for. Every other user input stays as it was, to equal the
-/// recording's: the prompt itself (given on agy's stdin), or an earlier
-/// turn's.
-fn prompt_as_given(mut t: Transcript, note: &str, prompt: &str) -> Transcript {
+/// `t` with the bridge's note for `prompt` (a user input naming the file
+/// the prompt was saved to) read as the prompt it stands for. Every other
+/// user input stays as it was, to equal the recording's: the prompt itself
+/// (given on agy's stdin), or an earlier turn's.
+fn prompt_as_given(mut t: Transcript, prompt: &str) -> Transcript {
+    let note = format!(
+        "[agy-bridge: the user's message ({} bytes) was saved to the file",
+        prompt.len()
+    );
     for e in t.steps.values_mut().flatten() {
         if let Event::UserInput { text, .. } = e {
-            if text.starts_with(note) {
+            if text.starts_with(&note) {
                 *text = prompt.to_string();
             }
         }

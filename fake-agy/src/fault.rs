@@ -10,7 +10,7 @@
 //!   prints it, from the recording).
 
 use agy_corpus::recording::{Commit, SqlValue};
-use agy_format::wire::{self, Encoder};
+use agy_format::wire;
 
 /// The field the moved text goes to (unknown to the decoder).
 const MOVED_TEXT_FIELD: u32 = 31;
@@ -50,27 +50,18 @@ pub fn move_text_field(commit: &Commit) -> Commit {
 /// The payload with field 20's field 1 renumbered; `None` when it does not
 /// walk (left as it is).
 fn rewrite_payload(payload: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Encoder::new();
-    for field in wire::fields(payload) {
-        let field = field.ok()?;
-        match (field.number, field.value) {
-            (20, wire::Value::Len(inner)) => {
-                let mut planner = Encoder::new();
-                for f in wire::fields(inner) {
-                    let f = f.ok()?;
-                    let number = if f.number == 1 {
-                        MOVED_TEXT_FIELD
-                    } else {
-                        f.number
-                    };
-                    planner.value(number, &f.value);
+    wire::rewrite(payload, |out, number, value| match (number, value) {
+        (20, wire::Value::Len(inner)) => {
+            let planner = wire::rewrite(inner, |out, number, value| {
+                let moved = number == 1;
+                if moved {
+                    out.value(MOVED_TEXT_FIELD, &value);
                 }
-                out.bytes(20, planner.as_bytes());
-            }
-            (number, value) => {
-                out.value(number, &value);
-            }
+                Some(moved)
+            })?;
+            out.bytes(20, &planner);
+            Some(true)
         }
-    }
-    Some(out.finish())
+        _ => Some(false),
+    })
 }

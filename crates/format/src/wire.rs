@@ -231,6 +231,25 @@ pub fn validate(buf: &[u8]) -> Result<(), WireError> {
     Ok(())
 }
 
+/// `buf` re-encoded field by field, for a writer that changes a few fields
+/// and keeps the rest: `edit` either writes a field's replacement (or
+/// nothing, to drop it) into the encoder and returns `Some(true)`, or
+/// returns `Some(false)` and the field is copied as it was. `None` when a
+/// field does not walk or `edit` gives up.
+pub fn rewrite<'a>(
+    buf: &'a [u8],
+    mut edit: impl FnMut(&mut Encoder, u32, Value<'a>) -> Option<bool>,
+) -> Option<Vec<u8>> {
+    let mut out = Encoder::new();
+    for field in fields(buf) {
+        let field = field.ok()?;
+        if !edit(&mut out, field.number, field.value)? {
+            out.value(field.number, &field.value);
+        }
+    }
+    Some(out.finish())
+}
+
 /// Builds protobuf messages. Used by fake-agy, the recorder's redaction, the
 /// corpus synthesiser and the tests, so they all share one encoder.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -325,6 +344,26 @@ fn push_varint(buf: &mut Vec<u8>, mut value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rewrite_replaces_or_drops_the_fields_edited_and_copies_the_rest() {
+        let mut e = Encoder::new();
+        e.varint(1, 7).string(2, "old").fixed32(3, 9).fixed64(4, 5);
+        let buf = e.finish();
+        let out = rewrite(&buf, |out, number, _| match number {
+            2 => {
+                out.string(2, "new");
+                Some(true)
+            }
+            3 => Some(true),
+            _ => Some(false),
+        });
+        let mut want = Encoder::new();
+        want.varint(1, 7).string(2, "new").fixed64(4, 5);
+        assert_eq!(out, Some(want.finish()));
+        assert_eq!(rewrite(&buf, |_, n, _| (n != 4).then_some(false)), None);
+        assert_eq!(rewrite(&[0x0a, 0xff], |_, _, _| Some(false)), None);
+    }
 
     #[test]
     fn ten_byte_varint_carries_64_bits() {

@@ -12,7 +12,7 @@
 //! included.
 
 use agy_corpus::recording::{Commit, SqlValue};
-use agy_format::wire::{self, Encoder};
+use agy_format::wire;
 
 /// The user-input payload field (step type 14) and, inside it, where its
 /// text is: 19.2, and 19.3's field 1.
@@ -61,64 +61,51 @@ impl GivenPrompt {
 /// `payload` with its user-input text replaced by `text`, every other field
 /// as it was; `None` when it holds no user input or does not walk.
 fn with_user_text(payload: &[u8], text: &str) -> Option<Vec<u8>> {
-    let mut out = Encoder::new();
     let mut found = false;
-    for field in wire::fields(payload) {
-        let field = field.ok()?;
-        match (field.number, field.value) {
-            (USER_INPUT, wire::Value::Len(inner)) => {
-                out.bytes(USER_INPUT, &user_input(inner, text)?);
-                found = true;
-            }
-            (number, value) => {
-                out.value(number, &value);
-            }
+    let out = wire::rewrite(payload, |out, number, value| match (number, value) {
+        (USER_INPUT, wire::Value::Len(inner)) => {
+            out.bytes(USER_INPUT, &user_input(inner, text)?);
+            found = true;
+            Some(true)
         }
-    }
-    found.then(|| out.finish())
+        _ => Some(false),
+    })?;
+    found.then_some(out)
 }
 
 /// The user-input message with its text made `text`: 19.2, and the first
 /// item's text in 19.3 (a later item's text is dropped, since the decoder
 /// joins the items' texts when 19.2 is empty).
 fn user_input(inner: &[u8], text: &str) -> Option<Vec<u8>> {
-    let mut out = Encoder::new();
     let mut first_item = true;
-    for field in wire::fields(inner) {
-        let field = field.ok()?;
-        match (field.number, field.value) {
-            (TEXT, wire::Value::Len(_)) => {
-                out.string(TEXT, text);
-            }
-            (ITEMS, wire::Value::Len(item)) => {
-                let mut rewritten = Encoder::new();
-                for f in wire::fields(item) {
-                    let f = f.ok()?;
-                    match (f.number, f.value) {
-                        (ITEM_TEXT, wire::Value::Len(_)) if first_item => {
-                            rewritten.string(ITEM_TEXT, text);
-                        }
-                        (ITEM_TEXT, wire::Value::Len(_)) => {}
-                        (number, value) => {
-                            rewritten.value(number, &value);
-                        }
-                    }
-                }
-                first_item = false;
-                out.bytes(ITEMS, rewritten.as_bytes());
-            }
-            (number, value) => {
-                out.value(number, &value);
-            }
+    wire::rewrite(inner, |out, number, value| match (number, value) {
+        (TEXT, wire::Value::Len(_)) => {
+            out.string(TEXT, text);
+            Some(true)
         }
-    }
-    Some(out.finish())
+        (ITEMS, wire::Value::Len(item)) => {
+            let first = std::mem::replace(&mut first_item, false);
+            let item = wire::rewrite(item, |out, number, value| match (number, value) {
+                (ITEM_TEXT, wire::Value::Len(_)) => {
+                    if first {
+                        out.string(ITEM_TEXT, text);
+                    }
+                    Some(true)
+                }
+                _ => Some(false),
+            })?;
+            out.bytes(ITEMS, &item);
+            Some(true)
+        }
+        _ => Some(false),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use agy_format::steps::{self, Body, StepRow};
+    use agy_format::wire::Encoder;
 
     fn user_step(text: &str) -> Vec<u8> {
         let mut e = Encoder::new();
