@@ -5,8 +5,9 @@
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
 //! ([`subject`]), the hash that tells a grown text from a rewritten one
 //! ([`text_hash`]), the read-only poller over one database ([`poller`]),
-//! with the connection it keeps open between reads (`kept_open`) and what
-//! it reads of agy's WAL files without SQLite (`wal_files`), and the
+//! with the connection it keeps open between reads (`kept_open`), what
+//! it reads of agy's WAL files without SQLite (`wal_files`) and when it
+//! looks again for a commit announced (`pace`), and the
 //! binding of the database a run created ([`discovery`]).
 //!
 //! May import: [`agy_format`](mod@agy_format).
@@ -15,6 +16,7 @@ mod calls;
 pub mod discovery;
 pub mod events;
 mod kept_open;
+mod pace;
 pub mod poller;
 pub mod subject;
 pub mod text_hash;

@@ -25,6 +25,7 @@
 
 use crate::follow::events::{self, Event, Tracker};
 use crate::follow::kept_open;
+use crate::follow::pace::{self, Pace};
 use crate::follow::transcript::Transcript;
 use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
 use agy_format::database::{open_read_only, read_all, to_row_ref, ReadError, StepColumns};
@@ -34,21 +35,6 @@ use rusqlite::Connection;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// The pauses between looks of [`Poller::poll_settling`]; a look is a
-/// `pread` of the WAL-index header and an `F_GETLK` (SQLite asked only
-/// when the header moved), a few microseconds plus a wake-up. The first
-/// look comes with the notification, as agy writes the WAL; without an
-/// fsync the commit is visible then or soon after, and with one (SQLite's
-/// default) not for a quarter of a millisecond or more, so the second look
-/// waits [`SETTLE_FIRST_PAUSE`]. The next come every [`SETTLE_PAUSE`]: a
-/// commit waiting for agy's fsync is caught within 0.1 ms of becoming
-/// visible (0.2 ms when it becomes visible before the second look).
-/// Against 0.2 ms throughout, the p99 from agy's commit to the event fell
-/// from 0.46-0.56 to 0.34-0.35 ms at about the same CPU
-/// (`docs/benchmarks.md`, "Looks every 0.1 ms once agy's fsync is due").
-const SETTLE_FIRST_PAUSE: Duration = Duration::from_micros(200);
-const SETTLE_PAUSE: Duration = Duration::from_micros(100);
 
 /// How long a settling poll ([`Poller::poll_settling`]) keeps looking for
 /// the commit a notification announced.
@@ -168,6 +154,8 @@ pub struct Poller {
     /// The WAL-index header as read just before the last `PRAGMA
     /// data_version`.
     header_seen: Option<[u8; INDEX_HEADER]>,
+    /// How long recent commits took to show after their notification.
+    pace: Pace,
 }
 
 /// New rows one poll reads at most. A poll's decoded steps and their
@@ -356,6 +344,7 @@ impl Poller {
             read_mark: None,
             files: None,
             header_seen: None,
+            pace: Pace::default(),
         }
     }
 
@@ -379,11 +368,29 @@ impl Poller {
     }
 
     /// Whether agy's WAL was written since the last poll that read a commit
-    /// (one `stat`). When it was not, every write so far has been read, and
-    /// only a new file notification can bring more.
-    pub fn written_since_read(&self) -> bool {
+    /// (one `stat`), by writes that poll may not have seen. When it was
+    /// not, every write so far has been read, and only a new file
+    /// notification can bring more.
+    ///
+    /// A settling look counts as read only the writes the notification
+    /// announced (a commit's first: its others come while it waits for the
+    /// commit). So when the WAL moved since, this asks whether the poller
+    /// is [caught up](Self::caught_up) after taking the mark: with no
+    /// writer then, every write before the mark is of a commit published
+    /// before, and with the WAL-index header as the last read saw it, that
+    /// read saw them all; the mark becomes the read one. Otherwise every
+    /// commit paid a re-check (a wake-up and a read transaction) for its
+    /// own later writes.
+    pub fn written_since_read(&mut self) -> bool {
         let mark = self.wal_mark();
-        mark.is_some() && mark != self.read_mark
+        if mark.is_none() || mark == self.read_mark {
+            return false;
+        }
+        if self.caught_up() {
+            self.read_mark = mark;
+            return false;
+        }
+        true
     }
 
     /// Whether every commit is read and none is on its way, known without
@@ -505,19 +512,28 @@ impl Poller {
         } else {
             settle.unwritten
         };
-        let deadline = Instant::now() + window;
+        let start = Instant::now();
+        let deadline = start + window;
         self.stats.polls += 1;
-        let mut pause = SETTLE_FIRST_PAUSE;
+        // The pauses between looks: `follow::pace`.
+        let mut pause = self.pace.first_pause();
+        let (mut sleeps, mut last_miss) = (0, Duration::ZERO);
         loop {
             match self.look(mark, true) {
-                Looked::Read(events) => return Poll::Ready(events),
+                Looked::Read(events) => {
+                    self.pace.saw(sleeps, last_miss);
+                    return Poll::Ready(events);
+                }
                 Looked::Nothing { writing } => {
-                    let left = deadline.saturating_duration_since(Instant::now());
+                    let now = Instant::now();
+                    let left = deadline.saturating_duration_since(now);
                     if left.is_zero() || writing == Some(false) {
                         return Poll::Ready(Vec::new());
                     }
+                    last_miss = now - start;
                     std::thread::sleep(pause.min(left));
-                    pause = SETTLE_PAUSE;
+                    pause = pace::PAUSE;
+                    sleeps += 1;
                 }
                 Looked::Failed(e) => return self.not_ready(e),
             }
@@ -670,6 +686,65 @@ mod tests {
         let after = data_version_read(&r).expect("version");
         assert_ne!(after, before, "a commit by another connection moves it");
         assert_eq!(after, pragma(&r));
+    }
+
+    /// A conversation database in WAL mode with agy's schema, its writer
+    /// and a poller that has read it once.
+    fn followed(dir: &Path) -> (Connection, Poller) {
+        let path = dir.join("c.db");
+        let w = Connection::open(&path).expect("open");
+        w.pragma_update(None, "journal_mode", "wal").expect("wal");
+        agy_format::schema::create(&w).expect("schema");
+        let mut p = Poller::new(&path, None);
+        assert!(matches!(p.poll(), Poll::Ready(_)));
+        (w, p)
+    }
+
+    fn commit(w: &Connection, idx: i64) {
+        use steps::{Body, PlannerResponse, StepStatus, StepType};
+        let row = Step::new(idx, StepType::PlannerResponse, StepStatus::Done)
+            .with_body(Body::Planner(PlannerResponse {
+                text: "an answer".into(),
+                ..PlannerResponse::default()
+            }))
+            .to_row();
+        w.execute(
+            "INSERT INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![row.idx, row.step_type, row.status, row.payload],
+        )
+        .expect("commit");
+    }
+
+    /// A commit read by a look that counts only the writes announced before
+    /// it: with no writer at work and nothing published since, every write
+    /// to the WAL is read, and no re-check follows for the commit's later
+    /// writes (each cost a wake-up and a read transaction per commit).
+    #[test]
+    fn a_commit_read_with_no_writer_left_counts_every_write() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (w, mut p) = followed(dir.path());
+        let announced = p.wal_mark();
+        commit(&w, 0);
+        assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
+        assert!(!p.written_since_read(), "a commit's own writes re-checked");
+        commit(&w, 1);
+        assert!(p.written_since_read(), "a commit not read");
+    }
+
+    /// With a writer at work (another process holds the WAL's write
+    /// lock), the writes since the notification may be the next commit's:
+    /// they are not taken as read, and the re-checks go on.
+    #[test]
+    fn writes_past_those_announced_count_while_a_writer_works() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (w, mut p) = followed(dir.path());
+        let announced = p.wal_mark();
+        commit(&w, 0);
+        assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
+        let writer = crate::follow::wal_files::tests::held_elsewhere(p.path());
+        assert!(p.written_since_read());
+        drop(writer);
+        assert!(!p.written_since_read());
     }
 
     /// A read that failed (here: busy) leaves the poller not caught up,

@@ -155,7 +155,7 @@ impl WalFiles {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn wal_db(dir: &Path) -> (rusqlite::Connection, std::path::PathBuf) {
@@ -216,12 +216,12 @@ mod tests {
 
     /// A process holding `db`'s WAL write lock the way SQLite's writer does,
     /// until dropped.
-    struct HeldElsewhere {
+    pub(crate) struct HeldElsewhere {
         release: std::os::fd::OwnedFd,
         child: nix::unistd::Pid,
     }
 
-    fn held_elsewhere(db: &Path) -> HeldElsewhere {
+    pub(crate) fn held_elsewhere(db: &Path) -> HeldElsewhere {
         use nix::unistd::{fork, pipe, read, write, ForkResult};
         let mut shm = db.as_os_str().to_owned();
         shm.push("-shm");

@@ -1,0 +1,187 @@
+//! When a settling poll looks again: the pauses between its looks, and how
+//! long agy's recent commits took to become visible, so that the first
+//! pause sleeps through the part of the wait that is known.
+//!
+//! A look is a `pread` of the WAL-index header and an `F_GETLK` (SQLite
+//! asked only when the header moved), a few microseconds plus a wake-up;
+//! the wake-ups are most of what waiting for a commit costs. The first look
+//! comes with the notification, as agy writes the WAL; without an fsync the
+//! commit is visible then or soon after, and with one (SQLite's default)
+//! not for a quarter of a millisecond or more. Looks every [`PAUSE`] once
+//! agy's fsync is due catch a commit within 0.1 ms of becoming visible:
+//! against 0.2 ms throughout, the p99 from agy's commit to the event fell
+//! from 0.46-0.56 to 0.34-0.35 ms at about the same CPU
+//! (`docs/benchmarks.md`, "Looks every 0.1 ms once agy's fsync is due").
+//!
+//! The second look waits a first pause that follows agy's disk: a little
+//! shorter each time the commit was there at that look, and out to
+//! just past the last look that missed it when it was not (by [`RISE`] at
+//! most, so one slow fsync does not make the next commits wait). On a disk
+//! whose fsync takes about as long each time, the first pause settles just
+//! around it: most commits cost one timed wake-up, not the four to six of
+//! looks every 0.1 ms, and are seen within a few tens of microseconds of
+//! becoming visible. Timed wake-ups are what the wait costs: on the
+//! two-core VMs the benches run on, each is charged 20-60 µs of CPU.
+
+use std::time::Duration;
+
+/// The pause before the second look when nothing is known (or a recent
+/// commit was quick).
+pub(crate) const FIRST_PAUSE: Duration = Duration::from_micros(200);
+
+/// The pause between the looks after the second.
+pub(crate) const PAUSE: Duration = Duration::from_micros(100);
+
+/// The longest first pause: past it, the looks go at [`PAUSE`] whatever
+/// the recent commits took (a stalled disk is no pace to keep).
+const LONGEST_FIRST_PAUSE: Duration = Duration::from_millis(2);
+
+/// How much shorter the first pause gets after a commit found at the look
+/// it ends with, so that it follows a disk getting quicker: a 32nd of it,
+/// and [`STEP_DOWN`] at least (0.8 ms comes down to 0.3 in some thirty
+/// commits).
+const STEP_DOWN: Duration = Duration::from_micros(10);
+const STEP_DOWN_PART: u32 = 32;
+
+/// How far past the last look that missed a commit the first pause goes,
+/// and how much it grows at most per commit.
+const PAST_MISS: Duration = Duration::from_micros(40);
+const RISE: Duration = Duration::from_micros(50);
+
+/// The first pause of the next settling poll, from how the last ones went.
+#[derive(Debug, Clone)]
+pub(crate) struct Pace {
+    first: Duration,
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace { first: FIRST_PAUSE }
+    }
+}
+
+impl Pace {
+    /// A settling poll found its commit after `sleeps` pauses, the last
+    /// look that missed it `last_miss` after the notification.
+    pub(crate) fn saw(&mut self, sleeps: usize, last_miss: Duration) {
+        self.first = match sleeps {
+            // Visible at once: no fsync waited for, nothing learnt.
+            0 => self.first,
+            1 => self
+                .first
+                .saturating_sub((self.first / STEP_DOWN_PART).max(STEP_DOWN)),
+            _ => (last_miss + PAST_MISS).min(self.first + RISE),
+        }
+        .clamp(FIRST_PAUSE, LONGEST_FIRST_PAUSE);
+    }
+
+    /// The pause before the second look of the next settling poll.
+    pub(crate) fn first_pause(&self) -> Duration {
+        self.first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// One settling poll as `Poller::poll_settling` paces it, on a clock
+    /// that sleeps exactly, for a commit visible `visible` after its
+    /// notification: (pauses slept, when the commit was seen).
+    fn settle(pace: &mut Pace, visible: Duration) -> (usize, Duration) {
+        let (mut now, mut sleeps, mut last_miss) = (Duration::ZERO, 0, Duration::ZERO);
+        let mut pause = pace.first_pause();
+        while now < visible {
+            last_miss = now;
+            now += pause;
+            pause = PAUSE;
+            sleeps += 1;
+        }
+        pace.saw(sleeps, last_miss);
+        (sleeps, now)
+    }
+
+    #[test]
+    fn nothing_known_waits_the_first_pause() {
+        assert_eq!(Pace::default().first_pause(), FIRST_PAUSE);
+    }
+
+    /// A disk whose fsync takes 0.6 ms each time: once the pace is found,
+    /// a commit costs one or two timed wake-ups (1.3 on average; six at
+    /// 0.1 ms steps), and is seen within 0.1 ms, mostly within 40 µs.
+    #[test]
+    fn an_even_disk_costs_about_one_wake_up_a_commit() {
+        let mut pace = Pace::default();
+        let visible = us(600);
+        for _ in 0..20 {
+            settle(&mut pace, visible);
+        }
+        let runs: Vec<_> = (0..100).map(|_| settle(&mut pace, visible)).collect();
+        let sleeps: usize = runs.iter().map(|(s, _)| s).sum();
+        assert!(sleeps <= 140, "{sleeps} wake-ups for 100 commits");
+        assert!(runs.iter().all(|&(_, seen)| seen - visible <= PAUSE));
+        let close = runs
+            .iter()
+            .filter(|&&(_, seen)| seen - visible <= PAST_MISS);
+        assert!(close.count() >= 60, "{runs:?}");
+    }
+
+    /// One fsync of 8 ms among 0.6 ms ones moves the first pause by
+    /// [`RISE`] at most, and it is back within a few commits.
+    #[test]
+    fn one_slow_fsync_barely_moves_the_pace() {
+        let mut pace = Pace::default();
+        for _ in 0..30 {
+            settle(&mut pace, us(600));
+        }
+        let before = pace.first_pause();
+        settle(&mut pace, Duration::from_millis(8));
+        assert!(pace.first_pause() <= before + RISE);
+        let (_, seen) = settle(&mut pace, us(600));
+        assert!(seen - us(600) <= RISE + PAUSE);
+        for _ in 0..5 {
+            settle(&mut pace, us(600));
+        }
+        assert!(pace.first_pause() <= us(600) + PAST_MISS, "{pace:?}");
+    }
+
+    /// A disk getting quicker (0.8 ms, then 0.3 ms) is followed down.
+    #[test]
+    fn a_quicker_disk_is_followed() {
+        let mut pace = Pace::default();
+        for _ in 0..40 {
+            settle(&mut pace, us(800));
+        }
+        assert!(pace.first_pause() >= us(700));
+        for _ in 0..40 {
+            settle(&mut pace, us(300));
+        }
+        let runs: Vec<_> = (0..20).map(|_| settle(&mut pace, us(300))).collect();
+        assert!(runs.iter().all(|&(_, seen)| seen - us(300) <= PAUSE));
+        let close = runs
+            .iter()
+            .filter(|&&(_, seen)| seen - us(300) <= PAST_MISS);
+        assert!(close.count() >= 12, "{runs:?}");
+    }
+
+    /// Commits visible at once (no fsync) teach nothing, and no pause is
+    /// shorter than [`FIRST_PAUSE`] or longer than the longest.
+    #[test]
+    fn the_first_pause_stays_within_its_bounds() {
+        let mut pace = Pace::default();
+        pace.saw(0, Duration::ZERO);
+        assert_eq!(pace.first_pause(), FIRST_PAUSE);
+        for _ in 0..50 {
+            pace.saw(1, Duration::ZERO);
+        }
+        assert_eq!(pace.first_pause(), FIRST_PAUSE);
+        for _ in 0..100 {
+            settle(&mut pace, Duration::from_millis(30));
+        }
+        assert_eq!(pace.first_pause(), LONGEST_FIRST_PAUSE);
+    }
+}
