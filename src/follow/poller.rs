@@ -25,7 +25,7 @@
 
 use crate::follow::events::{self, Event, Tracker};
 use crate::follow::kept_open;
-use crate::follow::pace::{self, Pace};
+use crate::follow::pace::Pace;
 use crate::follow::transcript::Transcript;
 use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
 use agy_format::database::{open_read_only, read_all, to_row_ref, ReadError, StepColumns};
@@ -512,27 +512,22 @@ impl Poller {
         } else {
             settle.unwritten
         };
-        let start = Instant::now();
-        let deadline = start + window;
+        let deadline = Instant::now() + window;
         self.stats.polls += 1;
         // The pauses between looks: `follow::pace`.
-        let mut pause = self.pace.first_pause();
-        let (mut sleeps, mut last_miss) = (0, Duration::ZERO);
+        let mut sleeps = 0;
         loop {
             match self.look(mark, true) {
                 Looked::Read(events) => {
-                    self.pace.saw(sleeps, last_miss);
+                    self.pace.saw(sleeps);
                     return Poll::Ready(events);
                 }
                 Looked::Nothing { writing } => {
-                    let now = Instant::now();
-                    let left = deadline.saturating_duration_since(now);
+                    let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() || writing == Some(false) {
                         return Poll::Ready(Vec::new());
                     }
-                    last_miss = now - start;
-                    std::thread::sleep(pause.min(left));
-                    pause = pace::PAUSE;
+                    std::thread::sleep(self.pace.pause(sleeps).min(left));
                     sleeps += 1;
                 }
                 Looked::Failed(e) => return self.not_ready(e),
