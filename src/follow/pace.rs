@@ -1,6 +1,6 @@
-//! When a settling poll looks again: the pauses between its looks, and how
-//! long agy's recent commits took to become visible, so that the first
-//! pause sleeps through the part of the wait that is known.
+//! When a settling poll looks again: the pauses between its looks, the
+//! first learnt from whether agy's recent commits were visible when it
+//! ended, so that it sleeps through the part of the wait that is known.
 //!
 //! A look is a `pread` of the WAL-index header and an `F_GETLK` (SQLite
 //! asked only when the header moved), a few microseconds plus a wake-up;
@@ -18,12 +18,13 @@
 //! little longer each time it was not ([`STEP_UP`]). Steps, not times:
 //! what a look finds already counts every delay on the way (the fsync, our
 //! own wake-up's lateness), and one slow fsync moves the pause by one step,
-//! not to its own length. On a disk whose fsync takes about as long each
-//! time, the second look settles just around it: most commits cost one
-//! timed wake-up, not the four to six of looks every 0.1 ms, and are seen
-//! within a few tens of microseconds of becoming visible; after a miss the
-//! third look comes [`AFTER_MISS`] later, as the commit is most likely
-//! just past. Timed wake-ups are what the wait costs: on the two-core VMs
+//! not to its own length (only a turn's first commit that waits sets it
+//! outright, to its last look that missed, 1 ms at most). On a disk whose
+//! fsync takes about as long each time, the second look settles just
+//! around it: most commits cost one timed wake-up, not the four to six of
+//! looks every 0.1 ms, and are seen within a few tens of microseconds of
+//! becoming visible; after a miss the third look comes [`AFTER_MISS`]
+//! later, as the commit is most likely just past. Timed wake-ups are what the wait costs: on the two-core VMs
 //! the benches run on, each is charged 20-60 µs of CPU (an eventfd's
 //! wake-up, 6-16 µs).
 
@@ -53,16 +54,27 @@ const STEP_DOWN_PART: u32 = 32;
 /// How much longer it gets after a commit not there at that look.
 const STEP_UP: Duration = Duration::from_micros(40);
 
+/// The longest first pause a turn's first commit that waited sets
+/// outright: a first fsync slower than this (a cold disk, one stall) would
+/// otherwise make the next commits wait for it, a step at a time back.
+const FIRST_SET_AT_MOST: Duration = Duration::from_millis(1);
+
 /// The pauses of settling polls: the first learnt from how the last ones
 /// went.
 #[derive(Debug, Clone)]
 pub(crate) struct Pace {
     first: Duration,
+    /// Whether a commit that waited for a pause was seen yet: until then
+    /// the first pause is a guess, and the first such commit sets it.
+    learnt: bool,
 }
 
 impl Default for Pace {
     fn default() -> Pace {
-        Pace { first: FIRST_PAUSE }
+        Pace {
+            first: FIRST_PAUSE,
+            learnt: false,
+        }
     }
 }
 
@@ -80,13 +92,22 @@ impl Pace {
     pub(crate) fn saw(&mut self, sleeps: usize) {
         self.first = match sleeps {
             // Visible at once: no fsync waited for, nothing learnt.
-            0 => self.first,
+            0 => return,
             1 => self
                 .first
                 .saturating_sub((self.first / STEP_DOWN_PART).max(STEP_DOWN)),
+            // The first commit that waited sets the pace: its last look
+            // that missed (a turn's first commits would otherwise each
+            // pay the looks of a guess, a step at a time), up to
+            // `FIRST_SET_AT_MOST` (one slow fsync is no pace either).
+            _ if !self.learnt => (0..sleeps - 1)
+                .map(|n| self.pause(n))
+                .sum::<Duration>()
+                .min(FIRST_SET_AT_MOST),
             _ => self.first + STEP_UP,
         }
         .clamp(FIRST_PAUSE, LONGEST_FIRST_PAUSE);
+        self.learnt = true;
     }
 }
 
@@ -181,6 +202,41 @@ mod tests {
         assert!(close.count() >= 12, "{runs:?}");
     }
 
+    /// A turn's first commit that waits sets the pace at once: the next
+    /// ones are seen with two or three wake-ups, soon one or two, not six
+    /// while the pace climbs a step at a time.
+    #[test]
+    fn the_first_commit_that_waits_sets_the_pace() {
+        let mut pace = Pace::default();
+        let visible = us(800);
+        let (sleeps, _) = settle(&mut pace, visible);
+        assert!(sleeps >= 5, "{sleeps}");
+        assert!(
+            first(&pace) <= visible && first(&pace) >= us(500),
+            "{pace:?}"
+        );
+        // The looks' own lateness (not in the pauses asked for) is made up
+        // a step at a time.
+        let runs: Vec<_> = (0..10).map(|_| settle(&mut pace, visible)).collect();
+        assert!(runs.iter().all(|&(s, _)| s <= 3), "{runs:?}");
+        assert!(runs[5..].iter().all(|&(s, _)| s <= 2), "{runs:?}");
+    }
+
+    /// A turn whose first waiting commit stalled (8 ms) does not make the
+    /// next ones wait that long: the pause it sets is 1 ms at most, and
+    /// comes back down.
+    #[test]
+    fn a_stalled_first_commit_is_not_the_pace() {
+        let mut pace = Pace::default();
+        settle(&mut pace, Duration::from_millis(8));
+        assert_eq!(first(&pace), FIRST_SET_AT_MOST);
+        for _ in 0..40 {
+            settle(&mut pace, us(400));
+        }
+        let (_, seen) = settle(&mut pace, us(400));
+        assert!(seen - us(400) <= PAUSE, "seen at {seen:?}");
+    }
+
     /// Commits visible at once (no fsync) teach nothing, and no pause is
     /// shorter than [`FIRST_PAUSE`] or longer than the longest.
     #[test]
@@ -188,6 +244,7 @@ mod tests {
         let mut pace = Pace::default();
         pace.saw(0);
         assert_eq!(first(&pace), FIRST_PAUSE);
+        assert!(!pace.learnt);
         for _ in 0..50 {
             pace.saw(1);
         }

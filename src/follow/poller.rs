@@ -154,7 +154,8 @@ pub struct Poller {
     /// The WAL-index header as read just before the last `PRAGMA
     /// data_version`.
     header_seen: Option<[u8; INDEX_HEADER]>,
-    /// How long recent commits took to show after their notification.
+    /// When a settling poll looks again: a first pause learnt from how
+    /// agy's recent commits went (`follow::pace`).
     pace: Pace,
 }
 

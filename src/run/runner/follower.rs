@@ -183,12 +183,13 @@ impl Thread {
                     (next <= SETTLE_LAST).then(|| (Instant::now(), next))
                 });
             }
+            // The turn first: what follows is for the next wait.
+            if !self.hand_over(polled) {
+                return self.poller;
+            }
             if !self.poller.written_since_read() {
                 // Every write so far is read: the next one notifies.
                 settle = None;
-            }
-            if !self.hand_over(polled) {
-                return self.poller;
             }
             why = if self.poller.behind() {
                 match self.changes.wait(Instant::now()) {
