@@ -651,7 +651,7 @@ impl Poller {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The pager's counter read after a SELECT is what `PRAGMA
@@ -684,31 +684,43 @@ mod tests {
         assert_eq!(after, pragma(&r));
     }
 
-    /// A conversation database in WAL mode with agy's schema, its writer
-    /// and a poller that has read it once.
-    fn followed(dir: &Path) -> (Connection, Poller) {
-        let path = dir.join("c.db");
-        let w = Connection::open(&path).expect("open");
+    /// A conversation database in WAL mode with agy's schema, and its
+    /// writer (for tests across the crate).
+    pub(crate) fn writer(path: &Path) -> Connection {
+        let w = Connection::open(path).expect("open");
         w.pragma_update(None, "journal_mode", "wal").expect("wal");
         agy_format::schema::create(&w).expect("schema");
+        w
+    }
+
+    /// Commit step `idx` as an answer of `text` (replacing it if there).
+    pub(crate) fn put(w: &Connection, idx: i64, text: &str) {
+        use steps::{Body, PlannerResponse, StepStatus, StepType};
+        let row = Step::new(idx, StepType::PlannerResponse, StepStatus::Done)
+            .with_body(Body::Planner(PlannerResponse {
+                text: text.into(),
+                ..PlannerResponse::default()
+            }))
+            .to_row();
+        w.execute(
+            "INSERT OR REPLACE INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![row.idx, row.step_type, row.status, row.payload],
+        )
+        .expect("commit");
+    }
+
+    /// A conversation database, its writer and a poller that has read it
+    /// once.
+    fn followed(dir: &Path) -> (Connection, Poller) {
+        let path = dir.join("c.db");
+        let w = writer(&path);
         let mut p = Poller::new(&path, None);
         assert!(matches!(p.poll(), Poll::Ready(_)));
         (w, p)
     }
 
     fn commit(w: &Connection, idx: i64) {
-        use steps::{Body, PlannerResponse, StepStatus, StepType};
-        let row = Step::new(idx, StepType::PlannerResponse, StepStatus::Done)
-            .with_body(Body::Planner(PlannerResponse {
-                text: "an answer".into(),
-                ..PlannerResponse::default()
-            }))
-            .to_row();
-        w.execute(
-            "INSERT INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![row.idx, row.step_type, row.status, row.payload],
-        )
-        .expect("commit");
+        put(w, idx, "an answer");
     }
 
     /// A commit read by a look that counts only the writes announced before

@@ -261,32 +261,10 @@ impl Thread {
 mod tests {
     use super::*;
     use crate::follow::events::Event;
-    use agy_format::steps::{Body, PlannerResponse, Step, StepStatus, StepType};
+    use crate::follow::poller::tests::{put, writer};
     use rusqlite::Connection;
 
     const ID: &str = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
-
-    fn writer(path: &Path) -> Connection {
-        let w = Connection::open(path).expect("open");
-        w.pragma_update(None, "journal_mode", "wal").expect("wal");
-        agy_format::schema::create(&w).expect("schema");
-        w
-    }
-
-    fn put(w: &Connection, idx: i64, text: &str) {
-        let step = Step::new(idx, StepType::PlannerResponse, StepStatus::Done).with_body(
-            Body::Planner(PlannerResponse {
-                text: text.into(),
-                ..PlannerResponse::default()
-            }),
-        );
-        let row = step.to_row();
-        w.execute(
-            "INSERT OR REPLACE INTO steps (idx, step_type, status, step_payload) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![row.idx, row.step_type, row.status, row.payload],
-        )
-        .expect("write");
-    }
 
     /// A conversation database of one answered step, and a follower on it.
     fn following(handing: Handing) -> (tempfile::TempDir, Connection, Follower) {
