@@ -24,15 +24,15 @@
 //! around it: most commits cost one timed wake-up, not the four to six of
 //! looks every 0.1 ms, and are seen within a few tens of microseconds of
 //! becoming visible; after a miss the third look comes [`AFTER_MISS`]
-//! later, as the commit is most likely just past. Timed wake-ups are what the wait costs: on the two-core VMs
-//! the benches run on, each is charged 20-60 µs of CPU (an eventfd's
-//! wake-up, 6-16 µs).
+//! later, as the commit is most likely just past. Timed wake-ups are what
+//! the wait costs: on the two-core VMs the benches run on, each is charged
+//! 20-60 µs of CPU (an eventfd's wake-up, 6-16 µs).
 
 use std::time::Duration;
 
 /// The first pause when nothing is known, and the shortest: a commit seen
 /// at once needs none, and one just past the first look is seen this late.
-pub(crate) const FIRST_PAUSE: Duration = Duration::from_micros(200);
+const FIRST_PAUSE: Duration = Duration::from_micros(200);
 
 /// The pause after the look that ended the first pause, when it missed.
 const AFTER_MISS: Duration = Duration::from_micros(50);
