@@ -719,10 +719,6 @@ pub(crate) mod tests {
         (w, p)
     }
 
-    fn commit(w: &Connection, idx: i64) {
-        put(w, idx, "an answer");
-    }
-
     /// A commit read by a look that counts only the writes announced before
     /// it: with no writer at work and nothing published since, every write
     /// to the WAL is read, and no re-check follows for the commit's later
@@ -732,10 +728,10 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let (w, mut p) = followed(dir.path());
         let announced = p.wal_mark();
-        commit(&w, 0);
+        put(&w, 0, "an answer");
         assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
         assert!(!p.written_since_read(), "a commit's own writes re-checked");
-        commit(&w, 1);
+        put(&w, 1, "an answer");
         assert!(p.written_since_read(), "a commit not read");
     }
 
@@ -747,7 +743,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let (w, mut p) = followed(dir.path());
         let announced = p.wal_mark();
-        commit(&w, 0);
+        put(&w, 0, "an answer");
         assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
         let writer = crate::follow::wal_files::tests::held_elsewhere(p.path());
         assert!(p.written_since_read());
@@ -763,14 +759,11 @@ pub(crate) mod tests {
     #[test]
     fn a_failed_read_is_not_caught_up() {
         let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("c.db");
-        let w = Connection::open(&path).expect("open");
-        w.pragma_update(None, "journal_mode", "wal").expect("wal");
-        agy_format::schema::create(&w).expect("schema");
-        let mut p = Poller::new(&path, None);
-        assert!(matches!(p.poll(), Poll::Ready(_)));
+        let (_w, mut p) = followed(dir.path());
         assert!(p.caught_up());
-        let locked = ReadError::Locked { path: path.clone() };
+        let locked = ReadError::Locked {
+            path: p.path().to_path_buf(),
+        };
         assert!(matches!(p.not_ready(locked), Poll::NotReady(_)));
         assert!(!p.caught_up(), "caught up after a failed read");
         assert!(matches!(p.poll(), Poll::Ready(_)));
