@@ -19,7 +19,8 @@
 //!
 //! 6. ours against the floor (`latency/floor.rs`: inotify, a
 //!    `data_version` spin, one SELECT), fake-agy fsyncing each commit and
-//!    not: p50, p99, max, their ratios, CPU per commit
+//!    not: p50, p99, max, their ratios, CPU per commit, and how late the
+//!    machine wakes a thread sleeping 100 µs between the batches
 //!    (`LATENCY_ONLY=floor` runs this case alone; `LATENCY_ONLY=ttft`, case
 //!    5 on the growth recording alone).
 //!
