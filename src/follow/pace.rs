@@ -21,12 +21,14 @@
 //! not to its own length (only a turn's first commit that waits sets it
 //! outright, to its last look that missed, 1 ms at most). On a disk whose
 //! fsync takes about as long each time, the second look settles just
-//! around it: most commits cost one timed wake-up, not the four to six of
-//! looks every 0.1 ms, and are seen within a few tens of microseconds of
-//! becoming visible; after a miss the third look comes [`AFTER_MISS`]
-//! later, as the commit is most likely just past. Timed wake-ups are what
-//! the wait costs: on the two-core VMs the benches run on, each is charged
-//! 20-60 µs of CPU (an eventfd's wake-up, 6-16 µs).
+//! around it: a commit costs one or two timed wake-ups, not the four to
+//! six of looks every 0.1 ms, and is seen within a few tens of
+//! microseconds of becoming visible; after a miss the third look comes
+//! [`AFTER_MISS`] later, as the commit is most likely just past. The steps
+//! up and down are about equal, so on a disk whose fsync varies the pause
+//! settles where half the commits are there at its look. Timed wake-ups
+//! are what the wait costs: on the two-core VMs the benches run on, each
+//! is charged 20-60 µs of CPU (an eventfd's wake-up, 6-16 µs).
 
 use std::time::Duration;
 
@@ -51,8 +53,14 @@ const LONGEST_FIRST_PAUSE: Duration = Duration::from_millis(2);
 const STEP_DOWN: Duration = Duration::from_micros(10);
 const STEP_DOWN_PART: u32 = 32;
 
-/// How much longer it gets after a commit not there at that look.
-const STEP_UP: Duration = Duration::from_micros(40);
+/// How much longer it gets after a commit not there at that look: about
+/// what a step down is, so that on a disk whose fsync varies the pause
+/// settles where half the commits are found at its look. At 40 µs it
+/// settled where two in three were, and a quick commit waited for the
+/// slow ones' pace: the median from commit to event with fsync was
+/// 0.02-0.07 ms later, in five runs of five, for no CPU measurably saved
+/// (`docs/benchmarks.md`).
+const STEP_UP: Duration = Duration::from_micros(15);
 
 /// The longest first pause a turn's first commit that waited sets
 /// outright: a first fsync slower than this (a cold disk, one stall) would
@@ -146,9 +154,9 @@ mod tests {
     }
 
     /// A disk whose fsync takes 0.6 ms each time: once the pace is found,
-    /// a commit costs one or two timed wake-ups (1.3 on average; six at
-    /// 0.1 ms steps), and is seen within 0.1 ms of becoming visible, most
-    /// within 50 µs.
+    /// a commit costs one or two timed wake-ups (about 1.5 on average; six
+    /// at 0.1 ms steps), and is seen within 0.1 ms of becoming visible,
+    /// about half within 50 µs.
     #[test]
     fn an_even_disk_costs_about_one_wake_up_a_commit() {
         let mut pace = Pace::default();
@@ -158,13 +166,13 @@ mod tests {
         }
         let runs: Vec<_> = (0..100).map(|_| settle(&mut pace, visible)).collect();
         let sleeps: usize = runs.iter().map(|(s, _)| s).sum();
-        assert!(sleeps <= 140, "{sleeps} wake-ups for 100 commits");
+        assert!(sleeps <= 160, "{sleeps} wake-ups for 100 commits");
         assert!(
             runs.iter().all(|&(_, seen)| seen - visible <= PAUSE),
             "{runs:?}"
         );
         let close = runs.iter().filter(|&&(_, seen)| seen - visible <= us(50));
-        assert!(close.count() >= 60, "{runs:?}");
+        assert!(close.count() >= 40, "{runs:?}");
     }
 
     /// One fsync of 8 ms among 0.6 ms ones moves the first pause by one
@@ -202,9 +210,39 @@ mod tests {
         assert!(close.count() >= 12, "{runs:?}");
     }
 
+    /// A disk whose fsync varies from commit to commit (visible 0.3 to 0.9
+    /// ms after the notification, evenly): the first pause settles about
+    /// half-way (a commit as likely found at its look as not), so a quick
+    /// commit is not seen at the slow end, and a slow one is caught by the
+    /// short looks after it. With a step up of 40 µs (the build before)
+    /// the pause stood at 0.66 ms and the p99 of how late a commit was
+    /// seen was 0.43 ms, at 1.6 wake-ups a commit.
+    #[test]
+    fn a_varying_disk_keeps_the_pace_near_its_middle() {
+        let mut pace = Pace::default();
+        // A fixed walk over 0.3-0.9 ms (a prime stride), the same each run.
+        let visible = |n: u64| us(300 + (n * 137) % 601);
+        for n in 0..200 {
+            settle(&mut pace, visible(n));
+        }
+        let (mut firsts, mut late, mut sleeps) = (Vec::new(), Vec::new(), 0);
+        for n in 200..1200 {
+            firsts.push(first(&pace));
+            let (slept, seen) = settle(&mut pace, visible(n));
+            sleeps += slept;
+            late.push(seen - visible(n));
+        }
+        firsts.sort();
+        late.sort();
+        let median_first = firsts[firsts.len() / 2];
+        assert!(median_first <= us(600), "{median_first:?}");
+        assert!(late[989] <= us(350), "p99 late {:?}", late[989]);
+        assert!(sleeps <= 2_200, "{sleeps} wake-ups for 1000 commits");
+    }
+
     /// A turn's first commit that waits sets the pace at once: the next
-    /// ones are seen with two or three wake-ups, soon one or two, not six
-    /// while the pace climbs a step at a time.
+    /// ones are seen with two or three wake-ups, then one or two, not six
+    /// while the pace climbs from its first guess a step at a time.
     #[test]
     fn the_first_commit_that_waits_sets_the_pace() {
         let mut pace = Pace::default();
@@ -217,9 +255,9 @@ mod tests {
         );
         // The looks' own lateness (not in the pauses asked for) is made up
         // a step at a time.
-        let runs: Vec<_> = (0..10).map(|_| settle(&mut pace, visible)).collect();
+        let runs: Vec<_> = (0..15).map(|_| settle(&mut pace, visible)).collect();
         assert!(runs.iter().all(|&(s, _)| s <= 3), "{runs:?}");
-        assert!(runs[5..].iter().all(|&(s, _)| s <= 2), "{runs:?}");
+        assert!(runs[10..].iter().all(|&(s, _)| s <= 2), "{runs:?}");
     }
 
     /// A turn whose first waiting commit stalled (8 ms) does not make the
@@ -249,7 +287,7 @@ mod tests {
             pace.saw(1);
         }
         assert_eq!(first(&pace), FIRST_PAUSE);
-        for _ in 0..100 {
+        for _ in 0..200 {
             settle(&mut pace, Duration::from_millis(30));
         }
         assert_eq!(first(&pace), LONGEST_FIRST_PAUSE);
