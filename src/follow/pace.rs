@@ -158,7 +158,7 @@ mod tests {
     /// at 0.1 ms steps), and is seen within 0.1 ms of becoming visible,
     /// about half within 50 µs.
     #[test]
-    fn an_even_disk_costs_about_one_wake_up_a_commit() {
+    fn an_even_disk_costs_one_or_two_wake_ups_a_commit() {
         let mut pace = Pace::default();
         let visible = us(600);
         for _ in 0..30 {
