@@ -17,7 +17,13 @@
 //! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
 //! one warm session (`stream --session`) against five cold `stream`s: the
 //! CPU per turn of each, and the warm turn's fixed part (its CPU less its
-//! commits at the per-commit cost).
+//! commits at the per-commit cost). Last, what agy's silences cost: the
+//! short turn against the same turn paused `CPU_IDLE_S` seconds (default
+//! 30, long enough to stand above a turn's own noise of a few ms) half-way, as agy pauses while the model thinks or a tool runs: CPU
+//! per second of silence = (paused − short) / the pause. Each of these
+//! turns begins a conversation of its own, so none pays for reading the
+//! WAL a resumed conversation left (its size varies from turn to turn);
+//! `CPU_ONLY=silence` runs this part alone.
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
@@ -38,11 +44,16 @@ const CHUNK: usize = 26;
 
 /// One turn through `agy-bridge stream`: (the bridge's CPU ms, text events).
 fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
+    run_in(bridge, home, recording, "cpu-bench")
+}
+
+/// [`run_once`] in pi session `session`.
+fn run_in(bridge: &Path, home: &Path, recording: &Path, session: &str) -> (f64, usize) {
     let log = home.join("fake-agy-cpu.log");
     let _ = std::fs::remove_file(&log);
     let before = common::children_cpu_ms();
     let mut texts = 0;
-    let last = common::stream_turn(bridge, home, recording, "cpu-bench", &[], |line| {
+    let last = common::stream_turn(bridge, home, recording, session, &[], |line| {
         if line.contains("\"text_delta\"") {
             texts += 1;
         }
@@ -138,16 +149,36 @@ fn main() {
         .iter()
         .map(|_| tempfile::tempdir().expect("home"))
         .collect();
-    let mut results = Vec::new();
-    for ((name, bridge), home) in bridges.iter().zip(&homes) {
+    for ((_, bridge), home) in bridges.iter().zip(&homes) {
         // One turn first, so agy's version and help are cached as in use.
         run_once(bridge, home.path(), &short_rec);
-        results.push((*name, Vec::new(), Vec::new()));
     }
+    let idle_s: u64 = common::env_num("CPU_IDLE_S", 30).max(1);
+    let paused_rec = save(paused(growth(SHORT), idle_s), "paused.jsonl");
+    if std::env::var("CPU_ONLY").as_deref() != Ok("silence") {
+        per_commit_and_turn(&bridges, &homes, [&short_rec, &long_rec], long, dt, rounds);
+    }
+    silence(&bridges, &homes, [&short_rec, &paused_rec], rounds, idle_s);
+}
+
+/// The short and the long turn, interleaved run by run; each bridge's CPU
+/// per commit and fixed per turn; then warm sessions against cold turns.
+fn per_commit_and_turn(
+    bridges: &[(&str, PathBuf)],
+    homes: &[tempfile::TempDir],
+    [short_rec, long_rec]: [&Path; 2],
+    long: usize,
+    dt: u64,
+    rounds: u64,
+) {
+    let mut results: Vec<_> = bridges
+        .iter()
+        .map(|(name, _)| (*name, Vec::new(), Vec::new()))
+        .collect();
     for round in 0..rounds {
-        for (i, ((name, bridge), home)) in bridges.iter().zip(&homes).enumerate() {
-            let (s, s_texts) = run_once(bridge, home.path(), &short_rec);
-            let (l, l_texts) = run_once(bridge, home.path(), &long_rec);
+        for (i, ((name, bridge), home)) in bridges.iter().zip(homes).enumerate() {
+            let (s, s_texts) = run_once(bridge, home.path(), short_rec);
+            let (l, l_texts) = run_once(bridge, home.path(), long_rec);
             println!(
                 "round {round} {name}: short {s:.1} ms ({s_texts} text events), long {l:.1} ms ({l_texts} text events)"
             );
@@ -156,7 +187,56 @@ fn main() {
         }
     }
     let per_commit = summarise(results, long, dt, rounds);
-    warm_against_cold(&bridges, &short_rec, rounds, &per_commit);
+    warm_against_cold(bridges, short_rec, rounds, &per_commit);
+}
+
+/// `rec` with its second half `idle_s` seconds later: one silence of agy's
+/// in the middle of the turn.
+fn paused(mut rec: Recording, idle_s: u64) -> Recording {
+    let half = rec.commits.len() / 2;
+    for c in &mut rec.commits[half..] {
+        c.t_ms += idle_s * 1000;
+    }
+    rec
+}
+
+/// CPU per second of agy's silence: the short turn and the paused one,
+/// each bridge in its own home, the bridges interleaved round by round;
+/// the ratio when two bridges ran.
+fn silence(
+    bridges: &[(&str, PathBuf)],
+    homes: &[tempfile::TempDir],
+    [short, paused]: [&Path; 2],
+    rounds: u64,
+    idle_s: u64,
+) {
+    let mut costs = vec![Vec::new(); bridges.len()];
+    for round in 0..rounds {
+        for (((_, bridge), home), costs) in bridges.iter().zip(homes).zip(&mut costs) {
+            let (s, _) = run_in(bridge, home.path(), short, &format!("short-{round}"));
+            let (p, _) = run_in(bridge, home.path(), paused, &format!("paused-{round}"));
+            costs.push((p - s) / idle_s as f64);
+        }
+    }
+    let mut per_s = Vec::new();
+    for ((name, _), mut costs) in bridges.iter().zip(costs) {
+        let cost = median(&mut costs);
+        // Sorted by `median`: the spread shows the turns' own noise.
+        let (low, high) = (costs[0], costs[costs.len() - 1]);
+        println!(
+            "{name}: agy silent for {idle_s} s mid-turn: {cost:.3} ms of CPU per second of silence (median of {rounds}; {low:.3} to {high:.3})"
+        );
+        per_s.push(cost);
+    }
+    match per_s[..] {
+        [ours, before] if ours > 0.0 && before > 0.0 => {
+            println!("ours/before: per second of silence {:.2}x", ours / before)
+        }
+        [_, _] => println!(
+            "ours/before: no ratio (a median at or below zero is within the turns' own noise)"
+        ),
+        _ => {}
+    }
 }
 
 /// Each bridge's medians, its CPU per commit and fixed per turn, and the

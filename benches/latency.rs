@@ -3,7 +3,8 @@
 //! 1. commit-to-event latency (p50/p99): fake-agy's commit log against the
 //!    moment each event reaches the runner's caller, event-driven vs
 //!    poll-only at 250 ms;
-//! 2. idle cost: row SELECTs and CPU while agy commits nothing for 5 s;
+//! 2. idle cost: row SELECTs and CPU while agy commits nothing for 5 s
+//!    (`LATENCY_ONLY=idle` runs this case alone);
 //! 3. resume cost: one poll after one commit, with 10 vs 10,000 earlier steps;
 //! 4. binding on agy's init line: from agy printing its real
 //!    `{"event":"init",...}` line to the runner's `Bound` event, against a
@@ -95,6 +96,30 @@ fn idle_recording() -> Recording {
     b.step(100, step(StepStatus::Generating, "do"));
     b.step(5_000, step(StepStatus::Done, "done"));
     b.finish()
+}
+
+/// Case 2: what 5 s of agy's silence costs, the poller alone and a whole
+/// run, event-driven and poll-only (`LATENCY_ONLY=idle` runs it alone).
+fn idle_case(rt: &tokio::runtime::Runtime, idle: &Path) {
+    println!("\n== idle cost (5 s with nothing committed) ==");
+    let idle_poll = idle_poller(Duration::from_secs(5), Duration::from_millis(250));
+    println!(
+        "poller alone : {} row SELECTs, {} data_version checks, CPU {:.2} ms in 5 s (target: 0 SELECTs: {})",
+        idle_poll.0,
+        idle_poll.1,
+        idle_poll.2,
+        if idle_poll.0 == 0 { "met" } else { "NOT met" }
+    );
+    for (label, wake) in [
+        ("event-driven", WakeMode::Events),
+        ("poll-only 250", WakeMode::PollOnly),
+    ] {
+        let m = measure(rt, idle, &[], wake, Duration::from_millis(250));
+        println!(
+            "{label:13}: whole run (4 commits + 5 s idle): {} row SELECTs, {} data_version checks, our CPU {:.1} ms over {:.0} ms wall",
+            m.row_selects, m.version_checks, m.cpu_ms, m.wall_ms
+        );
+    }
 }
 
 fn now_ns() -> u128 {
@@ -531,6 +556,7 @@ fn main() {
         Ok("floor") => return floor::floor_vs_ours(&rt, &growth, &lengths),
         Ok("ttft") => return ttft_case("growth recording", &growth, "gemini-3.7-flash", false),
         Ok("pi") => return pi_line::pi_line(&growth, &lengths),
+        Ok("idle") => return idle_case(&rt, &idle),
         _ => {}
     }
     println!("== commit-to-event latency (60 commits, 40 ms apart) ==");
@@ -572,25 +598,7 @@ fn main() {
     floor::floor_vs_ours(&rt, &growth, &lengths);
     pi_line::pi_line(&growth, &lengths);
 
-    println!("\n== idle cost (5 s with nothing committed) ==");
-    let idle_poll = idle_poller(Duration::from_secs(5), Duration::from_millis(250));
-    println!(
-        "poller alone : {} row SELECTs, {} data_version checks, CPU {:.2} ms in 5 s (target: 0 SELECTs: {})",
-        idle_poll.0,
-        idle_poll.1,
-        idle_poll.2,
-        if idle_poll.0 == 0 { "met" } else { "NOT met" }
-    );
-    for (label, wake) in [
-        ("event-driven", WakeMode::Events),
-        ("poll-only 250", WakeMode::PollOnly),
-    ] {
-        let m = measure(&rt, &idle, &[], wake, Duration::from_millis(250));
-        println!(
-            "{label:13}: whole run (4 commits + 5 s idle): {} row SELECTs, {} data_version checks, our CPU {:.1} ms over {:.0} ms wall",
-            m.row_selects, m.version_checks, m.cpu_ms, m.wall_ms
-        );
-    }
+    idle_case(&rt, &idle);
 
     println!("\n== resume cost (one poll reading one new step) ==");
     let small = resume_poll_cost(10);

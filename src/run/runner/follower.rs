@@ -28,6 +28,15 @@ use crate::follow::poller::Poll;
 const SETTLE_FIRST: Duration = Duration::from_millis(2);
 const SETTLE_LAST: Duration = Duration::from_millis(64);
 
+/// The fallback tick while file notifications are trusted: every write of
+/// agy's notifies, so the tick only guards against one that did not, and
+/// each tick is a wake-up and a read transaction (about 0.1 ms of CPU on a
+/// two-core VM, four a second at the 250 ms tick: more than a long turn's
+/// commits cost while agy thinks). The trust ends for the rest of the run
+/// as soon as a tick finds a commit no notification announced, and is
+/// suspended while the database cannot be read: the short tick then.
+const TRUSTED_TICK: Duration = Duration::from_secs(2);
+
 /// What the turn keeps of the reader between polls (the reader itself is
 /// the thread's while it runs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,12 +111,16 @@ impl Follower {
                 let _ = nix::sys::prctl::set_timerslack(1_000);
                 let taken = theirs.lock().ok().and_then(|mut s| s.take());
                 if let Some(poller) = taken {
+                    // A recorder wants the short tick: it reads on every one.
+                    let trusted = changes.notified() && !handing.every_poll;
                     let thread = Thread {
                         poller,
                         changes,
                         tx,
                         every_poll: handing.every_poll,
                         tick: handing.tick,
+                        trusted,
+                        readable: true,
                         handed: None,
                     };
                     let _ = done_tx.send(thread.run());
@@ -159,7 +172,12 @@ struct Thread {
     changes: Changes,
     tx: mpsc::Sender<Batch>,
     every_poll: bool,
+    /// The fallback tick when notifications are not trusted.
     tick: Duration,
+    /// Notifications announce every commit so far ([`TRUSTED_TICK`]).
+    trusted: bool,
+    /// The last poll could read the database.
+    readable: bool,
     /// What the turn was last told: its view, and whether (or why not)
     /// the database was readable.
     handed: Option<(Seen, Option<String>)>,
@@ -169,7 +187,7 @@ impl Thread {
     fn run(mut self) -> Poller {
         let mut why = Why::Start;
         let mut settle: Option<(Instant, Duration)> = None;
-        let mut next_tick = Instant::now() + self.tick;
+        let mut next_tick = Instant::now() + self.tick();
         loop {
             let polled = if why == Why::Changed {
                 settle = Some((Instant::now(), SETTLE_FIRST));
@@ -177,6 +195,9 @@ impl Thread {
             } else {
                 self.poller.poll()
             };
+            self.judge_notifications(why, &polled);
+            // A shorter tick from now on takes effect now.
+            next_tick = next_tick.min(Instant::now() + self.tick());
             if why == Why::Settle {
                 settle = settle.and_then(|(_, step)| {
                     let next = step * 2;
@@ -229,11 +250,32 @@ impl Thread {
                         return Some(Why::Settle);
                     }
                     if *next_tick <= now {
-                        *next_tick = now + self.tick;
+                        *next_tick = now + self.tick();
                         return Some(Why::Tick);
                     }
                 }
             }
+        }
+    }
+
+    /// The fallback tick now: long while notifications are trusted and
+    /// the database reads, else the turn's.
+    fn tick(&self) -> Duration {
+        if self.trusted && self.readable {
+            self.tick.max(TRUSTED_TICK)
+        } else {
+            self.tick
+        }
+    }
+
+    /// What a poll says of the notifications: a tick that found a commit
+    /// found one none announced (or one whose notification is late, which
+    /// the short tick costs nothing to allow for), so they are no longer
+    /// trusted; an unreadable database keeps the tick short until it reads.
+    fn judge_notifications(&mut self, why: Why, polled: &Poll) {
+        self.readable = matches!(polled, Poll::Ready(_));
+        if why == Why::Tick && matches!(polled, Poll::Ready(events) if !events.is_empty()) {
+            self.trusted = false;
         }
     }
 
@@ -268,15 +310,28 @@ mod tests {
 
     /// A conversation database of one answered step, and a follower on it.
     fn following(handing: Handing) -> (tempfile::TempDir, Connection, Follower) {
+        let (dir, w, follower, _) = watching(handing, false);
+        (dir, w, follower)
+    }
+
+    /// A conversation database of one answered step, and a follower on it
+    /// that watches its directory, or another one when `elsewhere` (so that
+    /// no notification ever comes: a file system that does not notify).
+    fn watching(
+        handing: Handing,
+        elsewhere: bool,
+    ) -> (tempfile::TempDir, Connection, Follower, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("tmp");
+        let other = tempfile::tempdir().expect("tmp");
         let id = ConversationId::parse(ID).expect("id");
         let path = dir.path().join(format!("{ID}.db"));
         let w = writer(&path);
         put(&w, 0, "zero");
         let mut reader = Some(Poller::new(&path, None));
-        let follower = Follower::start(&mut reader, dir.path(), &id, handing).expect("thread");
+        let watched = if elsewhere { other.path() } else { dir.path() };
+        let follower = Follower::start(&mut reader, watched, &id, handing).expect("thread");
         assert!(reader.is_none(), "the thread has the reader");
-        (dir, w, follower)
+        (dir, w, follower, other)
     }
 
     fn texts(batches: impl IntoIterator<Item = Batch>) -> Vec<String> {
@@ -330,6 +385,44 @@ mod tests {
         assert_eq!(texts([next(&mut f).await]), ["zero"]);
         put(&w, 1, "one");
         assert_eq!(texts([next(&mut f).await]), ["one"]);
+    }
+
+    /// With notifications, an idle follower does not tick at the turn's
+    /// pace: each tick is a wake-up and a read, paid for as long as agy
+    /// thinks. Without them, the tick is all there is.
+    #[tokio::test]
+    async fn an_idle_follower_with_notifications_hardly_ticks() {
+        let polls_while_idle = |watch| async move {
+            let (_dir, _w, mut f) = following(handing(watch, false));
+            next(&mut f).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (_, reader) = f.stop().await;
+            reader.expect("the reader").stats().polls
+        };
+        let notified = polls_while_idle(true).await;
+        assert!(notified <= 2, "{notified} polls in 500 ms idle");
+        // 25 at the 20 ms tick, however slow the machine: at least 5.
+        let ticked = polls_while_idle(false).await;
+        assert!(ticked >= 5, "only {ticked} polls in 500 ms on the tick");
+    }
+
+    /// Where notifications never come, the first tick that finds a commit
+    /// ends their trust: the commits after it are read at the turn's tick,
+    /// not the trusted one.
+    #[tokio::test]
+    async fn a_commit_no_notification_announced_brings_the_short_tick_back() {
+        let (_dir, w, mut f, _other) = watching(handing(true, false), true);
+        assert_eq!(texts([next(&mut f).await]), ["zero"]);
+        put(&w, 1, "one");
+        assert_eq!(texts([next(&mut f).await]), ["one"]);
+        put(&w, 2, "two");
+        let since = Instant::now();
+        assert_eq!(texts([next(&mut f).await]), ["two"]);
+        let took = since.elapsed();
+        assert!(
+            took < TRUSTED_TICK / 2,
+            "read {took:?} after its commit, the trusted tick's pace"
+        );
     }
 
     /// A poll that changes nothing the turn knows wakes nobody; a recorder
