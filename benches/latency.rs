@@ -41,7 +41,7 @@ mod pi_line;
 use common::{fake_agy, workspace_bin};
 
 use agy_bridge::follow::events::Event;
-use agy_bridge::follow::poller::{Poll, Poller};
+use agy_bridge::follow::poller::{Poll, PollStats, Poller};
 use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_corpus::db::step_write;
 use agy_corpus::recording::Recording;
@@ -117,7 +117,7 @@ fn idle_case(rt: &tokio::runtime::Runtime, idle: &Path) {
         let m = measure(rt, idle, &[], wake, Duration::from_millis(250));
         println!(
             "{label:13}: whole run (4 commits + 5 s idle): {} row SELECTs, {} data_version checks, our CPU {:.1} ms over {:.0} ms wall",
-            m.row_selects, m.version_checks, m.cpu_ms, m.wall_ms
+            m.stats.row_selects, m.stats.version_checks, m.cpu_ms, m.wall_ms
         );
     }
 }
@@ -131,8 +131,8 @@ fn now_ns() -> u128 {
 
 struct Measured {
     latencies_ms: Vec<f64>,
-    row_selects: u64,
-    version_checks: u64,
+    /// The run's reader (none for the floor, which has no poller).
+    stats: PollStats,
     cpu_ms: f64,
     wall_ms: f64,
 }
@@ -212,8 +212,7 @@ fn measure_with(
     let latencies = growth_latencies(&log, lengths, &received);
     Measured {
         latencies_ms: latencies,
-        row_selects: result.poll_stats.row_selects,
-        version_checks: result.poll_stats.version_checks,
+        stats: result.poll_stats,
         cpu_ms: cpu,
         wall_ms,
     }

@@ -399,6 +399,12 @@ fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
     );
     assert!(after.version_checks > before.version_checks + 1);
     assert_eq!(after.row_selects, before.row_selects + 1);
+    // A pause between each look and the next, none after the last.
+    assert_eq!(
+        after.pauses - before.pauses,
+        after.version_checks - before.version_checks - 1,
+        "{after:?}"
+    );
 }
 
 /// With no write transaction open in another process (the test's own
@@ -419,6 +425,10 @@ fn with_no_writer_a_settling_poll_looks_once() {
     let after = p.stats();
     assert_eq!(after.row_selects, before.row_selects);
     assert_eq!(after.version_checks, before.version_checks + 1);
+    assert_eq!(
+        after.pauses, before.pauses,
+        "slept with nothing to wait for"
+    );
     drop(w);
 }
 

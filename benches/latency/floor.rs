@@ -8,6 +8,7 @@
 
 use super::common::env_num;
 use super::{cpu_ms, fake_agy, growth_latencies, measure_with, now_ns, pct, Measured};
+use agy_bridge::follow::poller::PollStats;
 use agy_bridge::run::runner::WakeMode;
 use agy_format::steps::{self, Body, StepRow};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -165,8 +166,7 @@ pub fn measure_floor(rec_path: &Path, lengths: &[usize], extra_env: &[(&str, &st
     let _ = agy.wait();
     Measured {
         latencies_ms: growth_latencies(&log, lengths, &seen.arrivals),
-        row_selects: 0,
-        version_checks: 0,
+        stats: PollStats::default(),
         cpu_ms: cpu_ms() - cpu0,
         wall_ms: t0.elapsed().as_secs_f64() * 1e3,
     }
@@ -184,6 +184,7 @@ pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usi
         let env = [("FAKE_AGY_SYNCHRONOUS", sync)];
         let (mut ours, mut floor, mut late) = (Vec::new(), Vec::new(), Vec::new());
         let (mut ours_cpu, mut floor_cpu, mut commits) = (0.0, 0.0, 0usize);
+        let (mut ours_stats, mut wake_cpu) = (Vec::new(), Vec::new());
         for _ in 0..batches {
             let o = measure_with(
                 rt,
@@ -194,14 +195,17 @@ pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usi
                 &env,
             );
             let f = measure_floor(growth, lengths, &env);
-            late.extend(wake_lateness_us(WAKE_SAMPLES));
+            let machine = wake_lateness_us(WAKE_SAMPLES);
+            late.extend(machine.late_us);
+            wake_cpu.push(machine.cpu_us);
+            ours_stats.push(o.stats);
             commits += lengths.len();
             ours_cpu += o.cpu_ms;
             floor_cpu += f.cpu_ms;
             ours.extend(o.latencies_ms);
             floor.extend(f.latencies_ms);
         }
-        for v in [&mut ours, &mut floor, &mut late] {
+        for v in [&mut ours, &mut floor, &mut late, &mut wake_cpu] {
             v.sort_by(|a, b| a.total_cmp(b));
         }
         let row = |name: &str, v: &[f64]| {
@@ -228,12 +232,14 @@ pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usi
             floor_cpu / commits as f64
         );
         println!(
-            "the machine between batches: a 100 µs sleep wakes late by p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs (n={})",
+            "the machine between batches: a 100 µs sleep wakes late by p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs (n={}), and costs {:.0} µs of CPU (median of the batches)",
             pct(&late, 0.5),
             pct(&late, 0.99),
             pct(&late, 1.0),
-            late.len()
+            late.len(),
+            pct(&wake_cpu, 0.5)
         );
+        wake_ups(&ours_stats, commits, ours_cpu, pct(&wake_cpu, 0.5));
         println!(
             "targets: p99 <= 3x the floor's and <= 1.5 ms: {}",
             verdict(pct(&ours, 0.99), pct(&floor, 0.99))
@@ -241,24 +247,57 @@ pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usi
     }
 }
 
-/// How late this machine wakes a thread that sleeps 100 µs (the settling
-/// looks' pause), `n` times, on a thread of its own with the follower's
-/// timer slack (1 µs), while nothing else of the bench runs: what every
-/// look after a pause pays here before it can see anything, and what the
-/// floor, which spins, never pays. On a virtual machine a halted vCPU waits
-/// for the host to run it again, so this tail is the machine's.
-fn wake_lateness_us(n: usize) -> Vec<f64> {
+/// Ours' wake-ups per commit, and what they come to at the machine's
+/// price of one (`wake_cpu_us`): each poll begins with one (a notification
+/// or a timer), each pause between a settling poll's looks is one more.
+/// The hand-over to the turn's thread (about one a commit) is not counted:
+/// the estimate is from below. What is left of ours' CPU per commit (the
+/// turn's start spread over its commits included) is the work itself:
+/// SQLite's read, the looks, the decode, the event.
+fn wake_ups(stats: &[PollStats], commits: usize, ours_cpu_ms: f64, wake_cpu_us: f64) {
+    let per_commit =
+        |f: fn(&PollStats) -> u64| stats.iter().map(f).sum::<u64>() as f64 / commits.max(1) as f64;
+    let (polls, pauses) = (per_commit(|s| s.polls), per_commit(|s| s.pauses));
+    let ours_us = ours_cpu_ms * 1e3 / commits.max(1) as f64;
+    let woken_us = (polls + pauses) * wake_cpu_us;
+    println!(
+        "ours' wake-ups per commit: {polls:.2} polls and {pauses:.2} pauses between looks; at the machine's {wake_cpu_us:.0} µs each, {woken_us:.0} µs of ours' {ours_us:.0} µs a commit above ({:.0}%)",
+        100.0 * woken_us / ours_us.max(f64::MIN_POSITIVE)
+    );
+}
+
+/// What the machine charges for sleeping: how late it wakes a thread that
+/// sleeps 100 µs (the settling looks' pause), in µs, and the CPU the
+/// thread is charged per sleep.
+struct Machine {
+    late_us: Vec<f64>,
+    cpu_us: f64,
+}
+
+/// [`Machine`], measured `n` times on a thread of its own with the
+/// follower's timer slack (1 µs), while nothing else of the bench runs:
+/// what every look after a pause pays here before it can see anything, and
+/// what the floor, which spins, never pays. On a virtual machine a halted
+/// vCPU waits for the host to run it again, so this tail is the machine's;
+/// and each wake-up is charged CPU whatever the sleep's length (14-40 µs
+/// on the benches' VMs), which is why ours sleeps as little as it can.
+fn wake_lateness_us(n: usize) -> Machine {
     std::thread::spawn(move || {
         #[cfg(target_os = "linux")]
         let _ = nix::sys::prctl::set_timerslack(1_000);
         let pause = Duration::from_micros(100);
-        (0..n)
+        let thread_cpu_ms =
+            || super::common::cpu_ms_of(nix::sys::resource::UsageWho::RUSAGE_THREAD);
+        let cpu0 = thread_cpu_ms();
+        let late_us = (0..n)
             .map(|_| {
                 let t = Instant::now();
                 std::thread::sleep(pause);
                 t.elapsed().saturating_sub(pause).as_secs_f64() * 1e6
             })
-            .collect()
+            .collect();
+        let cpu_us = (thread_cpu_ms() - cpu0) * 1e3 / n.max(1) as f64;
+        Machine { late_us, cpu_us }
     })
     .join()
     .expect("sleeper")

@@ -97,6 +97,9 @@ pub struct PollStats {
     /// Row SELECTs against `steps` (the thing that must be zero when idle).
     pub row_selects: u64,
     pub rows_read: u64,
+    /// Timed pauses slept between a settling poll's looks: each a wake-up
+    /// of its own, what waiting for agy's fsync costs (`follow::pace`).
+    pub pauses: u64,
 }
 
 /// The outcome of one poll.
@@ -530,6 +533,7 @@ impl Poller {
                     }
                     std::thread::sleep(self.pace.pause(sleeps).min(left));
                     sleeps += 1;
+                    self.stats.pauses += 1;
                 }
                 Looked::Failed(e) => return self.not_ready(e),
             }
