@@ -176,93 +176,142 @@ pub fn measure_floor(rec_path: &Path, lengths: &[usize], extra_env: &[(&str, &st
 /// same recording, with fake-agy fsyncing every commit (`synchronous=FULL`,
 /// SQLite's default) and not (`NORMAL`): p50, p99 and max, the ratios, and
 /// CPU per commit (this process's CPU while following; fake-agy's is its
-/// own).
+/// own); then what ours' wake-ups cost in place.
 pub fn floor_vs_ours(rt: &tokio::runtime::Runtime, growth: &Path, lengths: &[usize]) {
     let batches: usize = env_num("FLOOR_BATCHES", 6);
-    for sync in ["FULL", "NORMAL"] {
-        println!("\n== ours vs the floor, synchronous={sync} ({batches} interleaved batches of 60 commits) ==");
-        let env = [("FAKE_AGY_SYNCHRONOUS", sync)];
-        let (mut ours, mut floor, mut late) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut ours_cpu, mut floor_cpu, mut commits) = (0.0, 0.0, 0usize);
-        let (mut ours_stats, mut wake_cpu) = (Vec::new(), Vec::new());
-        for _ in 0..batches {
-            let o = measure_with(
-                rt,
-                growth,
-                lengths,
-                WakeMode::Events,
-                Duration::from_millis(250),
-                &env,
-            );
-            let f = measure_floor(growth, lengths, &env);
-            let machine = wake_lateness_us(WAKE_SAMPLES);
-            late.extend(machine.late_us);
-            wake_cpu.push(machine.cpu_us);
-            ours_stats.push(o.stats);
-            commits += lengths.len();
-            ours_cpu += o.cpu_ms;
-            floor_cpu += f.cpu_ms;
-            ours.extend(o.latencies_ms);
-            floor.extend(f.latencies_ms);
-        }
-        for v in [&mut ours, &mut floor, &mut late, &mut wake_cpu] {
-            v.sort_by(|a, b| a.total_cmp(b));
-        }
-        let row = |name: &str, v: &[f64]| {
-            println!(
-                "{name:6}: p50 {:7.3} ms  p99 {:7.3} ms  max {:7.3} ms  (n={})",
-                pct(v, 0.5),
-                pct(v, 0.99),
-                pct(v, 1.0),
-                v.len()
-            )
-        };
-        row("ours", &ours);
-        row("floor", &floor);
-        let ratio = |p| pct(&ours, p) / pct(&floor, p);
-        println!(
-            "ours/floor: p50 {:.2}x  p99 {:.2}x  max {:.2}x",
-            ratio(0.5),
-            ratio(0.99),
-            ratio(1.0)
-        );
-        println!(
-            "CPU per commit while following: ours {:.3} ms, floor {:.3} ms",
-            ours_cpu / commits as f64,
-            floor_cpu / commits as f64
-        );
-        println!(
-            "the machine between batches: a 100 µs sleep wakes late by p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs (n={}), and costs {:.0} µs of CPU (median of the batches)",
-            pct(&late, 0.5),
-            pct(&late, 0.99),
-            pct(&late, 1.0),
-            late.len(),
-            pct(&wake_cpu, 0.5)
-        );
-        wake_ups(&ours_stats, commits, ours_cpu, pct(&wake_cpu, 0.5));
-        println!(
-            "targets: p99 <= 3x the floor's and <= 1.5 ms: {}",
-            verdict(pct(&ours, 0.99), pct(&floor, 0.99))
-        );
-    }
+    let full = one_mode(rt, growth, lengths, "FULL", batches);
+    let normal = one_mode(rt, growth, lengths, "NORMAL", batches);
+    in_place(&full, &normal);
 }
 
-/// Ours' wake-ups per commit, and what they come to at the machine's
-/// price of one (`wake_cpu_us`): each poll begins with one (a notification
-/// or a timer), each pause between a settling poll's looks is one more.
-/// The hand-over to the turn's thread (about one a commit) is not counted:
-/// the estimate is from below. What is left of ours' CPU per commit (the
-/// turn's start spread over its commits included) is the work itself:
-/// SQLite's read, the looks, the decode, the event.
-fn wake_ups(stats: &[PollStats], commits: usize, ours_cpu_ms: f64, wake_cpu_us: f64) {
+/// [`floor_vs_ours`] in one `synchronous` mode: `batches` batches, each
+/// ours, then the floor, then the machine's sleeps.
+fn one_mode(
+    rt: &tokio::runtime::Runtime,
+    growth: &Path,
+    lengths: &[usize],
+    sync: &str,
+    batches: usize,
+) -> WakeUps {
+    println!("\n== ours vs the floor, synchronous={sync} ({batches} interleaved batches of 60 commits) ==");
+    let env = [("FAKE_AGY_SYNCHRONOUS", sync)];
+    let (mut ours, mut floor, mut late) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_cpu, mut floor_cpu, mut commits) = (0.0, 0.0, 0usize);
+    let (mut ours_stats, mut wake_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..batches {
+        let o = measure_with(
+            rt,
+            growth,
+            lengths,
+            WakeMode::Events,
+            Duration::from_millis(250),
+            &env,
+        );
+        let f = measure_floor(growth, lengths, &env);
+        let machine = wake_lateness_us(WAKE_SAMPLES);
+        late.extend(machine.late_us);
+        wake_cpu.push(machine.cpu_us);
+        ours_stats.push(o.stats);
+        commits += lengths.len();
+        ours_cpu += o.cpu_ms;
+        floor_cpu += f.cpu_ms;
+        ours.extend(o.latencies_ms);
+        floor.extend(f.latencies_ms);
+    }
+    for v in [&mut ours, &mut floor, &mut late, &mut wake_cpu] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
+    let row = |name: &str, v: &[f64]| {
+        println!(
+            "{name:6}: p50 {:7.3} ms  p99 {:7.3} ms  max {:7.3} ms  (n={})",
+            pct(v, 0.5),
+            pct(v, 0.99),
+            pct(v, 1.0),
+            v.len()
+        )
+    };
+    row("ours", &ours);
+    row("floor", &floor);
+    let ratio = |p| pct(&ours, p) / pct(&floor, p);
+    println!(
+        "ours/floor: p50 {:.2}x  p99 {:.2}x  max {:.2}x",
+        ratio(0.5),
+        ratio(0.99),
+        ratio(1.0)
+    );
+    println!(
+        "CPU per commit while following: ours {:.3} ms, floor {:.3} ms",
+        ours_cpu / commits as f64,
+        floor_cpu / commits as f64
+    );
+    println!(
+        "the machine between batches: a 100 µs sleep wakes late by p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs (n={}), and costs {:.0} µs of CPU (median of the batches)",
+        pct(&late, 0.5),
+        pct(&late, 0.99),
+        pct(&late, 1.0),
+        late.len(),
+        pct(&wake_cpu, 0.5)
+    );
+    let woken = wake_ups(&ours_stats, commits, ours_cpu);
+    println!(
+        "targets: p99 <= 3x the floor's and <= 1.5 ms: {}",
+        verdict(pct(&ours, 0.99), pct(&floor, 0.99))
+    );
+    woken
+}
+
+/// Ours' wake-ups in one mode, per commit, and ours' CPU per commit (the
+/// turn's start spread over its commits included).
+struct WakeUps {
+    /// Each begins with a wake-up: a notification or a timer.
+    polls: f64,
+    /// Each a timed wake-up between a settling poll's looks.
+    pauses: f64,
+    cpu_us: f64,
+}
+
+/// [`WakeUps`] of the runs of one mode, said.
+fn wake_ups(stats: &[PollStats], commits: usize, ours_cpu_ms: f64) -> WakeUps {
     let per_commit =
         |f: fn(&PollStats) -> u64| stats.iter().map(f).sum::<u64>() as f64 / commits.max(1) as f64;
-    let (polls, pauses) = (per_commit(|s| s.polls), per_commit(|s| s.pauses));
-    let ours_us = ours_cpu_ms * 1e3 / commits.max(1) as f64;
-    let woken_us = (polls + pauses) * wake_cpu_us;
+    let woken = WakeUps {
+        polls: per_commit(|s| s.polls),
+        pauses: per_commit(|s| s.pauses),
+        cpu_us: ours_cpu_ms * 1e3 / commits.max(1) as f64,
+    };
     println!(
-        "ours' wake-ups per commit: {polls:.2} polls and {pauses:.2} pauses between looks; at the machine's {wake_cpu_us:.0} µs each, {woken_us:.0} µs of ours' {ours_us:.0} µs a commit above ({:.0}%)",
-        100.0 * woken_us / ours_us.max(f64::MIN_POSITIVE)
+        "ours' wake-ups per commit: {:.2} polls and {:.2} pauses between looks",
+        woken.polls, woken.pauses
+    );
+    woken
+}
+
+/// What one pause costs ours in place (its sleep, its wake-up, the look
+/// after it), from the two modes: the same commits read the same way,
+/// with fsync and without, differ in the pauses agy's fsync makes ours
+/// wait (`FULL` − `NORMAL` CPU per commit over `FULL` − `NORMAL` pauses
+/// per commit). The modes differ a little in other ways too (with fsync a
+/// commit takes a few more polls; the batches run minutes apart), which
+/// the price carries. At that price, the share of ours' CPU per commit
+/// with fsync that its polls and pauses come to, a poll's wake-up taken to
+/// cost what a pause's does. The hand-over to the turn's thread is not
+/// counted.
+fn in_place(full: &WakeUps, normal: &WakeUps) {
+    let extra = full.pauses - normal.pauses;
+    let price = (full.cpu_us - normal.cpu_us) / extra;
+    if extra < 0.5 || price <= 0.0 {
+        println!(
+            "\na pause in place: not measurable in this run ({extra:.2} more pauses a commit with fsync, {:.0} µs more CPU)",
+            full.cpu_us - normal.cpu_us
+        );
+        return;
+    }
+    let woken = (full.polls + full.pauses) * price;
+    println!(
+        "\na pause in place (its sleep, its wake-up, the look after it): {price:.0} µs of CPU ({:.0} µs more a commit with fsync, for {extra:.2} more pauses); at that price ours' polls and pauses with fsync come to {woken:.0} µs of its {:.0} µs a commit ({:.0}%)",
+        full.cpu_us - normal.cpu_us,
+        full.cpu_us,
+        100.0 * woken / full.cpu_us
     );
 }
 
