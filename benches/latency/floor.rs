@@ -297,19 +297,17 @@ fn wake_ups(stats: &[PollStats], commits: usize, ours_cpu_ms: f64) -> WakeUps {
 /// cost what a pause's does. The hand-over to the turn's thread is not
 /// counted.
 fn in_place(full: &WakeUps, normal: &WakeUps) {
-    let extra = full.pauses - normal.pauses;
-    let price = (full.cpu_us - normal.cpu_us) / extra;
-    if extra < 0.5 || price <= 0.0 {
+    let (extra, more_cpu) = (full.pauses - normal.pauses, full.cpu_us - normal.cpu_us);
+    if extra < 0.5 || more_cpu <= 0.0 {
         println!(
-            "\na pause in place: not measurable in this run ({extra:.2} more pauses a commit with fsync, {:.0} µs more CPU)",
-            full.cpu_us - normal.cpu_us
+            "\na pause in place: not measurable in this run ({extra:.2} more pauses a commit with fsync, {more_cpu:.0} µs more CPU)"
         );
         return;
     }
+    let price = more_cpu / extra;
     let woken = (full.polls + full.pauses) * price;
     println!(
-        "\na pause in place (its sleep, its wake-up, the look after it): {price:.0} µs of CPU ({:.0} µs more a commit with fsync, for {extra:.2} more pauses); at that price ours' polls and pauses with fsync come to {woken:.0} µs of its {:.0} µs a commit ({:.0}%)",
-        full.cpu_us - normal.cpu_us,
+        "\na pause in place (its sleep, its wake-up, the look after it): {price:.0} µs of CPU ({more_cpu:.0} µs more a commit with fsync, for {extra:.2} more pauses); at that price ours' polls and pauses with fsync come to {woken:.0} µs of its {:.0} µs a commit ({:.0}%)",
         full.cpu_us,
         100.0 * woken / full.cpu_us
     );
