@@ -11,8 +11,8 @@
 //! process of the run: the turn and any `--version`/`--help` probe), so
 //! agy's stand-in is never counted as ours.
 //!
-//! Two sizes, interleaved run by run: a short turn (40 commits) and a long
-//! one (`CPU_LONG`, default 960). Per commit = (long − short) / (commits
+//! Two sizes, interleaved round by round: five short turns (40 commits)
+//! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) / (commits
 //! between them); fixed per turn = short − 40 × per commit. Targets: ≤ 0.3
 //! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
 //! one warm session (`stream --session`) against five cold `stream`s: the
@@ -20,10 +20,12 @@
 //! commits at the per-commit cost). Last, what agy's silences cost: the
 //! short turn against the same turn paused `CPU_IDLE_S` seconds (default
 //! 30, long enough to stand above a turn's own noise of a few ms) half-way, as agy pauses while the model thinks or a tool runs: CPU
-//! per second of silence = (paused − short) / the pause. Each of these
-//! turns begins a conversation of its own, so none pays for reading the
-//! WAL a resumed conversation left (its size varies from turn to turn);
-//! `CPU_ONLY=silence` runs this part alone.
+//! per second of silence = (paused − short) / the pause. The short and
+//! long turns of the first part and those of the last each run in a pi
+//! session of their own, so each begins a conversation and none reads the
+//! WAL a resumed one left (its size varies from turn to turn); the cold
+//! turns set against a warm session resume one conversation, as pi's
+//! turns do. `CPU_ONLY=silence` runs the last part alone.
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
@@ -39,10 +41,17 @@ use std::path::{Path, PathBuf};
 
 const SHORT: usize = 40;
 
+/// Short turns a round, against one long: a turn's fixed cost is the short
+/// turn's CPU less its commits, a few milliseconds beside a noise of about
+/// as much from turn to turn, and a short turn takes a second.
+const SHORTS_PER_ROUND: usize = 5;
+
 /// Bytes each commit adds to the growing answer (about a line of it).
 const CHUNK: usize = 26;
 
-/// One turn through `agy-bridge stream`: (the bridge's CPU ms, text events).
+/// One turn through `agy-bridge stream` in pi session `cpu-bench`, which
+/// resumes that session's conversation after its first turn: (the bridge's
+/// CPU ms, text events).
 fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
     run_in(bridge, home, recording, "cpu-bench")
 }
@@ -177,12 +186,22 @@ fn per_commit_and_turn(
         .collect();
     for round in 0..rounds {
         for (i, ((name, bridge), home)) in bridges.iter().zip(homes).enumerate() {
-            let (s, s_texts) = run_once(bridge, home.path(), short_rec);
-            let (l, l_texts) = run_once(bridge, home.path(), long_rec);
+            // A pi session apiece: each turn begins a conversation.
+            let shorts: Vec<(f64, usize)> = (0..SHORTS_PER_ROUND)
+                .map(|k| {
+                    let session = format!("per-commit-short-{round}-{k}");
+                    run_in(bridge, home.path(), short_rec, &session)
+                })
+                .collect();
+            let session = format!("per-commit-long-{round}");
+            let (l, l_texts) = run_in(bridge, home.path(), long_rec, &session);
+            let listed: Vec<String> = shorts.iter().map(|(s, _)| format!("{s:.1}")).collect();
             println!(
-                "round {round} {name}: short {s:.1} ms ({s_texts} text events), long {l:.1} ms ({l_texts} text events)"
+                "round {round} {name}: short {} ms ({} text events), long {l:.1} ms ({l_texts} text events)",
+                listed.join(" "),
+                shorts[0].1
             );
-            results[i].1.push(s);
+            results[i].1.extend(shorts.iter().map(|(s, _)| *s));
             results[i].2.push(l);
         }
     }
@@ -253,7 +272,8 @@ fn summarise(
         let per_commit = (l - s) / (long - SHORT) as f64;
         let fixed = s - SHORT as f64 * per_commit;
         println!(
-            "{name}: {SHORT}-commit turn {s:.1} ms, {long}-commit turn {l:.1} ms (medians of {rounds}, commits {dt} ms apart)"
+            "{name}: {SHORT}-commit turn {s:.1} ms (median of {}), {long}-commit turn {l:.1} ms (median of {rounds}), commits {dt} ms apart",
+            shorts.len()
         );
         println!(
             "{name}: per commit {per_commit:.3} ms (target <= 0.3), per turn fixed {fixed:.1} ms (target <= 5)"

@@ -51,6 +51,25 @@ fn ready(p: &mut Poller) -> Vec<Event> {
     }
 }
 
+/// The poller's next poll finds the database without its `steps` table.
+fn no_table_yet(p: &mut Poller) {
+    assert!(matches!(
+        p.poll(),
+        Poll::NotReady(ReadError::NoStepsTable { .. })
+    ));
+}
+
+/// The poller's next poll reads step `idx` as the answer `text`.
+fn reads_answer(p: &mut Poller, idx: i64, text: &str) {
+    assert_eq!(
+        ready(p),
+        vec![Event::Text {
+            idx,
+            text: text.into()
+        }]
+    );
+}
+
 #[test]
 fn missing_file_then_missing_table_mean_not_ready() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -63,20 +82,50 @@ fn missing_file_then_missing_table_mean_not_ready() {
     assert!(!path.exists(), "the poller must never create the database");
     let w = Connection::open(&path).expect("open");
     w.pragma_update(None, "journal_mode", "wal").expect("wal");
-    assert!(matches!(
-        p.poll(),
-        Poll::NotReady(ReadError::NoStepsTable { .. })
-    ));
+    no_table_yet(&mut p);
     agy_format::schema::create(&w).expect("schema");
     put(&w, &text(0, StepStatus::Done, "hi"));
-    let events = ready(&mut p);
-    assert_eq!(
-        events,
-        vec![Event::Text {
-            idx: 0,
-            text: "hi".into()
-        }]
-    );
+    reads_answer(&mut p, 0, "hi");
+    // The look that found no table kept its connection for the next: the
+    // schema is read on one connection, not one per look.
+    assert_eq!(p.stats().opens, 1);
+}
+
+#[test]
+fn a_database_first_seen_empty_is_read_on_the_same_connection_once_it_is_wal() {
+    // agy's first notification is the file's creation: SQLite has written
+    // nothing yet, not even the switch to WAL.
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    std::fs::File::create(&path).expect("create");
+    let mut p = Poller::new(&path, None);
+    no_table_yet(&mut p);
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Done, "hi"));
+    reads_answer(&mut p, 0, "hi");
+    put(&w, &text(1, StepStatus::Done, "again"));
+    reads_answer(&mut p, 1, "again");
+    assert_eq!(p.stats().opens, 1);
+}
+
+#[test]
+fn a_database_replaced_while_it_had_no_table_is_read_anew() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("c.db");
+    let first = Connection::open(&path).expect("open");
+    first
+        .pragma_update(None, "journal_mode", "wal")
+        .expect("wal");
+    let mut p = Poller::new(&path, None);
+    no_table_yet(&mut p);
+    drop(first);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let w = writer(&path);
+    put(&w, &text(0, StepStatus::Done, "hi"));
+    reads_answer(&mut p, 0, "hi");
+    assert_eq!(p.stats().opens, 2, "the new file is opened anew");
 }
 
 #[test]

@@ -30,6 +30,15 @@ pub(crate) struct Opened {
     file: Option<FileId>,
 }
 
+impl Opened {
+    /// Whether the file this connection opened is still the one at `path`
+    /// (one `stat`): a connection to a file since removed or replaced reads
+    /// the old file. Not known which file it opened: no.
+    pub(crate) fn still_at(&self, path: &Path) -> bool {
+        self.file.is_some() && file_id(path) == self.file
+    }
+}
+
 /// Where the connection is kept: one process-wide, [`KEPT`]; tests make
 /// their own.
 struct Keeper(Mutex<Option<(FileId, Connection)>>);

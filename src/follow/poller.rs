@@ -100,6 +100,11 @@ pub struct PollStats {
     /// Timed pauses slept between a settling poll's looks: each a wake-up
     /// of its own, what waiting for agy's fsync costs (`follow::pace`).
     pub pauses: u64,
+    /// Connections the poller took to read the database: a new one, or the
+    /// one an earlier read kept (`follow::kept_open`). Each new connection
+    /// reads the schema again, so a database agy has created but not yet
+    /// given its table must not cost one per look.
+    pub opens: u64,
 }
 
 /// The outcome of one poll.
@@ -154,6 +159,11 @@ pub struct Poller {
     read_mark: WalMark,
     /// The database's WAL files, once it has been read.
     files: Option<WalFiles>,
+    /// The connection of the last look that found the database without its
+    /// `steps` table, for the next look to ask again: agy creates the file,
+    /// turns on WAL and creates its tables in commits of their own, each
+    /// announced, and a connection apiece read the schema afresh each time.
+    tableless: Option<kept_open::Opened>,
     /// The WAL-index header as read just before the last `PRAGMA
     /// data_version`.
     header_seen: Option<[u8; INDEX_HEADER]>,
@@ -347,6 +357,7 @@ impl Poller {
             behind: false,
             read_mark: None,
             files: None,
+            tableless: None,
             header_seen: None,
             pace: Pace::default(),
         }
@@ -554,6 +565,35 @@ impl Poller {
         Poll::NotReady(e)
     }
 
+    /// A connection to the database with its `steps` table found, and the
+    /// statements for that table.
+    fn connect(&mut self) -> Result<(), ReadError> {
+        let opened = match self.tableless.take() {
+            // Still the file it opened: one removed or replaced since is
+            // read anew.
+            Some(opened) if opened.still_at(&self.path) => opened,
+            _ => {
+                let opened = kept_open::open(&self.path)?;
+                self.stats.opens += 1;
+                opened
+            }
+        };
+        let columns = match StepColumns::detect(&opened.conn, &self.path) {
+            Err(e @ ReadError::NoStepsTable { .. }) => {
+                self.tableless = Some(opened);
+                return Err(e);
+            }
+            columns => columns?,
+        };
+        self.sql = Sql::new(columns);
+        self.conn = Some(opened);
+        // Once the database has been read it has its WAL files (in WAL
+        // mode); a database opened again may have new ones.
+        self.files = WalFiles::of(&self.path);
+        self.header_seen = None;
+        Ok(())
+    }
+
     /// The new events, or `None` when nothing was committed since the last
     /// read (one `PRAGMA data_version`, no row SELECT). `settling`: a look
     /// of a settling poll, which trusts an unchanged WAL-index header and
@@ -562,13 +602,7 @@ impl Poller {
     /// the files.
     fn poll_inner(&mut self, settling: bool) -> Result<Option<Vec<Event>>, ReadError> {
         if self.conn.is_none() {
-            let opened = kept_open::open(&self.path)?;
-            self.sql = Sql::new(StepColumns::detect(&opened.conn, &self.path)?);
-            self.conn = Some(opened);
-            // Once the database has been read it has its WAL files (in
-            // WAL mode); a database opened again may have new ones.
-            self.files = WalFiles::of(&self.path);
-            self.header_seen = None;
+            self.connect()?;
         }
         let Some(conn) = self.conn.as_ref().map(|o| &o.conn) else {
             return Ok(Some(Vec::new()));
