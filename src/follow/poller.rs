@@ -160,9 +160,10 @@ pub struct Poller {
     /// The database's WAL files, once it has been read.
     files: Option<WalFiles>,
     /// The connection of the last look that found the database without its
-    /// `steps` table, for the next look to ask again: agy creates the file,
-    /// turns on WAL and creates its tables in commits of their own, each
-    /// announced, and a connection apiece read the schema afresh each time.
+    /// `steps` table, for the next look to ask again: SQLite writes a new
+    /// database's file, its switch to WAL and its tables one after another,
+    /// each announced (seen with fake-agy), and a connection apiece read
+    /// the schema afresh each time.
     tableless: Option<kept_open::Opened>,
     /// The WAL-index header as read just before the last `PRAGMA
     /// data_version`.
