@@ -12,8 +12,9 @@
 //! agy's stand-in is never counted as ours.
 //!
 //! Two sizes, interleaved round by round: five short turns (40 commits)
-//! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) / (commits
-//! between them); fixed per turn = short − 40 × per commit. Targets: ≤ 0.3
+//! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) /
+//! (commits between them); fixed per turn = short − 40 × per commit
+//! (medians: of the short turns, of the long ones). Targets: ≤ 0.3
 //! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
 //! one warm session (`stream --session`) against five cold `stream`s: the
 //! CPU per turn of each, and the warm turn's fixed part (its CPU less its
@@ -195,11 +196,12 @@ fn per_commit_and_turn(
                 .collect();
             let session = format!("per-commit-long-{round}");
             let (l, l_texts) = run_in(bridge, home.path(), long_rec, &session);
-            let listed: Vec<String> = shorts.iter().map(|(s, _)| format!("{s:.1}")).collect();
+            let cpu: Vec<String> = shorts.iter().map(|(s, _)| format!("{s:.1}")).collect();
+            let texts: Vec<String> = shorts.iter().map(|(_, t)| t.to_string()).collect();
             println!(
                 "round {round} {name}: short {} ms ({} text events), long {l:.1} ms ({l_texts} text events)",
-                listed.join(" "),
-                shorts[0].1
+                cpu.join(" "),
+                texts.join(" ")
             );
             results[i].1.extend(shorts.iter().map(|(s, _)| *s));
             results[i].2.push(l);
