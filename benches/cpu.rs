@@ -15,24 +15,32 @@
 //! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) /
 //! (commits between them); fixed per turn = short − 40 × per commit
 //! (medians: of the short turns, of the long ones). Targets: ≤ 0.3
-//! ms per commit, ≤ 5 ms per turn fixed. Then the short turn five times on
-//! one warm session (`stream --session`) against five cold `stream`s: the
-//! CPU per turn of each, and the warm turn's fixed part (its CPU less its
-//! commits at the per-commit cost). Last, what agy's silences cost: the
-//! short turn against the same turn paused `CPU_IDLE_S` seconds (default
-//! 30, long enough to stand above a turn's own noise of a few ms) half-way, as agy pauses while the model thinks or a tool runs: CPU
-//! per second of silence = (paused − short) / the pause. The short and
-//! long turns of the first part and those of the last each run in a pi
-//! session of their own, so each begins a conversation and none reads the
-//! WAL a resumed one left (its size varies from turn to turn); the cold
-//! turns set against a warm session resume one conversation, as pi's
-//! turns do. `CPU_ONLY=silence` runs the last part alone.
+//! ms per commit, ≤ 5 ms per turn fixed. Each round also runs, five
+//! times on the short recording, the least a cold turn does
+//! (`cpu/cold_floor.rs`: its process, pi's request, agy started and
+//! waited for, its database read once, the binding stored durably), and
+//! each bridge's fixed per turn is set against that floor's median. Then
+//! the short turn five times on one warm session (`stream --session`)
+//! against five cold `stream`s: the CPU per turn of each, and the warm
+//! turn's fixed part (its CPU less its commits at the per-commit cost).
+//! Last, what agy's silences cost: the short turn against the same turn
+//! paused `CPU_IDLE_S` seconds (default 30, long enough to stand above a
+//! turn's own noise of a few ms) half-way, as agy pauses while the model
+//! thinks or a tool runs: CPU per second of silence = (paused − short) /
+//! the pause. The short and long turns of the first part and those of
+//! the last each run in a pi session of their own, so each begins a
+//! conversation and none reads the WAL a resumed one left (its size
+//! varies from turn to turn); the cold turns set against a warm session
+//! resume one conversation, as pi's turns do. `CPU_ONLY=silence` runs the
+//! last part alone.
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
 //! `CPU_BEFORE_BIN=PATH` runs another agy-bridge binary interleaved with
 //! this one, run by run, and prints the ratios).
 
+#[path = "cpu/cold_floor.rs"]
+mod cold_floor;
 mod common;
 
 use agy_corpus::recording::Recording;
@@ -59,11 +67,34 @@ fn run_once(bridge: &Path, home: &Path, recording: &Path) -> (f64, usize) {
 
 /// [`run_once`] in pi session `session`.
 fn run_in(bridge: &Path, home: &Path, recording: &Path, session: &str) -> (f64, usize) {
+    run_with(bridge, home, recording, session, &[])
+}
+
+/// The floor's cold turn ([`cold_floor`]) in pi session `session`, measured
+/// as [`run_in`] measures the bridge's.
+fn run_floor(home: &Path, recording: &Path, session: &str) -> (f64, usize) {
+    let this = std::env::current_exe().expect("the bench's own binary");
+    run_with(
+        &this,
+        home,
+        recording,
+        session,
+        &[(cold_floor::CHILD_ENV, "1")],
+    )
+}
+
+fn run_with(
+    bridge: &Path,
+    home: &Path,
+    recording: &Path,
+    session: &str,
+    env: &[(&str, &str)],
+) -> (f64, usize) {
     let log = home.join("fake-agy-cpu.log");
     let _ = std::fs::remove_file(&log);
     let before = common::children_cpu_ms();
     let mut texts = 0;
-    let last = common::stream_turn(bridge, home, recording, session, &[], |line| {
+    let last = common::stream_turn(bridge, home, recording, session, env, |line| {
         if line.contains("\"text_delta\"") {
             texts += 1;
         }
@@ -127,6 +158,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    cold_floor::run_if_asked();
     if std::env::args().any(|a| a == "--list") {
         return;
     }
@@ -185,6 +217,10 @@ fn per_commit_and_turn(
         .iter()
         .map(|(name, _)| (*name, Vec::new(), Vec::new()))
         .collect();
+    let floor_home = tempfile::tempdir().expect("the floor's home");
+    // As for the bridges: one turn first, its binary and fake-agy's cached.
+    run_floor(floor_home.path(), short_rec, "floor-warm-up");
+    let mut floor = Vec::new();
     for round in 0..rounds {
         for (i, ((name, bridge), home)) in bridges.iter().zip(homes).enumerate() {
             // A pi session apiece: each turn begins a conversation.
@@ -206,9 +242,40 @@ fn per_commit_and_turn(
             results[i].1.extend(shorts.iter().map(|(s, _)| *s));
             results[i].2.push(l);
         }
+        let floors: Vec<(f64, usize)> = (0..SHORTS_PER_ROUND)
+            .map(|k| run_floor(floor_home.path(), short_rec, &format!("floor-{round}-{k}")))
+            .collect();
+        let cpu: Vec<String> = floors.iter().map(|(f, _)| format!("{f:.1}")).collect();
+        let lines: Vec<String> = floors.iter().map(|(_, n)| n.to_string()).collect();
+        println!(
+            "round {round} the least a cold turn does: {} ms ({} lines of steps)",
+            cpu.join(" "),
+            lines.join(" ")
+        );
+        floor.extend(floors.iter().map(|(f, _)| *f));
     }
-    let per_commit = summarise(results, long, dt, rounds);
+    let summary = summarise(results, long, dt, rounds);
+    against_the_floor(bridges, &summary, &mut floor);
+    let per_commit: Vec<f64> = summary.iter().map(|(per_commit, _)| *per_commit).collect();
     warm_against_cold(bridges, short_rec, rounds, &per_commit);
+}
+
+/// Each bridge's fixed CPU per cold turn against the least a cold turn does
+/// ([`cold_floor`]): its whole CPU on the short turn, which it reads once,
+/// not commit by commit, so none of it is per-commit work.
+fn against_the_floor(bridges: &[(&str, PathBuf)], summary: &[(f64, f64)], floor: &mut [f64]) {
+    let least = median(floor);
+    println!(
+        "the least a cold turn does (its process, pi's request, agy started and waited for, agy's database read once, a line a step, the binding stored with fsync): {least:.1} ms (median of {})",
+        floor.len()
+    );
+    for ((name, _), (_, fixed)) in bridges.iter().zip(summary) {
+        println!(
+            "{name}: per turn fixed {fixed:.1} ms = {:.2}x the least, {:.1} ms more",
+            fixed / least,
+            fixed - least
+        );
+    }
 }
 
 /// `rec` with its second half `idle_s` seconds later: one silence of agy's
@@ -261,13 +328,13 @@ fn silence(
 }
 
 /// Each bridge's medians, its CPU per commit and fixed per turn, and the
-/// ratios when two ran; each bridge's CPU per commit.
+/// ratios when two ran; each bridge's (CPU per commit, fixed per turn).
 fn summarise(
     results: Vec<(&str, Vec<f64>, Vec<f64>)>,
     long: usize,
     dt: u64,
     rounds: u64,
-) -> Vec<f64> {
+) -> Vec<(f64, f64)> {
     let mut summary = Vec::new();
     for (name, mut shorts, mut longs) in results {
         let (s, l) = (median(&mut shorts), median(&mut longs));
@@ -290,9 +357,6 @@ fn summarise(
         );
     }
     summary
-        .into_iter()
-        .map(|(per_commit, _)| per_commit)
-        .collect()
 }
 
 /// CPU per turn of the short turn on a warm session against one cold
