@@ -232,12 +232,9 @@ fn per_commit_and_turn(
                 .collect();
             let session = format!("per-commit-long-{round}");
             let (l, l_texts) = run_in(bridge, home.path(), long_rec, &session);
-            let cpu: Vec<String> = shorts.iter().map(|(s, _)| format!("{s:.1}")).collect();
-            let texts: Vec<String> = shorts.iter().map(|(_, t)| t.to_string()).collect();
+            let (cpu, texts) = listed(&shorts);
             println!(
-                "round {round} {name}: short {} ms ({} text events), long {l:.1} ms ({l_texts} text events)",
-                cpu.join(" "),
-                texts.join(" ")
+                "round {round} {name}: short {cpu} ms ({texts} text events), long {l:.1} ms ({l_texts} text events)"
             );
             results[i].1.extend(shorts.iter().map(|(s, _)| *s));
             results[i].2.push(l);
@@ -245,19 +242,22 @@ fn per_commit_and_turn(
         let floors: Vec<(f64, usize)> = (0..SHORTS_PER_ROUND)
             .map(|k| run_floor(floor_home.path(), short_rec, &format!("floor-{round}-{k}")))
             .collect();
-        let cpu: Vec<String> = floors.iter().map(|(f, _)| format!("{f:.1}")).collect();
-        let lines: Vec<String> = floors.iter().map(|(_, n)| n.to_string()).collect();
-        println!(
-            "round {round} the least a cold turn does: {} ms ({} lines of steps)",
-            cpu.join(" "),
-            lines.join(" ")
-        );
+        let (cpu, lines) = listed(&floors);
+        println!("round {round} the least a cold turn does: {cpu} ms ({lines} lines of steps)");
         floor.extend(floors.iter().map(|(f, _)| *f));
     }
     let summary = summarise(results, long, dt, rounds);
     against_the_floor(bridges, &summary, &mut floor);
     let per_commit: Vec<f64> = summary.iter().map(|(per_commit, _)| *per_commit).collect();
     warm_against_cold(bridges, short_rec, rounds, &per_commit);
+}
+
+/// Turns' (CPU ms, lines counted) as two space-separated lists, for a
+/// round's line.
+fn listed(turns: &[(f64, usize)]) -> (String, String) {
+    let cpu: Vec<String> = turns.iter().map(|(c, _)| format!("{c:.1}")).collect();
+    let counts: Vec<String> = turns.iter().map(|(_, n)| n.to_string()).collect();
+    (cpu.join(" "), counts.join(" "))
 }
 
 /// Each bridge's fixed CPU per cold turn against the least a cold turn does
