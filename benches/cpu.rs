@@ -19,10 +19,14 @@
 //! times on the short recording, the least a cold turn does
 //! (`cpu/cold_floor.rs`: its process, pi's request, agy started and
 //! waited for, its database read once, the binding stored durably), and
-//! each bridge's fixed per turn is set against that floor's median. Then
-//! the short turn five times on one warm session (`stream --session`)
-//! against five cold `stream`s: the CPU per turn of each, and the warm
-//! turn's fixed part (its CPU less its commits at the per-commit cost).
+//! five times the same with agy under the library's guardian and its
+//! output read; each bridge's fixed per turn is set against both medians.
+//! Beside the bridges, with short and long turns of its own, runs the
+//! library's runner alone (`cpu/runner_turn.rs`: `stream` less pi's side),
+//! the step between the guarded floor and `stream`. Then the short turn
+//! five times on one warm session (`stream --session`) against five cold
+//! `stream`s: the CPU per turn of each, and the warm turn's fixed part
+//! (its CPU less its commits at the per-commit cost).
 //! Last, what agy's silences cost: the short turn against the same turn
 //! paused `CPU_IDLE_S` seconds (default 30, long enough to stand above a
 //! turn's own noise of a few ms) half-way, as agy pauses while the model
@@ -42,6 +46,8 @@
 #[path = "cpu/cold_floor.rs"]
 mod cold_floor;
 mod common;
+#[path = "cpu/runner_turn.rs"]
+mod runner_turn;
 
 use agy_corpus::recording::Recording;
 use agy_synth::bulk;
@@ -70,16 +76,21 @@ fn run_in(bridge: &Path, home: &Path, recording: &Path, session: &str) -> (f64, 
     run_with(bridge, home, recording, session, &[])
 }
 
-/// The floor's cold turn ([`cold_floor`]) in pi session `session`, measured
-/// as [`run_in`] measures the bridge's.
-fn run_floor(home: &Path, recording: &Path, session: &str) -> (f64, usize) {
+/// The floor's cold turn ([`cold_floor`], `variant`) in pi session
+/// `session`, measured as [`run_in`] measures the bridge's.
+fn run_floor(
+    home: &Path,
+    recording: &Path,
+    session: &str,
+    variant: cold_floor::Variant,
+) -> (f64, usize) {
     let this = std::env::current_exe().expect("the bench's own binary");
     run_with(
         &this,
         home,
         recording,
         session,
-        &[(cold_floor::CHILD_ENV, "1")],
+        &[(cold_floor::CHILD_ENV, variant.env_value())],
     )
 }
 
@@ -203,53 +214,148 @@ fn main() {
     silence(&bridges, &homes, [&short_rec, &paused_rec], rounds, idle_s);
 }
 
+/// A program measured on the short and the long turns: an agy-bridge's
+/// `stream`, or this bench's turn through the library's runner alone
+/// (`cpu/runner_turn.rs`), with the environment that makes it so.
+struct Subject<'a> {
+    name: &'a str,
+    bin: &'a Path,
+    env: &'a [(&'a str, &'a str)],
+    home: &'a Path,
+}
+
+impl Subject<'_> {
+    /// One round's turns: [`SHORTS_PER_ROUND`] short ones and a long one,
+    /// each beginning a conversation (a pi session apiece); their (CPU ms,
+    /// text events).
+    fn round(
+        &self,
+        [short_rec, long_rec]: [&Path; 2],
+        round: u64,
+    ) -> (Vec<(f64, usize)>, (f64, usize)) {
+        let shorts = (0..SHORTS_PER_ROUND)
+            .map(|k| {
+                let session = format!("per-commit-short-{round}-{k}");
+                run_with(self.bin, self.home, short_rec, &session, self.env)
+            })
+            .collect();
+        let session = format!("per-commit-long-{round}");
+        let long = run_with(self.bin, self.home, long_rec, &session, self.env);
+        (shorts, long)
+    }
+}
+
+/// The name of the runner-alone turn in the bench's lines.
+const RUNNER_ALONE: &str = "the library's runner alone";
+
 /// The short and the long turn, interleaved run by run; each bridge's CPU
-/// per commit and fixed per turn; then warm sessions against cold turns.
+/// per commit and fixed per turn, and the runner's alone, against the
+/// floors; then warm sessions against cold turns.
 fn per_commit_and_turn(
     bridges: &[(&str, PathBuf)],
     homes: &[tempfile::TempDir],
-    [short_rec, long_rec]: [&Path; 2],
+    recs @ [short_rec, _]: [&Path; 2],
     long: usize,
     dt: u64,
     rounds: u64,
 ) {
-    let mut results: Vec<_> = bridges
+    let this = std::env::current_exe().expect("the bench's own binary");
+    let runner_home = tempfile::tempdir().expect("the runner's home");
+    let runner_env = [(
+        cold_floor::CHILD_ENV,
+        cold_floor::Variant::Runner.env_value(),
+    )];
+    let mut subjects: Vec<Subject> = bridges
         .iter()
-        .map(|(name, _)| (*name, Vec::new(), Vec::new()))
+        .zip(homes)
+        .map(|((name, bin), home)| Subject {
+            name,
+            bin,
+            env: &[],
+            home: home.path(),
+        })
+        .collect();
+    subjects.push(Subject {
+        name: RUNNER_ALONE,
+        bin: &this,
+        env: &runner_env,
+        home: runner_home.path(),
+    });
+    // As for the bridges: one turn first, agy's version cached.
+    let runner = &subjects[bridges.len()];
+    run_with(
+        runner.bin,
+        runner.home,
+        short_rec,
+        "runner-warm-up",
+        runner.env,
+    );
+    let mut results: Vec<_> = subjects
+        .iter()
+        .map(|s| (s.name, Vec::new(), Vec::new()))
         .collect();
     let floor_home = tempfile::tempdir().expect("the floor's home");
     // As for the bridges: one turn first, its binary and fake-agy's cached.
-    run_floor(floor_home.path(), short_rec, "floor-warm-up");
-    let mut floor = Vec::new();
+    for variant in FLOORS {
+        run_floor(floor_home.path(), short_rec, "floor-warm-up", variant);
+    }
+    let mut floors = [Vec::new(), Vec::new()];
     for round in 0..rounds {
-        for (i, ((name, bridge), home)) in bridges.iter().zip(homes).enumerate() {
-            // A pi session apiece: each turn begins a conversation.
-            let shorts: Vec<(f64, usize)> = (0..SHORTS_PER_ROUND)
-                .map(|k| {
-                    let session = format!("per-commit-short-{round}-{k}");
-                    run_in(bridge, home.path(), short_rec, &session)
-                })
-                .collect();
-            let session = format!("per-commit-long-{round}");
-            let (l, l_texts) = run_in(bridge, home.path(), long_rec, &session);
+        for (subject, result) in subjects.iter().zip(&mut results) {
+            let (shorts, (l, l_texts)) = subject.round(recs, round);
             let (cpu, texts) = listed(&shorts);
             println!(
-                "round {round} {name}: short {cpu} ms ({texts} text events), long {l:.1} ms ({l_texts} text events)"
+                "round {round} {}: short {cpu} ms ({texts} text events), long {l:.1} ms ({l_texts} text events)",
+                subject.name
             );
-            results[i].1.extend(shorts.iter().map(|(s, _)| *s));
-            results[i].2.push(l);
+            result.1.extend(shorts.iter().map(|(s, _)| *s));
+            result.2.push(l);
         }
-        let floors: Vec<(f64, usize)> = (0..SHORTS_PER_ROUND)
-            .map(|k| run_floor(floor_home.path(), short_rec, &format!("floor-{round}-{k}")))
-            .collect();
-        let (cpu, lines) = listed(&floors);
-        println!("round {round} the least a cold turn does: {cpu} ms ({lines} lines of steps)");
-        floor.extend(floors.iter().map(|(f, _)| *f));
+        for (turns, variant) in floor_round(floor_home.path(), short_rec, round)
+            .into_iter()
+            .zip(FLOORS)
+        {
+            let (cpu, lines) = listed(&turns);
+            println!(
+                "round {round} {}: {cpu} ms ({lines} lines of steps)",
+                floor_name(variant)
+            );
+            floors[variant as usize].extend(turns.iter().map(|(f, _)| *f));
+        }
     }
     let summary = summarise(results, long, dt, rounds);
-    against_the_floor(bridges, &summary, &mut floor);
+    let names: Vec<&str> = subjects.iter().map(|s| s.name).collect();
+    against_the_floor(&names, &summary, &mut floors);
     let per_commit: Vec<f64> = summary.iter().map(|(per_commit, _)| *per_commit).collect();
-    warm_against_cold(bridges, short_rec, rounds, &per_commit);
+    warm_against_cold(bridges, short_rec, rounds, &per_commit[..bridges.len()]);
+}
+
+/// The floor's two cold turns, in the order of [`cold_floor::Variant`]'s
+/// discriminants: the least a cold turn does, and the same under the
+/// guardian.
+const FLOORS: [cold_floor::Variant; 2] = [cold_floor::Variant::Plain, cold_floor::Variant::Guarded];
+
+/// A floor variant's name in the round lines.
+fn floor_name(variant: cold_floor::Variant) -> &'static str {
+    match variant {
+        cold_floor::Variant::Plain => "the least a cold turn does",
+        cold_floor::Variant::Guarded => "the same, agy under the guardian",
+        cold_floor::Variant::Runner => RUNNER_ALONE,
+    }
+}
+
+/// A round's floor turns, [`SHORTS_PER_ROUND`] of each variant,
+/// interleaved: each variant's (CPU ms, lines of steps), in [`FLOORS`]'s
+/// order.
+fn floor_round(home: &Path, recording: &Path, round: u64) -> [Vec<(f64, usize)>; 2] {
+    let mut turns = [Vec::new(), Vec::new()];
+    for k in 0..SHORTS_PER_ROUND {
+        for variant in FLOORS {
+            let session = format!("floor-{}-{round}-{k}", variant.env_value());
+            turns[variant as usize].push(run_floor(home, recording, &session, variant));
+        }
+    }
+    turns
 }
 
 /// Turns' (CPU ms, lines counted) as two space-separated lists, for a
@@ -262,18 +368,28 @@ fn listed(turns: &[(f64, usize)]) -> (String, String) {
 
 /// Each bridge's fixed CPU per cold turn against the least a cold turn does
 /// ([`cold_floor`]): its whole CPU on the short turn, which it reads once,
-/// not commit by commit, so none of it is per-commit work.
-fn against_the_floor(bridges: &[(&str, PathBuf)], summary: &[(f64, f64)], floor: &mut [f64]) {
-    let least = median(floor);
+/// not commit by commit, so none of it is per-commit work. And the same
+/// turn with agy under the guardian and its output read, parts of the
+/// bridge's extra that no cold turn of ours may leave out.
+fn against_the_floor(names: &[&str], summary: &[(f64, f64)], [plain, guarded]: &mut [Vec<f64>; 2]) {
+    let least = median(plain);
+    let under_guard = median(guarded);
     println!(
         "the least a cold turn does (its process, pi's request, agy started and waited for, agy's database read once, a line a step, the binding stored with fsync): {least:.1} ms (median of {})",
-        floor.len()
+        plain.len()
     );
-    for ((name, _), (_, fixed)) in bridges.iter().zip(summary) {
+    println!(
+        "the same, agy under the guardian (forked first thing, a current-thread runtime, agy's stdout and stderr read): {under_guard:.1} ms (median of {}), {:.1} ms more",
+        guarded.len(),
+        under_guard - least
+    );
+    for (name, (_, fixed)) in names.iter().zip(summary) {
         println!(
-            "{name}: per turn fixed {fixed:.1} ms = {:.2}x the least, {:.1} ms more",
+            "{name}: per turn fixed {fixed:.1} ms = {:.2}x the least, {:.1} ms more; {:.2}x the guarded least, {:.1} ms more",
             fixed / least,
-            fixed - least
+            fixed - least,
+            fixed / under_guard,
+            fixed - under_guard
         );
     }
 }
@@ -335,6 +451,7 @@ fn summarise(
     dt: u64,
     rounds: u64,
 ) -> Vec<(f64, f64)> {
+    let before_ran = results.get(1).is_some_and(|(name, _, _)| *name == "before");
     let mut summary = Vec::new();
     for (name, mut shorts, mut longs) in results {
         let (s, l) = (median(&mut shorts), median(&mut longs));
@@ -349,7 +466,7 @@ fn summarise(
         );
         summary.push((per_commit, fixed));
     }
-    if let [(ours_c, ours_f), (before_c, before_f)] = summary[..] {
+    if let ([(ours_c, ours_f), (before_c, before_f), ..], true) = (&summary[..], before_ran) {
         println!(
             "ours/before: per commit {:.2}x, per turn fixed {:.2}x",
             ours_c / before_c,

@@ -1,0 +1,70 @@
+//! A cold turn through the library's runner alone: what `agy-bridge
+//! stream` does less pi's side. Between the least a cold turn does under
+//! the guardian (`cold_floor.rs`) and the bridge's `stream`, it tells
+//! whether the bridge's extra lies in following agy or in serving pi.
+//!
+//! It has what the runner does (agy under the guardian, forked first thing
+//! as `stream` forks it; discovery and stream-json binding; agy followed
+//! live, each commit decoded as it lands; agy's exit classified) on a
+//! current-thread runtime as `stream`'s, each event a JSON line on stdout
+//! (answer text as pi's `text_delta`), and the binding stored durably as
+//! the floor stores it. It has none of pi's side: no command line, no
+//! settings file, no session lock, no admission, no model catalog, no
+//! mapping to pi's events, no stdin reader or stdout watcher.
+
+use agy_bridge::follow::events::Event;
+use agy_bridge::run::runner::{self, Prelude, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::run::standby::{Guardian, Standby};
+use serde_json::json;
+use std::io::Write;
+use tokio_util::sync::CancellationToken;
+
+/// Run pi's `request` through the runner, agy under `standby`; each event
+/// a line on `out`: whether the turn succeeded, its conversation and the
+/// last step's idx.
+pub fn run(
+    standby: Standby,
+    request: &serde_json::Value,
+    out: &mut impl Write,
+) -> (bool, Option<String>, i64) {
+    let this = std::env::current_exe().expect("the bench's own binary");
+    let mut cfg = RunConfig::from_env().expect("the runner's settings");
+    cfg.guardian = Some(Guardian::new(this).with_standby(standby));
+    let req = TurnRequest {
+        prompt: request["messages"][0]["content"]
+            .as_str()
+            .expect("a prompt")
+            .to_string(),
+        cwd: request["cwd"].as_str().map(Into::into),
+        ..Default::default()
+    };
+    let prelude = Prelude::blocking(&cfg);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let result = runtime.block_on(async {
+        let (tx, mut rx) = runner::event_channel();
+        let turn = runner::run_with(&cfg, &req, prelude, CancellationToken::new(), tx);
+        let print = async {
+            while let Some(event) = rx.recv().await {
+                print_event(&event, out);
+            }
+        };
+        tokio::join!(turn, print).0
+    });
+    let last = result.last_idx.unwrap_or(-1);
+    (result.ok(), result.conversation_id, last)
+}
+
+/// One event's line: answer text as pi's `text_delta`, the rest as the
+/// runner reports it.
+fn print_event(event: &RunEvent, out: &mut impl Write) {
+    let line = match event {
+        RunEvent::Agy(Event::Text { idx, text }) => {
+            json!({"type": "text_delta", "idx": idx, "delta": text})
+        }
+        other => serde_json::to_value(other).expect("an event as JSON"),
+    };
+    writeln!(out, "{line}").expect("stdout");
+}
