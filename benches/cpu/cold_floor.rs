@@ -105,7 +105,11 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
             read_once(&home, prompt, standby, &mut out)
         }
     };
-    writeln!(out, "{}", json!({"type": "done", "ok": ok})).expect("stdout");
+    // The bench takes only a turn that ends with "done": a failed one ends
+    // with "error", which stops it rather than counting a turn that did
+    // less.
+    let end = if ok { "done" } else { "error" };
+    writeln!(out, "{}", json!({"type": end})).expect("stdout");
     out.flush().expect("stdout");
     store_binding(&home, &request["sessionId"], conversation, last);
 }
