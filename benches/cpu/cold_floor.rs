@@ -95,15 +95,16 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
         .expect("pi's request");
     let request: serde_json::Value = serde_json::from_str(&line).expect("pi's request is JSON");
     let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let prompt = request["messages"][0]["content"]
+        .as_str()
+        .expect("a prompt");
     let mut out = std::io::stdout().lock();
     let (ok, conversation, last) = match (variant, standby) {
-        (Variant::Runner, Some(standby)) => crate::runner_turn::run(standby, &request, &mut out),
-        (_, standby) => {
-            let prompt = request["messages"][0]["content"]
-                .as_str()
-                .expect("a prompt");
-            read_once(&home, prompt, standby, &mut out)
+        (Variant::Runner, Some(standby)) => {
+            let cwd = request["cwd"].as_str();
+            crate::runner_turn::run(standby, prompt, cwd, &mut out)
         }
+        (_, standby) => read_once(&home, prompt, standby, &mut out),
     };
     // The bench takes only a turn that ends with "done": a failed one ends
     // with "error", which stops it rather than counting a turn that did
@@ -160,11 +161,7 @@ fn run_guarded(standby: agy_bridge::run::standby::Standby, prompt: &str) -> bool
         args: vec!["-p".into(), prompt.into()],
         ..Default::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    runtime().block_on(async {
         let mut agy = standby.launch(&launch).await.expect("agy started");
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut stdout = agy.stdout.take().expect("agy's stdout");
@@ -175,6 +172,14 @@ fn run_guarded(standby: agy_bridge::run::standby::Standby, prompt: &str) -> bool
         read_err.expect("agy's stderr");
         agy.wait().await.expect("agy's exit").success()
     })
+}
+
+/// A current-thread runtime, as `stream` runs its turn on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 /// The conversation databases in `dir`.

@@ -19,31 +19,25 @@ use serde_json::json;
 use std::io::Write;
 use tokio_util::sync::CancellationToken;
 
-/// Run pi's `request` through the runner, agy under `standby`; each event
-/// a line on `out`: whether the turn succeeded, its conversation and the
-/// last step's idx.
+/// Run pi's prompt (in `cwd`, if it names one) through the runner, agy
+/// under `standby`; each event a line on `out`: whether the turn
+/// succeeded, its conversation and the last step's idx.
 pub fn run(
     standby: Standby,
-    request: &serde_json::Value,
+    prompt: &str,
+    cwd: Option<&str>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
     let this = std::env::current_exe().expect("the bench's own binary");
     let mut cfg = RunConfig::from_env().expect("the runner's settings");
     cfg.guardian = Some(Guardian::new(this).with_standby(standby));
     let req = TurnRequest {
-        prompt: request["messages"][0]["content"]
-            .as_str()
-            .expect("a prompt")
-            .to_string(),
-        cwd: request["cwd"].as_str().map(Into::into),
+        prompt: prompt.to_string(),
+        cwd: cwd.map(Into::into),
         ..Default::default()
     };
     let prelude = Prelude::blocking(&cfg);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let result = runtime.block_on(async {
+    let result = crate::cold_floor::runtime().block_on(async {
         let (tx, mut rx) = runner::event_channel();
         let turn = runner::run_with(&cfg, &req, prelude, CancellationToken::new(), tx);
         let print = async {
