@@ -14,7 +14,8 @@
 //! Two sizes, interleaved round by round: five short turns (40 commits)
 //! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) /
 //! (commits between them); fixed per turn = short − 40 × per commit
-//! (medians: of the short turns, of the long ones). Targets: ≤ 0.3
+//! (medians: of the short turns, of the long ones); the same split round
+//! by round is printed as a range, the figures' own noise. Targets: ≤ 0.3
 //! ms per commit, ≤ 5 ms per turn fixed. Each round also runs, five
 //! times on the short recording, the least a cold turn does
 //! (`cpu/cold_floor.rs`: its process, pi's request, agy started and
@@ -454,9 +455,9 @@ fn summarise(
     let before_ran = results.get(1).is_some_and(|(name, _, _)| *name == "before");
     let mut summary = Vec::new();
     for (name, mut shorts, mut longs) in results {
+        let spread = by_round(&shorts, &longs, long);
         let (s, l) = (median(&mut shorts), median(&mut longs));
-        let per_commit = (l - s) / (long - SHORT) as f64;
-        let fixed = s - SHORT as f64 * per_commit;
+        let (per_commit, fixed) = split(s, l, long);
         println!(
             "{name}: {SHORT}-commit turn {s:.1} ms (median of {}), {long}-commit turn {l:.1} ms (median of {rounds}), commits {dt} ms apart",
             shorts.len()
@@ -464,6 +465,7 @@ fn summarise(
         println!(
             "{name}: per commit {per_commit:.3} ms (target <= 0.3), per turn fixed {fixed:.1} ms (target <= 5)"
         );
+        println!("{name}: {spread}");
         summary.push((per_commit, fixed));
     }
     if let ([(ours_c, ours_f), (before_c, before_f), ..], true) = (&summary[..], before_ran) {
@@ -474,6 +476,40 @@ fn summarise(
         );
     }
     summary
+}
+
+/// A turn's CPU split into its commits and the rest: (CPU per commit,
+/// fixed per turn), from the short turn's CPU `short` and the long one's
+/// `long_cpu` (`long` commits).
+fn split(short: f64, long_cpu: f64, long: usize) -> (f64, f64) {
+    let per_commit = (long_cpu - short) / (long - SHORT) as f64;
+    (per_commit, short - SHORT as f64 * per_commit)
+}
+
+/// The split round by round (each round's long turn against the median of
+/// its own short ones), lowest to highest: how far the medians' figures
+/// move with the turns' noise. A long turn's CPU moves by a few tens of
+/// milliseconds from round to round; spread over its commits that is a few
+/// hundredths of a millisecond a commit, and forty times that in the fixed
+/// part, so one run's fixed part alone says little.
+fn by_round(shorts: &[f64], longs: &[f64], long: usize) -> String {
+    let (mut per_commit, mut fixed): (Vec<f64>, Vec<f64>) = shorts
+        .chunks(SHORTS_PER_ROUND)
+        .zip(longs)
+        .map(|(round, l)| split(median(&mut round.to_vec()), *l, long))
+        .unzip();
+    per_commit.sort_by(f64::total_cmp);
+    fixed.sort_by(f64::total_cmp);
+    let range = |v: &[f64], digits: usize| match v {
+        [low, .., high] => format!("{low:.digits$} to {high:.digits$}"),
+        [one] => format!("{one:.digits$}"),
+        [] => String::from("none"),
+    };
+    format!(
+        "round by round: per commit {} ms, per turn fixed {} ms",
+        range(&per_commit, 3),
+        range(&fixed, 1)
+    )
 }
 
 /// CPU per turn of the short turn on a warm session against one cold
