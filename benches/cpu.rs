@@ -11,23 +11,29 @@
 //! process of the run: the turn and any `--version`/`--help` probe), so
 //! agy's stand-in is never counted as ours.
 //!
-//! Two sizes, interleaved round by round: five short turns (40 commits)
-//! and a long one (`CPU_LONG`, default 960). Per commit = (long − short) /
-//! (commits between them); fixed per turn = short − 40 × per commit
-//! (medians: of the short turns, of the long ones); the same split round
-//! by round is printed as a range, the figures' own noise. Targets: ≤ 0.3
-//! ms per commit, ≤ 5 ms per turn fixed. Each round also runs, five
-//! times on the short recording, the least a cold turn does
-//! (`cpu/cold_floor.rs`: its process, pi's request, agy started and
-//! waited for, its database read once, the binding stored durably), and
-//! five times the same with agy under the library's guardian and its
-//! output read; each bridge's fixed per turn is set against both medians.
-//! Beside the bridges, with short and long turns of its own, runs the
-//! library's runner alone (`cpu/runner_turn.rs`: `stream` less pi's side),
-//! the step between the guarded floor and `stream`. Then the short turn
-//! five times on one warm session (`stream --session`) against five cold
-//! `stream`s: the CPU per turn of each, and the warm turn's fixed part
-//! (its CPU less its commits at the per-commit cost).
+//! Three sizes, interleaved round by round: five tiny turns (4 commits),
+//! five short ones (40) and a long one (`CPU_LONG`, default 960). Per
+//! commit = (long − short) / (commits between them), over an answer
+//! growing long; fixed per turn = short − 40 × that. On small rows the
+//! same from the tiny and the short turn: what a commit costs while the
+//! answer is short, and the fixed part measured nearly directly (the tiny
+//! turn less its four commits), which the first split's fixed part is not:
+//! it moves by 40 times any error in the long answer's price, and a long
+//! answer's commits cost more (each reads the whole growing row). Medians
+//! of each size's turns; each split round by round is printed as a range,
+//! the figures' own noise. Targets: ≤ 0.3 ms per commit, ≤ 5 ms per turn
+//! fixed. Each round also runs, five times on the short recording, the
+//! least a cold turn does (`cpu/cold_floor.rs`: its process, pi's request,
+//! agy started and waited for, its database read once, the binding stored
+//! durably), and five times the same with agy under the library's
+//! guardian and its output read; each bridge's fixed per turn (on the tiny
+//! turn) is set against both medians. Beside the bridges, with turns of
+//! its own, runs the library's runner alone (`cpu/runner_turn.rs`:
+//! `stream` less pi's side), the step between the guarded floor and
+//! `stream`. Then the short turn five times on one warm session (`stream
+//! --session`) against five cold `stream`s: the CPU per turn of each, and
+//! the warm turn's fixed part (its CPU less its commits at the small rows'
+//! per-commit cost).
 //! Last, what agy's silences cost: the short turn against the same turn
 //! paused `CPU_IDLE_S` seconds (default 30, long enough to stand above a
 //! turn's own noise of a few ms) half-way, as agy pauses while the model
@@ -40,7 +46,7 @@
 //! last part alone.
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
-//! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the two recordings;
+//! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the three recordings;
 //! `CPU_BEFORE_BIN=PATH` runs another agy-bridge binary interleaved with
 //! this one, run by run, and prints the ratios).
 
@@ -57,9 +63,17 @@ use std::path::{Path, PathBuf};
 
 const SHORT: usize = 40;
 
-/// Short turns a round, against one long: a turn's fixed cost is the short
-/// turn's CPU less its commits, a few milliseconds beside a noise of about
-/// as much from turn to turn, and a short turn takes a second.
+/// The tiny turn's commits: a turn's fixed part measured nearly directly.
+/// Its commits, priced at what a commit costs on the short turn's small
+/// rows, are about a millisecond, so an error in that price barely reaches
+/// the fixed part; the short turn less 40 commits priced on the long turn
+/// (whose rows grow to 25 kB, each read whole at every commit) leaves a
+/// fixed part moved by 40 times that price's error and bias.
+const TINY: usize = 4;
+
+/// Tiny turns and short ones a round, each, against one long: a turn's
+/// fixed cost is a few milliseconds beside a noise of about as much from
+/// turn to turn, and a short turn takes a second.
 const SHORTS_PER_ROUND: usize = 5;
 
 /// Bytes each commit adds to the growing answer (about a line of it).
@@ -184,13 +198,14 @@ fn main() {
         path
     };
     let growth = |commits| bulk::growing_answer(CHUNK * commits, commits, dt);
+    let tiny_rec = save(growth(TINY), "tiny.jsonl");
     let short_rec = save(growth(SHORT), "short.jsonl");
     let long_rec = save(growth(long), "long.jsonl");
     // Keep them to replay by hand (under `perf`, say).
     if let Some(keep) = std::env::var_os("CPU_SAVE") {
         let keep = Path::new(&keep);
         std::fs::create_dir_all(keep).expect("CPU_SAVE dir");
-        for r in [&short_rec, &long_rec] {
+        for r in [&tiny_rec, &short_rec, &long_rec] {
             std::fs::copy(r, keep.join(r.file_name().expect("name"))).expect("copy recording");
         }
     }
@@ -210,7 +225,8 @@ fn main() {
     let idle_s: u64 = common::env_num("CPU_IDLE_S", 30).max(1);
     let paused_rec = save(paused(growth(SHORT), idle_s), "paused.jsonl");
     if std::env::var("CPU_ONLY").as_deref() != Ok("silence") {
-        per_commit_and_turn(&bridges, &homes, [&short_rec, &long_rec], long, dt, rounds);
+        let recs = [tiny_rec.as_path(), &short_rec, &long_rec];
+        per_commit_and_turn(&bridges, &homes, recs, long, dt, rounds);
     }
     silence(&bridges, &homes, [&short_rec, &paused_rec], rounds, idle_s);
 }
@@ -226,23 +242,23 @@ struct Subject<'a> {
 }
 
 impl Subject<'_> {
-    /// One round's turns: [`SHORTS_PER_ROUND`] short ones and a long one,
-    /// each beginning a conversation (a pi session apiece); their (CPU ms,
-    /// text events).
-    fn round(
-        &self,
-        [short_rec, long_rec]: [&Path; 2],
-        round: u64,
-    ) -> (Vec<(f64, usize)>, (f64, usize)) {
-        let shorts = (0..SHORTS_PER_ROUND)
-            .map(|k| {
-                let session = format!("per-commit-short-{round}-{k}");
-                run_with(self.bin, self.home, short_rec, &session, self.env)
-            })
-            .collect();
-        let session = format!("per-commit-long-{round}");
-        let long = run_with(self.bin, self.home, long_rec, &session, self.env);
-        (shorts, long)
+    /// One round's turns: [`SHORTS_PER_ROUND`] tiny and short ones,
+    /// interleaved, and a long one, each beginning a conversation (a pi
+    /// session apiece); each size's (CPU ms, text events), in `recs`'
+    /// order.
+    fn round(&self, recs: [&Path; 3], round: u64) -> [Vec<(f64, usize)>; 3] {
+        let mut turns = [Vec::new(), Vec::new(), Vec::new()];
+        let run = |size: usize, k: usize| {
+            let session = format!("per-commit-{size}-{round}-{k}");
+            run_with(self.bin, self.home, recs[size], &session, self.env)
+        };
+        for k in 0..SHORTS_PER_ROUND {
+            for size in [0, 1] {
+                turns[size].push(run(size, k));
+            }
+        }
+        turns[2].push(run(2, 0));
+        turns
     }
 }
 
@@ -255,7 +271,7 @@ const RUNNER_ALONE: &str = "the library's runner alone";
 fn per_commit_and_turn(
     bridges: &[(&str, PathBuf)],
     homes: &[tempfile::TempDir],
-    recs @ [short_rec, _]: [&Path; 2],
+    recs @ [_, short_rec, _]: [&Path; 3],
     long: usize,
     dt: u64,
     rounds: u64,
@@ -293,7 +309,7 @@ fn per_commit_and_turn(
     );
     let mut results: Vec<_> = subjects
         .iter()
-        .map(|s| (s.name, Vec::new(), Vec::new()))
+        .map(|s| (s.name, [Vec::new(), Vec::new(), Vec::new()]))
         .collect();
     let floor_home = tempfile::tempdir().expect("the floor's home");
     // As for the bridges: one turn first, its binary and fake-agy's cached.
@@ -302,15 +318,16 @@ fn per_commit_and_turn(
     }
     let mut floors = [Vec::new(), Vec::new()];
     for round in 0..rounds {
-        for (subject, result) in subjects.iter().zip(&mut results) {
-            let (shorts, (l, l_texts)) = subject.round(recs, round);
-            let (cpu, texts) = listed(&shorts);
+        for (subject, (_, result)) in subjects.iter().zip(&mut results) {
+            let turns = subject.round(recs, round);
+            let [tiny, short, long] = turns.each_ref().map(|t| listed(t));
             println!(
-                "round {round} {}: short {cpu} ms ({texts} text events), long {l:.1} ms ({l_texts} text events)",
-                subject.name
+                "round {round} {}: tiny {} ms ({} text events), short {} ms ({} text events), long {} ms ({} text events)",
+                subject.name, tiny.0, tiny.1, short.0, short.1, long.0, long.1
             );
-            result.1.extend(shorts.iter().map(|(s, _)| *s));
-            result.2.push(l);
+            for (sizes, turns) in result.iter_mut().zip(turns) {
+                sizes.extend(turns.iter().map(|(cpu, _)| *cpu));
+            }
         }
         for (turns, variant) in floor_round(floor_home.path(), short_rec, round)
             .into_iter()
@@ -327,8 +344,8 @@ fn per_commit_and_turn(
     let summary = summarise(results, long, dt, rounds);
     let names: Vec<&str> = subjects.iter().map(|s| s.name).collect();
     against_the_floor(&names, &summary, &mut floors);
-    let per_commit: Vec<f64> = summary.iter().map(|(per_commit, _)| *per_commit).collect();
-    warm_against_cold(bridges, short_rec, rounds, &per_commit[..bridges.len()]);
+    let small_rows: Vec<f64> = summary.iter().map(|s| s.small_rows.0).collect();
+    warm_against_cold(bridges, short_rec, rounds, &small_rows[..bridges.len()]);
 }
 
 /// The floor's two cold turns, in the order of [`cold_floor::Variant`]'s
@@ -372,7 +389,7 @@ fn listed(turns: &[(f64, usize)]) -> (String, String) {
 /// not commit by commit, so none of it is per-commit work. And the same
 /// turn with agy under the guardian and its output read, parts of the
 /// bridge's extra that no cold turn of ours may leave out.
-fn against_the_floor(names: &[&str], summary: &[(f64, f64)], [plain, guarded]: &mut [Vec<f64>; 2]) {
+fn against_the_floor(names: &[&str], summary: &[Split], [plain, guarded]: &mut [Vec<f64>; 2]) {
     let least = median(plain);
     let under_guard = median(guarded);
     println!(
@@ -384,9 +401,10 @@ fn against_the_floor(names: &[&str], summary: &[(f64, f64)], [plain, guarded]: &
         guarded.len(),
         under_guard - least
     );
-    for (name, (_, fixed)) in names.iter().zip(summary) {
+    for (name, split) in names.iter().zip(summary) {
+        let fixed = split.small_rows.1;
         println!(
-            "{name}: per turn fixed {fixed:.1} ms = {:.2}x the least, {:.1} ms more; {:.2}x the guarded least, {:.1} ms more",
+            "{name}: per turn fixed (on the {TINY}-commit turn) {fixed:.1} ms = {:.2}x the least, {:.1} ms more; {:.2}x the guarded least, {:.1} ms more",
             fixed / least,
             fixed - least,
             fixed / under_guard,
@@ -444,20 +462,34 @@ fn silence(
     }
 }
 
-/// Each bridge's medians, its CPU per commit and fixed per turn, and the
-/// ratios when two ran; each bridge's (CPU per commit, fixed per turn).
-fn summarise(
-    results: Vec<(&str, Vec<f64>, Vec<f64>)>,
-    long: usize,
-    dt: u64,
-    rounds: u64,
-) -> Vec<(f64, f64)> {
-    let before_ran = results.get(1).is_some_and(|(name, _, _)| *name == "before");
+/// A subject's CPU split into its commits and the rest, two ways; each
+/// (CPU per commit, fixed per turn), in ms.
+struct Split {
+    /// From the short and the long turn: per commit over a long answer
+    /// (the figure); the fixed part left moves by 40 times any
+    /// error in that price.
+    long_rows: (f64, f64),
+    /// From the tiny and the short turn: per commit on the short turn's
+    /// small rows, and the fixed part measured nearly directly.
+    small_rows: (f64, f64),
+}
+
+/// Each subject's medians and splits, round by round too, and the ratios
+/// when two bridges ran.
+fn summarise(results: Vec<(&str, [Vec<f64>; 3])>, long: usize, dt: u64, rounds: u64) -> Vec<Split> {
+    let before_ran = results.get(1).is_some_and(|(name, _)| *name == "before");
     let mut summary = Vec::new();
-    for (name, mut shorts, mut longs) in results {
-        let spread = by_round(&shorts, &longs, long);
-        let (s, l) = (median(&mut shorts), median(&mut longs));
-        let (per_commit, fixed) = split(s, l, long);
+    for (name, [mut tinies, mut shorts, mut longs]) in results {
+        let n = rounds as usize;
+        let long_spread = by_round([&shorts, &longs], [SHORT, long], n);
+        let small_spread = by_round([&tinies, &shorts], [TINY, SHORT], n);
+        let (t, s, l) = (median(&mut tinies), median(&mut shorts), median(&mut longs));
+        let split = Split {
+            long_rows: split([s, l], [SHORT, long]),
+            small_rows: split([t, s], [TINY, SHORT]),
+        };
+        let ((per_commit, fixed), (small_per_commit, tiny_fixed)) =
+            (split.long_rows, split.small_rows);
         println!(
             "{name}: {SHORT}-commit turn {s:.1} ms (median of {}), {long}-commit turn {l:.1} ms (median of {rounds}), commits {dt} ms apart",
             shorts.len()
@@ -465,38 +497,51 @@ fn summarise(
         println!(
             "{name}: per commit {per_commit:.3} ms (target <= 0.3), per turn fixed {fixed:.1} ms (target <= 5)"
         );
-        println!("{name}: {spread}");
-        summary.push((per_commit, fixed));
-    }
-    if let ([(ours_c, ours_f), (before_c, before_f), ..], true) = (&summary[..], before_ran) {
+        println!("{name}: {long_spread}");
         println!(
-            "ours/before: per commit {:.2}x, per turn fixed {:.2}x",
-            ours_c / before_c,
-            ours_f / before_f
+            "{name}: on small rows ({TINY}-commit turn {t:.1} ms, median of {}, against the {SHORT}-commit one): per commit {small_per_commit:.3} ms, per turn fixed {tiny_fixed:.1} ms (the {TINY}-commit turn less its commits; target <= 5)",
+            tinies.len()
+        );
+        println!("{name}: on small rows, {small_spread}");
+        summary.push(split);
+    }
+    if let ([ours, before, ..], true) = (&summary[..], before_ran) {
+        println!(
+            "ours/before: per commit {:.2}x, per turn fixed (on the {TINY}-commit turn) {:.2}x",
+            ours.long_rows.0 / before.long_rows.0,
+            ours.small_rows.1 / before.small_rows.1
         );
     }
     summary
 }
 
-/// A turn's CPU split into its commits and the rest: (CPU per commit,
-/// fixed per turn), from the short turn's CPU `short` and the long one's
-/// `long_cpu` (`long` commits).
-fn split(short: f64, long_cpu: f64, long: usize) -> (f64, f64) {
-    let per_commit = (long_cpu - short) / (long - SHORT) as f64;
-    (per_commit, short - SHORT as f64 * per_commit)
+/// Two turn sizes' CPU in ms (the one with fewer commits first), split
+/// into their commits (how many each has, in the same order) and the
+/// rest: (CPU per commit, fixed per turn).
+fn split([fewer, more]: [f64; 2], [n_fewer, n_more]: [usize; 2]) -> (f64, f64) {
+    let per_commit = (more - fewer) / (n_more - n_fewer) as f64;
+    (per_commit, fewer - n_fewer as f64 * per_commit)
 }
 
-/// The split round by round (each round's long turn against the median of
-/// its own short ones), lowest to highest: how far the medians' figures
-/// move with the turns' noise. A long turn's CPU moves by a few tens of
-/// milliseconds from round to round; spread over its commits that is a few
-/// hundredths of a millisecond a commit, and forty times that in the fixed
-/// part, so one run's fixed part alone says little.
-fn by_round(shorts: &[f64], longs: &[f64], long: usize) -> String {
-    let (mut per_commit, mut fixed): (Vec<f64>, Vec<f64>) = shorts
-        .chunks(SHORTS_PER_ROUND)
-        .zip(longs)
-        .map(|(round, l)| split(median(&mut round.to_vec()), *l, long))
+/// The split round by round (each round's median of each size, from turns
+/// listed round after round), lowest to highest: how far the medians'
+/// figures move with the turns' noise. A long turn's CPU moves by a few
+/// tens of milliseconds from round to round; spread over its commits that
+/// is a few hundredths of a millisecond a commit, and forty times that in
+/// the short turn's fixed part, so one run's fixed part from those two
+/// alone says little.
+fn by_round(sizes: [&[f64]; 2], commits: [usize; 2], rounds: usize) -> String {
+    let per_round = |turns: &[f64]| -> Vec<f64> {
+        let per = (turns.len() / rounds.max(1)).max(1);
+        turns
+            .chunks(per)
+            .map(|round| median(&mut round.to_vec()))
+            .collect()
+    };
+    let (mut per_commit, mut fixed): (Vec<f64>, Vec<f64>) = per_round(sizes[0])
+        .into_iter()
+        .zip(per_round(sizes[1]))
+        .map(|(fewer, more)| split([fewer, more], commits))
         .unzip();
     per_commit.sort_by(f64::total_cmp);
     fixed.sort_by(f64::total_cmp);
@@ -517,8 +562,9 @@ fn by_round(shorts: &[f64], longs: &[f64], long: usize) -> String {
 /// session pays it. A session's own start (its first agy, probes) is paid
 /// once, so the warm cost per turn is the marginal one: the difference
 /// between sessions of `TURNS` and `2 * TURNS` turns, per turn. Less the
-/// turn's commits at `per_commit` (each bridge's, from the cold turns),
-/// that is a warm turn's fixed cost, the start a warm session spares.
+/// turn's commits at `per_commit` (each bridge's on the short turn's small
+/// rows, from its tiny and short cold turns), that is a warm turn's fixed
+/// cost, the start a warm session spares.
 fn warm_against_cold(
     bridges: &[(&str, PathBuf)],
     recording: &Path,
@@ -546,7 +592,7 @@ fn warm_against_cold(
             w / c
         );
         println!(
-            "{name}: warm turn fixed {:.1} ms (its CPU less {SHORT} x {per_commit:.3} ms per commit; target <= 5)",
+            "{name}: warm turn fixed {:.1} ms (its CPU less {SHORT} x {per_commit:.3} ms per commit on small rows; target <= 5)",
             w - SHORT as f64 * per_commit
         );
     }
