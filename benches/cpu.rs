@@ -231,7 +231,7 @@ fn main() {
     silence(&bridges, &homes, [&short_rec, &paused_rec], rounds, idle_s);
 }
 
-/// A program measured on the short and the long turns: an agy-bridge's
+/// A program measured on the tiny, short and long turns: an agy-bridge's
 /// `stream`, or this bench's turn through the library's runner alone
 /// (`cpu/runner_turn.rs`), with the environment that makes it so.
 struct Subject<'a> {
@@ -265,8 +265,8 @@ impl Subject<'_> {
 /// The name of the runner-alone turn in the bench's lines.
 const RUNNER_ALONE: &str = "the library's runner alone";
 
-/// The short and the long turn, interleaved run by run; each bridge's CPU
-/// per commit and fixed per turn, and the runner's alone, against the
+/// The tiny, short and long turns, interleaved run by run; each bridge's
+/// CPU per commit and fixed per turn, and the runner's alone, against the
 /// floors; then warm sessions against cold turns.
 fn per_commit_and_turn(
     bridges: &[(&str, PathBuf)],
@@ -384,9 +384,10 @@ fn listed(turns: &[(f64, usize)]) -> (String, String) {
     (cpu.join(" "), counts.join(" "))
 }
 
-/// Each bridge's fixed CPU per cold turn against the least a cold turn does
-/// ([`cold_floor`]): its whole CPU on the short turn, which it reads once,
-/// not commit by commit, so none of it is per-commit work. And the same
+/// Each subject's fixed CPU per cold turn (on the tiny turn) against the
+/// least a cold turn does ([`cold_floor`]): the floor's whole CPU on the
+/// short turn, whose database it reads once, not commit by commit, so none
+/// of it is per-commit work. And the same
 /// turn with agy under the guardian and its output read, parts of the
 /// bridge's extra that no cold turn of ours may leave out.
 fn against_the_floor(names: &[&str], summary: &[Split], [plain, guarded]: &mut [Vec<f64>; 2]) {
@@ -401,8 +402,8 @@ fn against_the_floor(names: &[&str], summary: &[Split], [plain, guarded]: &mut [
         guarded.len(),
         under_guard - least
     );
-    for (name, split) in names.iter().zip(summary) {
-        let fixed = split.small_rows.1;
+    for (name, parts) in names.iter().zip(summary) {
+        let fixed = parts.small_rows.1;
         println!(
             "{name}: per turn fixed (on the {TINY}-commit turn) {fixed:.1} ms = {:.2}x the least, {:.1} ms more; {:.2}x the guarded least, {:.1} ms more",
             fixed / least,
@@ -479,17 +480,17 @@ struct Split {
 fn summarise(results: Vec<(&str, [Vec<f64>; 3])>, long: usize, dt: u64, rounds: u64) -> Vec<Split> {
     let before_ran = results.get(1).is_some_and(|(name, _)| *name == "before");
     let mut summary = Vec::new();
+    let n = rounds as usize;
     for (name, [mut tinies, mut shorts, mut longs]) in results {
-        let n = rounds as usize;
         let long_spread = by_round([&shorts, &longs], [SHORT, long], n);
         let small_spread = by_round([&tinies, &shorts], [TINY, SHORT], n);
         let (t, s, l) = (median(&mut tinies), median(&mut shorts), median(&mut longs));
-        let split = Split {
+        let parts = Split {
             long_rows: split([s, l], [SHORT, long]),
             small_rows: split([t, s], [TINY, SHORT]),
         };
         let ((per_commit, fixed), (small_per_commit, tiny_fixed)) =
-            (split.long_rows, split.small_rows);
+            (parts.long_rows, parts.small_rows);
         println!(
             "{name}: {SHORT}-commit turn {s:.1} ms (median of {}), {long}-commit turn {l:.1} ms (median of {rounds}), commits {dt} ms apart",
             shorts.len()
@@ -503,7 +504,7 @@ fn summarise(results: Vec<(&str, [Vec<f64>; 3])>, long: usize, dt: u64, rounds: 
             tinies.len()
         );
         println!("{name}: on small rows, {small_spread}");
-        summary.push(split);
+        summary.push(parts);
     }
     if let ([ours, before, ..], true) = (&summary[..], before_ran) {
         println!(
