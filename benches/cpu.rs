@@ -571,8 +571,8 @@ fn by_round(sizes: [&[f64]; 2], commits: [usize; 2], rounds: usize) -> String {
 /// still pays) is measured as a cold turn's is: on the tiny turn, less its
 /// commits at the warm turns' own per-commit cost (the short warm turn
 /// against the tiny one). The short warm turn less 40 commits priced on
-/// cold turns moved by 40 times that price's error (1.0-5.8 ms in one
-/// evening's runs); its line stays, beside the new one.
+/// cold turns moves by 40 times that price's error (1.6-5.8 ms in six
+/// runs of one night on one build); its line stays, beside the new one.
 fn warm_against_cold(
     bridges: &[(&str, PathBuf)],
     [tiny_rec, short_rec]: [&Path; 2],
