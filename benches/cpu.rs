@@ -601,12 +601,7 @@ fn warm_against_cold(
             tiny.push(marginal(tiny_rec, "cpu-bench-warm-tiny", TINY_TURNS));
         }
         // Round by round before the medians sort the rounds apart.
-        let mut fixed_by_round: Vec<f64> = tiny
-            .iter()
-            .zip(&warm)
-            .map(|(&t, &w)| split([t, w], [TINY, SHORT]).1)
-            .collect();
-        fixed_by_round.sort_by(f64::total_cmp);
+        let spread = by_round([&tiny, &warm], [TINY, SHORT], rounds as usize);
         let (w, c, t) = (median(&mut warm), median(&mut cold), median(&mut tiny));
         println!(
             "{name}: {SHORT}-commit turn, CPU per turn: warm session {w:.1} ms (marginal: {TURNS}- against {}-turn sessions), one `stream` per turn {c:.1} ms (warm/cold {:.2}x; medians of {rounds})",
@@ -618,10 +613,10 @@ fn warm_against_cold(
             w - SHORT as f64 * per_commit
         );
         let (warm_per_commit, fixed) = split([t, w], [TINY, SHORT]);
-        let (low, high) = (fixed_by_round[0], fixed_by_round[fixed_by_round.len() - 1]);
         println!(
-            "{name}: warm turn fixed {fixed:.1} ms (the {TINY}-commit warm turn, {t:.1} ms marginal in {TINY_TURNS}- against {}-turn sessions, less its commits at {warm_per_commit:.3} ms, the {SHORT}-commit warm turn against it; round by round {low:.1} to {high:.1} ms; target <= 5)",
+            "{name}: warm turn fixed {fixed:.1} ms (the {TINY}-commit warm turn, {t:.1} ms marginal in {TINY_TURNS}- against {}-turn sessions, less its commits at {warm_per_commit:.3} ms, the {SHORT}-commit warm turn against it; target <= 5)",
             2 * TINY_TURNS
         );
+        println!("{name}: warm turns, {spread}");
     }
 }
