@@ -51,7 +51,7 @@ grep -q 'Canberra' <<<"$out"; check "--mode json carries the answer text" $? "$(
 #     and the answer says which rule would allow it.
 out="$(FAKE_AGY_RECORDING=tools FAKE_AGY_TOOL_LOG="$WORK/tools2b.log" pi_run --no-session -p "Fix the failing test" 2>&1)"; code=$?
 grep -q '"view_file"' "$WORK/tools2b.log" && ! grep -q '"run_command"' "$WORK/tools2b.log" &&
-  grep -q 'run_command: cargo test\*' <<<"$out"
+  grep -qF 'run_command: cargo test *' <<<"$out"
 check "pi -p, permissions ask: reads run, the command is denied with the rule that would allow it" $? "exit $code, ran: $(cat "$WORK/tools2b.log" 2>/dev/null)
 $out"
 

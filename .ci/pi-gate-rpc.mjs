@@ -64,7 +64,7 @@ const DENY_WHY = "Deny, and tell agy why…";
 	const first = s.dialogs[0];
 	check("allow: the turn ends", !!s.end, JSON.stringify(s.events.map((e) => e.method ?? e.type)).slice(0, 500));
 	check("allow: the dialog names the tool and the command", !!first && first.title.includes("run_command") && first.title.includes("cargo test"), JSON.stringify(first));
-	check("allow: the dialog offers once / this session / deny / deny with a reason", !!first && first.options.length === 4 && first.options[1].includes("run_command: cargo test*"), JSON.stringify(first?.options));
+	check("allow: the dialog offers once / this session / deny / deny with a reason", !!first && first.options.length === 4 && first.options[1].includes("run_command: cargo test *"), JSON.stringify(first?.options));
 	check("allow: read-only tools passed without a dialog", !s.dialogs.some((d) => /view_file|grep_search|list_dir/.test(d.title)), JSON.stringify(s.dialogs.map((d) => d.title)));
 	check("allow: the allowed command ran (fake-agy's tool log)", ran(s.toolLog).includes("run_command cargo test"), JSON.stringify(ran(s.toolLog)));
 	check("allow: the stream says the decision", s.thinking.includes("run_command cargo test: allowed once"), s.thinking.slice(-800));

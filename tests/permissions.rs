@@ -109,7 +109,7 @@ fn without_a_ui_the_rules_pass_reads_and_the_command_is_denied_with_how_to_allow
         "{text}"
     );
     assert!(
-        text.contains("run_command: cargo test*"),
+        text.contains("run_command: cargo test *"),
         "the rule that would allow it: {text}"
     );
     let argv = turn_argv(home.path());
@@ -292,7 +292,7 @@ fn a_warm_session_keeps_its_gate_and_what_was_allowed_for_the_session() {
         "asked in turn 1 only: {asked:?}"
     );
     assert!(
-        texts[0].contains("allowed for this session (run_command: cargo test*)"),
+        texts[0].contains("allowed for this session (run_command: cargo test *)"),
         "{}",
         texts[0]
     );

@@ -194,10 +194,20 @@ fn run_hook(command: &str, dir: &Path, stdin: &str, timeout: Duration) -> HookRu
     }
 }
 
+/// Where a tool call happens: conversation `id`, the workspace agy names
+/// (`workspacePaths`, as agy 1.3.3 fills it: the recording's own, which
+/// its tool arguments name; the 1.1.7 capture's was empty), the model.
+pub struct CallSite<'a> {
+    pub id: &'a str,
+    pub workspace: Option<&'a str>,
+    pub model: &'a str,
+}
+
 /// The payload agy gives a tool hook for step `step_idx` (as written to the
-/// database) of conversation `id`: `brain/<id>/` for the artifacts and the
-/// transcript, as agy lays them out.
-pub fn payload(id: &str, model: &str, step_idx: i64, name: &str, args: Value) -> ToolPayload {
+/// database): `brain/<id>/` for the artifacts and the transcript, as agy
+/// lays them out.
+pub fn payload(site: &CallSite<'_>, step_idx: i64, name: &str, args: Value) -> ToolPayload {
+    let (id, model) = (site.id, site.model);
     let home = std::env::var("HOME").unwrap_or_default();
     let brain = Path::new(&home)
         .join(".gemini/antigravity-cli/brain")
@@ -215,6 +225,7 @@ pub fn payload(id: &str, model: &str, step_idx: i64, name: &str, args: Value) ->
             .join(".system_generated/logs/transcript.jsonl")
             .to_string_lossy()
             .into_owned(),
+        workspace_paths: site.workspace.iter().map(|w| w.to_string()).collect(),
         ..ToolPayload::default()
     }
 }
@@ -265,7 +276,13 @@ mod tests {
 
     #[test]
     fn payloads_name_the_brain_directory() {
-        let p = payload("c1", "m", 7, "run_command", serde_json::json!({"a": 1}));
+        let site = CallSite {
+            id: "c1",
+            workspace: Some("/home/dev/project"),
+            model: "m",
+        };
+        let p = payload(&site, 7, "run_command", serde_json::json!({"a": 1}));
+        assert_eq!(p.workspace_paths, ["/home/dev/project"]);
         assert!(p
             .artifact_directory_path
             .ends_with("antigravity-cli/brain/c1"));

@@ -36,15 +36,24 @@ pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
     })
 }
 
-/// The standing policy of a gate for `plan`.
+/// The standing policy of a gate for `plan`: the workspace is the turn's
+/// directory (agy's own), else this process's.
 pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
     Policy {
         rules: plan.rules.clone(),
         private: turn.private_dirs.clone(),
         own_server: own_server.map(str::to_string),
         can_ask: plan.can_ask,
         granted: plan.grants.clone(),
-        cwd: turn.cwd.clone(),
+        cwd: turn.cwd.clone().or_else(|| std::env::current_dir().ok()),
+        agy_dirs: home
+            .iter()
+            .map(|h| h.join(".gemini/antigravity-cli/mcp"))
+            .collect(),
+        home,
     }
 }
 

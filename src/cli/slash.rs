@@ -258,7 +258,7 @@ fn allow_source_words(status: &ConfigStatus) -> String {
 }
 
 /// How a rule is written, for answers.
-const RULE_SYNTAX: &str = "A rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test*` or `write_to_file: docs/*`; in PATTERN * is any run of characters (/ too), ? one character, the rest itself, and it must match the whole command line or path.";
+const RULE_SYNTAX: &str = "A rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test *` or `write_to_file: docs/*`; in PATTERN * is any run of characters (/ too), ? one character, the rest itself. A command pattern matches the command's words one for one (a last word `*` takes any more); a path pattern matches the whole path, or the path inside the workspace. Rules pass only inside the workspace.";
 
 fn allow_list() -> Result<String, String> {
     let (_, status) = status()?;

@@ -10,7 +10,7 @@
 //! carries it. The shapes it is tested on are the ones real agy printed
 //! (stream-json `tool_info.parameters` and hook payloads' `toolCall.args`).
 
-use agy_format::text::{flat, one_line, shorten};
+use agy_format::text::{flat, one_line, same_key, shorten};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -80,7 +80,7 @@ impl<'a> Args<'a> {
     /// JSON string fragment (`"\"src\""`, as its transcripts do) is unwrapped.
     fn text(&self, keys: &[&str]) -> Option<String> {
         keys.iter().find_map(|key| {
-            let value = self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(key))?.1;
+            let value = self.0.iter().find(|(k, _)| same_key(k, key))?.1;
             let raw = value.as_str()?.trim();
             let unwrapped = raw
                 .starts_with('"')
@@ -92,7 +92,7 @@ impl<'a> Args<'a> {
     }
 
     fn number(&self, key: &str) -> Option<u64> {
-        let value = self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(key))?.1;
+        let value = self.0.iter().find(|(k, _)| same_key(k, key))?.1;
         value
             .as_u64()
             .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
@@ -256,7 +256,7 @@ fn mcp_inner_arguments(arguments: &str) -> Option<String> {
     let (_, inner) = value
         .as_object()?
         .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("Arguments"))?;
+        .find(|(k, _)| same_key(k, "Arguments"))?;
     match inner {
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),

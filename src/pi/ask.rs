@@ -108,13 +108,13 @@ impl Asks {
                     &format!("denied: {reason}"),
                 ));
             }
-            Verdict::Ask if q.waits() => {
+            Verdict::Ask(note) if q.waits() => {
                 self.next_id += 1;
                 let id = format!("agy-gate-{}", self.next_id);
-                pi.permission_request(request(&id, &tool, &arguments));
+                pi.permission_request(request(&id, &tool, &arguments, note.as_deref()));
                 self.open.insert(id, q);
             }
-            Verdict::Ask => {}
+            Verdict::Ask(_) => {}
         }
         lines
     }
@@ -164,15 +164,19 @@ fn decision_line(tool: &str, arguments: &str, words: &str) -> String {
     format!("\n[agy tool {}: {words}]\n", line.text())
 }
 
-/// The question as pi shows it: what agy wants to do and to what, in full.
-fn request(id: &str, tool: &str, arguments: &str) -> PiEvent {
+/// The question as pi shows it: what agy wants to do and to what, in full,
+/// and the gate's note (where a path really leads).
+fn request(id: &str, tool: &str, arguments: &str, note: Option<&str>) -> PiEvent {
     let line = subject::tool_line(tool, arguments, None);
     let full = subject::rule_subject(tool, arguments);
-    let detail: String = if full.is_empty() {
+    let mut detail: String = if full.is_empty() {
         line.subject.clone().unwrap_or_default()
     } else {
         full.chars().take(DETAIL_MAX_CHARS).collect()
     };
+    if let Some(note) = note {
+        detail = format!("{detail}\n({note})");
+    }
     PiEvent::PermissionRequest {
         id: id.to_string(),
         tool: tool.to_string(),

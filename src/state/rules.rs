@@ -1,23 +1,32 @@
 //! Allow rules: which of agy's tool calls pass the permission gate without
 //! asking anyone.
 //!
-//! A rule is `TOOL: GLOB` (`run_command: cargo test*`, `view_file: *`);
-//! `TOOL` alone means `TOOL: *`. The tool name is compared exactly; the glob
-//! is matched against the call's subject (the command line of
-//! `run_command`, the path of a file tool, ...) as a whole:
+//! A rule is `TOOL: PATTERN` (`run_command: cargo test*`, `view_file: *`);
+//! `TOOL` alone means `TOOL: *`. The tool name is compared exactly. What
+//! the pattern is matched against depends on the tool:
 //!
-//! - `*` is any run of characters, `/` included (`src/*` covers every file
-//!   under `src`);
-//! - `?` is exactly one character;
-//! - everything else is itself (no classes, no escapes, no regex).
+//! - `run_command`: the command line's **words**, as a POSIX shell splits
+//!   them (quotes removed), against the pattern's words, split the same
+//!   way ([`Rule::matches_words`]): word N of the pattern matches word N of
+//!   the command; a last pattern word that is `*` alone takes any words
+//!   after the others (none too), one that ends in `*` matches its word and
+//!   takes any after it; else the command has exactly as many words. The
+//!   gate only hands a rule a line that makes the shell compute nothing
+//!   (see `run::gate::command`).
+//! - every other tool: the call's subject (a path, an MCP `SERVER/TOOL`)
+//!   as a whole ([`Rule::matches`]).
 //!
-//! The matcher is iterative and never backtracks more than one `*` at a
-//! time, so its cost is at most the pattern's length times the subject's,
-//! whatever either holds.
+//! In a pattern, `*` is any run of characters (`/` included: `src/*`
+//! covers every file under `src`; within one word for commands), `?` is
+//! exactly one character, and everything else is itself (no classes, no
+//! escapes, no regex). The matcher is iterative and never backtracks more
+//! than one `*` at a time, so its cost is at most the pattern's length
+//! times the subject's, whatever either holds.
 //!
-//! [`DEFAULT_ALLOW`] lists agy's read-only tools, which pass without asking;
-//! the user's rules (config.json's `"allow"`, or `AGY_ALLOW`) come on top
-//! (see [`crate::state::config::Config::allow_list`]).
+//! [`DEFAULT_ALLOW`] lists agy's read-only tools, which pass without asking
+//! (inside the workspace: the gate decides where); the user's rules
+//! (config.json's `"allow"`, or `AGY_ALLOW`) come on top (see
+//! [`crate::state::config::Config::allow_list`]).
 
 use std::fmt;
 
@@ -35,6 +44,9 @@ pub const DEFAULT_ALLOW: &[&str] = &[
     "read_resource: *",
     "list_permissions: *",
 ];
+
+/// The tool whose rules match command words, not a subject.
+pub const RUN_COMMAND: &str = "run_command";
 
 /// One allow rule: calls of `tool` whose subject matches `glob`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,6 +91,11 @@ impl Rule {
         if text.chars().count() > 1000 {
             return Err(bad("it is longer than 1000 characters"));
         }
+        if tool == RUN_COMMAND && shell_words::split(glob).is_err() {
+            return Err(bad(
+                "the command pattern cannot be split into words (an unclosed quote, or a trailing backslash)",
+            ));
+        }
         Ok(Rule {
             tool: tool.to_string(),
             glob: glob.to_string(),
@@ -89,6 +106,16 @@ impl Rule {
     /// tool, and the glob matches the whole subject.
     pub fn matches(&self, tool: &str, subject: &str) -> bool {
         self.tool == tool && glob_matches(&self.glob, subject)
+    }
+
+    /// Whether a command of `tool` whose words are `words` passes this
+    /// rule: the same tool, and the pattern's words match the command's
+    /// (see the module's comment).
+    pub fn matches_words(&self, tool: &str, words: &[String]) -> bool {
+        if self.tool != tool {
+            return false;
+        }
+        shell_words::split(&self.glob).is_ok_and(|pattern| words_match(&pattern, words))
     }
 
     /// Whether this rule is one of [`DEFAULT_ALLOW`].
@@ -156,6 +183,27 @@ pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
         }
     }
     p[pi.min(p.len())..].iter().all(|&c| c == '*')
+}
+
+/// Whether the pattern's words match a command's words: one for one, by
+/// [`glob_matches`]. A last pattern word that is `*` alone takes any words
+/// after the others (none too); one that ends in `*` matches its word and
+/// takes any words after it.
+fn words_match(pattern: &[String], words: &[String]) -> bool {
+    let Some((last, head)) = pattern.split_last() else {
+        return words.is_empty();
+    };
+    let head_matches =
+        |count_ok: bool| count_ok && head.iter().zip(words).all(|(p, w)| glob_matches(p, w));
+    if last == "*" {
+        return head_matches(words.len() >= head.len());
+    }
+    let count_ok = if last.ends_with('*') {
+        words.len() >= pattern.len()
+    } else {
+        words.len() == pattern.len()
+    };
+    head_matches(count_ok) && glob_matches(last, &words[head.len()])
 }
 
 /// Rules separated by `;` or newlines (`AGY_ALLOW`); blank entries are
@@ -227,6 +275,59 @@ mod tests {
         assert!(rule("x").matches("x", ""));
         assert!(!rule("x: ?").matches("x", ""));
         assert!(rule("x: a**b").matches("x", "ab"));
+    }
+
+    fn words(line: &str) -> Vec<String> {
+        shell_words::split(line).expect("words")
+    }
+
+    #[test]
+    fn command_rules_match_word_for_word() {
+        let r = rule("run_command: cargo test*");
+        let passes = |line: &str| r.matches_words("run_command", &words(line));
+        assert!(passes("cargo test"));
+        assert!(passes("cargo test --lib -- a/b"));
+        assert!(
+            passes("cargo  'test'   --lib"),
+            "quotes and spacing are the shell's"
+        );
+        assert!(passes("cargo tests"), "`*` inside the last word");
+        assert!(!passes("cargo build"));
+        assert!(
+            !passes("FOO=1 cargo test"),
+            "an assignment is a word of its own"
+        );
+        assert!(!passes("'cargo test'"), "one word is not two");
+        assert!(!passes("cargo"));
+        assert!(!r.matches_words("run_commands", &words("cargo test")));
+        let exact = rule("run_command: git status");
+        assert!(exact.matches_words("run_command", &words("git status")));
+        assert!(!exact.matches_words("run_command", &words("git status --porcelain")));
+        let rest = rule("run_command: npm run *");
+        assert!(rest.matches_words("run_command", &words("npm run lint -- --fix")));
+        assert!(!rest.matches_words("run_command", &words("npm runx")));
+        assert!(
+            rest.matches_words("run_command", &words("npm run")),
+            "`*` alone: none too"
+        );
+        assert!(!rest.matches_words("run_command", &words("npm")));
+        let any = rule("run_command: *");
+        assert!(any.matches_words("run_command", &words("ls -la")));
+        let quoted = rule("run_command: echo 'a b'");
+        assert!(quoted.matches_words("run_command", &words("echo \"a b\"")));
+        assert!(!quoted.matches_words("run_command", &words("echo a b")));
+    }
+
+    #[test]
+    fn a_command_pattern_must_split_into_words() {
+        let err = Rule::parse("run_command: echo 'open")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot be split into words"), "{err}");
+        assert!(
+            Rule::parse("view_file: it's/*").is_ok(),
+            "paths are not split"
+        );
     }
 
     #[test]

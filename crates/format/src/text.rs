@@ -51,6 +51,23 @@ pub fn repeats(whole: &str, sentence: &str) -> bool {
     !sentence.is_empty() && words(whole).contains(sentence)
 }
 
+/// A JSON object key folded as agy reads keys: agy is written in Go, whose
+/// JSON decoding matches keys as `strings.EqualFold` does (Unicode simple
+/// folding: the Kelvin sign is `k`, `ſ` is `s`). Each character goes to
+/// upper case, then to lower, which folds at least as much: it may call
+/// more keys the same, never fewer.
+pub fn fold_key(key: &str) -> String {
+    key.chars()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Whether two JSON keys are the same key to agy ([`fold_key`]).
+pub fn same_key(a: &str, b: &str) -> bool {
+    a == b || fold_key(a) == fold_key(b)
+}
+
 /// A fresh 256-bit secret as 64 hex digits (a loopback server's token).
 pub fn new_secret() -> String {
     format!(
@@ -76,6 +93,14 @@ pub fn same_secret(given: &[u8], ours: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_fold_as_go_matches_them() {
+        assert!(same_key("CommandLine", "commandLINE"));
+        assert!(same_key("AbsolutePath", "Ab\u{17F}olutePath"));
+        assert!(same_key("k", "\u{212A}"));
+        assert!(!same_key("Cwd", "Cmd"));
+    }
 
     #[test]
     fn flat_joins_lines_and_cuts() {

@@ -132,13 +132,12 @@ impl Run<'_> {
             .model
             .clone()
             .or_else(|| self.rec.header.model.clone());
-        let payload = crate::hooks::payload(
-            &self.root_id,
-            model.as_deref().unwrap_or(""),
-            db_idx,
-            &tool.name,
-            tool.args.clone(),
-        );
+        let site = crate::hooks::CallSite {
+            id: &self.root_id,
+            workspace: self.rec.header.workspace.as_deref(),
+            model: model.as_deref().unwrap_or(""),
+        };
+        let payload = crate::hooks::payload(&site, db_idx, &tool.name, tool.args.clone());
         match self.hooks.pre_tool_use(&payload) {
             Decision::Allow => {
                 crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);

@@ -1,19 +1,22 @@
 //! The hook's side of the gate: what `agy-bridge hook PreToolUse --gate
-//! FILE` does when agy runs it. It reads agy's payload, forwards it with
-//! the gate's token to the gate's loopback server, and always ends with an
-//! explicit decision: an unreadable gate file, a bridge that is gone, a
-//! refused or broken connection, or no answer within the gate's wait (set
-//! inside agy's own hook timeout) all deny, each saying why.
+//! FILE` does when agy runs it. It reads agy's payload (refusing one agy
+//! could read two ways: it still holds the raw text, where two equal keys
+//! are still two), forwards it with the gate's token to the gate's socket,
+//! and always ends with an explicit decision: an unreadable gate file, a
+//! bridge that is gone, a refused or broken connection, or no answer within
+//! the gate's wait (set inside agy's own hook timeout) all deny, each
+//! saying why.
 
+use super::call::parse_unambiguous;
 use agy_format::hooks::Decision;
 use serde::Deserialize;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How long reaching the bridge may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long sending the request may take.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// The payload's cap (the server's own cap, plus the request's wrapping).
 const PAYLOAD_CAP: u64 = super::server::REQUEST_CAP as u64 - 1024;
 
@@ -21,7 +24,7 @@ const PAYLOAD_CAP: u64 = super::server::REQUEST_CAP as u64 - 1024;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GateFile {
-    addr: SocketAddr,
+    socket: PathBuf,
     token: String,
     wait_secs: u64,
 }
@@ -67,13 +70,20 @@ fn read_payload(stdin: impl Read) -> Result<serde_json::Value, String> {
     if text.len() as u64 > PAYLOAD_CAP {
         return Err("agy's payload is too large to forward".into());
     }
-    serde_json::from_str(&text).map_err(|e| format!("agy's payload is not JSON ({e})"))
+    parse_unambiguous(&text).map_err(|e| format!("agy's payload cannot be read one way ({e})"))
 }
 
 /// Send the token and the request; the answer's line.
 fn exchange(gate: &GateFile, event: &str, payload: &serde_json::Value) -> Result<String, String> {
-    let mut stream = TcpStream::connect_timeout(&gate.addr, CONNECT_TIMEOUT)
-        .map_err(|e| format!("the bridge at {} cannot be reached: {e}", gate.addr))?;
+    let mut stream = UnixStream::connect(&gate.socket).map_err(|e| {
+        format!(
+            "the bridge at {} cannot be reached: {e}",
+            gate.socket.display()
+        )
+    })?;
+    stream
+        .set_write_timeout(Some(SEND_TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let request = serde_json::json!({"event": event, "payload": payload});
     let sent = stream
         .write_all(format!("{}\n{request}\n", gate.token).as_bytes())

@@ -4,13 +4,15 @@
 //! decision (docs/agy-format.md, "Hooks"). [`Gate::start`] writes a private
 //! `<dir>/.agents/hooks.json` whose one hook is this binary in hook mode
 //! (`agy-bridge hook PreToolUse --gate <dir>/gate.json`) and serves that
-//! hook on loopback. The hook ([`hook`]) forwards agy's payload with the
-//! gate's token; the [`server`] lets the [`policy`] decide what it can (the
-//! bridge's private directories: deny; the bridge's own MCP server: allow;
-//! rules and this session's grants: allow) and hands everything else to
-//! whoever asks the user, as a [`Question`]. Every call becomes a question,
-//! answered or not, so the stream can show the tool the moment agy is about
-//! to run it, with its full arguments.
+//! hook on a Unix socket in the same private directory. The hook ([`hook`])
+//! forwards agy's payload with the gate's token; the [`server`] lets the
+//! [`policy`] decide what it can (a call it cannot read one way, or one
+//! that reaches the bridge's private directories: deny; the bridge's own
+//! MCP server: allow; inside the workspace, rules and this session's
+//! grants: allow) and hands everything else to whoever asks the user, as a
+//! [`Question`]. Every call becomes a question, answered or not, so the
+//! stream can show the tool the moment agy is about to run it, with its
+//! full arguments.
 //!
 //! What keeps it safe:
 //! - the hook always prints an explicit decision, and denies on any error,
@@ -22,7 +24,10 @@
 //! - dropping the [`Gate`] (the turn or session ended, pi aborted) answers
 //!   every open question with a denial.
 
+mod call;
+mod command;
 pub mod hook;
+mod paths;
 pub mod policy;
 pub mod server;
 
@@ -95,10 +100,11 @@ impl Gate {
         let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "gate")?;
         policy.private.push(dir.path().to_path_buf());
         let (tx, questions) = mpsc::channel(QUESTION_CAPACITY);
-        let (shared, addr) = server::start(policy, tx).await?;
+        let socket = dir.path().join(server::SOCKET_FILE);
+        let shared = server::start(policy, tx, &socket).await?;
         let gate_file = dir.path().join(GATE_FILE);
         let config = serde_json::json!({
-            "addr": addr.to_string(),
+            "socket": socket,
             "token": shared.token(),
             "waitSecs": HOOK_WAIT_SECS,
         });

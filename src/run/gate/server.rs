@@ -1,31 +1,43 @@
-//! The gate's loopback server: one connection per hook run, two lines in
-//! (the token, then `{"event","payload"}`), one decision line out.
+//! The gate's server: one connection per hook run, two lines in (the
+//! token, then `{"event","payload"}`), one decision line out.
 //!
-//! Anyone on the machine can connect to a loopback port, so the token comes
-//! first, in a short line, and nothing more is read until it matches; each
-//! line has a size cap and a deadline, and connections beyond
-//! [`MAX_CONNECTIONS`] are refused. Whatever goes wrong, the hook gets a
-//! denial (or nothing, which its side reads as one).
+//! It listens on a Unix socket inside the gate's private directory (mode
+//! 0700): no other user can reach it, as any user could a loopback port.
+//! A process of the same user still can, so the token comes first, in a
+//! short line within [`TOKEN_DEADLINE`], and nothing more is read until it
+//! matches; a connection holds one of the [`MAX_CONNECTIONS`] slots only
+//! once it has shown the token, so idle strangers cannot keep the real
+//! hook out, and at most [`MAX_PENDING`] may wait to show it. Each line has
+//! a size cap and a deadline. Whatever goes wrong, the hook gets a denial
+//! (or nothing, which its side reads as one).
 
+use super::call::parse_unambiguous;
 use super::policy::{Policy, Verdict};
 use super::Question;
 use agy_format::hooks::{Decision, HookEvent, ToolPayload};
-use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The token line's cap (a token is 64 hex digits).
 pub(crate) const TOKEN_LINE_CAP: usize = 256;
 /// The request's cap: a tool call carries whole files (write_to_file).
 pub(crate) const REQUEST_CAP: usize = 32 * 1024 * 1024;
-/// How long the hook may take to send both lines.
+/// How long a connection may take to show the token.
+pub(crate) const TOKEN_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the hook may take to send its request once the token matched.
 pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
 /// Hook runs served at once (agy runs one tool at a time, or a few).
 pub const MAX_CONNECTIONS: usize = 32;
+/// Connections that have not shown the token yet; more are closed at once.
+pub const MAX_PENDING: usize = 256;
+/// The socket's name in the gate's directory (short: a socket's path has
+/// at most 104 bytes on macOS).
+pub(crate) const SOCKET_FILE: &str = "gate.sock";
 
 /// What every connection handler shares.
 pub struct Shared {
@@ -37,6 +49,7 @@ pub struct Shared {
     questions: mpsc::Sender<Question>,
     pub(super) closing: CancellationToken,
     slots: Semaphore,
+    pending: Arc<Semaphore>,
 }
 
 impl Shared {
@@ -65,19 +78,20 @@ impl Shared {
 
     fn verdict(&self, payload: &ToolPayload) -> Verdict {
         match self.policy.lock() {
-            Ok(p) => p.decide(&payload.tool_call.name, &payload.arguments()),
+            Ok(p) => p.decide(payload),
             Err(_) => Verdict::Deny("agy-bridge's gate failed (a poisoned lock)".into()),
         }
     }
 }
 
-/// Bind 127.0.0.1 on a free port and serve until the gate closes.
+/// Listen on `socket` (inside the gate's private directory) and serve
+/// until the gate closes.
 pub(super) async fn start(
     policy: Policy,
     questions: mpsc::Sender<Question>,
-) -> std::io::Result<(Arc<Shared>, SocketAddr)> {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
+    socket: &Path,
+) -> std::io::Result<Arc<Shared>> {
+    let listener = UnixListener::bind(socket)?;
     let token = agy_format::text::new_secret();
     let shared = Arc::new(Shared {
         token,
@@ -86,37 +100,61 @@ pub(super) async fn start(
         questions,
         closing: CancellationToken::new(),
         slots: Semaphore::new(MAX_CONNECTIONS),
+        pending: Arc::new(Semaphore::new(MAX_PENDING)),
     });
     tokio::spawn(accept_loop(listener, shared.clone()));
-    Ok((shared, addr))
+    Ok(shared)
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     loop {
         let conn = tokio::select! {
             _ = shared.closing.cancelled() => return,
             conn = listener.accept() => conn,
         };
         let Ok((stream, _)) = conn else { continue };
+        // Past the pending cap the connection is dropped unanswered.
+        let Ok(pending) = shared.pending.clone().try_acquire_owned() else {
+            continue;
+        };
         let shared = shared.clone();
-        tokio::spawn(async move { serve_one(stream, shared).await });
+        tokio::spawn(async move { serve_one(stream, shared, pending).await });
     }
 }
 
-async fn serve_one(stream: TcpStream, shared: Arc<Shared>) {
+async fn serve_one(stream: UnixStream, shared: Arc<Shared>, pending: OwnedSemaphorePermit) {
     let (read, mut write) = stream.into_split();
-    let decision = match shared.slots.try_acquire() {
-        Ok(_slot) => decide(BufReader::new(read), &shared).await,
-        Err(_) => Decision::deny("agy-bridge's gate is serving too many tool calls at once"),
+    let mut read = BufReader::new(read);
+    let shown = tokio::time::timeout(TOKEN_DEADLINE, read_token(&mut read, &shared)).await;
+    drop(pending);
+    let decision = match shown {
+        Ok(Ok(())) => match shared.slots.try_acquire() {
+            Ok(_slot) => decide(read, &shared).await,
+            Err(_) => Decision::deny("agy-bridge's gate is serving too many tool calls at once"),
+        },
+        Ok(Err(why)) => Decision::deny(format!("agy-bridge's gate refused the hook: {why}")),
+        Err(_) => Decision::deny("agy-bridge's gate refused the hook: no token in time"),
     };
     let line = format!("{}\n", decision.to_json());
     let _ = write.write_all(line.as_bytes()).await;
     let _ = write.shutdown().await;
 }
 
+/// The token line: `Err` says what was wrong with it.
+async fn read_token<R: AsyncRead + Unpin>(
+    read: &mut BufReader<R>,
+    shared: &Shared,
+) -> Result<(), String> {
+    let token = read_line(read, TOKEN_LINE_CAP).await?;
+    if !agy_format::text::same_secret(token.trim_end().as_bytes(), shared.token.as_bytes()) {
+        return Err("wrong token".into());
+    }
+    Ok(())
+}
+
 /// Read the hook's two lines and decide, asking when the policy cannot.
 async fn decide<R: AsyncRead + Unpin>(mut read: BufReader<R>, shared: &Shared) -> Decision {
-    let lines = tokio::time::timeout(READ_DEADLINE, read_request(&mut read, shared)).await;
+    let lines = tokio::time::timeout(READ_DEADLINE, read_request(&mut read)).await;
     let payload = match lines {
         Ok(Ok(payload)) => payload,
         Ok(Err(why)) => {
@@ -134,7 +172,7 @@ async fn decide<R: AsyncRead + Unpin>(mut read: BufReader<R>, shared: &Shared) -
             show(shared, payload, verdict);
             Decision::deny(reason)
         }
-        Verdict::Ask => ask(shared, payload).await,
+        Verdict::Ask(note) => ask(shared, payload, note).await,
     }
 }
 
@@ -150,13 +188,13 @@ fn show(shared: &Shared, payload: ToolPayload, verdict: Verdict) {
 
 /// Hand the call to whoever asks the user and wait for the answer; the
 /// gate closing (the turn ended, pi aborted) denies.
-async fn ask(shared: &Shared, payload: ToolPayload) -> Decision {
+async fn ask(shared: &Shared, payload: ToolPayload, note: Option<String>) -> Decision {
     let ended =
         || Decision::deny("the turn ended before the user decided; the call was not allowed");
     let (tx, rx) = oneshot::channel();
     let question = Question {
         payload,
-        verdict: Verdict::Ask,
+        verdict: Verdict::Ask(note),
         reply: Some(tx),
     };
     tokio::select! {
@@ -169,18 +207,14 @@ async fn ask(shared: &Shared, payload: ToolPayload) -> Decision {
     }
 }
 
-/// The token line, then the request line; an error says what was wrong.
+/// The request line (after the token); an error says what was wrong. A
+/// request agy could read two ways (two keys the same but for case) is one.
 async fn read_request<R: AsyncRead + Unpin>(
     read: &mut BufReader<R>,
-    shared: &Shared,
 ) -> Result<ToolPayload, String> {
-    let token = read_line(read, TOKEN_LINE_CAP).await?;
-    if !agy_format::text::same_secret(token.trim_end().as_bytes(), shared.token.as_bytes()) {
-        return Err("wrong token".into());
-    }
     let line = read_line(read, REQUEST_CAP).await?;
-    let request: serde_json::Value =
-        serde_json::from_str(&line).map_err(|e| format!("the request is not JSON ({e})"))?;
+    let request = parse_unambiguous(&line)
+        .map_err(|e| format!("the request cannot be read one way ({e})"))?;
     let event = request.get("event").and_then(serde_json::Value::as_str);
     if event != Some(HookEvent::PreToolUse.name()) {
         return Err(format!(
