@@ -84,9 +84,11 @@ async fn agreeing_sources_add_nothing_and_the_response_is_kept() {
     );
 }
 
-/// A tool step the database ends in ERROR without words, while agy's
-/// stream-json gives the reason (`denied-write-1.2.7`, `mcp-denied-1.2.7`):
-/// the tool line carries agy's reason.
+/// A tool step the database ends in ERROR without agy's words, while agy's
+/// stream-json gives the reason: the tool line carries agy's reason,
+/// whether the row has no words (`denied-write-1.2.7`, `mcp-denied-1.2.7`)
+/// or words of its own (`denied-write-1.3.1`: its arguments,
+/// `TargetFile=...`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_tool_without_words_in_the_database_gets_agys_reason() {
     for (recording, tool, words) in [
@@ -99,6 +101,11 @@ async fn a_failed_tool_without_words_in_the_database_gets_agys_reason() {
             "outcomes/mcp-denied-1.2.7",
             "mcp",
             "permission check failed for mcp",
+        ),
+        (
+            "outcomes/denied-write-1.3.1",
+            "write_to_file",
+            "permission check failed for write_file",
         ),
     ] {
         let home = Home::new();

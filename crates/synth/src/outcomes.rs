@@ -66,6 +66,7 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("outcomes/checkpoint-1.1.9", sessions::checkpoint()),
         ("outcomes/slash-model-1.2.7", sessions::slash_model()),
         ("outcomes/denied-write-1.2.7", sessions::denied_write()),
+        ("outcomes/denied-write-1.3.1", sessions::denied_write_1_3_1()),
         ("outcomes/mcp-denied-1.2.7", sessions::mcp_denied()),
         ("outcomes/killed-1.2.7", sessions::killed()),
     ]
@@ -221,11 +222,13 @@ fn generic_tool(b: &mut Builder, idx: i64, call: ToolCall, result: Option<&str>,
     );
 }
 
-/// How agy ends a tool step it auto-denied: the step's status, and the
-/// error text stream-json shows for it when the row holds none.
+/// How agy ends a tool step it auto-denied: the step's status, the error
+/// text stream-json shows for it when the row holds none, and the body the
+/// ended row carries (agy 1.3.1's records the call's arguments).
 struct Denial<'a> {
     status: StepStatus,
     stream_error: Option<&'a str>,
+    body: Option<Body>,
 }
 
 /// agy asking for `kind` permission on `target` for the tool step `idx`
@@ -257,6 +260,7 @@ fn ask_then_deny(
     b.commit_gated(60, vec![write], Some(Gate::Permission));
     let mut ended = waiting;
     ended.status = denial.status;
+    ended.body = denial.body;
     let mut write = step_write(&ended);
     write.stream_error = denial.stream_error.map(str::to_string);
     b.commit_gated(16, vec![write], Some(Gate::Denied));
@@ -405,6 +409,7 @@ fn denied_1_2_17() -> Recording {
         Denial {
             status: StepStatus::Done,
             stream_error: None,
+            body: None,
         },
     );
     generic_tool(&mut b, 2, run, Some(LISTING), 30);
@@ -452,6 +457,7 @@ fn denied_1_1_7() -> Recording {
         Denial {
             status: StepStatus::Canceled,
             stream_error: None,
+            body: None,
         },
     );
     b.tool(

@@ -6,10 +6,12 @@
 //!   (docs/agy-format.md, "Resume"): the `init` line (or, without
 //!   stream-json, the stderr warning and then discovery) rebinds the turn,
 //!   and the user is told once.
-//! - **Tool failures in words.** A tool step the database ends in failure
-//!   without a reason waits briefly for stream-json's `tool_info.error`
-//!   (agy's permission and hook denials), with every later database event
-//!   held behind it so the order stays the database's.
+//! - **Tool failures in agy's words.** A tool step the database ends in
+//!   failure waits briefly for stream-json's `tool_info.error` (agy's
+//!   permission and hook denials), with every later database event held
+//!   behind it so the order stays the database's; when it comes, agy's
+//!   sentence is the failure's reason, whatever the row holds (agy 1.3.1's
+//!   row records only the call's arguments).
 //! - **The whole answer.** At the end, each step's answer text agy printed
 //!   is compared with what the database gave; where the database holds
 //!   less or other text, agy's own answer follows, with a notice.
@@ -28,18 +30,11 @@ pub(super) struct Held {
     event: Event,
 }
 
-/// A failed tool result that says only how its step ended: the event's
-/// summary falls back to the status label when the step had no error text
-/// (`events::result_event`).
-fn unexplained_failure(ev: &Event) -> Option<i64> {
+/// The step of a failed tool result: its reason is agy's error text when
+/// stream-json carries one.
+fn failed_tool(ev: &Event) -> Option<i64> {
     match ev {
-        Event::ToolResult {
-            idx,
-            ok: false,
-            summary,
-            status,
-            ..
-        } if summary == status => Some(*idx),
+        Event::ToolResult { idx, ok: false, .. } => Some(*idx),
         _ => None,
     }
 }
@@ -166,7 +161,7 @@ impl Turn<'_> {
     /// stream-json's error text when it came, as it is when it did not.
     pub(super) fn release_held(&mut self, all: bool) {
         while let Some(front) = self.held.front_mut() {
-            if let Some(idx) = unexplained_failure(&front.event) {
+            if let Some(idx) = failed_tool(&front.event) {
                 if let Some(words) = self.agy.tool_error(idx) {
                     if let Event::ToolResult { summary, .. } = &mut front.event {
                         *summary = words.to_string();

@@ -18,7 +18,8 @@ use crate::builder::{call, Builder};
 use crate::{MODELS_FORMAT_2, WORKSPACE};
 use agy_corpus::recording::{Outcome, Recording};
 use agy_format::steps::{
-    Body, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall, Usage, UserInput,
+    Body, GenericTool, McpToolResult, PlannerResponse, Step, StepStatus, StepType, ToolCall, Usage,
+    UserInput,
 };
 
 const JDIAZ: &str = "jdiazromeral/agy-plugin-cc tests/fixtures/";
@@ -215,16 +216,45 @@ fn denial_text(action: &str, target: &str) -> String {
 /// auto-denied, its step ends in ERROR with the permission error, which
 /// only stream-json carries (the row has no error details).
 pub(super) fn denied_write() -> Recording {
-    let prompt = "Create NOTES.md with a one-line summary of this project.";
-    let target = format!("{WORKSPACE}/NOTES.md");
-    let mut b = start(
+    denied_write_as(
         "outcomes/denied-write-1.2.7",
         "1.2.7",
         &format!("{JDIAZ}denied_actions/2026-09-20-run1.ndjson"),
         "agy 1.2.7 without --dangerously-skip-permissions: write_to_file is auto-denied: the tool step goes ERROR with tool_info.error (TOOL_ERROR, `permission check failed for write_file ...`: text in stream-json only, the row has none); result SUCCESS, response \"\", denied_actions [write_file/WriteToFile], the jetski line on stderr, exit 0. With the flag the file is written and agy answers.",
-        prompt,
-        "Wrote NOTES.md.\n",
-    );
+        ("Create NOTES.md with a one-line summary of this project.", "NOTES.md"),
+        false,
+    )
+}
+
+/// agy 1.3.1 without `--dangerously-skip-permissions`, as 1.2.7, but the
+/// ended row records the call's arguments (a generic body with no result),
+/// so the database's own summary is `TargetFile=...`: agy's reason is still
+/// only in stream-json, and it must win.
+pub(super) fn denied_write_1_3_1() -> Recording {
+    denied_write_as(
+        "outcomes/denied-write-1.3.1",
+        "1.3.1",
+        "a held-out agy 1.3.1 capture of a write denied in print mode (issue 50): the tool step's row records its arguments, stream-json carries `permission check failed for write_file ...`",
+        "agy 1.3.1 without --dangerously-skip-permissions: write_to_file is auto-denied: the step goes ERROR; its row records the call's arguments (TargetFile=...) and no error text; stream-json's tool_info.error has agy's reason. With the flag the file is written and agy answers.",
+        ("Write the answer, 42, to answer.txt.", "answer.txt"),
+        true,
+    )
+}
+
+/// A write of `file` (asked for by `prompt`) auto-denied in print mode, as
+/// `version` ends it; `records_args`: the ended row carries the call's
+/// arguments.
+fn denied_write_as(
+    name: &str,
+    version: &str,
+    follows: &str,
+    description: &str,
+    (prompt, file): (&str, &str),
+    records_args: bool,
+) -> Recording {
+    let target = format!("{WORKSPACE}/{file}");
+    let answer = format!("Wrote {file}.\n");
+    let mut b = start(name, version, follows, description, prompt, &answer);
     b.header().model = None;
     prompt_step(&mut b, prompt);
     let write = call(
@@ -241,6 +271,12 @@ pub(super) fn denied_write() -> Recording {
         1_900,
     );
     let error = denial_text("write_file", &target);
+    let body = records_args.then(|| {
+        Body::Generic(GenericTool {
+            args: vec![("TargetFile".to_string(), target.clone())],
+            result: None,
+        })
+    });
     ask_then_deny(
         &mut b,
         2,
@@ -250,13 +286,15 @@ pub(super) fn denied_write() -> Recording {
         Denial {
             status: StepStatus::Error,
             stream_error: Some(error.as_str()),
+            body,
         },
     );
-    generic_tool(&mut b, 2, write, Some("Created file NOTES.md"), 70);
+    let created = format!("Created file {file}");
+    generic_tool(&mut b, 2, write, Some(&created), 70);
     model_call(
         &mut b,
         3,
-        &["Wrote NOTES.md.\n"],
+        &[answer.as_str()],
         vec![],
         (18_900, 60, 48),
         1_200,
@@ -318,6 +356,7 @@ pub(super) fn mcp_denied() -> Recording {
         Denial {
             status: StepStatus::Error,
             stream_error: Some(error.as_str()),
+            body: None,
         },
     );
     let result = Body::McpTool(McpToolResult {
