@@ -140,13 +140,15 @@ grep -q '^ok ' <<<"$warm_out" || { failed=$((failed+1)); echo "FAIL - pi RPC war
 #     (status key agy-quota); `/agy usage` lists every bucket.
 export HOME="$WORK/home6" PI_CODING_AGENT_DIR="$WORK/home6/.pi/agent"
 mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/ws6"
+# agy's buckets as agy names them, alike in two groups (no reset times, so
+# the words do not move with the clock: tests/usage_cli.rs has those).
 cat > "$WORK/usage6.json" <<'JSON'
-{"groups":[{"name":"Gemini","buckets":[{"id":"gemini-weekly","name":"Gemini weekly","window":"weekly","remaining_fraction":0.6,"reset_time":"2026-12-07T00:00:00Z"},{"id":"gemini-5h","name":"Gemini 5-hour","window":"5h","remaining_fraction":0.07,"reset_time":"2026-12-01T23:10:00Z"}]}]}
+{"groups":[{"name":"Gemini Models","buckets":[{"id":"gemini-weekly","name":"Weekly Limit Remaining","window":"weekly","remaining_fraction":0.6}]},{"name":"Claude and GPT models","buckets":[{"id":"3p-weekly","name":"Weekly Limit Remaining","window":"weekly","remaining_fraction":0.07}]}]}
 JSON
 quota_out="$(FAKE_AGY_RECORDING=stdin-two-turns FAKE_AGY_USAGE="$WORK/usage6.json" \
   timeout 180 node "$ROOT/.ci/pi-quota-rpc.mjs" "$PI" "$ROOT/pi-extension" "$WORK/ws6" \
-  "agy quota: Gemini 5-hour 7% left, resets 2026-12-01T23:10:00Z" \
-  "Gemini weekly 60% left, resets 2026-12-07T00:00:00Z" "Gemini 5-hour 7% left, resets 2026-12-01T23:10:00Z" 2>&1)"
+  "agy quota: Claude and GPT models: Weekly Limit Remaining 7% left" \
+  "Gemini Models: Weekly Limit Remaining 60% left" "Claude and GPT models: Weekly Limit Remaining 7% left" 2>&1)"
 echo "$quota_out"
 passed=$((passed + $(grep -c '^ok ' <<<"$quota_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$quota_out")))

@@ -12,9 +12,13 @@ use common::{bridge, fake_agy};
 use serde_json::Value;
 use std::path::Path;
 
-fn usage(home: &Path, args: &[&str]) -> std::process::Output {
+/// `agy-bridge usage ARGS` with fake-agy answering `/usage` from `file`.
+fn usage(home: &Path, file: &Path, args: &[&str]) -> std::process::Output {
     let mut c = bridge("usage", home, "hello", "1");
-    c.args(args).output().expect("run agy-bridge usage")
+    c.env("FAKE_AGY_USAGE", file)
+        .args(args)
+        .output()
+        .expect("run agy-bridge usage")
 }
 
 /// How many `-p /usage` runs the argv log holds.
@@ -26,33 +30,56 @@ fn usage_runs(log: &Path) -> usize {
         .count()
 }
 
+/// agy's buckets as agy 1.3 names them: alike in two groups, one reset
+/// ahead (2 d 3 h and 30 s from now), one already past (3 h and 30 s ago).
+fn two_groups_file(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("usage-groups.json");
+    let data = serde_json::json!({"groups": [
+        {"name": "Gemini Models", "buckets": [
+            {"id": "gemini-weekly", "name": "Weekly Limit Remaining", "window": "weekly",
+             "remaining_fraction": 0.6, "reset_time": rfc3339(now() + 2 * 86_400 + 3 * 3600 + 30)}]},
+        {"name": "Claude and GPT models", "buckets": [
+            {"id": "3p-weekly", "name": "Weekly Limit Remaining", "window": "weekly",
+             "remaining_fraction": 0.25, "reset_time": rfc3339(now() - 3 * 3600 - 30)}]},
+    ]});
+    std::fs::write(&file, data.to_string()).unwrap();
+    file
+}
+
+/// What a person reads for those buckets: each group named, the reset as a
+/// span and a weekday, a past one as past.
+const AHEAD: &str = r"^Gemini Models: Weekly Limit Remaining 60% left, resets in 2 d 3 h \((Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d\d:\d\d UTC\)$";
+const PAST: &str = r"^Claude and GPT models: Weekly Limit Remaining 25% left, its reset was due (Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d\d:\d\d UTC \(3 h ago\)$";
+
 #[test]
-fn words_name_each_bucket_with_what_is_left_and_when() {
+fn words_name_each_bucket_with_its_group_what_is_left_and_when() {
     let home = tempfile::tempdir().unwrap();
-    let out = usage(home.path(), &[]);
+    let out = usage(home.path(), &two_groups_file(home.path()), &[]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(
-        text,
-        "Gemini weekly 73% left, resets 2026-12-07T00:00:00Z\n\
-         Gemini 5-hour 42% left, resets 2026-12-01T23:10:00Z\n\
-         Third-party weekly 91% left, resets 2026-12-07T00:00:00Z\n"
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        regex::Regex::new(AHEAD).unwrap().is_match(lines[0]),
+        "{text}"
+    );
+    assert!(
+        regex::Regex::new(PAST).unwrap().is_match(lines[1]),
+        "{text}"
     );
 }
 
 #[test]
 fn json_has_the_buckets_and_the_lowest_in_words() {
     let home = tempfile::tempdir().unwrap();
-    let out = usage(home.path(), &["--json"]);
+    let out = usage(home.path(), &two_groups_file(home.path()), &["--json"]);
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["buckets"].as_array().map(Vec::len), Some(3));
-    assert_eq!(v["buckets"][1]["id"], "gemini-5h");
-    assert_eq!(v["buckets"][1]["remaining_fraction"], 0.42);
-    assert_eq!(
-        v["lowest"],
-        "Gemini 5-hour 42% left, resets 2026-12-01T23:10:00Z"
-    );
+    assert_eq!(v["buckets"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["buckets"][1]["id"], "3p-weekly");
+    assert_eq!(v["buckets"][1]["remaining_fraction"], 0.25);
+    let lowest = v["lowest"].as_str().unwrap_or_default();
+    assert!(regex::Regex::new(PAST).unwrap().is_match(lowest), "{v}");
     assert_eq!(v["ageSecs"], Value::Null);
 }
 
@@ -94,11 +121,12 @@ fn buckets_from_fake_agy_usage_in_every_output_form() {
         r#"{"groups":[{"buckets":[{"id":"gemini-5h","name":"Gemini 5h","window":"5h","remaining_fraction":0.05,"reset_time":"2026-12-01T23:10:00Z"}]}]}"#,
     )
     .unwrap();
-    let mut c = bridge("usage", home.path(), "hello", "1");
-    let out = c.env("FAKE_AGY_USAGE", &file).output().unwrap();
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "Gemini 5h 5% left, resets 2026-12-01T23:10:00Z\n"
+    let out = usage(home.path(), &file, &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("Gemini 5h 5% left, its reset was due Tue ")
+            && text.contains(" 23:10 UTC ("),
+        "{text}"
     );
     for format in ["json", "stream-json", "text"] {
         let out = std::process::Command::new(fake_agy())

@@ -18,8 +18,8 @@ seconds. Errors are one sentence on stderr, exit 1."
 )]
 pub struct UsageArgs {
     /// Print `{"buckets":[...],"lowest":"<words>","ageSecs":N}`: agy's
-    /// buckets, the one with the least left in words, the cache's age
-    /// (null: asked just now).
+    /// buckets, the one with the least left in words (its group, what is
+    /// left, when it resets), the cache's age (null: asked just now).
     #[arg(long)]
     json: bool,
     /// Answer from the cache when it is younger than this (0: always ask agy).
@@ -37,10 +37,11 @@ pub fn cmd_usage(args: UsageArgs) -> CmdResult {
         .build()?;
     let loader = UsageLoader::from_env();
     let answer = runtime.block_on(loader.load(Duration::from_secs(max_age_secs)))?;
+    let now = agy_bridge::run::quota::now_secs();
     let text = if json {
         let value = serde_json::json!({
             "buckets": answer.quota.buckets,
-            "lowest": answer.quota.lowest().map(|b| b.words()),
+            "lowest": answer.quota.lowest().map(|b| b.words(now)),
             "ageSecs": answer.age.map(|a| a.as_secs()),
         });
         format!("{value}\n")
@@ -51,7 +52,7 @@ pub fn cmd_usage(args: UsageArgs) -> CmdResult {
             .quota
             .buckets
             .iter()
-            .map(|b| format!("{}\n", b.words()))
+            .map(|b| format!("{}\n", b.words(now)))
             .collect()
     };
     super::out::print_then(&text, ExitCode::SUCCESS)

@@ -318,6 +318,11 @@ fn path_key(key: &BinaryKey) -> String {
     key.path.to_string_lossy().into_owned()
 }
 
+/// Now, in Unix seconds: what a bucket's reset is said from.
+pub fn now_secs() -> i64 {
+    i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX)
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -273,14 +273,53 @@ impl Quota {
 }
 
 impl Bucket {
-    /// `Gemini 5h 42% left, resets 2026-12-01T23:10:00Z`: the name (else
-    /// the id), what is left, when it refills.
-    pub fn words(&self) -> String {
-        let (name, left) = (self.display_name(), self.left_words());
-        match &self.reset_time {
-            Some(t) if !t.trim().is_empty() => format!("{name} {left} left, resets {t}"),
+    /// `Gemini Models: Weekly Limit Remaining 42% left, resets in 2 d 3 h
+    /// (Mon 09:00 UTC)`, seen from `now` (Unix seconds): the group (unless
+    /// the name says it; agy names two buckets alike in two groups), the
+    /// name (else the id), what is left, when it refills or was due to.
+    pub fn words(&self, now: i64) -> String {
+        let left = self.left_words();
+        let name = self.full_name();
+        match self.reset_time.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => match parse_rfc3339(t) {
+                Some(at) if at > now => format!(
+                    "{name} {left} left, resets in {} ({})",
+                    span_words(at - now),
+                    weekday_time(at, now)
+                ),
+                Some(at) => format!(
+                    "{name} {left} left, its reset was due {} ({} ago)",
+                    weekday_time(at, now),
+                    span_words(now - at)
+                ),
+                None => format!("{name} {left} left, resets {t}"),
+            },
             _ => format!("{name} {left} left"),
         }
+    }
+
+    /// `Gemini Models: Weekly Limit Remaining`: the bucket's name with its
+    /// group's before it, unless the name already holds the group's.
+    pub fn full_name(&self) -> String {
+        let (group, name) = (self.group.trim(), self.display_name());
+        if group.is_empty() || name.to_lowercase().contains(&group.to_lowercase()) {
+            name.to_string()
+        } else {
+            format!("{group}: {name}")
+        }
+    }
+}
+
+/// `Mon 09:00 UTC`, with the date when it is a week or more from `now`
+/// (`Mon 2026-12-14 09:00 UTC`).
+fn weekday_time(at: i64, now: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let day = DAYS[at.div_euclid(86_400).rem_euclid(7) as usize];
+    let (date, time) = utc_date_and_time(at);
+    if (at - now).abs() >= 7 * 86_400 {
+        format!("{day} {date} {time} UTC")
+    } else {
+        format!("{day} {time} UTC")
     }
 }
 
@@ -331,12 +370,12 @@ impl Quota {
 }
 
 impl Bucket {
-    /// `Gemini 5-hour quota`: the name (else the id), with "quota" unless
-    /// the name says it already.
+    /// `Gemini 5-hour quota`: the name (else the id, with its group's as
+    /// [`Bucket::full_name`]), with "quota" unless the name says it already.
     pub(crate) fn quota_name(&self) -> String {
-        let name = self.display_name();
+        let name = self.full_name();
         if name.to_ascii_lowercase().contains("quota") {
-            name.to_string()
+            name
         } else {
             format!("{name} quota")
         }
@@ -362,7 +401,7 @@ impl Bucket {
 
     /// When the bucket refills, seen from `now` (Unix seconds): `it resets
     /// at 14:05 UTC (in 2 h 10 min)`, `it resets on 2026-12-07 at 00:00 UTC
-    /// (in 5 days 3 h)`, `it was due to reset at 13:55 UTC (10 min ago), so
+    /// (in 5 d 3 h)`, `it was due to reset at 13:55 UTC (10 min ago), so
     /// it may work again now`, or `agy gives no reset time`. A time that is
     /// not RFC 3339 is given as agy wrote it.
     pub(crate) fn reset_words(&self, now: i64) -> String {
@@ -390,18 +429,17 @@ impl Bucket {
     }
 }
 
-/// `less than a minute`, `45 min`, `2 h 10 min`, `5 days 3 h` (rounded down).
+/// `less than a minute`, `45 min`, `2 h 10 min`, `5 d 3 h` (rounded down).
 pub(crate) fn span_words(secs: i64) -> String {
     let secs = secs.max(0);
     let (days, hours, mins) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60);
-    let unit = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match (days, hours, mins) {
         (0, 0, 0) => "less than a minute".to_string(),
         (0, 0, m) => format!("{m} min"),
         (0, h, 0) => format!("{h} h"),
         (0, h, m) => format!("{h} h {m} min"),
-        (d, 0, _) => unit(d, "day", "days"),
-        (d, h, _) => format!("{} {h} h", unit(d, "day", "days")),
+        (d, 0, _) => format!("{d} d"),
+        (d, h, _) => format!("{d} d {h} h"),
     }
 }
 
@@ -607,16 +645,55 @@ mod tests {
         let q = Quota::parse(DATA).unwrap();
         let low = q.lowest().unwrap();
         assert_eq!(low.id, "gemini-5h");
+        // 2026-12-01T21:00:00Z, a Tuesday, two hours ten before the reset.
+        let now = parse_rfc3339("2026-12-01T21:00:00Z").unwrap();
         assert_eq!(
-            low.words(),
-            "Gemini 5h 42% left, resets 2026-12-01T23:10:00Z"
+            low.words(now),
+            "Gemini 5h 42% left, resets in 2 h 10 min (Tue 23:10 UTC)"
         );
-        assert_eq!(q.buckets[2].words(), "Third-party weekly 100% left");
+        assert_eq!(
+            low.words(now + 3 * 3600),
+            "Gemini 5h 42% left, its reset was due Tue 23:10 UTC (50 min ago)"
+        );
+        assert_eq!(q.buckets[2].words(now), "Third-party weekly 100% left");
         let mut tiny = q.buckets[2].clone();
         tiny.name.clear();
         tiny.remaining_fraction = 0.001;
-        assert_eq!(tiny.words(), "3p-weekly <1% left");
+        assert_eq!(tiny.words(now), "Third-party: 3p-weekly <1% left");
+        tiny.group.clear();
+        assert_eq!(tiny.words(now), "3p-weekly <1% left");
         assert_eq!(Quota::default().lowest(), None);
+        let far = Bucket {
+            reset_time: Some("2026-12-14T09:00:00Z".into()),
+            ..q.buckets[0].clone()
+        };
+        assert_eq!(
+            far.words(now),
+            "Gemini weekly 80% left, resets in 12 d 12 h (Mon 2026-12-14 09:00 UTC)"
+        );
+    }
+
+    /// agy names two buckets alike in two groups ("Weekly Limit Remaining"
+    /// in "Gemini Models" and in "Claude and GPT models"): each is said
+    /// with its group, so a person can tell them apart.
+    #[test]
+    fn buckets_named_alike_are_told_apart_by_their_group() {
+        let data = r#"{"groups":[{"name":"Gemini Models","buckets":[{"id":"gemini-weekly","name":"Weekly Limit Remaining","window":"weekly","remaining_fraction":0.6,"reset_time":"2026-12-07T09:00:00Z"}]},{"name":"Claude and GPT models","buckets":[{"id":"3p-weekly","name":"Weekly Limit Remaining","window":"weekly","remaining_fraction":0.25,"reset_time":"2026-12-05T09:00:00Z"}]}]}"#;
+        let q = Quota::parse(data).unwrap();
+        let now = parse_rfc3339("2026-12-05T06:00:00Z").unwrap();
+        let words: Vec<String> = q.buckets.iter().map(|b| b.words(now)).collect();
+        assert_eq!(
+            words,
+            [
+                "Gemini Models: Weekly Limit Remaining 60% left, resets in 2 d 3 h (Mon 09:00 UTC)",
+                "Claude and GPT models: Weekly Limit Remaining 25% left, resets in 3 h (Sat 09:00 UTC)",
+            ]
+        );
+        assert!(q
+            .lowest()
+            .unwrap()
+            .words(now)
+            .starts_with("Claude and GPT models:"));
     }
 
     #[test]
@@ -694,8 +771,8 @@ mod tests {
         assert_eq!(span_words(45 * 60 + 59), "45 min");
         assert_eq!(span_words(2 * 3600), "2 h");
         assert_eq!(span_words(2 * 3600 + 10 * 60 + 30), "2 h 10 min");
-        assert_eq!(span_words(86_400 + 59), "1 day");
-        assert_eq!(span_words(5 * 86_400 + 3 * 3600 + 600), "5 days 3 h");
+        assert_eq!(span_words(86_400 + 59), "1 d");
+        assert_eq!(span_words(5 * 86_400 + 3 * 3600 + 600), "5 d 3 h");
         assert_eq!(span_words(-5), "less than a minute");
     }
 
@@ -725,7 +802,7 @@ mod tests {
         assert_eq!(
             q.failure_words(NOW),
             "Gemini 5-hour quota is used up (0% left); it resets at 14:05 UTC (in 2 h 10 min). \
-             Gemini weekly quota is used up (0% left); it resets on 2026-12-07 at 00:00 UTC (in 5 days 12 h)."
+             Gemini weekly quota is used up (0% left); it resets on 2026-12-07 at 00:00 UTC (in 5 d 12 h)."
         );
     }
 
@@ -739,7 +816,7 @@ mod tests {
         let long_ago = bucket("Gemini weekly", 0.0, Some("2026-11-20T08:00:00Z"));
         assert_eq!(
             long_ago.reset_words(NOW),
-            "it was due to reset on 2026-11-20 at 08:00 UTC (11 days 3 h ago), so it may work again now"
+            "it was due to reset on 2026-11-20 at 08:00 UTC (11 d 3 h ago), so it may work again now"
         );
         let none = Quota {
             buckets: vec![bucket("Gemini 5-hour", 0.0, None)],

@@ -66,7 +66,10 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("outcomes/checkpoint-1.1.9", sessions::checkpoint()),
         ("outcomes/slash-model-1.2.7", sessions::slash_model()),
         ("outcomes/denied-write-1.2.7", sessions::denied_write()),
-        ("outcomes/denied-write-1.3.1", sessions::denied_write_1_3_1()),
+        (
+            "outcomes/denied-write-1.3.1",
+            sessions::denied_write_1_3_1(),
+        ),
         ("outcomes/mcp-denied-1.2.7", sessions::mcp_denied()),
         ("outcomes/killed-1.2.7", sessions::killed()),
     ]

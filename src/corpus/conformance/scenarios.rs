@@ -212,7 +212,9 @@ fn usage(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
                 "exit {}, {} bucket(s); lowest: {}",
                 out.status.code().unwrap_or(-1),
                 q.buckets.len(),
-                q.lowest().map(|b| b.words()).unwrap_or_default()
+                q.lowest()
+                    .map(|b| b.words(crate::run::quota::now_secs()))
+                    .unwrap_or_default()
             ),
         ),
         Ok(_) => (false, format!("no bucket in {:?}", short(&stdout))),
