@@ -33,13 +33,32 @@ use std::path::PathBuf;
 /// `BIN __agy-bridge-guard`, with a [`Launch`] frame on stdin.
 pub const GUARD_ARG: &str = "__agy-bridge-guard";
 
-/// Run as the guardian if argv asks for it (never returns then).
+/// Set once [`main_if_guard`] has run in this process: its binary can be
+/// a guardian, so the short agy programs it asks run under one too
+/// ([`crate::run::short`]).
+static CAN_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Run as the guardian if argv asks for it (never returns then). Otherwise
+/// note that this binary can be one: a binary that calls this first thing
+/// in `main` answers [`GUARD_ARG`].
 pub fn main_if_guard() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == GUARD_ARG) {
         std::process::exit(serve());
     }
+    CAN_GUARD.store(true, std::sync::atomic::Ordering::Relaxed);
 }
+
+/// Whether this process's binary can be a guardian ([`main_if_guard`] ran
+/// in it): a test binary or another embedder that never called it cannot.
+pub(crate) fn this_binary_guards() -> bool {
+    CAN_GUARD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How the guardian's one line begins when it cannot start the program
+/// (exit 127 when it is not there, else 126): a short program's caller
+/// tells that apart from the program's own failure.
+pub(crate) const CANNOT_START: &str = "agy-bridge guardian: cannot start ";
 
 /// Read what to run, then run it under watch: the exit code to leave with.
 /// A guardian forked from the bridge ([`crate::run::standby`]) starts here.
@@ -93,10 +112,7 @@ fn guard_tree(launch: Launch) -> i32 {
         Ok(c) => c,
         Err(e) => {
             // The runner words this from the exit code and stderr.
-            eprintln!(
-                "agy-bridge guardian: cannot start {}: {e}",
-                launch.program.to_string_lossy()
-            );
+            eprintln!("{CANNOT_START}{}: {e}", launch.program.to_string_lossy());
             remove_all(&remove);
             return if e.kind() == std::io::ErrorKind::NotFound {
                 127

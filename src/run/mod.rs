@@ -6,7 +6,9 @@
 //! sources merged, delivery, the end, and a warm agy); why a turn failed
 //! ([`failure`]); agy's process tree ([`process`]) and the guardian that takes it down when
 //! the bridge dies ([`guard`]), started ahead of its turn ([`standby`]) and
-//! told what to run ([`launch`]); pausing and resuming agy's trees with
+//! told what to run ([`launch`]); the short agy programs asked beside a
+//! turn (`--version`, `models`, `-p /usage` ...), under the same guardian
+//! and ended on the same stops ([`short`]); pausing and resuming agy's trees with
 //! the terminal's Ctrl-Z and `fg` ([`job_control`]); agy's version, cached
 //! per binary ([`agy_version`]); agy's quota, asked with `/usage` and
 //! cached per binary ([`quota`]); the proof, cached per binary, that agy
@@ -31,4 +33,5 @@ pub mod launch;
 pub mod process;
 pub mod quota;
 pub mod runner;
+pub mod short;
 pub mod standby;

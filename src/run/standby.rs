@@ -194,6 +194,9 @@ enum Exit {
     Reaped(ExitStatus),
     /// Reaped by someone else: no status to give.
     Lost,
+    /// Handed to a thread of its own that ends and reaps it
+    /// ([`Spawned::end_in_background`]): this handle never signals it again.
+    Released,
 }
 
 impl Spawned {
@@ -248,7 +251,7 @@ impl Spawned {
         self.exited().await;
         match &self.exit {
             Exit::Reaped(status) => Ok(*status),
-            Exit::Lost => Err(lost(self.pid)),
+            Exit::Lost | Exit::Released => Err(lost(self.pid)),
             Exit::Watched(_) | Exit::Exited => {
                 let pid = self.pid;
                 let reaped = crate::run::job_control::unregister_then(pid, || reap_now(pid));
@@ -284,6 +287,42 @@ impl Spawned {
         true
     }
 
+    /// End it without waiting (its owner is gone: a dropped future), on a
+    /// thread of its own: its stdin closes, which for a guardian is its
+    /// lifeline (it then takes agy's tree down, orphans included: they are
+    /// its children, as a subreaper, and exits); if it has not exited
+    /// within `grace`, its tree is SIGKILLed (walked while its root still
+    /// holds it together); then it is reaped. Give a guardian a moment:
+    /// killed at once, its orphans would go to init, out of reach. A
+    /// program without a guardian gets no grace.
+    pub(crate) fn end_in_background(&mut self, grace: std::time::Duration) {
+        self.stdin = None;
+        self.stdout = None;
+        self.stderr = None;
+        if !self.unreaped() {
+            return;
+        }
+        let pid = self.pid;
+        self.exit = Exit::Released;
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + grace;
+            let exited = loop {
+                // An error: not ours to wait for (reaped elsewhere).
+                let exited = crate::run::process::exited_unreaped(pid, false).unwrap_or(true);
+                if exited || std::time::Instant::now() >= deadline {
+                    break exited;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            };
+            crate::run::job_control::unregister_then(pid, || {
+                if !exited {
+                    crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+                }
+                reap(pid)
+            });
+        });
+    }
+
     /// Signal the process group it leads, if it is not reaped yet.
     pub(crate) fn signal_group(&self, sig: nix::sys::signal::Signal) {
         if self.unreaped() {
@@ -310,6 +349,47 @@ impl Drop for Spawned {
             });
         }
     }
+}
+
+/// agy (or a short agy program) as our own child, without a guardian (a
+/// library caller that names none): in a process group of its own, as the
+/// guardian would have started it, stdout and stderr piped, stdin piped
+/// when the launch asks for it (else `/dev/null`). Needs a tokio runtime
+/// context.
+pub(crate) fn spawn_unguarded(launch: &Launch) -> io::Result<Spawned> {
+    let mut cmd = launch.command();
+    cmd.stdin(if launch.stdin_piped {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
+    die_with_parent(&mut cmd);
+    let child = crate::run::process::retry_while_busy(|| cmd.spawn())?;
+    // Dropped on error, `child` would be neither killed nor reaped: this
+    // cannot fail inside a runtime, and if it did the process dies with
+    // its pipes closed.
+    Spawned::from_std(child)
+}
+
+/// Without a guardian, the program at least dies with the thread that
+/// spawned it (Linux); its own children are then the drop guard's and the
+/// tree kill's.
+fn die_with_parent(cmd: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
 }
 
 /// Reap `pid`, which has exited (no waiting).

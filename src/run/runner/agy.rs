@@ -8,8 +8,6 @@ use crate::run::agy_input::AgyInput;
 use crate::run::launch::Launch;
 use crate::run::process::ChildPid;
 use crate::run::standby::Spawned;
-use std::os::unix::process::CommandExt as _;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
@@ -119,7 +117,7 @@ impl Agy {
                         guardian.bin().display()
                     ),
                 }),
-            None => spawn_unguarded(&launch).map_err(|e| {
+            None => crate::run::standby::spawn_unguarded(&launch).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     Failure::NotInstalled { bin: bin.clone() }
                 } else {
@@ -173,45 +171,8 @@ impl Agy {
 }
 
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
-fn is_installed(bin: &Path) -> bool {
+pub(super) fn is_installed(bin: &Path) -> bool {
     crate::run::process::find_program(bin).is_some()
-}
-
-/// agy as our own child, in a process group of its own, as the guardian
-/// would have started it.
-fn spawn_unguarded(launch: &Launch) -> std::io::Result<Spawned> {
-    let mut cmd = launch.command();
-    cmd.stdin(if launch.stdin_piped {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
-    die_with_parent(&mut cmd);
-    let child = crate::run::process::retry_while_busy(|| cmd.spawn())?;
-    // Dropped on error, `child` would be neither killed nor reaped: this
-    // cannot fail inside a runtime, and if it did the process dies with
-    // its pipes closed.
-    Spawned::from_std(child)
-}
-
-/// Without a guardian, agy at least dies with the thread that spawned it
-/// (Linux); its own children are then the drop guard's and the tree kill's.
-fn die_with_parent(cmd: &mut std::process::Command) {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
 }
 
 /// agy's stderr: its tail, kept for the end of the turn, and the lines that
