@@ -89,12 +89,24 @@ fn release_large_buffers() {
 fn main() -> ExitCode {
     agy_bridge::run::guard::main_if_guard();
     release_large_buffers();
-    // A turn command notes a stop signal from its first instruction on, so
-    // even one in the first millisecond ends the turn in order.
-    let turn_command = std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| ["stream", "run", "ask", "demo"].iter().any(|c| a == *c));
-    if turn_command {
+    // A command that runs agy notes a stop signal from its first
+    // instruction on, so even one in the first millisecond ends it in
+    // order, agy's processes with it.
+    let runs_agy = std::env::args_os().nth(1).is_some_and(|a| {
+        [
+            "stream",
+            "run",
+            "ask",
+            "demo",
+            "record",
+            "models",
+            "usage",
+            "conformance",
+        ]
+        .iter()
+        .any(|c| a == *c)
+    });
+    if runs_agy {
         cli::caller::hold_early_stops();
     }
     let standby = guardian_for_stream();

@@ -10,6 +10,11 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// A cancellation token nobody cancels.
+fn never() -> tokio_util::sync::CancellationToken {
+    tokio_util::sync::CancellationToken::new()
+}
+
 struct Setup {
     home: tempfile::TempDir,
 }
@@ -43,7 +48,7 @@ impl Setup {
 
     fn prove(&self, agy: &Path, extra: &[(&str, &str)]) -> Result<Proven, Unproven> {
         std::fs::create_dir_all(self.state()).expect("state dir");
-        hook_proof::prove_at(&self.state(), agy, &self.env(extra), TIMEOUT)
+        hook_proof::prove_at(&self.state(), agy, &self.env(extra), TIMEOUT, &never())
     }
 
     /// The `/hooks` runs fake-agy logged.
@@ -110,8 +115,14 @@ fn failures_to_ask_are_not_remembered() {
     let agy = common::fake_agy();
     std::fs::create_dir_all(s.state()).expect("state dir");
     let slow = s.env(&[("FAKE_AGY_BOOT_MS", "5000")]);
-    let e = hook_proof::prove_at(&s.state(), &agy, &slow, Duration::from_millis(500))
-        .expect_err("timed out");
+    let e = hook_proof::prove_at(
+        &s.state(),
+        &agy,
+        &slow,
+        Duration::from_millis(500),
+        &never(),
+    )
+    .expect_err("timed out");
     assert_eq!(e, Unproven::TimedOut { secs: 1 });
     assert_eq!(hook_proof::remembered_at(&s.state(), &agy), None);
     // A bad recording makes fake-agy exit 2: a failure, not an answer.

@@ -520,6 +520,11 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// A cancellation token nobody cancels.
+fn never() -> tokio_util::sync::CancellationToken {
+    tokio_util::sync::CancellationToken::new()
+}
+
 fn loader(bin: &Path, state: &Path) -> Loader {
     Loader {
         agy_bin: bin.to_path_buf(),
@@ -549,7 +554,7 @@ fn a_hung_agy_is_killed_with_its_group_and_reported() {
         &format!("sleep 30 &\necho $! > {}\nwait", pidfile.display()),
     );
     let started = Instant::now();
-    let err = models::fetch(&bin, Duration::from_millis(1500)).unwrap_err();
+    let err = models::fetch(&bin, Duration::from_millis(1500), &never()).unwrap_err();
     assert_eq!(err, Unavailable::TimedOut { secs: 2 });
     assert!(
         started.elapsed() < Duration::from_secs(8),
@@ -570,14 +575,14 @@ fn a_hung_agy_is_killed_with_its_group_and_reported() {
     // Through the loader: fallback, and the failure is remembered briefly.
     let state = dir.path().join("state");
     let l = loader(&bin, &state);
-    let loaded = l.load(Policy::CacheFirst);
+    let loaded = l.load(Policy::CacheFirst, &never());
     assert!(loaded.is_fallback());
     assert_eq!(loaded.catalog, Catalog::fallback());
     assert!(loaded.note().unwrap().contains("did not finish within 1s"));
     let entry = l.read_cache().unwrap();
     assert_eq!(entry.raw, "");
     assert!(entry.unavailable.is_some());
-    let again = l.load(Policy::CacheFirst);
+    let again = l.load(Policy::CacheFirst, &never());
     assert!(matches!(
         again.source,
         Source::Fallback { age: Some(_), .. }
@@ -589,7 +594,7 @@ fn failures_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     let boom = script(dir.path(), "boom", "echo 'boom: quota' >&2\nexit 3");
     assert_eq!(
-        models::fetch(&boom, Duration::from_secs(5)).unwrap_err(),
+        models::fetch(&boom, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::Exited {
             code: "status 3".into(),
             detail: "boom: quota".into()
@@ -601,7 +606,7 @@ fn failures_are_classified() {
         "echo 'Please sign in to view available models'\nexit 0",
     );
     assert_eq!(
-        models::fetch(&signed_out, Duration::from_secs(5)).unwrap_err(),
+        models::fetch(&signed_out, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::SignedOut {
             message: "Please sign in to view available models".into()
         }
@@ -613,19 +618,19 @@ fn failures_are_classified() {
         "echo 'Fetching available models...' >&2\necho 'Error: backend unavailable' >&2\nexit 1",
     );
     assert_eq!(
-        models::fetch(&failed, Duration::from_secs(5))
+        models::fetch(&failed, Duration::from_secs(5), &never())
             .unwrap_err()
             .to_string(),
         "`agy models` exited with status 1: Error: backend unavailable"
     );
     let empty = script(dir.path(), "empty", "echo 'Fetching available models...'");
     assert_eq!(
-        models::fetch(&empty, Duration::from_secs(5)).unwrap_err(),
+        models::fetch(&empty, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::NoModels
     );
     let missing = dir.path().join("no-such-agy");
     assert!(matches!(
-        models::fetch(&missing, Duration::from_secs(5)).unwrap_err(),
+        models::fetch(&missing, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::NotInstalled { .. }
     ));
     let ok = script(
@@ -634,7 +639,7 @@ fn failures_are_classified() {
         &format!("cat <<'EOF'\n{MODELS_FORMAT_3}EOF"),
     );
     assert_eq!(
-        models::fetch(&ok, Duration::from_secs(5)).unwrap(),
+        models::fetch(&ok, Duration::from_secs(5), &never()).unwrap(),
         MODELS_FORMAT_3
     );
 }
@@ -649,23 +654,23 @@ fn a_failed_refresh_keeps_the_good_cache() {
         &format!("cat <<'EOF'\n{MODELS_FORMAT_3}EOF"),
     );
     let boom = script(dir.path(), "boom", "exit 1");
-    let good = loader(&ok, &state).load(Policy::Refresh);
+    let good = loader(&ok, &state).load(Policy::Refresh, &never());
     assert_eq!(good.source, Source::Agy);
     let bad = loader(&boom, &state);
-    let loaded = bad.load(Policy::Refresh);
+    let loaded = bad.load(Policy::Refresh, &never());
     assert!(matches!(loaded.source, Source::CacheAfterFailure { .. }));
     assert_eq!(loaded.catalog, Catalog::from_output(MODELS_FORMAT_3));
     assert!(loaded
         .note()
         .unwrap()
         .contains("showing the catalog cached"));
-    assert!(bad.refresh_quietly().is_err());
+    assert!(bad.refresh_quietly(&never()).is_err());
     let entry = bad.read_cache().unwrap();
     assert_eq!(entry.raw, MODELS_FORMAT_3);
     assert_eq!(entry.unavailable, None);
     // A corrupt cache is ignored and replaced.
     std::fs::write(state.join(models::CACHE_FILE), "{not json").unwrap();
-    let loaded = loader(&ok, &state).load(Policy::CacheFirst);
+    let loaded = loader(&ok, &state).load(Policy::CacheFirst, &never());
     assert_eq!(loaded.source, Source::Agy);
 }
 
@@ -1041,14 +1046,14 @@ fn a_running_refresh_keeps_others_from_starting() {
     let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
     // Another refresh holds the lock: none starts, none runs agy.
     assert_eq!(
-        l.refresh_quietly().unwrap_err(),
+        l.refresh_quietly(&never()).unwrap_err(),
         Unavailable::RefreshRunning
     );
     assert!(!l.spawn_refresh(Path::new("/bin/true")));
     assert!(!log.exists(), "agy ran while another refresh held the lock");
     drop(held);
     assert_eq!(
-        l.refresh_quietly().unwrap(),
+        l.refresh_quietly(&never()).unwrap(),
         Catalog::from_output(MODELS_FORMAT_3)
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
@@ -1090,7 +1095,10 @@ fn real_agy_models_captures() {
                         models_dir.join("gobby-1.1.18.stderr").display()
                     ),
                 );
-                assert_eq!(models::fetch(&bin, Duration::from_secs(10)).unwrap(), text);
+                assert_eq!(
+                    models::fetch(&bin, Duration::from_secs(10), &never()).unwrap(),
+                    text
+                );
             }
             "gobby-1.1.18.stderr" => {
                 assert_eq!(text, "Fetching available models...\n");
@@ -1186,13 +1194,13 @@ fn check_signed_out(capture: &Path, tmp: &Path) {
         "agy-signed-out",
         &format!("cat '{}' >&2\nexit 1", capture.display()),
     );
-    let err = models::fetch(&bin, Duration::from_secs(10)).unwrap_err();
+    let err = models::fetch(&bin, Duration::from_secs(10), &never()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "agy is not signed in: Please sign in to view available models. Launch the CLI \
          without arguments to sign in."
     );
-    let loaded = loader(&bin, &tmp.join("state-signed-out")).load(Policy::CacheFirst);
+    let loaded = loader(&bin, &tmp.join("state-signed-out")).load(Policy::CacheFirst, &never());
     assert!(loaded.is_fallback());
     assert!(
         loaded

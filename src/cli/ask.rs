@@ -103,7 +103,7 @@ fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
         .model
         .clone()
         .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = agy_bridge::pi::models::catalog()
+    let resolved = agy_bridge::pi::models::catalog(&super::caller::stop_token())
         .resolve_alias(&alias, Some(settings.default_thinking))
         .map_err(|e| e.to_string())?;
     let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &settings)?;
@@ -156,14 +156,16 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
     if let (Some(lost), Some(id)) = (&result.lost_conversation, &result.conversation_id) {
         notices.push(runner::new_conversation_notice(lost, id));
     }
-    Ok(AskReport {
+    let code = AskReport {
         answer: &answer,
         id: result.conversation_id.as_deref(),
         error: result.failure.as_ref().map(|f| f.to_string()),
         model: Some(&label),
         notices: &notices,
     }
-    .print(args.json))
+    .print(args.json);
+    // Stopped by a signal: the shell's code for it (130 for Ctrl-C).
+    Ok(super::caller::stopped_exit().unwrap_or(code))
 }
 
 /// Run one turn to the end, keeping agy's events (Ctrl-C and the other
@@ -188,7 +190,7 @@ async fn run_collecting(
         }
         v
     });
-    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut turn).await;
+    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut turn, &cancel).await;
     let result = runner::run(&cfg, &turn, cancel, tx).await;
     (result, collect.await.unwrap_or_default())
 }

@@ -4,10 +4,12 @@
 //!
 //! A turn owns agy's process tree, so whatever ends the caller must end the
 //! turn, with a terminal event where anyone can still read one:
-//! - A SIGTERM or SIGINT in the first milliseconds, before tokio's handlers
-//!   exist, would kill `stream` with no `start` and no terminal event. A
-//!   plain handler installed first thing only notes it; the turn's own
-//!   handlers ([`super::turn::cancel_on_signals`]) read the note.
+//! - A SIGTERM or SIGINT, from the first millisecond on, ends the command in
+//!   order instead of killing it: a plain handler installed first thing
+//!   notes it and cancels the command's stop token ([`stop_token`]), which
+//!   the turn ([`super::turn::cancel_on_signals`]) and every short agy
+//!   program the command waits for (`agy models`, `-p /usage`, ...) end
+//!   on, so the command exits within moments, with 128 + the signal.
 //! - pi SIGKILLed leaves `stream` and agy running for the whole turn: the
 //!   kernel tells us (`PR_SET_PDEATHSIG`, as SIGTERM, Linux).
 //! - A caller that closed our stdout is gone too: a thread waits for the
@@ -24,10 +26,10 @@
 //!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
 use nix::sys::signal::{self, SigHandler, Signal};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use tokio_util::sync::CancellationToken;
 
-/// The stop signals a turn ends on (see `cancel_on_signals`).
+/// The stop signals a command ends on (see [`stop_token`]).
 const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGTERM,
     Signal::SIGINT,
@@ -35,29 +37,104 @@ const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-static EARLY_STOP: AtomicBool = AtomicBool::new(false);
+/// The first stop signal that came (0: none yet).
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+/// The write end of the pipe that wakes [`stop_token`]'s watcher (-1: no
+/// watcher yet; a stop is then only noted).
+static WAKE: AtomicI32 = AtomicI32::new(-1);
 
-extern "C" fn note_stop(_: nix::libc::c_int) {
-    EARLY_STOP.store(true, Ordering::SeqCst);
-}
-
-/// First thing in `main` for the turn commands: a stop signal is noted
-/// until the runtime's handlers take over, not fatal.
-pub fn hold_early_stops() {
-    let action = signal::SigAction::new(
-        SigHandler::Handler(note_stop),
-        signal::SaFlags::SA_RESTART,
-        signal::SigSet::empty(),
-    );
-    for sig in STOP_SIGNALS {
-        // SAFETY: the handler only stores to an atomic.
-        let _ = unsafe { signal::sigaction(sig, &action) };
+extern "C" fn note_stop(sig: nix::libc::c_int) {
+    let _ = STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    let fd = WAKE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // A write may change errno under the code this handler interrupted.
+        let errno = nix::errno::Errno::last_raw();
+        // SAFETY: write(2) is async-signal-safe; the buffer outlives the call.
+        let _ = unsafe { nix::libc::write(fd, [1u8].as_ptr().cast(), 1) };
+        nix::errno::Errno::set_raw(errno);
     }
 }
 
-/// Whether a stop signal came before the turn's own handlers existed.
-pub fn stopped_early() -> bool {
-    EARLY_STOP.load(Ordering::SeqCst)
+/// First thing in `main` for the commands that run agy: a stop signal is
+/// noted, not fatal, and from then on cancels [`stop_token`]. Later
+/// handlers (tokio's for job control) chain to this one. Installed once.
+pub fn hold_early_stops() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let action = signal::SigAction::new(
+            SigHandler::Handler(note_stop),
+            signal::SaFlags::SA_RESTART,
+            signal::SigSet::empty(),
+        );
+        for sig in STOP_SIGNALS {
+            // SAFETY: the handler only stores to atomics and writes a byte.
+            let _ = unsafe { signal::sigaction(sig, &action) };
+        }
+    });
+}
+
+/// This command's stop: cancelled by the first SIGTERM, SIGINT, SIGHUP or
+/// SIGQUIT (one that came before is not lost), from any thread, with a
+/// runtime or without one, so a blocking wait for an agy program can be
+/// cut short as well as the turn. The first call starts a thread that
+/// waits for the handler's byte on a pipe (a handler cannot cancel a token
+/// itself: that takes a lock).
+pub fn stop_token() -> CancellationToken {
+    static TOKEN: std::sync::OnceLock<CancellationToken> = std::sync::OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let token = CancellationToken::new();
+            hold_early_stops();
+            watch_stops(token.clone());
+            token
+        })
+        .clone()
+}
+
+/// Cancel `token` when the handler writes its byte, or now if a stop came
+/// before the pipe existed (looked at after the pipe is in place, so none
+/// falls between).
+fn watch_stops(token: CancellationToken) {
+    use std::io::Read;
+    use std::os::fd::IntoRawFd;
+    if let Ok((read, write)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        let mut read = std::fs::File::from(read);
+        let watcher = token.clone();
+        let started = std::thread::Builder::new()
+            .name("agy-bridge-stops".into())
+            .spawn(move || {
+                let mut byte = [0u8; 1];
+                loop {
+                    match read.read(&mut byte) {
+                        Ok(0) => return,
+                        Ok(_) => watcher.cancel(),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => return,
+                    }
+                }
+            });
+        if started.is_ok() {
+            // Kept open for the life of the process: the handler's end.
+            WAKE.store(write.into_raw_fd(), Ordering::SeqCst);
+        }
+    }
+    if stopped_by().is_some() {
+        token.cancel();
+    }
+}
+
+/// The stop signal this command got first, if any.
+pub fn stopped_by() -> Option<Signal> {
+    Signal::try_from(STOPPED_BY.load(Ordering::SeqCst)).ok()
+}
+
+/// When a stop signal ended the command: say so and give the shell's code
+/// for it (128 + the signal: 130 for Ctrl-C). What it was running has been
+/// ended and reaped by then.
+pub fn stopped_exit() -> Option<std::process::ExitCode> {
+    let sig = stopped_by()?;
+    eprintln!("agy-bridge: stopped by {}", sig.as_str());
+    Some(std::process::ExitCode::from(128 + sig as u8))
 }
 
 /// Be sent SIGTERM (a stop like any other) when our parent dies (Linux).

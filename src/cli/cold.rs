@@ -71,7 +71,8 @@ pub(super) async fn run_cold_prepared<W: Write>(
     let mut bridge = bridge;
     let own_server = bridge.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
     let mut gate =
-        super::pi_tools::open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi).await;
+        super::pi_tools::open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi, cancel)
+            .await;
     let mut side = super::pi_tools::tool_side(bridge.as_mut(), gate.as_mut(), control);
 
     let (tx, mut rx) = runner::event_channel();

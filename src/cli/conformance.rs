@@ -98,8 +98,14 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
     if let Err(e) = std::fs::create_dir_all(&out) {
         return cannot_run(&format!("cannot create {}: {e}", out.display()));
     }
+    // After `set_var`: the runtime and the stop token start threads.
+    let runtime = super::turn::runtime()?;
+    let stop = super::caller::stop_token();
     // Asked once: named here, and recorded by the suite.
-    let listed = conformance::list_models(&cfg).ok();
+    let listed = runtime.block_on(conformance::list_models(&cfg, &stop)).ok();
+    if let Some(code) = super::caller::stopped_exit() {
+        return Ok(code);
+    }
     let model = args.model.clone().or_else(|| {
         let listing = listed.as_ref()?;
         conformance::cheapest_listed(&String::from_utf8_lossy(&listing.stdout))
@@ -119,15 +125,20 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
         out: Some(out.clone()),
         models: listed,
     };
-    let report = super::turn::runtime()?.block_on(async {
+    let report = runtime.block_on(async {
         let cancel = tokio_util::sync::CancellationToken::new();
         super::turn::cancel_on_signals(cancel.clone());
         conformance::run(opts, cancel).await
     });
     drop(state);
-    match report {
+    let code = match report {
         Ok(report) => finish(&report, &out),
         Err(e) => cannot_run(&e),
+    };
+    // Stopped: what was checked is reported, and the code says why it ended.
+    match super::caller::stopped_exit() {
+        Some(stopped) => code.map(|_| stopped),
+        None => code,
     }
 }
 

@@ -63,11 +63,13 @@ pub fn check_default_model(catalog: &agy_bridge::pi::models::Catalog) -> Result<
 }
 
 /// [`check_words`], then [`check_default_model`] (which loads the catalog
-/// only when the variable is set).
+/// only when the variable is set; an `agy models` it runs ends on the
+/// command's stop signals).
 pub fn check_all() -> Result<(), String> {
     check_words()?;
     if env_nonempty(DEFAULT_MODEL).is_some() {
-        check_default_model(&agy_bridge::pi::models::catalog())?;
+        let stop = super::caller::stop_token();
+        check_default_model(&agy_bridge::pi::models::catalog(&stop))?;
     }
     Ok(())
 }

@@ -60,16 +60,18 @@ pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&st
 /// Open the gate for a turn about to start agy: prove the hook, start the
 /// gate, give agy its directory and `--dangerously-skip-permissions`.
 /// `Err` is the line to show when it cannot (`None`: said before in this
-/// process, or agy is not installed, which the turn says itself); agy then
-/// runs without the flag, as `deny`.
+/// process, agy is not installed, which the turn says itself, or `cancel`
+/// stopped the proof, which ends the turn too); agy then runs without the
+/// flag, as `deny`.
 pub(crate) async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
     own_server: Option<&str>,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Gate, Option<String>> {
     cfg.skip_permissions = false;
-    let (bin, env) = (cfg.agy_bin.clone(), cfg.env.clone());
+    let (bin, env, cancel) = (cfg.agy_bin.clone(), cfg.env.clone(), cancel.clone());
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
@@ -82,10 +84,12 @@ pub(crate) async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT).map_err(|e| match e {
-            Unproven::NotInstalled { .. } => None,
-            other => Some(other.to_string()),
-        })
+        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(
+            |e| match e {
+                Unproven::NotInstalled { .. } | Unproven::Canceled => None,
+                other => Some(other.to_string()),
+            },
+        )
     })
     .await
     .unwrap_or_else(|e| Err(Some(format!("the check failed ({e})"))));
@@ -127,12 +131,13 @@ pub(crate) async fn open_unattended(
     plan: Option<&GatePlan>,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> Option<Gate> {
     let plan = GatePlan {
         can_ask: false,
         ..plan?.clone()
     };
-    match open_gate(&plan, cfg, turn, None).await {
+    match open_gate(&plan, cfg, turn, None, cancel).await {
         Ok(gate) => Some(gate),
         Err(line) => {
             if let Some(line) = line {

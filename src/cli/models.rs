@@ -28,19 +28,25 @@ pub struct ModelsArgs {
     quiet: bool,
 }
 
+/// `agy models` runs as a short program ending on this command's stop
+/// signals: Ctrl-C ends it at once, exit 130, nothing printed but that.
 pub fn cmd_models(args: ModelsArgs) -> CmdResult {
     use agy_bridge::pi::models::{Loader, Policy};
     let loader = Loader::from_env();
+    let stop = super::caller::stop_token();
     if args.quiet && args.refresh {
-        let _ = loader.refresh_quietly();
-        return Ok(ExitCode::SUCCESS);
+        let _ = loader.refresh_quietly(&stop);
+        return Ok(super::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS));
     }
     let policy = if args.refresh {
         Policy::Refresh
     } else {
         Policy::CacheFirst
     };
-    let loaded = loader.load(policy);
+    let loaded = loader.load(policy, &stop);
+    if let Some(code) = super::caller::stopped_exit() {
+        return Ok(code);
+    }
     if loaded.stale {
         if let Ok(exe) = std::env::current_exe() {
             loader.spawn_refresh(&exe);

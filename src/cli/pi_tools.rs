@@ -16,9 +16,10 @@ pub(super) async fn open_turn_gate<W: Write>(
     turn: &mut TurnRequest,
     own_server: Option<&str>,
     pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> Option<agy_bridge::run::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
-    match super::gate::open_gate(plan, cfg, turn, own_server).await {
+    match super::gate::open_gate(plan, cfg, turn, own_server, cancel).await {
         Ok(gate) => Some(gate),
         Err(line) => {
             if let Some(line) = line {

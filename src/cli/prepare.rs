@@ -83,14 +83,16 @@ pub(super) struct Resolved {
 }
 
 /// Resolve the request's model and thinking level and the settings
-/// (files, at worst an `agy models` run: blocking).
+/// (files, at worst an `agy models` run, ended when `cancel` fires:
+/// blocking).
 pub(super) fn resolve_agy(
     req: &agy_bridge::pi::provider::StreamRequest,
     timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Resolved, String> {
     let settings = super::turn::settings().map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = agy_bridge::pi::models::catalog();
+    let catalog = agy_bridge::pi::models::catalog(cancel);
     super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
     let model = catalog
         .resolve(&req.model, thinking)
@@ -128,12 +130,13 @@ pub(super) fn session_turn(
 }
 
 /// Everything between pi's request and agy's command line; errors are the
-/// message pi shows.
+/// message pi shows. `cancel` ends an `agy models` run it waits for.
 pub(super) fn prepare_turn(
     req: &agy_bridge::pi::provider::StreamRequest,
     timeout: Duration,
     session_key: String,
     store: Option<agy_bridge::state::sessions::SessionStore>,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<PreparedTurn, String> {
     use agy_bridge::pi::provider::context::{
         compose_prompt_for, context_digest_for, extract_prompt, has_own_turns, AgyContext,
@@ -146,7 +149,7 @@ pub(super) fn prepare_turn(
         cfg,
         settings,
         model: resolved,
-    } = resolve_agy(req, timeout)?;
+    } = resolve_agy(req, timeout, cancel)?;
 
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {

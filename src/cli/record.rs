@@ -105,7 +105,15 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
             let cancel = tokio_util::sync::CancellationToken::new();
             super::turn::cancel_on_signals(cancel.clone());
             record::record(&cfg, &req, cancel).await
-        })?;
+        });
+        // Stopped before agy ran (`--version` is asked first): nothing to
+        // keep.
+        let recorded = match recorded {
+            Err(_) if super::caller::stopped_by().is_some() => {
+                return Ok(super::caller::stopped_exit().unwrap_or(ExitCode::FAILURE))
+            }
+            recorded => recorded?,
+        };
         for w in &recorded.warnings {
             eprintln!("agy-bridge: warning: {}", w.replace(['\n', '\r'], " "));
         }
@@ -138,5 +146,6 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
         args.out.display(),
         recording.commits.len()
     );
-    Ok(ExitCode::SUCCESS)
+    // Stopped mid-run: what was captured is written, and the code says so.
+    Ok(super::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS))
 }

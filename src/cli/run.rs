@@ -79,18 +79,15 @@ async fn drive(
     let cancel = CancellationToken::new();
     super::turn::cancel_on_signals(cancel.clone());
     let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
-        eprintln!(
-            "agy-bridge: error: {}",
-            agy_bridge::run::failure::Failure::Aborted
-        );
-        return Ok((ExitCode::FAILURE, runner::RunResult::aborted_before_start()));
+        let code = failed(&agy_bridge::run::failure::Failure::Aborted);
+        return Ok((code, runner::RunResult::aborted_before_start()));
     };
     let (tx, rx) = runner::event_channel();
     // Writing to stdout blocks while its reader is slow: on a thread of its
     // own, so the runner waits (its channel full), not a runtime worker.
     let printing = cancel.clone();
     let printer = tokio::task::spawn_blocking(move || print_events(rx, json, printing));
-    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut req).await;
+    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut req, &cancel).await;
     let result = runner::run(&cfg, &req, cancel, tx).await;
     let (mut view, gone) = printer.await.map_err(io::Error::other)?;
     let written = if gone {
@@ -111,12 +108,18 @@ async fn drive(
     // says "failed".
     let code = match &result.failure {
         None => ExitCode::SUCCESS,
-        Some(f) => {
-            eprintln!("agy-bridge: error: {f}");
-            ExitCode::FAILURE
-        }
+        Some(f) => failed(f),
     };
     Ok((code, result))
+}
+
+/// A turn that failed: its sentence and exit 1, or, stopped by a signal,
+/// that and the shell's code for it (130 for Ctrl-C).
+fn failed(failure: &agy_bridge::run::failure::Failure) -> ExitCode {
+    super::caller::stopped_exit().unwrap_or_else(|| {
+        eprintln!("agy-bridge: error: {failure}");
+        ExitCode::FAILURE
+    })
 }
 
 /// Print the turn's events as they come (blocking: a thread of its own);

@@ -502,7 +502,7 @@ impl Session {
         let own_server = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
         let (gate, gate_note) = match &gating {
             Some(plan) => {
-                match super::gate::open_gate(plan, &mut cfg, &mut req, own_server).await {
+                match super::gate::open_gate(plan, &mut cfg, &mut req, own_server, cancel).await {
                     Ok(gate) => (Some(gate), None),
                     // agy runs as deny (no skip-permissions), still warm.
                     Err(line) => (None, line),
@@ -547,10 +547,11 @@ impl Session {
                 return;
             }
         };
-        let timeout = self.timeout;
-        let prepared =
-            tokio::task::spawn_blocking(move || prepare_warm(&req, timeout).map(|p| (req, p)))
-                .await;
+        let (timeout, stop) = (self.timeout, gone.clone());
+        let prepared = tokio::task::spawn_blocking(move || {
+            prepare_warm(&req, timeout, &stop).map(|p| (req, p))
+        })
+        .await;
         let (req, (mut prepared, prelude)) = match prepared {
             Ok(Ok(done)) => done,
             Ok(Err(e)) => {
@@ -585,9 +586,10 @@ impl Session {
 fn prepare_warm(
     req: &StreamRequest,
     timeout: Duration,
+    cancel: &CancellationToken,
 ) -> Result<(PreparedTurn, runner::Prelude), String> {
     let cwd = super::prepare::request_cwd(req);
-    let resolved = super::prepare::resolve_agy(req, timeout)?;
+    let resolved = super::prepare::resolve_agy(req, timeout, cancel)?;
     let (session_key, store) = super::prepare::session_of(req);
     let entry = store
         .as_ref()

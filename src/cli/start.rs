@@ -59,9 +59,10 @@ pub(super) async fn start_from_line(
     // `agy models` run): resolved on a blocking thread, before the turn,
     // with what the runner reads before agy starts (the session is ours
     // now, so nothing of it can appear unseen).
-    let for_prepare = req.clone();
+    let (for_prepare, stop) = (req.clone(), cancel.clone());
     let prepared = tokio::task::spawn_blocking(move || {
-        let prepared = super::prepare::prepare_turn(&for_prepare, timeout, session_key, store)?;
+        let prepared =
+            super::prepare::prepare_turn(&for_prepare, timeout, session_key, store, &stop)?;
         let prelude = runner::Prelude::blocking(&prepared.cfg);
         Ok::<_, String>((prepared, prelude))
     })
@@ -111,7 +112,8 @@ pub(super) async fn begin_turn<W: Write>(
         _turn_lock,
     } = start;
     if prelude.features().is_none() {
-        let features = agy_bridge::run::agy_version::agy_features(&prepared.cfg.agy_bin).await;
+        let bin = &prepared.cfg.agy_bin;
+        let features = agy_bridge::run::agy_version::agy_features(bin, cancel).await;
         prelude.set_features(features);
     }
     for note in &prepared.notes {

@@ -132,29 +132,16 @@ pub(super) fn watchdog(minutes: u64) -> Duration {
 
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
 /// parent shell died) or SIGQUIT: each ends the turn the same way, terminal
-/// event first.
+/// event first. One that came before this was called is not lost (see
+/// [`super::caller::stop_token`]).
 pub fn cancel_on_signals(token: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    for kind in [
-        SignalKind::interrupt(),
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-        SignalKind::quit(),
-    ] {
-        let Ok(mut sig) = signal(kind) else { continue };
-        let token = token.clone();
-        tokio::spawn(async move {
-            if sig.recv().await.is_some() {
-                token.cancel();
-            }
-        });
-    }
+    let stop = super::caller::stop_token();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        token.cancel();
+    });
     // Ctrl-Z stops agy's tree with the bridge, `fg` resumes both.
     super::caller::forward_job_control();
-    // One that came before these handlers existed was noted, not lost.
-    if super::caller::stopped_early() {
-        token.cancel();
-    }
 }
 
 /// The saved settings merged with the environment, warnings on stderr. A

@@ -36,7 +36,14 @@ pub fn cmd_usage(args: UsageArgs) -> CmdResult {
         .enable_all()
         .build()?;
     let loader = UsageLoader::from_env();
-    let answer = runtime.block_on(loader.load(Duration::from_secs(max_age_secs)))?;
+    // agy (`--version`, then `-p /usage`) ends on our stop signals: Ctrl-C
+    // ends the command at once, exit 130.
+    let stop = super::caller::stop_token();
+    let answer = runtime.block_on(loader.load(Duration::from_secs(max_age_secs), &stop));
+    if let Some(code) = super::caller::stopped_exit() {
+        return Ok(code);
+    }
+    let answer = answer?;
     let now = agy_bridge::run::quota::now_secs();
     let text = if json {
         let value = serde_json::json!({

@@ -37,8 +37,8 @@
 //! and never checkpoints, so it cannot block or disturb agy.
 
 use crate::follow::discovery::{self, Snapshot};
-use crate::run::process::run_with_timeout_async;
 use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
+use crate::run::short::{self, Program};
 use agy_corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_format::database::{self, ReadError};
 use agy_format::ids::ConversationId;
@@ -439,18 +439,18 @@ pub struct Recorded {
     pub warnings: Vec<String>,
 }
 
-/// Run `bin args`, with `env`, stdin from /dev/null, and return its stdout
-/// (and whether it exited 0), giving up (and killing its tree) after `timeout`.
+/// Run `bin args`, with `env`, stdin from /dev/null, as a short program,
+/// and return its stdout (and whether it exited 0), giving up (and ending
+/// its tree) after `timeout` or when `cancel` fires.
 async fn probe(
     bin: &Path,
     args: &[&str],
     env: &[(String, String)],
     timeout: Duration,
+    cancel: &CancellationToken,
 ) -> Result<(String, bool), String> {
-    let mut cmd = std::process::Command::new(bin);
-    cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let out = run_with_timeout_async(cmd, timeout)
+    let program = Program::new(bin, args, timeout).env(env);
+    let out = short::run(&program, cancel)
         .await
         .map_err(|e| e.to_string())?;
     Ok((
@@ -473,18 +473,25 @@ pub(crate) fn version_of(output: &str) -> String {
 async fn probe_agy(
     cfg: &RunConfig,
     warnings: &mut Vec<String>,
+    cancel: &CancellationToken,
 ) -> Result<(String, String), RecordError> {
     let bin_name = cfg.agy_bin.display().to_string();
-    let (version_output, ok) = probe(&cfg.agy_bin, &["--version"], &cfg.env, VERSION_TIMEOUT)
-        .await
-        .map_err(|message| RecordError::Version {
-            bin: bin_name.clone(),
-            message,
-        })?;
+    let version = probe(
+        &cfg.agy_bin,
+        &["--version"],
+        &cfg.env,
+        VERSION_TIMEOUT,
+        cancel,
+    );
+    let (version_output, ok) = version.await.map_err(|message| RecordError::Version {
+        bin: bin_name.clone(),
+        message,
+    })?;
     if !ok {
         warnings.push(format!("`{bin_name} --version` exited with an error"));
     }
-    let models_output = match probe(&cfg.agy_bin, &["models"], &cfg.env, MODELS_TIMEOUT).await {
+    let models = probe(&cfg.agy_bin, &["models"], &cfg.env, MODELS_TIMEOUT, cancel);
+    let models_output = match models.await {
         Ok((out, true)) => out,
         Ok((out, false)) => {
             warnings.push(format!(
@@ -552,7 +559,7 @@ pub async fn record(
     cancel: CancellationToken,
 ) -> Result<Recorded, RecordError> {
     let mut warnings = Vec::new();
-    let (version_output, models_output) = probe_agy(cfg, &mut warnings).await?;
+    let (version_output, models_output) = probe_agy(cfg, &mut warnings, &cancel).await?;
 
     let mut run_cfg = cfg.clone();
     run_cfg.bind = agy_format::agy_args::BindMode::Discovery;

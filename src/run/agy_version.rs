@@ -15,13 +15,14 @@
 //! [`BinaryKey`] is also what keys the `agy models` cache (see
 //! [`crate::pi::models`]), so that an answer about one agy never outlives it.
 
-use crate::run::process::run_with_timeout_async;
+use crate::run::short::{self, Program};
 use crate::state::file::{self, StateFile, StateWarning};
 use agy_format::features::{AgyFeatures, Version};
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The first agy version known to print its conversation id with
 /// `--output-format stream-json` (docs/agy-format.md, "stream-json").
@@ -230,17 +231,18 @@ impl VersionCache {
 
     /// The version of the agy `bin` names: remembered, else asked now and
     /// remembered. `None` when agy is not there or its answer is not a
-    /// version (neither is remembered). File I/O runs on tokio's blocking
+    /// version (neither is remembered), or `cancel` fired while agy was
+    /// asked (agy is stopped then). File I/O runs on tokio's blocking
     /// threads.
-    pub async fn version(&self, bin: &Path) -> Option<Version> {
-        self.features(bin).await.and_then(|f| f.version)
+    pub async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+        self.features(bin, cancel).await.and_then(|f| f.version)
     }
 
     /// What the agy `bin` names offers: remembered, else asked now
     /// (`--version` and `--help` at once) and remembered. `None` when agy is
-    /// not there or its `--version` is not a version (nothing is
-    /// remembered then).
-    pub async fn features(&self, bin: &Path) -> Option<AgyFeatures> {
+    /// not there or its `--version` is not a version, or `cancel` fired
+    /// while agy was asked (nothing is remembered then).
+    pub async fn features(&self, bin: &Path, cancel: &CancellationToken) -> Option<AgyFeatures> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
         let (key, known) = tokio::task::spawn_blocking(move || {
             let key = BinaryKey::of(&bin)?;
@@ -252,7 +254,7 @@ impl VersionCache {
         if known.is_some() {
             return known;
         }
-        let (version, help) = tokio::join!(probe(&key.path), probe_help(&key.path));
+        let (version, help) = tokio::join!(probe(&key.path, cancel), probe_help(&key.path, cancel));
         let version = version?;
         let features = AgyFeatures::from_probe(Some(version), help.as_deref().unwrap_or(""));
         let this = self.clone();
@@ -276,11 +278,11 @@ fn path_key(key: &BinaryKey) -> String {
     key.path.to_string_lossy().into_owned()
 }
 
-/// Run `BIN --version` (stdin closed, its tree killed after [`PROBE_TIMEOUT`]).
-async fn probe(bin: &Path) -> Option<Version> {
-    let mut cmd = std::process::Command::new(bin);
-    cmd.arg("--version");
-    match run_with_timeout_async(cmd, PROBE_TIMEOUT).await {
+/// Run `BIN --version` (a short program: its tree ended after
+/// [`PROBE_TIMEOUT`], or when `cancel` fires).
+async fn probe(bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+    let program = Program::new(bin, ["--version"], PROBE_TIMEOUT);
+    match short::run(&program, cancel).await {
         Ok(out) if out.status.success() => parse_version(&String::from_utf8_lossy(&out.stdout)),
         _ => None,
     }
@@ -289,20 +291,20 @@ async fn probe(bin: &Path) -> Option<Version> {
 /// `BIN --help`, stdout and stderr together (where a CLI prints its help
 /// differs); `None` when it did not answer in time. Its exit code is not
 /// read: some CLIs exit 2 after printing help.
-async fn probe_help(bin: &Path) -> Option<String> {
-    let mut cmd = std::process::Command::new(bin);
-    cmd.arg("--help");
-    let out = run_with_timeout_async(cmd, PROBE_TIMEOUT).await.ok()?;
+async fn probe_help(bin: &Path, cancel: &CancellationToken) -> Option<String> {
+    let program = Program::new(bin, ["--help"], PROBE_TIMEOUT);
+    let out = short::run(&program, cancel).await.ok()?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Some(text)
 }
 
 /// What the installed agy offers, through the cache in the state directory;
-/// an agy whose version cannot be had offers nothing version-gated.
-pub async fn agy_features(bin: &Path) -> AgyFeatures {
+/// an agy whose version cannot be had (or was not had before `cancel`
+/// fired) offers nothing version-gated.
+pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures {
     VersionCache::from_env()
-        .features(bin)
+        .features(bin, cancel)
         .await
         .unwrap_or_default()
 }
@@ -315,15 +317,15 @@ pub fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
 }
 
 /// The installed agy's version, through the cache in the state directory.
-pub async fn agy_version(bin: &Path) -> Option<Version> {
-    VersionCache::from_env().version(bin).await
+pub async fn agy_version(bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+    VersionCache::from_env().version(bin, cancel).await
 }
 
 /// Whether the agy `bin` names prints its conversation id with
 /// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
 /// version cannot be had is treated as an old one.
-pub async fn stream_json_supported(bin: &Path) -> bool {
-    agy_version(bin)
+pub async fn stream_json_supported(bin: &Path, cancel: &CancellationToken) -> bool {
+    agy_version(bin, cancel)
         .await
         .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
 }
@@ -333,6 +335,10 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use std::io::Write;
+
+    fn never() -> CancellationToken {
+        CancellationToken::new()
+    }
 
     #[test]
     fn versions() {
@@ -394,19 +400,19 @@ mod tests {
         };
         let agy = script(dir.path(), "agy", &body("1.2.17"));
         let cache = VersionCache::at(&state);
-        assert_eq!(cache.version(&agy).await, Some((1, 2, 17)));
+        assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1);
-        assert_eq!(cache.version(&agy).await, Some((1, 2, 17)));
+        assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1, "agy was asked again instead of the cache");
         // Another process's view: a fresh handle on the same directory.
         assert_eq!(
-            VersionCache::at(&state).version(&agy).await,
+            VersionCache::at(&state).version(&agy, &never()).await,
             Some((1, 2, 17))
         );
         assert_eq!(asked(), 1);
         // Replaced by an older agy (different size): asked again.
         let agy = script(dir.path(), "agy", &body("1.1.7"));
-        assert_eq!(cache.version(&agy).await, Some((1, 1, 7)));
+        assert_eq!(cache.version(&agy, &never()).await, Some((1, 1, 7)));
         assert_eq!(asked(), 2);
         // A probe that fails is not remembered.
         let broken = script(
@@ -414,12 +420,15 @@ mod tests {
             "broken",
             &format!("echo \"$1\" >> {}\nexit 1", log.display()),
         );
-        assert_eq!(cache.version(&broken).await, None);
-        assert_eq!(cache.version(&broken).await, None);
+        assert_eq!(cache.version(&broken, &never()).await, None);
+        assert_eq!(cache.version(&broken, &never()).await, None);
         assert_eq!(asked(), 4);
         // Nor is a missing agy; nor does it disturb what is remembered.
-        assert_eq!(cache.version(&dir.path().join("gone")).await, None);
-        assert_eq!(cache.version(&agy).await, Some((1, 1, 7)));
+        assert_eq!(
+            cache.version(&dir.path().join("gone"), &never()).await,
+            None
+        );
+        assert_eq!(cache.version(&agy, &never()).await, Some((1, 1, 7)));
         assert_eq!(asked(), 4);
         let text = std::fs::read_to_string(state.join(VERSION_CACHE_FILE)).expect("cache file");
         let json: Value = serde_json::from_str(&text).expect("json");
@@ -446,13 +455,13 @@ mod tests {
             ),
         );
         let cache = VersionCache::at(&dir.path().join("state"));
-        let features = cache.features(&agy).await.expect("features");
+        let features = cache.features(&agy, &never()).await.expect("features");
         assert_eq!(features.version, Some((1, 2, 14)));
         assert!(
             features.disable_slash_commands,
             "read from --help on stderr"
         );
-        assert_eq!(cache.features(&agy).await, Some(features));
+        assert_eq!(cache.features(&agy, &never()).await, Some(features));
         let asked = std::fs::read_to_string(&log).expect("log");
         assert_eq!(asked.lines().collect::<Vec<_>>().len(), 2, "{asked}");
         // An entry from before --help was read is completed, not trusted.
@@ -461,7 +470,7 @@ mod tests {
         old.store(&key, (1, 2, 14)).expect("store");
         assert_eq!(old.lookup_features(&key), None);
         assert!(
-            old.features(&agy)
+            old.features(&agy, &never())
                 .await
                 .expect("features")
                 .disable_slash_commands

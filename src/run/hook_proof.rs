@@ -24,13 +24,13 @@
 //! the hook); a failure to run and a timeout are asked again next time.
 
 use crate::run::agy_version::{BinaryKey, PerBinaryFile};
-use crate::run::process::{output_within, NoOutput};
+use crate::run::short::{self, NoOutput, Program};
 use crate::state::tmp::PrivateDir;
 use agy_format::hooks::{hooks_file, listed_sources, Decision, Hook, HookEvent, HOOKS_FILE};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The cache file's name inside the state directory.
 pub const PROOF_CACHE_FILE: &str = "agy-hooks-proof.json";
@@ -73,6 +73,10 @@ pub enum Unproven {
     TimedOut { secs: u64 },
     #[error("cannot write the hook probe: {0}")]
     Probe(String),
+    /// Stopped (an abort, a stop signal) before agy answered; agy's tree is
+    /// ended. Never remembered.
+    #[error("stopped before agy -p /hooks answered")]
+    Canceled,
 }
 
 /// One remembered answer: the binary as it was, whether it listed the
@@ -89,18 +93,20 @@ struct Entry {
 ///
 /// Blocking (runs agy, reads and writes files): async callers use
 /// `tokio::task::spawn_blocking`. `env` is set on agy's process (as the
-/// turn's agy would get it); `timeout` bounds agy's run.
+/// turn's agy would get it); `timeout` bounds agy's run, and `cancel` ends
+/// it at once ([`short`]: agy runs under the guardian).
 pub fn prove(
     agy_bin: &Path,
     env: &[(String, String)],
     timeout: Duration,
+    cancel: &CancellationToken,
 ) -> Result<Proven, Unproven> {
-    prove_in(
-        &PerBinaryFile::from_env(PROOF_CACHE_FILE),
-        agy_bin,
+    let asking = Asking {
         env,
         timeout,
-    )
+        cancel,
+    };
+    prove_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin, &asking)
 }
 
 /// [`prove`] with `agy-hooks-proof.json` in `state_dir` (blocking).
@@ -109,13 +115,26 @@ pub fn prove_at(
     agy_bin: &Path,
     env: &[(String, String)],
     timeout: Duration,
+    cancel: &CancellationToken,
 ) -> Result<Proven, Unproven> {
+    let asking = Asking {
+        env,
+        timeout,
+        cancel,
+    };
     prove_in(
         &PerBinaryFile::at(state_dir, PROOF_CACHE_FILE),
         agy_bin,
-        env,
-        timeout,
+        &asking,
     )
+}
+
+/// How agy is asked: its environment additions, its time limit, and what
+/// stops it.
+struct Asking<'a> {
+    env: &'a [(String, String)],
+    timeout: Duration,
+    cancel: &'a CancellationToken,
 }
 
 /// What is remembered for the agy `agy_bin` names, as it is now: proven or
@@ -135,12 +154,7 @@ fn remembered_in(cache: &PerBinaryFile, agy_bin: &Path) -> Option<bool> {
     cache.get::<Entry>(&key).map(|e| e.proven)
 }
 
-fn prove_in(
-    cache: &PerBinaryFile,
-    agy_bin: &Path,
-    env: &[(String, String)],
-    timeout: Duration,
-) -> Result<Proven, Unproven> {
+fn prove_in(cache: &PerBinaryFile, agy_bin: &Path, asking: &Asking) -> Result<Proven, Unproven> {
     let key = BinaryKey::of(agy_bin).ok_or_else(|| Unproven::NotInstalled {
         bin: agy_bin.display().to_string(),
     })?;
@@ -148,7 +162,7 @@ fn prove_in(
         return judged(entry.proven, &entry.probe_dir, true);
     }
     let probe = Probe::create().map_err(|e| Unproven::Probe(e.to_string()))?;
-    let proven = ask(&key.path, &probe, env, timeout)?;
+    let proven = ask(&key.path, &probe, asking)?;
     let probe_dir = probe.add_dir().display().to_string();
     // Only if the binary did not change while it was asked.
     if BinaryKey::of(&key.path).as_ref() == Some(&key) {
@@ -173,23 +187,26 @@ fn judged(proven: bool, dir: &str, cached: bool) -> Result<Proven, Unproven> {
 
 /// Run `agy -p /hooks` against `probe`: whether it listed the probe's hook
 /// (a definitive answer), or why it could not tell.
-fn ask(
-    bin: &Path,
-    probe: &Probe,
-    env: &[(String, String)],
-    timeout: Duration,
-) -> Result<bool, Unproven> {
-    let mut cmd = Command::new(bin);
-    cmd.args(["-p", "/hooks", "--output-format", "json", "--add-dir"])
-        .arg(probe.add_dir())
-        .current_dir(probe.cwd())
-        .envs(env.iter().map(|(k, v)| (k, v)));
-    let out = output_within(&mut cmd, timeout).map_err(|e| match e {
+fn ask(bin: &Path, probe: &Probe, asking: &Asking) -> Result<bool, Unproven> {
+    let add_dir = probe.add_dir();
+    let args: [&std::ffi::OsStr; 6] = [
+        "-p".as_ref(),
+        "/hooks".as_ref(),
+        "--output-format".as_ref(),
+        "json".as_ref(),
+        "--add-dir".as_ref(),
+        add_dir.as_os_str(),
+    ];
+    let program = Program::new(bin, args, asking.timeout)
+        .env(asking.env)
+        .cwd(&probe.cwd());
+    let out = short::run_blocking(&program, asking.cancel).map_err(|e| match e {
         NoOutput::NotInstalled => Unproven::NotInstalled {
             bin: bin.display().to_string(),
         },
         NoOutput::SpawnFailed(m) => Unproven::Failed(m),
         NoOutput::TimedOut { secs } => Unproven::TimedOut { secs },
+        NoOutput::Canceled => Unproven::Canceled,
     })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);

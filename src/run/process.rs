@@ -1,12 +1,14 @@
 //! Processes the bridge starts and must be able to stop: signalling a
 //! process tree (a root, its descendants, and the process groups they made;
 //! agy's `run_command` children make their own), and running a short-lived
-//! program with a timeout ([`run_with_timeout`]).
+//! program that is not agy (`git`) with a timeout ([`run_with_timeout`]).
 //!
 //! One helper for the runner, which takes agy's tree down on abort, timeout
 //! and exit, and for the guardian ([`crate::run::guard`]), which does it when the
-//! bridge dies; one for every short program the bridge asks (`agy --version`,
-//! `agy models`, `git`), so each is killed, tree and all, when it overstays.
+//! bridge dies; one for the short programs that are not agy's, so each is
+//! killed, tree and all, when it overstays. agy's own short programs
+//! (`--version`, `models`, `-p /usage` ...) run under the guardian instead
+//! ([`crate::run::short`]).
 
 use crate::follow::discovery;
 use nix::sys::signal::{kill, killpg, Signal};
@@ -183,31 +185,9 @@ const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// exits, whatever is left of its group is killed too, so nothing keeps
 /// its pipes open.
 ///
-/// Blocking: the caller is a plain thread, or the async callers'
-/// [`run_with_timeout_async`], which moves it to a blocking thread.
+/// Blocking: for a plain thread or one of tokio's blocking threads.
 pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, RunError> {
     run_with_timeout_capped(cmd, timeout, u64::MAX)
-}
-
-/// Why a short program the bridge asks (`agy models`, `agy -p /usage`)
-/// gave no output to judge, as its callers tell the user: not installed,
-/// not startable, or no answer in time (whole seconds, rounded up).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoOutput {
-    NotInstalled,
-    SpawnFailed(String),
-    TimedOut { secs: u64 },
-}
-
-/// [`run_with_timeout`], its failure told as [`NoOutput`].
-pub(crate) fn output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, NoOutput> {
-    run_with_timeout(cmd, timeout).map_err(|e| match e {
-        RunError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => NoOutput::NotInstalled,
-        RunError::Spawn(e) => NoOutput::SpawnFailed(e.to_string()),
-        RunError::TimedOut(_) | RunError::Wait(_) => NoOutput::TimedOut {
-            secs: timeout.as_secs_f64().ceil() as u64,
-        },
-    })
 }
 
 /// [`run_with_timeout`] keeping at most `cap` bytes of each of stdout and
@@ -272,17 +252,6 @@ pub(crate) fn run_with_timeout_capped(
         stdout: collect(out)?,
         stderr: collect(err)?,
     })
-}
-
-/// [`run_with_timeout`] for async callers: it runs on a blocking thread, so
-/// no runtime worker waits for the program.
-pub async fn run_with_timeout_async(
-    mut cmd: Command,
-    timeout: Duration,
-) -> Result<Output, RunError> {
-    tokio::task::spawn_blocking(move || run_with_timeout(&mut cmd, timeout))
-        .await
-        .map_err(|e| RunError::Wait(std::io::Error::other(e)))?
 }
 
 /// Whether our child `pid` has exited, leaving it unreaped: a zombie keeps

@@ -16,14 +16,13 @@
 
 use crate::run::agy_version::{BinaryKey, VersionCache};
 use crate::run::failure::says_signed_out;
-use crate::run::process::{output_within, NoOutput};
+use crate::run::short::{self, NoOutput, Program};
 use crate::state::file::{self, StateFile};
 use agy_format::features::{Version, USAGE_COMMAND};
 use agy_format::quota::{Quota, QuotaError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
@@ -56,8 +55,9 @@ pub enum UsageError {
     Exited { code: String, detail: String },
     #[error("agy's /usage answer could not be read: {0}")]
     Unreadable(QuotaError),
-    /// The turn was stopped (an abort) while its failure was being explained.
-    #[error("the turn was stopped before agy answered /usage")]
+    /// Stopped (an abort, a stop signal) before agy answered; agy's tree
+    /// is ended.
+    #[error("stopped before agy answered /usage")]
     Canceled,
 }
 
@@ -104,8 +104,13 @@ impl UsageLoader {
 
     /// The quota: from the cache when this binary's answer is younger than
     /// `max_age` (zero: always ask agy), else asked now and cached. File
-    /// I/O and agy's run happen on tokio's blocking threads.
-    pub async fn load(&self, max_age: Duration) -> Result<Answer, UsageError> {
+    /// I/O happens on tokio's blocking threads; agy runs as a short program
+    /// ([`short`]), stopped when `cancel` fires.
+    pub async fn load(
+        &self,
+        max_age: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Answer, UsageError> {
         let this = self.clone();
         let (key, cached) = tokio::task::spawn_blocking(move || {
             let key = BinaryKey::of(&this.agy_bin);
@@ -124,12 +129,12 @@ impl UsageLoader {
             Some(dir) => VersionCache::at(dir),
             None => VersionCache::from_env(),
         };
-        let version = versions.version(&self.agy_bin).await;
+        let version = versions.version(&self.agy_bin, cancel).await;
+        if cancel.is_cancelled() {
+            return Err(UsageError::Canceled);
+        }
         check_version(version)?;
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.fetch_and_store(&key))
-            .await
-            .map_err(|e| self.spawn_failed(e.to_string()))?
+        self.fetch_and_store(key, cancel).await
     }
 
     /// agy's quota for a turn that just failed on it: the cached answer
@@ -142,10 +147,10 @@ impl UsageLoader {
         cancel: &CancellationToken,
     ) -> Result<Quota, UsageError> {
         let ask = async {
-            let answer = self.load(FAILURE_MAX_AGE).await?;
+            let answer = self.load(FAILURE_MAX_AGE, cancel).await?;
             let stale = answer.age.is_some() && !answer.quota.culprits().1;
             if stale {
-                return self.load(Duration::ZERO).await.map(|a| a.quota);
+                return self.load(Duration::ZERO, cancel).await.map(|a| a.quota);
             }
             Ok(answer.quota)
         };
@@ -201,13 +206,22 @@ impl UsageLoader {
         })
     }
 
-    /// Ask agy now; a good answer is cached for `key` (blocking).
-    fn fetch_and_store(&self, key: &BinaryKey) -> Result<Answer, UsageError> {
-        let quota = fetch(&key.path, self.timeout)?;
-        // Only if the binary did not change while it was asked.
-        if BinaryKey::of(&key.path).as_ref() == Some(key) {
-            let _ = self.store(key, &quota);
-        }
+    /// Ask agy now; a good answer is cached for `key` (on a blocking
+    /// thread).
+    async fn fetch_and_store(
+        &self,
+        key: BinaryKey,
+        cancel: &CancellationToken,
+    ) -> Result<Answer, UsageError> {
+        let quota = fetch(&key.path, self.timeout, cancel).await?;
+        let (this, kept) = (self.clone(), quota.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            // Only if the binary did not change while it was asked.
+            if BinaryKey::of(&key.path).as_ref() == Some(&key) {
+                let _ = this.store(&key, &kept);
+            }
+        })
+        .await;
         Ok(Answer { quota, age: None })
     }
 
@@ -242,19 +256,23 @@ fn check_version(version: Option<Version>) -> Result<(), UsageError> {
     }
 }
 
-/// Run `BIN -p /usage --output-format json` (stdin closed, its tree killed
-/// after `timeout`) and read its answer.
-pub fn fetch(bin: &Path, timeout: Duration) -> Result<Quota, UsageError> {
+/// Run `BIN -p /usage --output-format json` (a short program: its tree
+/// ended after `timeout`, or when `cancel` fires) and read its answer.
+pub async fn fetch(
+    bin: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<Quota, UsageError> {
     let bin_s = bin.display().to_string();
-    let mut cmd = Command::new(bin);
-    cmd.args(["-p", "/usage", "--output-format", "json"]);
-    let out = output_within(&mut cmd, timeout).map_err(|e| match e {
+    let program = Program::new(bin, ["-p", "/usage", "--output-format", "json"], timeout);
+    let out = short::run(&program, cancel).await.map_err(|e| match e {
         NoOutput::NotInstalled => UsageError::NotInstalled { bin: bin_s.clone() },
         NoOutput::SpawnFailed(message) => UsageError::SpawnFailed {
             bin: bin_s.clone(),
             message,
         },
         NoOutput::TimedOut { secs } => UsageError::TimedOut { secs },
+        NoOutput::Canceled => UsageError::Canceled,
     })?;
     judge(
         out.status,

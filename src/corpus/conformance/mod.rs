@@ -553,8 +553,8 @@ pub async fn run(opts: Options, cancel: CancellationToken) -> Result<Report, Str
         commands: Vec::new(),
         cancel,
     };
-    let version = suite.version()?;
-    suite.list_models(opts.models);
+    let version = suite.version().await?;
+    suite.list_models(opts.models).await;
     if suite.model.is_none() {
         suite.model = scenarios::cheapest_listed(suite.printed("models"));
     }

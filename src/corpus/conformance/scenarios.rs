@@ -14,7 +14,8 @@ use agy_format::quota::Quota;
 use agy_format::steps::{self, Body, StepType};
 use agy_format::text::{one_line, shorten};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+use tokio_util::sync::CancellationToken;
 
 /// How much of a value evidence shows.
 const EVIDENCE_CHARS: usize = 160;
@@ -31,44 +32,49 @@ pub(crate) struct Version {
     pub exit: Option<i32>,
 }
 
-/// Run one of agy's own commands (no model turn) in `cwd`, stdin closed.
-fn agy_command(cfg: &RunConfig, args: &[&str], cwd: Option<&Path>) -> Result<Output, String> {
-    let mut cmd = Command::new(&cfg.agy_bin);
-    cmd.args(args)
-        .envs(cfg.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null());
+/// Run one of agy's own commands (no model turn) in `cwd`, stdin closed,
+/// as a short program (under the guardian, ended when `cancel` fires).
+async fn agy_command(
+    cfg: &RunConfig,
+    args: &[&str],
+    cwd: Option<&Path>,
+    cancel: &CancellationToken,
+) -> Result<Output, String> {
+    use crate::run::short::{self, NoOutput, Program};
+    let mut program = Program::new(&cfg.agy_bin, args, COMMAND_TIMEOUT).env(&cfg.env);
     if let Some(dir) = cwd {
-        cmd.current_dir(dir);
+        program = program.cwd(dir);
     }
     let bin = cfg.agy_bin.display();
-    crate::run::process::output_within(&mut cmd, COMMAND_TIMEOUT).map_err(|e| match e {
-        crate::run::process::NoOutput::NotInstalled => format!("{bin} is not installed"),
-        crate::run::process::NoOutput::SpawnFailed(m) => format!("cannot start {bin}: {m}"),
-        crate::run::process::NoOutput::TimedOut { secs } => {
+    short::run(&program, cancel).await.map_err(|e| match e {
+        NoOutput::NotInstalled => format!("{bin} is not installed"),
+        NoOutput::SpawnFailed(m) => format!("cannot start {bin}: {m}"),
+        NoOutput::TimedOut { secs } => {
             format!("`{bin} {}` gave no answer within {secs} s", args.join(" "))
         }
+        NoOutput::Canceled => format!("`{bin} {}` was stopped", args.join(" ")),
     })
 }
 
 impl Suite {
     /// Run one of agy's own commands, kept for `DIR/commands/` as `name`.
-    fn command(
+    async fn command(
         &mut self,
         name: &str,
         cfg: &RunConfig,
         args: &[&str],
         cwd: Option<&Path>,
     ) -> Result<Output, String> {
-        let out = agy_command(cfg, args, cwd)?;
+        let out = agy_command(cfg, args, cwd, &self.cancel).await?;
         self.commands.push(Ran::new(name, args, &out));
         Ok(out)
     }
 
     /// `agy --version` (kept as the recordings' `version_output`); an agy
     /// that cannot be started is an error (exit 2).
-    pub(crate) fn version(&mut self) -> Result<Version, String> {
+    pub(crate) async fn version(&mut self) -> Result<Version, String> {
         let cfg = self.cfg.clone();
-        let out = self.command("version", &cfg, &["--version"], None)?;
+        let out = self.command("version", &cfg, &["--version"], None).await?;
         let output = String::from_utf8_lossy(&out.stdout).into_owned();
         Ok(Version {
             text: crate::corpus::record::version_of(&output),
@@ -80,13 +86,13 @@ impl Suite {
     /// `agy models` (kept as the recordings' `models_output`), once per
     /// suite: what the caller already asked (`listed`), else asked now.
     /// The `models` scenario reads what it printed.
-    pub(crate) fn list_models(&mut self, listed: Option<Output>) {
+    pub(crate) async fn list_models(&mut self, listed: Option<Output>) {
         if let Some(out) = listed {
             self.commands.push(Ran::new("models", &["models"], &out));
             return;
         }
         let cfg = self.cfg.clone();
-        if let Err(e) = self.command("models", &cfg, &["models"], None) {
+        if let Err(e) = self.command("models", &cfg, &["models"], None).await {
             self.notes.push(format!("models: {}", one_line(&e)));
         }
     }
@@ -102,9 +108,9 @@ impl Suite {
 
 /// `agy models`, as the suite runs it (its stdout feeds
 /// [`cheapest_listed`]; give it to the suite in [`super::Options::models`]
-/// so it is not asked twice).
-pub fn list_models(cfg: &RunConfig) -> Result<Output, String> {
-    agy_command(cfg, &["models"], None)
+/// so it is not asked twice). Stopped when `cancel` fires.
+pub async fn list_models(cfg: &RunConfig, cancel: &CancellationToken) -> Result<Output, String> {
+    agy_command(cfg, &["models"], None, cancel).await
 }
 
 /// The cheapest model in what `agy models` printed: a lite, else a flash
@@ -136,7 +142,7 @@ pub(crate) async fn run_one(s: &mut Suite, sc: &Scenario, version: &Version) -> 
     let found = match sc.name {
         "version" => Ok(vec![version_fact(version)]),
         "models" => models(s),
-        "usage" => usage(s, sc),
+        "usage" => usage(s, sc).await,
         "one-word" => one_word(s, sc).await,
         "tools" => tools(s, sc).await,
         "denied" => denied(s, sc).await,
@@ -196,14 +202,16 @@ fn models(s: &Suite) -> Result<Vec<Found>, String> {
     )])
 }
 
-fn usage(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+async fn usage(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
     let cfg = s.config(sc);
-    let out = s.command(
-        "usage",
-        &cfg,
-        &["-p", "/usage", "--output-format", "json"],
-        None,
-    )?;
+    let out = s
+        .command(
+            "usage",
+            &cfg,
+            &["-p", "/usage", "--output-format", "json"],
+            None,
+        )
+        .await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (ok, evidence) = match Quota::parse(&stdout) {
         Ok(q) if !q.buckets.is_empty() => (
@@ -559,7 +567,7 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
         "--add-dir",
         add_arg.as_str(),
     ];
-    let out = s.command("hooks", &cfg, &args, Some(&cwd))?;
+    let out = s.command("hooks", &cfg, &args, Some(&cwd)).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let loaded =
         out.status.success() && crate::run::hook_proof::lists_probe(&stdout, &hooks_json, &command);

@@ -1,4 +1,5 @@
-//! Running `agy models` (8 s, process group killed) behind the 5-minute
+//! Running `agy models` (8 s, as a short program under the guardian:
+//! `crate::run::short`) behind the 5-minute
 //! cache in `models-cache.json`, with the built-in fallback when agy cannot
 //! be asked.
 //!
@@ -13,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
 
 use crate::run::agy_version::BinaryKey;
-use crate::run::process::{output_within, NoOutput};
+use crate::run::short::{self, NoOutput, Program};
 use crate::state::file::{lock_file, StateError, StateFile};
 
 // --- running `agy models` --------------------------------------------------------
@@ -39,20 +41,30 @@ pub enum Unavailable {
     NoModels,
     #[error("another `agy models` refresh is running")]
     RefreshRunning,
+    /// Stopped (an abort, a stop signal) before agy answered; agy's tree is
+    /// ended. Never remembered.
+    #[error("`agy models` was stopped before it answered")]
+    Canceled,
 }
 
-/// Run `BIN models` with stdin closed, in its own process group, killing the
-/// tree after `timeout`. Returns stdout of a successful run that listed at
-/// least one model.
-pub fn fetch(bin: &Path, timeout: Duration) -> Result<String, Unavailable> {
+/// Run `BIN models` (a short program: stdin closed, its tree ended after
+/// `timeout` or when `cancel` fires). Returns stdout of a successful run
+/// that listed at least one model. Blocking: not for a runtime worker.
+pub fn fetch(
+    bin: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, Unavailable> {
     let bin_s = bin.display().to_string();
-    let out = output_within(Command::new(bin).arg("models"), timeout).map_err(|e| match e {
+    let program = Program::new(bin, ["models"], timeout);
+    let out = short::run_blocking(&program, cancel).map_err(|e| match e {
         NoOutput::NotInstalled => Unavailable::NotInstalled { bin: bin_s.clone() },
         NoOutput::SpawnFailed(message) => Unavailable::SpawnFailed {
             bin: bin_s.clone(),
             message,
         },
         NoOutput::TimedOut { secs } => Unavailable::TimedOut { secs },
+        NoOutput::Canceled => Unavailable::Canceled,
     })?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -317,9 +329,13 @@ impl Loader {
     /// Run agy now and cache the outcome: a good catalog replaces the entry;
     /// a failure is recorded, with the binary that failed, only when there
     /// is no good entry to keep. "Not installed" is never recorded: the
-    /// next call must see agy the moment it is there.
-    pub(crate) fn fetch_and_store(&self) -> Result<Catalog, Unavailable> {
-        let outcome = fetch(&self.agy_bin, self.timeout);
+    /// next call must see agy the moment it is there; nor is a run stopped
+    /// by `cancel`, which says nothing of agy.
+    pub(crate) fn fetch_and_store(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Catalog, Unavailable> {
+        let outcome = fetch(&self.agy_bin, self.timeout, cancel);
         let binary = BinaryKey::of(&self.agy_bin);
         match outcome {
             Ok(raw) => {
@@ -331,7 +347,7 @@ impl Loader {
                 });
                 Ok(Catalog::from_output(&raw))
             }
-            Err(reason @ Unavailable::NotInstalled { .. }) => Err(reason),
+            Err(reason @ (Unavailable::NotInstalled { .. } | Unavailable::Canceled)) => Err(reason),
             Err(reason) => {
                 let keep_good = self.read_cache().is_some_and(|c| c.is_real());
                 if binary.is_some() && !keep_good {
@@ -347,7 +363,10 @@ impl Loader {
         }
     }
 
-    pub fn load(&self, policy: Policy) -> Loaded {
+    /// The catalog by `policy`; `agy models`, when it runs, is stopped
+    /// when `cancel` fires (the cache or the fallback answers then).
+    /// Blocking: not for a runtime worker.
+    pub fn load(&self, policy: Policy, cancel: &CancellationToken) -> Loaded {
         let cached = self.read_cache();
         if policy == Policy::CacheFirst {
             let binary = BinaryKey::of(&self.agy_bin);
@@ -358,7 +377,7 @@ impl Loader {
                 return loaded;
             }
         }
-        match self.fetch_and_store() {
+        match self.fetch_and_store(cancel) {
             Ok(catalog) => Loaded {
                 catalog,
                 source: Source::Agy,
@@ -417,7 +436,10 @@ impl Loader {
     }
 
     /// Start `EXE models --refresh --quiet` detached (own process group,
-    /// stdio null) to rewrite the cache after this process has exited.
+    /// stdio null) to rewrite the cache after this process has exited. It
+    /// is meant to outlive this process, and is the bridge too: its `agy
+    /// models` runs under its own guardian, within its time limit, and ends
+    /// on its stop signals like any other.
     /// Nothing is started while another refresh holds the refresh lock; the
     /// started one takes the lock itself ([`Loader::refresh_quietly`]), so
     /// of two started at once one runs agy and the other stops at once.
@@ -457,23 +479,24 @@ impl Loader {
     /// The background refresh itself: under the refresh lock (an `flock`,
     /// released when this process ends, however it ends), run agy and store
     /// the outcome. [`Unavailable::RefreshRunning`] when another refresh
-    /// holds the lock.
-    pub fn refresh_quietly(&self) -> Result<Catalog, Unavailable> {
+    /// holds the lock. `cancel` stops agy (the refresh's own stop signals).
+    pub fn refresh_quietly(&self, cancel: &CancellationToken) -> Result<Catalog, Unavailable> {
         let _lock = match self.refresh_lock_path().map(|p| lock_file(&p, false)) {
             Some(Ok(None)) => return Err(Unavailable::RefreshRunning),
             Some(Ok(Some(lock))) => Some(lock),
             // No state directory, or it cannot be locked: nothing to race.
             None | Some(Err(_)) => None,
         };
-        self.fetch_and_store()
+        self.fetch_and_store(cancel)
     }
 }
 
 /// Cache-first catalog for the provider and AskAntigravity: the cache when
 /// there is one (stale or not: the next `agy-bridge models` refreshes it),
-/// else `agy models` now, else the fallback.
-pub fn catalog() -> Catalog {
-    Loader::from_env().load(Policy::CacheFirst).catalog
+/// else `agy models` now (stopped when `cancel` fires), else the fallback.
+/// Blocking: not for a runtime worker.
+pub fn catalog(cancel: &CancellationToken) -> Catalog {
+    Loader::from_env().load(Policy::CacheFirst, cancel).catalog
 }
 
 #[cfg(test)]

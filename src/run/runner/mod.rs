@@ -438,11 +438,12 @@ impl Prelude {
     }
 
     /// The turn's [`Surface`] (asking agy its features if they are not
-    /// remembered) and the conversations that existed before it.
-    async fn surface(self, cfg: &RunConfig) -> (Surface, Snapshot) {
+    /// remembered; `cancel` stops the asking) and the conversations that
+    /// existed before it.
+    async fn surface(self, cfg: &RunConfig, cancel: &CancellationToken) -> (Surface, Snapshot) {
         let features = match self.features {
             Some(known) => known,
-            None => crate::run::agy_version::agy_features(&cfg.agy_bin).await,
+            None => crate::run::agy_version::agy_features(&cfg.agy_bin, cancel).await,
         };
         (surface_of(cfg, features), self.before)
     }
@@ -499,7 +500,7 @@ async fn run_after<'a>(
     events: mpsc::Sender<RunEvent>,
     observer: Option<&'a mut (dyn Observer + 'a)>,
 ) -> RunResult {
-    let (surface, before) = prelude.surface(cfg).await;
+    let (surface, before) = prelude.surface(cfg, &cancel).await;
     // Owns the private prompt file, if any: it goes when the turn does.
     let staged = match crate::run::runner::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
@@ -523,7 +524,11 @@ async fn run_after<'a>(
         .into_iter()
         .chain(req.private_dirs.iter().map(PathBuf::as_path))
         .collect();
-    if !spaced_start(cfg, &cancel).await {
+    // Stopped while agy's features were asked (or before): agy is not
+    // started for nobody. A missing agy is still said as such (a turn goes
+    // on to its own checks, as the admission's wait does).
+    let stopped = cancel.is_cancelled() && agy::is_installed(&cfg.agy_bin);
+    if stopped || !spaced_start(cfg, &cancel).await {
         turn.result.aborted = true;
         return turn.fail_early(Failure::Aborted);
     }

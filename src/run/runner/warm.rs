@@ -198,7 +198,9 @@ pub async fn start_warm(
     } else {
         super::prelude(cfg).await
     };
-    let (surface, before) = prelude.surface(cfg).await;
+    // Not cancelled from here: a caller that gives up drops this future,
+    // which ends any agy program it was asking.
+    let (surface, before) = prelude.surface(cfg, &CancellationToken::new()).await;
     if !(surface.stream_json && surface.stdin_input) {
         let version = surface
             .features
