@@ -162,13 +162,35 @@ fn sigterm_and_sigint_abort() {
 }
 
 /// A library caller that drops the turn's future mid-run.
+/// An agy (fake-agy, exec'd) that, for a turn (not `--version` or
+/// `--help`), first leaves a child in a session of its own (`setsid
+/// sleep`), as a tool's daemon would: no process group of agy's holds it,
+/// only the tree does. Its pid goes to `pidfile`.
+fn agy_with_a_session_child(dir: &Path, pidfile: &Path) -> std::path::PathBuf {
+    let script = dir.join("agy-setsid");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *' --version '*|*' --help '*) exec '{agy}' \"$@\";; esac\nsetsid sleep 300 </dev/null >/dev/null 2>&1 &\necho $! > '{}'\nexec '{agy}' \"$@\"\n",
+            pidfile.display(),
+            agy = common::fake_agy().display()
+        ),
+    )
+    .expect("write the stand-in");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    script
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_turn_kills_agys_tree() {
     for guardian in [false, true] {
         let home = Home::new();
         let marker = format!("drop-{guardian}-{}", std::process::id());
         let pidfile = home.dir.path().join("grandchild.pid");
+        let session_pidfile = home.dir.path().join("session-child.pid");
         let mut cfg = home.config("long-answer", 0.2);
+        cfg.agy_bin = agy_with_a_session_child(home.dir.path(), &session_pidfile);
         cfg.env.push(("FAKE_AGY_GRANDCHILD".into(), "1".into()));
         cfg.env.push((
             "FAKE_AGY_GRANDCHILD_PIDFILE".into(),
@@ -200,11 +222,13 @@ async fn dropping_a_turn_kills_agys_tree() {
             }
         }
         let grandchild = read_pid(&pidfile).expect("grandchild pid");
+        let session_child = read_pid(&session_pidfile).expect("the session child's pid");
+        assert!(alive(session_child), "the session child runs");
         turn.abort();
         let _ = turn.await;
         let gone = tokio::task::spawn_blocking(move || {
             eventually(Duration::from_secs(10), || {
-                pids_with(&marker).is_empty() && !alive(grandchild)
+                pids_with(&marker).is_empty() && !alive(grandchild) && !alive(session_child)
             })
         })
         .await

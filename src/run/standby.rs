@@ -333,23 +333,19 @@ impl Spawned {
 
 impl Drop for Spawned {
     fn drop(&mut self) {
-        if self.unreaped() {
-            // Dropped before it was reaped (a dropped turn, a panic): its
-            // tree goes with it. Its group at once (one syscall); the
-            // descendants that made groups of their own take a /proc scan,
-            // which runs on the reaper thread, before the reap, not on this
-            // one (maybe a runtime worker).
-            let pid = self.pid;
-            crate::run::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-            std::thread::spawn(move || {
-                crate::run::job_control::unregister_then(pid, || {
-                    crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
-                });
-                reap(pid)
-            });
-        }
+        // Dropped before it was reaped (a dropped turn, a panic): its tree
+        // goes with it, without waiting here (maybe a runtime worker). The
+        // lifeline closes first, so a guardian takes the tree down itself,
+        // orphans included; what is left after a moment is walked and killed
+        // while it is still whole. Killing the guardian's group first would
+        // hand agy's children in sessions of their own to init, out of reach.
+        self.end_in_background(DROP_GRACE);
     }
 }
+
+/// How long a dropped guardian has to end its tree and exit (it takes
+/// milliseconds) before the tree is walked and SIGKILLed from here.
+const DROP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// agy (or a short agy program) as our own child, without a guardian (a
 /// library caller that names none): in a process group of its own, as the
