@@ -25,18 +25,18 @@ pub const SENTENCE_MAX_CHARS: usize = 300;
 pub(crate) const CALL_MCP_TOOL: &str = "call_mcp_tool";
 
 /// Keys naming a command agy runs.
-const COMMAND_KEYS: &[&str] = &["CommandLine", "Command"];
+pub(crate) const COMMAND_KEYS: &[&str] = &["CommandLine", "Command"];
 /// Keys naming what a search looks for (find_by_name's glob, grep's query).
 const PATTERN_KEYS: &[&str] = &["Pattern", "Query", "SearchPattern"];
 /// Keys naming where a search looks.
-const WHERE_KEYS: &[&str] = &[
+pub(crate) const WHERE_KEYS: &[&str] = &[
     "SearchDirectory",
     "SearchPath",
     "DirectoryPath",
     "Directory",
 ];
 /// Keys naming one file.
-const FILE_KEYS: &[&str] = &[
+pub(crate) const FILE_KEYS: &[&str] = &[
     "AbsolutePath",
     "TargetFile",
     "FilePath",

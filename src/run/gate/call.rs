@@ -11,38 +11,19 @@
 //! the wrong type where it reads one: what it cannot read one way it does
 //! not pass.
 
+use crate::follow::subject::{COMMAND_KEYS, FILE_KEYS, WHERE_KEYS};
 use agy_format::text::{fold_key, same_key};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// Keys naming the command `run_command` runs.
-const COMMAND_KEYS: &[&str] = &["CommandLine", "Command"];
 /// Keys naming the directory a command runs in.
 const CWD_KEYS: &[&str] = &["Cwd"];
-/// Keys naming a place a tool lists or searches below (its root); every
-/// other key ending in `Directory`, `Directories`, `Dir` or `Dirs` is one
-/// too.
-const ROOT_KEYS: &[&str] = &[
-    "SearchPath",
-    "SearchDirectory",
-    "DirectoryPath",
-    "Directory",
-    "TargetDirectories",
-];
-/// Keys agy's tools use for one file: with [`ROOT_KEYS`] and [`CWD_KEYS`],
-/// the path keys whose value must be text (or a list of it). Other keys
-/// with a path's ending are read as paths when they hold text, and passed
-/// over when they do not (`EmptyFile: true`).
-const FILE_KEYS: &[&str] = &[
-    "AbsolutePath",
-    "TargetFile",
-    "FilePath",
-    "File",
-    "NotebookPath",
-    "Path",
-];
-/// Endings of keys naming a root ([`ROOT_KEYS`] aside).
+/// Keys naming places a tool searches below, beside where a search looks
+/// ([`WHERE_KEYS`]): together, the roots. Every other key ending in
+/// `Directory`, `Directories`, `Dir` or `Dirs` is one too.
+const MORE_ROOT_KEYS: &[&str] = &["TargetDirectories"];
+/// Endings of keys naming a root (the root keys aside).
 const ROOT_ENDINGS: &[&str] = &["directory", "directories", "dir", "dirs"];
 /// Endings of keys naming a file (`AbsolutePath`, `TargetFile`, ...).
 const FILE_ENDINGS: &[&str] = &["path", "paths", "file", "files"];
@@ -138,7 +119,11 @@ pub(crate) fn read_args(args: &Value) -> Result<CallArgs, String> {
         if COMMAND_KEYS.iter().any(|k| same_key(k, key)) {
             call.command = Some(string_value(key, value, "a command line")?);
         } else if let Some(kind) = path_kind(key) {
-            let known = [CWD_KEYS, ROOT_KEYS, FILE_KEYS]
+            // The keys agy's tools use: their value must be text (or a
+            // list of it). Other keys with a path's ending are read as
+            // paths when they hold text, passed over when not
+            // (`EmptyFile: true`).
+            let known = [CWD_KEYS, WHERE_KEYS, MORE_ROOT_KEYS, FILE_KEYS]
                 .iter()
                 .any(|keys| keys.iter().any(|k| same_key(k, key)));
             let values = match path_values(key, value) {
@@ -163,7 +148,10 @@ fn path_kind(key: &str) -> Option<PathKind> {
     let folded = fold_key(key);
     if CWD_KEYS.iter().any(|k| same_key(k, key)) {
         Some(PathKind::Cwd)
-    } else if ROOT_KEYS.iter().any(|k| same_key(k, key))
+    } else if WHERE_KEYS
+        .iter()
+        .chain(MORE_ROOT_KEYS)
+        .any(|k| same_key(k, key))
         || ROOT_ENDINGS.iter().any(|e| folded.ends_with(e))
     {
         Some(PathKind::Root)
