@@ -4,7 +4,12 @@
 # server (tests/mcp_sdk.rs, tests/mcp_sdk/client.mjs). Node 22 comes from
 # .ci/pi-env.sh; the SDK from npm into $AGY_BRIDGE_CI_CACHE/mcp-sdk
 # (default ~/.cache/agy-bridge-ci), reused when that version is there.
+# `--install-only`: install, then print (the only thing on stdout) the shell
+# lines that put that Node first on PATH and set AGY_BRIDGE_MCP_SDK, for
+# `eval` (.ci/run's test step runs tests/mcp_sdk.rs, #[ignore]d without it,
+# with the rest). Without it: install and run those tests alone.
 set -uo pipefail
+if [ "${1:-}" = --install-only ]; then exec 3>&1 1>&2; fi
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 . "$ROOT/.ci/pi-env.sh"
 SDK_VERSION=1.32.2
@@ -17,4 +22,8 @@ if ! grep -q "\"version\": \"$SDK_VERSION\"" "$SDK_DIR/node_modules/@modelcontex
     npm install --no-audit --no-fund --loglevel=error "@modelcontextprotocol/sdk@$SDK_VERSION") ||
     { echo "could not install the MCP SDK"; echo "0 passed, 1 failed"; exit 1; }
 fi
-cd "$ROOT" && AGY_BRIDGE_MCP_SDK="$SDK_DIR" cargo test --test mcp_sdk -- --nocapture
+if [ "${1:-}" = --install-only ]; then
+  printf 'export PATH=%q AGY_BRIDGE_MCP_SDK=%q\n' "$PATH" "$SDK_DIR" >&3
+  exit 0
+fi
+cd "$ROOT" && AGY_BRIDGE_MCP_SDK="$SDK_DIR" cargo test --test mcp_sdk -- --include-ignored --nocapture

@@ -548,6 +548,22 @@ fn lines_in(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
+/// When fake-agy, replaying `recording` at `speed`, is due to make the
+/// commit after the last one in its commit log (`<n> <unix-time-ns> ...`
+/// a line): that commit's time, plus the recording's gap to the next,
+/// scaled. Panics when no commit is left to make.
+fn next_commit_due(log: &Path, recording: &str, speed: f64) -> std::time::SystemTime {
+    let text = std::fs::read_to_string(log).expect("commit log");
+    let last = text.lines().last().expect("a commit");
+    let mut fields = last.split(' ');
+    let n: usize = fields.next().and_then(|f| f.parse().ok()).expect("n");
+    let at_ns: u64 = fields.next().and_then(|f| f.parse().ok()).expect("time");
+    let rec = common::load(recording);
+    assert!(n < rec.commits.len(), "agy had made all its commits");
+    let gap_ms = (rec.commits[n].t_ms - rec.commits[n - 1].t_ms) as f64 / speed;
+    std::time::UNIX_EPOCH + Duration::from_nanos(at_ns) + Duration::from_secs_f64(gap_ms / 1000.0)
+}
+
 /// Ctrl-Z on `run` (SIGTSTP, as the terminal sends it) stops the bridge
 /// and agy's tree with it: no commit is written while stopped. The
 /// guardian is not stopped (it must stay able to take the tree down). `fg`
@@ -597,7 +613,14 @@ fn ctrl_z_pauses_agys_tree_and_fg_resumes_it() {
     );
     assert!(!stopped(guardian), "the guardian was stopped");
     let before = lines_in(&commits);
-    std::thread::sleep(Duration::from_secs(3));
+    // No commit while stopped: watched until agy's next commit was due by
+    // the recording's schedule (fake-agy commits at fixed offsets from its
+    // start, so a running agy would have made it), and a second more.
+    let due = next_commit_due(&commits, "long-answer", 0.1) + Duration::from_secs(1);
+    while std::time::SystemTime::now() < due {
+        assert_eq!(lines_in(&commits), before, "agy committed while stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(lines_in(&commits), before, "agy committed while stopped");
 
     kill(bridge_pid, Signal::SIGCONT).expect("SIGCONT");

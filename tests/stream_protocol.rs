@@ -554,6 +554,27 @@ fn same_session_turns_take_turns_and_never_mix() {
     assert_eq!(log.matches(&conversation).count(), 2, "{log}");
 }
 
+/// Whether `pid` comes to wait (within 30 s) for a `flock` on `path`: a
+/// blocked request in `/proc/locks` (`N: -> FLOCK ADVISORY WRITE PID
+/// MAJ:MIN:INODE ...`), the kernel's word that it is queued for the lock.
+fn waits_on_flock(pid: u32, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path)
+        .expect("the lock file")
+        .ino()
+        .to_string();
+    common::eventually(Duration::from_secs(30), || {
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        locks.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&"->")
+                && f.get(2) == Some(&"FLOCK")
+                && f.get(5) == Some(&pid.to_string().as_str())
+                && f.get(6).and_then(|d| d.rsplit(':').next()) == Some(inode.as_str())
+        })
+    })
+}
+
 /// A turn waiting for its session's turn lock (another process holds it)
 /// ends at once on an abort line, and agy never starts; a turn of the same
 /// session started while the lock is held takes it the moment it is let go.
@@ -567,6 +588,7 @@ fn a_turn_waiting_for_the_session_lock_can_be_aborted_and_takes_it_when_let_go()
         .try_lock_turn("sid:locked")
         .expect("lock file")
         .expect("free");
+    let lock_path = store.turn_lock_path("sid:locked");
 
     // Aborted while it waits.
     let mut cmd = env.command("hello");
@@ -578,7 +600,10 @@ fn a_turn_waiting_for_the_session_lock_can_be_aborted_and_takes_it_when_let_go()
     let first: Value =
         serde_json::from_str(&lines.next().expect("start").expect("line")).expect("json");
     assert_eq!(first["type"], "start", "{first}");
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        waits_on_flock(child.id(), &lock_path),
+        "the bridge never waited for the session lock"
+    );
     writeln!(stdin, "{{\"type\":\"abort\"}}").expect("abort line");
     let rest: Vec<Value> = lines
         .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
@@ -598,7 +623,14 @@ fn a_turn_waiting_for_the_session_lock_can_be_aborted_and_takes_it_when_let_go()
     let mut child = cmd.spawn().expect("spawn");
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "{}", request("hello", "locked", vec![])).expect("request");
-    std::thread::sleep(Duration::from_millis(500));
+    // Blocked on the lock, the bridge cannot start agy until it is let
+    // go (agy starts after the lock is taken): the kernel's list of blocked
+    // lock requests shows it there, where a bridge that did not wait would
+    // already have started agy.
+    assert!(
+        waits_on_flock(child.id(), &lock_path),
+        "the bridge never waited for the session lock"
+    );
     assert!(!argv_log.exists(), "agy started while the lock was held");
     drop(held);
     let out = common::wait_output(child, common::CHILD_LIMIT);

@@ -1483,15 +1483,25 @@ fn db_delay_creates_the_database_later() {
 #[test]
 fn db_delay_is_observable_while_running() {
     let fx = Fixture::new(hello(100));
+    let log = fx.path("log");
     let mut child = fx
         .std_cmd()
         .env("FAKE_AGY_DB_DELAY_MS", "1500")
+        .env("FAKE_AGY_COMMIT_LOG", &log)
         .args(["-p", "x"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The commit log is opened (created) just before the delay, and the
+    // delay is the one sleep between it and the database: with the log
+    // there and fake-agy asleep it is in the delay, where without one the
+    // database would already be made.
+    assert!(
+        eventually(Duration::from_secs(20), || log.exists()
+            && state_of(child.id()) == Some('S')),
+        "fake-agy never reached its delay"
+    );
     assert!(
         fx.dbs().is_empty(),
         "database exists before the delay ended"
@@ -1597,6 +1607,34 @@ fn crash_in_a_subagent_commit_leaves_both_databases_consistent() {
     assert_eq!(total, 3 + 1, "root idx 0..2 and the child's idx 0");
 }
 
+/// A process's state letter from `/proc/PID/stat` (`S`: asleep).
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether `pid`'s main thread is blocked in a sleep (`std::thread::sleep`:
+/// `nanosleep` or `clock_nanosleep`), by `/proc/PID/syscall`.
+fn in_a_sleep_call(pid: u32) -> bool {
+    let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    let nr = call.split_whitespace().next().and_then(|n| n.parse().ok());
+    [nix::libc::SYS_nanosleep, nix::libc::SYS_clock_nanosleep]
+        .iter()
+        .any(|s| Some(*s) == nr)
+}
+
+/// Poll `holds` until it is true or `limit` passes; whether it became true.
+fn eventually(limit: Duration, mut holds: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while !holds() {
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 fn alive(pid: i32) -> bool {
     let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
     if gone {
@@ -1671,14 +1709,16 @@ fn hang_keeps_running_after_the_last_commit() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    while read_log(&log).len() < fx.rec.commits.len() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // After its last commit fake-agy makes no sleep call but FAKE_AGY_HANG's
+    // (it waits for its writers, prints and exits): in a sleep with every
+    // commit made, it hangs where it would otherwise have exited.
+    let ended_its_run =
+        || read_log(&log).len() == fx.rec.commits.len() && in_a_sleep_call(child.id());
+    let asleep = eventually(Duration::from_secs(20), ended_its_run);
     let still = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();
+    assert!(asleep, "fake-agy never slept after its last commit");
     assert!(still, "fake-agy exited despite FAKE_AGY_HANG");
     assert_eq!(read_log(&log).len(), fx.rec.commits.len());
 }

@@ -1,8 +1,11 @@
 //! fake-agy speaks agy's real stream-json: every recording in
 //! `recordings/outcomes/` is replayed and its stdout, stderr and exit code
-//! are checked against the outcome it stands for (literal values), and,
-//! when `AGY_CAPTURES_DIR` points at the real captures, against the shape of
-//! the capture it follows (event sequence, keys in order, value types).
+//! are checked against the outcome it stands for (literal values), and
+//! against the shape of the real capture it follows (event sequence, keys
+//! in order, value types). Each comparison with a capture is a test of its
+//! own, `#[ignore]`d in a plain `cargo test` and failing without
+//! `AGY_CAPTURES_DIR` when run (`.ci/run` runs them with
+//! `--include-ignored`); the same run's self-checks need nothing outside.
 //! Every line fake-agy prints must round-trip through the library's
 //! `stream_json::Line`, the reader the bridge uses.
 
@@ -108,22 +111,19 @@ fn stream_shape(text: &str) -> Vec<Shape> {
         .collect()
 }
 
-/// The real capture `rel` under `AGY_CAPTURES_DIR`, or `None` (and a line
-/// saying the comparison was skipped) when it is not set. Under `CI` a
-/// missing directory fails the test instead: CI always compares.
-fn capture(rel: &str) -> Option<String> {
-    let Some(dir) = std::env::var_os("AGY_CAPTURES_DIR") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but AGY_CAPTURES_DIR is not: the comparison with the real capture {rel} would be skipped"
-        );
-        eprintln!(
-            "AGY_CAPTURES_DIR is not set: skipped the comparison with the real capture {rel}"
-        );
-        return None;
-    };
+/// The real capture `rel` under `AGY_CAPTURES_DIR`. Panics without it: a
+/// comparison with a capture never passes by not comparing.
+fn capture(rel: &str) -> String {
+    let dir = std::env::var_os("AGY_CAPTURES_DIR").unwrap_or_else(|| {
+        panic!("this test compares with the real capture {rel}: set AGY_CAPTURES_DIR to the captures' directory")
+    });
     let path = PathBuf::from(dir).join(rel);
-    Some(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `stdout` has the stream shape of the real capture `rel`.
+fn assert_shape_of_capture(stdout: &str, rel: &str) {
+    assert_eq!(stream_shape(stdout), stream_shape(&capture(rel)), "{rel}");
 }
 
 /// A `# key: value` line of a capture's header (simv/crt's captures name
@@ -243,9 +243,14 @@ fn ev(list: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The runs each comparison with a capture shares with its self-checks.
+fn pong() -> Run {
+    run("pong-1.2.17", "20", &STREAM)
+}
+
 #[test]
 fn success_prints_the_answer_whole_on_done_like_1_2_17() {
-    let r = run("pong-1.2.17", "20", &STREAM);
+    let r = pong();
     assert_eq!(r.code(), Some(0));
     assert_eq!(r.stderr(), "");
     assert_eq!(
@@ -261,17 +266,25 @@ fn success_prints_the_answer_whole_on_done_like_1_2_17() {
     assert_eq!(result["status"], "SUCCESS");
     assert_eq!(result["response"], "READY\n");
     assert_eq!(result["usage"]["total_tokens"], 12_480 + 190);
-    if let Some(real) = capture("stream-json-1.2.17/success-pong.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
     // Text mode: only the answer.
     let text = run("pong-1.2.17", "20", &[]);
     assert_eq!(text.stdout(), "READY\n");
 }
 
+/// The same run against the real capture `stream-json-1.2.17/success-pong.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn success_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(&pong().stdout(), "stream-json-1.2.17/success-pong.stdout");
+}
+
+fn tools() -> Run {
+    run("tools-1.2.17", "20", &[STREAM[0], STREAM[1], SKIP])
+}
+
 #[test]
 fn tools_report_name_parameters_and_output_like_1_2_17() {
-    let r = run("tools-1.2.17", "20", &[STREAM[0], STREAM[1], SKIP]);
+    let r = tools();
     assert_eq!(r.code(), Some(0));
     let lines: Vec<serde_json::Value> = r
         .stdout()
@@ -304,25 +317,41 @@ fn tools_report_name_parameters_and_output_like_1_2_17() {
     assert_eq!(result["response"], "NAME=agy-bridge\nSUM=54\n");
     // Turn usage is the sum of the three model calls.
     assert_eq!(result["usage"]["input_tokens"], 12_530 + 18_700 + 19_150);
-    if let Some(real) = capture("stream-json-1.2.17/success-tools.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/success-tools.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn tools_have_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(&tools().stdout(), "stream-json-1.2.17/success-tools.stdout");
+}
+
+fn web() -> Run {
+    run("web-1.2.17", "20", &[STREAM[0], STREAM[1], SKIP])
 }
 
 #[test]
 fn web_tools_have_no_output_like_1_2_17() {
-    let r = run("web-1.2.17", "20", &[STREAM[0], STREAM[1], SKIP]);
+    let r = web();
     assert_eq!(r.code(), Some(0));
     assert_eq!(r.result()["response"], "RUST=1.95.0\n");
     assert!(!r.stdout().contains("\"output\""));
-    if let Some(real) = capture("stream-json-1.2.17/web-tool.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/web-tool.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn web_tools_have_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(&web().stdout(), "stream-json-1.2.17/web-tool.stdout");
+}
+
+fn denied_1_2_17() -> Run {
+    run("denied-1.2.17", "20", &STREAM)
 }
 
 #[test]
 fn a_denied_command_ends_promptly_with_denied_actions_like_1_2_17() {
-    let r = run("denied-1.2.17", "20", &STREAM);
+    let r = denied_1_2_17();
     // A stall would last the 5-minute default print timeout.
     assert!(r.elapsed < Duration::from_secs(60), "{:?}", r.elapsed);
     assert_eq!(r.code(), Some(0));
@@ -341,9 +370,6 @@ fn a_denied_command_ends_promptly_with_denied_actions_like_1_2_17() {
             ("step_update", "tool", "DONE")
         ])
     );
-    if let Some(real) = capture("stream-json-1.2.17/denied-command.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
     // With the flag the command runs and agy answers.
     let allowed = run("denied-1.2.17", "20", &[STREAM[0], STREAM[1], SKIP]);
     assert_eq!(allowed.result()["response"], "/srv is empty.\n");
@@ -352,9 +378,23 @@ fn a_denied_command_ends_promptly_with_denied_actions_like_1_2_17() {
     assert_eq!(run("denied-1.2.17", "20", &[]).stdout(), "");
 }
 
+/// The same run against the real capture `stream-json-1.2.17/denied-command.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_denied_command_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(
+        &denied_1_2_17().stdout(),
+        "stream-json-1.2.17/denied-command.stdout",
+    );
+}
+
+fn denied_1_1_7() -> Run {
+    run("denied-1.1.7", "20", &STREAM)
+}
+
 #[test]
 fn a_denied_command_in_1_1_7_is_canceled_with_the_jetski_line() {
-    let r = run("denied-1.1.7", "20", &STREAM);
+    let r = denied_1_1_7();
     assert!(r.elapsed < Duration::from_secs(60), "{:?}", r.elapsed);
     assert_eq!(r.code(), Some(0));
     assert!(
@@ -367,20 +407,33 @@ fn a_denied_command_in_1_1_7_is_canceled_with_the_jetski_line() {
     let result = r.result();
     assert_eq!(result["status"], "CANCELED");
     assert_eq!(result["response"], "");
-    if let Some(real) = capture("other/1.1.7-noflags.stdout-lastline") {
-        assert_eq!(
-            stream_shape(&last_lines(&r.stdout(), 1)),
-            stream_shape(&real)
-        );
-    }
-    if let Some(real) = capture("other/1.1.7-noflags.stderr") {
-        assert_eq!(r.stderr().trim_end(), real.trim_end());
-    }
+}
+
+/// The same run against the real capture `other/1.1.7-noflags.stdout-lastline`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_denied_commands_result_has_the_shape_of_the_1_1_7_capture() {
+    assert_shape_of_capture(
+        &last_lines(&denied_1_1_7().stdout(), 1),
+        "other/1.1.7-noflags.stdout-lastline",
+    );
+}
+
+/// The same run against the real capture `other/1.1.7-noflags.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_denied_commands_jetski_line_is_the_1_1_7_captures() {
+    let real = capture("other/1.1.7-noflags.stderr");
+    assert_eq!(denied_1_1_7().stderr().trim_end(), real.trim_end());
+}
+
+fn quota() -> Run {
+    run("quota-1.2.17", "20", &STREAM)
 }
 
 #[test]
 fn quota_exhausted_exits_3_with_the_sentence_and_agy_error() {
-    let r = run("quota-1.2.17", "20", &STREAM);
+    let r = quota();
     assert!(r.elapsed < Duration::from_secs(60), "{:?}", r.elapsed);
     assert_eq!(r.code(), Some(3));
     let sentence = "Individual quota reached. Please upgrade your subscription to increase your limits. Resets in 12m40s.";
@@ -403,29 +456,48 @@ fn quota_exhausted_exits_3_with_the_sentence_and_agy_error() {
         events(&r.stdout()).iter().rev().nth(1).cloned(),
         Some(ev(&[("step_update", "error_message", "DONE")])[0].clone())
     );
-    if let Some(real) = capture("stream-json-1.2.17/quota-exhausted.stdout") {
-        assert_eq!(
-            stream_shape(&last_lines(&r.stdout(), 2)),
-            stream_shape(&real)
-        );
-    }
-    if let Some(real) = capture("stream-json-1.2.17/quota-exhausted.stderr") {
-        let real_json = real
-            .lines()
-            .nth(1)
-            .and_then(|l| l.strip_prefix("AGY_ERROR: "));
-        assert_eq!(Some(shape(agy_error)), real_json.map(shape));
-        assert!(real.starts_with("error: "));
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/quota-exhausted.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn quota_exhausted_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(
+        &last_lines(&quota().stdout(), 2),
+        "stream-json-1.2.17/quota-exhausted.stdout",
+    );
+}
+
+/// The same run against the real capture `stream-json-1.2.17/quota-exhausted.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn quota_exhausteds_agy_error_has_the_shape_of_the_1_2_17_capture() {
+    let stderr = quota().stderr();
+    let agy_error = stderr
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("AGY_ERROR: "))
+        .expect("AGY_ERROR line");
+    let real = capture("stream-json-1.2.17/quota-exhausted.stderr");
+    let real_json = real
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("AGY_ERROR: "));
+    assert_eq!(Some(shape(agy_error)), real_json.map(shape));
+    assert!(real.starts_with("error: "));
+}
+
+fn print_timeout() -> Run {
+    run(
+        "print-timeout-1.2.17",
+        "1",
+        &[STREAM[0], STREAM[1], "--print-timeout", "8s"],
+    )
 }
 
 #[test]
 fn print_timeout_returns_a_partial_success_after_8s() {
-    let r = run(
-        "print-timeout-1.2.17",
-        "1",
-        &[STREAM[0], STREAM[1], "--print-timeout", "8s"],
-    );
+    let r = print_timeout();
     assert!(r.elapsed < Duration::from_secs(60), "{:?}", r.elapsed);
     assert_eq!(r.code(), Some(0));
     assert_eq!(
@@ -443,12 +515,24 @@ fn print_timeout_returns_a_partial_success_after_8s() {
     let result = r.result();
     assert_eq!(result["status"], "SUCCESS");
     assert_eq!(result["response"], "");
-    if let Some(real) = capture("stream-json-1.2.17/print-timeout.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
-    if let Some(real) = capture("stream-json-1.2.17/print-timeout.stderr") {
-        assert_eq!(r.stderr(), real);
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/print-timeout.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_print_timeout_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(
+        &print_timeout().stdout(),
+        "stream-json-1.2.17/print-timeout.stdout",
+    );
+}
+
+/// The same run against the real capture `stream-json-1.2.17/print-timeout.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_print_timeouts_stderr_is_the_1_2_17_captures() {
+    let real = capture("stream-json-1.2.17/print-timeout.stderr");
+    assert_eq!(print_timeout().stderr(), real);
 }
 
 #[test]
@@ -466,9 +550,13 @@ fn a_model_response_timeout_is_an_error_exit_1() {
     );
 }
 
+fn signed_out() -> Run {
+    run("signed-out-1.1.15", "20", &["--output-format", "json"])
+}
+
 #[test]
 fn not_signed_in_prints_a_bare_error_result_in_json_mode() {
-    let r = run("signed-out-1.1.15", "20", &["--output-format", "json"]);
+    let r = signed_out();
     assert_eq!(r.code(), Some(1));
     assert_eq!(r.stdout().lines().count(), 1);
     let result = r.result();
@@ -480,20 +568,37 @@ fn not_signed_in_prints_a_bare_error_result_in_json_mode() {
         r.stderr().lines().last(),
         Some("Error: authentication timed out.")
     );
-    if let Some(real) = capture("other/1.1.15-foreign-home.stdout") {
-        assert_eq!(shape(r.stdout().trim_end()), shape(real.trim_end()));
-    }
-    if let Some(real) = capture("other/1.1.15-foreign-home.stderr") {
-        assert_eq!(r.stderr(), real);
-    }
     // stream-json: the same result as the only line, no init.
     let s = run("signed-out-1.1.15", "20", &STREAM);
     assert_eq!(events(&s.stdout()), ev(&[("result", "", "")]));
 }
 
+/// The same run against the real capture `other/1.1.15-foreign-home.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn not_signed_in_has_the_shape_of_the_1_1_15_capture() {
+    let real = capture("other/1.1.15-foreign-home.stdout");
+    assert_eq!(
+        shape(signed_out().stdout().trim_end()),
+        shape(real.trim_end())
+    );
+}
+
+/// The same run against the real capture `other/1.1.15-foreign-home.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn not_signed_ins_stderr_is_the_1_1_15_captures() {
+    let real = capture("other/1.1.15-foreign-home.stderr");
+    assert_eq!(signed_out().stderr(), real);
+}
+
+fn unknown_model_1_2_17() -> Run {
+    run("unknown-model-1.2.17", "20", &STREAM)
+}
+
 #[test]
 fn an_unknown_model_lists_the_models_on_stderr_in_1_2_17() {
-    let r = run("unknown-model-1.2.17", "20", &STREAM);
+    let r = unknown_model_1_2_17();
     assert_eq!(r.code(), Some(1));
     let stderr = r.stderr();
     let lines: Vec<&str> = stderr.lines().collect();
@@ -510,12 +615,19 @@ fn an_unknown_model_lists_the_models_on_stderr_in_1_2_17() {
         Some(result["error"].as_str().unwrap()),
         lines[0].strip_prefix("error: ")
     );
-    if let Some(real) = capture("stream-json-1.2.17/error-model-rejected.stderr") {
-        let real: Vec<&str> = real.lines().collect();
-        assert!(real[0].starts_with("error: invalid model selection (--model \""));
-        assert_eq!(real[1], lines[1]);
-        assert!(real[2..].iter().all(|l| l.starts_with("  ")));
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/error-model-rejected.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn an_unknown_models_list_has_the_form_of_the_1_2_17_capture() {
+    let stderr = unknown_model_1_2_17().stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let real = capture("stream-json-1.2.17/error-model-rejected.stderr");
+    let real: Vec<&str> = real.lines().collect();
+    assert!(real[0].starts_with("error: invalid model selection (--model \""));
+    assert_eq!(real[1], lines[1]);
+    assert!(real[2..].iter().all(|l| l.starts_with("  ")));
 }
 
 #[test]
@@ -530,9 +642,13 @@ fn an_unknown_model_is_in_the_result_in_1_3_1() {
     assert!(error.contains("\nAvailable models:\n  Gemini 3.8 Flash (High)"));
 }
 
+fn model_effort() -> Run {
+    run("model-effort-1.2.17", "20", &STREAM)
+}
+
 #[test]
 fn a_model_effort_conflict_has_no_conversation() {
-    let r = run("model-effort-1.2.17", "20", &STREAM);
+    let r = model_effort();
     assert_eq!(r.code(), Some(1));
     let error = "invalid model selection (--model \"gemini-3.8-flash-medium\" --effort \"low\"): --model gemini-3.8-flash-medium conflicts with --effort=low";
     assert_eq!(r.stderr(), format!("error: {error}\n"));
@@ -541,18 +657,34 @@ fn a_model_effort_conflict_has_no_conversation() {
     assert_eq!(result["conversation_id"], "");
     assert_eq!(result["error"], error);
     assert_eq!(result["num_turns"], 0);
-    if let Some(real) = capture("stream-json-1.2.17/error-model-effort-conflict.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
-    if let Some(real) = capture("stream-json-1.2.17/error-model-effort-conflict.stderr") {
-        assert!(real.starts_with("error: invalid model selection (--model \""));
-        assert_eq!(real.lines().count(), 1);
-    }
+}
+
+/// The same run against the real capture `stream-json-1.2.17/error-model-effort-conflict.stdout`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_model_effort_conflict_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(
+        &model_effort().stdout(),
+        "stream-json-1.2.17/error-model-effort-conflict.stdout",
+    );
+}
+
+/// The same run against the real capture `stream-json-1.2.17/error-model-effort-conflict.stderr`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_model_effort_conflicts_stderr_has_the_form_of_the_1_2_17_capture() {
+    let real = capture("stream-json-1.2.17/error-model-effort-conflict.stderr");
+    assert!(real.starts_with("error: invalid model selection (--model \""));
+    assert_eq!(real.lines().count(), 1);
+}
+
+fn streaming_1_3_1() -> Run {
+    run("streaming-1.3.1", "20", &STREAM)
 }
 
 #[test]
 fn agy_1_3_1_streams_text_deltas_while_active() {
-    let r = run("streaming-1.3.1", "20", &STREAM);
+    let r = streaming_1_3_1();
     assert_eq!(r.code(), Some(0));
     let deltas: Vec<(String, String)> = r
         .stdout()
@@ -576,9 +708,18 @@ fn agy_1_3_1_streams_text_deltas_while_active() {
     .collect();
     assert_eq!(deltas, want);
     assert_eq!(r.result()["response"], "Red\nYellow\nBlue\n");
-    if let Some(real) = capture("stream-json-1.2.17/success-pong.stdout") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
+}
+
+/// The same run against the real capture
+/// `stream-json-1.2.17/success-pong.stdout` (`stream_shape` leaves out the
+/// ACTIVE answer updates, which 1.2.17 did not print).
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn agy_1_3_1s_deltas_aside_has_the_shape_of_the_1_2_17_capture() {
+    assert_shape_of_capture(
+        &streaming_1_3_1().stdout(),
+        "stream-json-1.2.17/success-pong.stdout",
+    );
 }
 
 #[test]
@@ -732,11 +873,17 @@ fn db_step(path: &std::path::Path, idx: i64) -> agy_format::steps::Step {
     agy_format::steps::decode(row)
 }
 
+const RESUME_ARGS: [&str; 3] = [STREAM[0], STREAM[1], SKIP];
+
+fn resume_cumulative(home: &std::path::Path) -> Run {
+    run_in(home, "resume-cumulative-1.1.9", "20", &RESUME_ARGS)
+}
+
 #[test]
 fn a_resumed_result_is_cumulative_over_the_conversation_like_1_1_9() {
     let home = tempfile::tempdir().expect("tempdir");
-    let args = [STREAM[0], STREAM[1], SKIP];
-    let r = run_in(home.path(), "resume-cumulative-1.1.9", "20", &args);
+    let args = RESUME_ARGS;
+    let r = resume_cumulative(home.path());
     assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
     assert_eq!(
         steps_seen(&r.stdout()),
@@ -771,9 +918,6 @@ fn a_resumed_result_is_cumulative_over_the_conversation_like_1_1_9() {
         result["response"],
         "The bug is in `calc.py`: `add` returns `a - b` instead of `a + b`.\n"
     );
-    if let Some(real) = capture("stream-json-more/jdiaz-1.1.9-resume-cumulative.ndjson") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
     // Resumed once more: the last turn counts again, read back from the
     // database, and the steps continue after 10.
     let id = result["conversation_id"].as_str().expect("id").to_string();
@@ -793,16 +937,33 @@ fn a_resumed_result_is_cumulative_over_the_conversation_like_1_1_9() {
     assert_eq!(result["duration_seconds"], 6.0 + 2.0 + 1.5);
 }
 
+/// The same run against the real capture `stream-json-more/jdiaz-1.1.9-resume-cumulative.ndjson`.
 #[test]
-fn an_unknown_conversation_id_warns_and_starts_a_new_one_like_1_2_7() {
-    let missing = "00000000-0000-4000-8000-000000000000";
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_resumed_turn_has_the_shape_of_the_1_1_9_capture() {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = run_in(
-        home.path(),
+    assert_shape_of_capture(
+        &resume_cumulative(home.path()).stdout(),
+        "stream-json-more/jdiaz-1.1.9-resume-cumulative.ndjson",
+    );
+}
+
+const MISSING_ID: &str = "00000000-0000-4000-8000-000000000000";
+
+fn resume_unknown_id(home: &std::path::Path) -> Run {
+    run_in(
+        home,
         "resume-unknown-id-1.2.7",
         "20",
-        &[STREAM[0], STREAM[1], "--conversation", missing],
-    );
+        &[STREAM[0], STREAM[1], "--conversation", MISSING_ID],
+    )
+}
+
+#[test]
+fn an_unknown_conversation_id_warns_and_starts_a_new_one_like_1_2_7() {
+    let missing = MISSING_ID;
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = resume_unknown_id(home.path());
     assert_eq!(r.code(), Some(0));
     assert_eq!(
         r.stderr(),
@@ -830,21 +991,33 @@ fn an_unknown_conversation_id_warns_and_starts_a_new_one_like_1_2_7() {
     assert_eq!(result["conversation_id"], id.as_str());
     assert_eq!(result["response"], "fresh\n");
     assert_eq!(result["num_turns"], 1);
-    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-resume-unknown-id.jsonl") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-        let warned = capture_header(&real, "stderr").expect("stderr header");
-        assert!(warned.starts_with("warning: conversation \"") && warned.ends_with("\" not found"));
-        assert!(capture_header(&real, "exit").is_some_and(|e| e.starts_with("0 ")));
-    }
+}
+
+/// The same run against the real capture `stream-json-more/crt-1.2.7-win-resume-unknown-id.jsonl`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn an_unknown_conversation_id_has_the_shape_of_the_1_2_7_capture() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = resume_unknown_id(home.path());
+    let rel = "stream-json-more/crt-1.2.7-win-resume-unknown-id.jsonl";
+    assert_shape_of_capture(&r.stdout(), rel);
+    let real = capture(rel);
+    let warned = capture_header(&real, "stderr").expect("stderr header");
+    assert!(warned.starts_with("warning: conversation \"") && warned.ends_with("\" not found"));
+    assert!(capture_header(&real, "exit").is_some_and(|e| e.starts_with("0 ")));
+}
+
+fn checkpoint() -> Run {
+    run(
+        "checkpoint-1.1.9",
+        "20",
+        &[STREAM[0], STREAM[1], "--agent", "agy-review"],
+    )
 }
 
 #[test]
 fn a_checkpoint_carries_its_side_calls_usage_into_the_result_like_1_1_9() {
-    let r = run(
-        "checkpoint-1.1.9",
-        "20",
-        &[STREAM[0], STREAM[1], "--agent", "agy-review"],
-    );
+    let r = checkpoint();
     assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
     let init: serde_json::Value =
         serde_json::from_str(r.stdout().lines().next().expect("init")).expect("JSON");
@@ -867,15 +1040,26 @@ fn a_checkpoint_carries_its_side_calls_usage_into_the_result_like_1_1_9() {
         "answer call + checkpoint call"
     );
     assert_eq!(r.result()["num_turns"], 1);
-    if let Some(real) = capture("stream-json-more/jdiaz-1.1.9-review-checkpoint.ndjson") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
+}
+
+/// The same run against the real capture `stream-json-more/jdiaz-1.1.9-review-checkpoint.ndjson`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_checkpoint_has_the_shape_of_the_1_1_9_capture() {
+    assert_shape_of_capture(
+        &checkpoint().stdout(),
+        "stream-json-more/jdiaz-1.1.9-review-checkpoint.ndjson",
+    );
+}
+
+fn slash_model(home: &std::path::Path) -> Run {
+    run_in(home, "slash-model-1.2.7", "20", &STREAM)
 }
 
 #[test]
 fn slash_model_prints_a_command_result_and_no_conversation_like_1_2_7() {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = run_in(home.path(), "slash-model-1.2.7", "20", &STREAM);
+    let r = slash_model(home.path());
     assert_eq!((r.code(), r.stderr()), (Some(0), String::new()));
     let data = r#"{"name":"model","data":{"id":"gemini-3.8-flash-medium","label":"Gemini 3.8 Flash (Medium)","effort":"medium","is_default":false}}"#;
     assert_eq!(
@@ -892,14 +1076,23 @@ fn slash_model_prints_a_command_result_and_no_conversation_like_1_2_7() {
         !home.path().join(".gemini").exists(),
         "no conversation database"
     );
-    if let Some(real) = capture("stream-json-more/jdiaz-1.2.7-command-result-model.ndjson") {
-        // Our values are the capture's: the same bytes.
-        assert_eq!(r.stdout().trim_end(), real.trim_end());
-    }
     let text = run("slash-model-1.2.7", "20", &[]);
     assert_eq!(
         text.stdout(),
         "gemini-3.8-flash-medium\tGemini 3.8 Flash (Medium)\n"
+    );
+}
+
+/// The same run against the real capture `stream-json-more/jdiaz-1.2.7-command-result-model.ndjson`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn slash_model_prints_the_1_2_7_captures_bytes() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let real = capture("stream-json-more/jdiaz-1.2.7-command-result-model.ndjson");
+    // Our values are the capture's: the same bytes.
+    assert_eq!(
+        slash_model(home.path()).stdout().trim_end(),
+        real.trim_end()
     );
 }
 
@@ -946,10 +1139,14 @@ fn jetski(kind: &str) -> String {
     )
 }
 
+fn denied_write(home: &std::path::Path) -> Run {
+    run_in(home, "denied-write-1.2.7", "20", &STREAM)
+}
+
 #[test]
 fn a_denied_write_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = run_in(home.path(), "denied-write-1.2.7", "20", &STREAM);
+    let r = denied_write(home.path());
     let target = "/home/dev/project/NOTES.md";
     assert_denied_in_error(&r, "write_to_file", ("write_file", "WriteToFile"), target);
     assert_eq!(
@@ -970,9 +1167,6 @@ fn a_denied_write_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     let step = db_step(&only_db(home.path()), 2);
     assert_eq!(step.status, agy_format::steps::StepStatus::Error);
     assert!(step.errors.is_empty(), "{:?}", step.errors);
-    if let Some(real) = capture("stream-json-more/jdiaz-1.2.7-denied-write.ndjson") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-    }
     // With the flag the file is written and agy answers.
     let allowed = run("denied-write-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
     assert_eq!(allowed.result()["response"], "Wrote NOTES.md.\n");
@@ -980,10 +1174,25 @@ fn a_denied_write_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     assert_eq!(allowed.stderr(), "");
 }
 
+/// The same run against the real capture `stream-json-more/jdiaz-1.2.7-denied-write.ndjson`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_denied_write_has_the_shape_of_the_1_2_7_capture() {
+    let home = tempfile::tempdir().expect("tempdir");
+    assert_shape_of_capture(
+        &denied_write(home.path()).stdout(),
+        "stream-json-more/jdiaz-1.2.7-denied-write.ndjson",
+    );
+}
+
+fn mcp_denied(home: &std::path::Path) -> Run {
+    run_in(home, "mcp-denied-1.2.7", "20", &STREAM)
+}
+
 #[test]
 fn a_denied_mcp_call_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     let home = tempfile::tempdir().expect("tempdir");
-    let r = run_in(home.path(), "mcp-denied-1.2.7", "20", &STREAM);
+    let r = mcp_denied(home.path());
     assert_denied_in_error(
         &r,
         "call_mcp_tool",
@@ -1015,13 +1224,6 @@ fn a_denied_mcp_call_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     let step = db_step(&only_db(home.path()), 4);
     assert_eq!(step.step_type, agy_format::steps::StepType::McpTool);
     assert!(step.errors.is_empty(), "{:?}", step.errors);
-    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-mcp-denied-headless.jsonl") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-        assert_eq!(
-            capture_header(&real, "stderr").map(|l| format!("{l}\n")),
-            Some(r.stderr())
-        );
-    }
     let allowed = run("mcp-denied-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
     assert_eq!(
         allowed.result()["response"],
@@ -1029,9 +1231,27 @@ fn a_denied_mcp_call_ends_in_error_with_text_only_the_stream_has_like_1_2_7() {
     );
 }
 
+/// The same run against the real capture `stream-json-more/crt-1.2.7-win-mcp-denied-headless.jsonl`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_denied_mcp_call_has_the_shape_and_stderr_of_the_1_2_7_capture() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let r = mcp_denied(home.path());
+    let rel = "stream-json-more/crt-1.2.7-win-mcp-denied-headless.jsonl";
+    assert_shape_of_capture(&r.stdout(), rel);
+    assert_eq!(
+        capture_header(&capture(rel), "stderr").map(|l| format!("{l}\n")),
+        Some(r.stderr())
+    );
+}
+
+fn killed() -> Run {
+    run("killed-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP])
+}
+
 #[test]
 fn a_killed_run_prints_init_and_the_prompt_only_like_1_2_7() {
-    let r = run("killed-1.2.7", "20", &[STREAM[0], STREAM[1], SKIP]);
+    let r = killed();
     assert_eq!((r.code(), r.stderr()), (Some(1), String::new()));
     assert_eq!(
         events(&r.stdout()),
@@ -1039,9 +1259,14 @@ fn a_killed_run_prints_init_and_the_prompt_only_like_1_2_7() {
     );
     // The model was thinking for about 9 s (0.45 s at speed 20).
     assert!(r.elapsed >= Duration::from_millis(400), "{:?}", r.elapsed);
-    if let Some(real) = capture("stream-json-more/crt-1.2.7-win-killed.jsonl") {
-        assert_eq!(stream_shape(&r.stdout()), stream_shape(&real));
-        assert!(capture_header(&real, "exit").is_some_and(|e| e.starts_with("1 ")));
-    }
     assert_eq!(run("killed-1.2.7", "20", &[]).stdout(), "");
+}
+
+/// The same run against the real capture `stream-json-more/crt-1.2.7-win-killed.jsonl`.
+#[test]
+#[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
+fn a_killed_run_has_the_shape_of_the_1_2_7_capture() {
+    let rel = "stream-json-more/crt-1.2.7-win-killed.jsonl";
+    assert_shape_of_capture(&killed().stdout(), rel);
+    assert!(capture_header(&capture(rel), "exit").is_some_and(|e| e.starts_with("1 ")));
 }
