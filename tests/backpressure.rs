@@ -15,6 +15,7 @@ use agy_synth as synth;
 use common::{alive, bridge, eventually, Watchdog};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
@@ -112,6 +113,19 @@ fn commits(log: &Path) -> usize {
 }
 
 /// Every event the bridge printed, read to its end.
+/// Bytes waiting unread on `fd` (our end of pi's stdout).
+fn unread(fd: std::os::fd::RawFd) -> usize {
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which outlives
+    // the call; `fd` is open (its owner is borrowed by the caller).
+    let rc = unsafe { nix::libc::ioctl(fd, nix::libc::FIONREAD, &mut n) };
+    if rc == 0 {
+        usize::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 fn read_all(out: impl std::io::Read) -> Vec<Value> {
     BufReader::new(out)
         .lines()
@@ -274,7 +288,6 @@ fn an_abort_ends_the_turn_while_pi_is_not_reading() {
     for (bind, going, socket) in runs {
         let (pi_end, stdout) = if socket {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-            let ours: Box<dyn std::io::Read> = Box::new(ours);
             (Some(ours), Stdio::from(std::os::fd::OwnedFd::from(theirs)))
         } else {
             (None, Stdio::piped())
@@ -312,7 +325,20 @@ fn an_abort_ends_the_turn_while_pi_is_not_reading() {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .expect("the grandchild's pid");
-        std::thread::sleep(Duration::from_secs(1));
+        // The abort must come while the bridge writes answers pi does not
+        // read: half a pipe of them waits on pi's end (agy has committed far
+        // more than a pipe holds, so the bridge is then filling it; a full
+        // pipe's byte count depends on how the writes fell into its pages).
+        let pi_fd = match (&pi_end, &child.stdout) {
+            (Some(socket), _) => socket.as_raw_fd(),
+            (None, Some(pipe)) => pipe.as_raw_fd(),
+            (None, None) => panic!("{label}: no end for pi"),
+        };
+        assert!(
+            eventually(Duration::from_secs(120), || unread(pi_fd) >= STEP_BYTES / 2),
+            "{label}: the bridge never wrote to pi ({} bytes unread)",
+            unread(pi_fd)
+        );
         writeln!(stdin, r#"{{"type":"abort"}}"#).expect("write the abort");
         assert!(
             eventually(Duration::from_secs(10), || !alive(grandchild)),

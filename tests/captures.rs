@@ -3,7 +3,8 @@
 //! The captures are published by other projects (docs/agy-format.md,
 //! "Sources") and are not copied into this repository: these tests read them
 //! from the directory `AGY_CAPTURES_DIR` names (`.ci/run` sets it when the
-//! captures are beside the checkout) and say they were skipped otherwise.
+//! captures are beside the checkout); they are `#[ignore]`d in a plain
+//! `cargo test` and fail, naming the variable, when run without it.
 //!
 //! Three kinds of check: every stream-json line round-trips byte for byte
 //! through our types (so fake-agy prints exactly agy's shape); the whole
