@@ -627,7 +627,8 @@ Fault knobs:
   FAKE_AGY_IGNORE_HOOKS=1       Be an agy that does not load hooks from --add-dir:
                                 no hook runs, `/hooks` lists none
   FAKE_AGY_FAULT=F[,F...]       Break one fact (for `agy-bridge conformance`'s test):
-                                init-without-id, usage-per-turn, text-field-moved
+                                init-without-id, usage-per-turn, text-field-moved,
+                                permission-mode
 
 Subagent conversations in a recording are written by a child fake-agy process
 (one per subagent database), as agy's subagents write their own databases.

@@ -105,6 +105,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "a one-word answer",
         &[
             ("init.conversation_id", "init"),
+            ("init.permission_mode", "init"),
             ("result.success", "result"),
             ("db.text_field_path", "Step bodies"),
         ],
@@ -124,7 +125,10 @@ pub const SCENARIOS: &[Scenario] = &[
         1,
         "outcomes/denied-1.2.17",
         "a command without --dangerously-skip-permissions",
-        &[("denied.result_denied_actions", "Denials by tool")],
+        &[
+            ("denied.result_denied_actions", "Denials by tool"),
+            ("denied.permission_mode", "init"),
+        ],
     ),
     scenario(
         "resume",

@@ -255,6 +255,26 @@ fn init_fact(r: &RunResult) -> Found {
     }
 }
 
+/// `init.permission_mode` is the mode agy's command line asks for:
+/// `always-proceed` with `--dangerously-skip-permissions`, `request-review`
+/// without (`fact`: which scenario's turn it is read from). Not checked
+/// when no `init` line could be read (that is `init.conversation_id`'s).
+fn permission_mode_fact(fact: &'static str, cfg: &RunConfig, r: &RunResult) -> Option<Found> {
+    if r.stream_stats.inits == 0 {
+        return None;
+    }
+    let expected = agy_format::stream_json::permission_mode_for(cfg.skip_permissions);
+    let reported = r.permission_mode.as_deref();
+    Some((
+        fact,
+        reported == Some(expected),
+        format!(
+            "init.permission_mode {reported:?} with{} --dangerously-skip-permissions",
+            if cfg.skip_permissions { "" } else { "out" }
+        ),
+    ))
+}
+
 /// The result line, exit code and failure in a few words.
 fn result_words(r: &RunResult) -> String {
     let status = r
@@ -332,7 +352,7 @@ async fn one_word(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
     let Some(t) = s.turn(&cfg, &req, sc.name).await else {
         return Ok(Vec::new());
     };
-    Ok(vec![
+    let mut found = vec![
         init_fact(&t.result),
         (
             "result.success",
@@ -340,7 +360,13 @@ async fn one_word(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
             result_words(&t.result),
         ),
         text_field_fact(&cfg, &t.result),
-    ])
+    ];
+    found.extend(permission_mode_fact(
+        "init.permission_mode",
+        &cfg,
+        &t.result,
+    ));
+    Ok(found)
 }
 
 /// The results of tool `name` in a turn's events: (ok, summary).
@@ -427,7 +453,13 @@ async fn denied(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
         listed.join(", "),
         result_words(&t.result)
     );
-    Ok(vec![("denied.result_denied_actions", ok, evidence)])
+    let mut found = vec![("denied.result_denied_actions", ok, evidence)];
+    found.extend(permission_mode_fact(
+        "denied.permission_mode",
+        &cfg,
+        &t.result,
+    ));
+    Ok(found)
 }
 
 fn total(u: Option<runner::TurnUsage>) -> (Option<u64>, u64) {

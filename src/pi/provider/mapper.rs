@@ -8,7 +8,8 @@ use crate::follow::subject;
 use crate::pi::diff::{self, TurnEdits};
 use crate::pi::provider::stream::PiStream;
 use crate::run::runner::{
-    answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
+    answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
+    RunEvent, RunResult,
 };
 use agy_format::text::{flat, shell_word};
 use std::collections::HashMap;
@@ -380,6 +381,9 @@ impl EventMapper {
             }
             RunEvent::AnswerFromAgy { reason } => {
                 return self.line(out, &answer_from_agy_notice(reason))
+            }
+            RunEvent::PermissionMode { reported, expected } => {
+                return self.line(out, &permission_mode_notice(reported, expected))
             }
             _ => return,
         };
