@@ -2049,6 +2049,24 @@ fn bad_stdin_lines_get_agys_own_refusals() {
     assert!(fx.stdin_log().is_empty());
 }
 
+/// agy 1.3.3 refuses malformed stream input with exit 2 (docs/agy-format.md,
+/// "Exit codes (1.3.3)"); the words and the lines stay those of 1.2.x.
+#[test]
+fn a_1_3_3_agy_refuses_a_bad_stdin_line_with_exit_2() {
+    let mut rec = hello(50);
+    rec.header.agy_version = "1.3.3".into();
+    rec.header.version_output = "1.3.3\n".into();
+    let fx = Fixture::new(rec);
+    let out = fx.run_stdin("{\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let (events, result) = events_and_result(&out);
+    assert_eq!(events, ["init", "result"]);
+    assert_eq!(
+        result["error"],
+        "stream input message is missing the \"event\" field"
+    );
+}
+
 /// A stdin line with the user's `text`, as the bridge writes it.
 fn user_line(text: &str) -> String {
     format!(
