@@ -468,8 +468,11 @@ fn last_plain_line(stderr: &str) -> Option<String> {
 
 /// Denied tools and no answer: 1.2.17+ reports `denied_actions` in a
 /// SUCCESS result; 1.1.x ends CANCELED with an "auto-denied" stderr note.
+/// agy's `no output produced` line (1.1.x, 1.2.7, 1.3.3) says the denial
+/// ended the turn: what text came before it was only the model's preamble,
+/// so it is the denial even then.
 fn denial(r: &AgyReport<'_>) -> Option<Failure> {
-    if r.answered {
+    if r.answered && !says_no_output(r.stderr) {
         return None;
     }
     let mut actions = denied_actions(r);
@@ -489,12 +492,22 @@ pub fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
     }
     r.stderr
         .lines()
-        .filter(|l| l.contains("auto-denied"))
+        .filter(|l| l.contains("auto-denied") || l.contains(NO_OUTPUT))
         .map(|l| DeniedAction {
             action: quoted_after(l, "required the ").unwrap_or_default(),
             display_name: String::new(),
         })
         .collect()
+}
+
+/// agy's stderr words when a denied tool ended the turn without an answer
+/// (`jetski: no output produced — ...` on 1.1.x and 1.2.7; 1.3.3 prints
+/// `no output produced` with its denials).
+const NO_OUTPUT: &str = "no output produced";
+
+/// Whether agy said a denial ended the turn without output.
+fn says_no_output(stderr: &str) -> bool {
+    stderr.lines().any(|l| l.contains(NO_OUTPUT))
 }
 
 /// The first `"..."` after `marker` in `line`.
@@ -506,7 +519,7 @@ fn quoted_after(line: &str, marker: &str) -> Option<String> {
 
 /// A notice for a turn that answered although agy denied something.
 pub(crate) fn denial_notice(r: &AgyReport<'_>) -> Option<String> {
-    if !r.answered {
+    if !r.answered || says_no_output(r.stderr) {
         return None;
     }
     let actions = denied_actions(r);
@@ -668,6 +681,46 @@ mod tests {
             matches!(early, Some(Failure::AgyFailed { code: 1, .. })),
             "{early:?}"
         );
+    }
+
+    /// agy 1.3.3: a denied tool ends the turn at once, `no output produced`
+    /// on stderr: what the model said before it is a preamble, not an answer.
+    #[test]
+    fn a_denial_that_ended_the_turn_is_the_denial_even_after_a_preamble() {
+        let result = TurnResult {
+            status: "SUCCESS".into(),
+            denied_actions: vec![DeniedAction {
+                action: "command".into(),
+                display_name: "RunCommand".into(),
+            }],
+            ..TurnResult::default()
+        };
+        let report = AgyReport {
+            exit_code: Some(0),
+            stderr: "no output produced\n",
+            result: Some(&result),
+            answered: true,
+            ..AgyReport::default()
+        };
+        assert_eq!(
+            classify(&report),
+            Some(Failure::Denied {
+                actions: result.denied_actions.clone()
+            })
+        );
+        assert_eq!(denial_notice(&report), None, "said once, as the failure");
+        // The line alone, without denied_actions: still a denial.
+        let bare = TurnResult {
+            status: "SUCCESS".into(),
+            ..TurnResult::default()
+        };
+        let f = classify(&AgyReport {
+            exit_code: Some(0),
+            stderr: "no output produced\n",
+            result: Some(&bare),
+            ..AgyReport::default()
+        });
+        assert!(matches!(f, Some(Failure::Denied { .. })), "{f:?}");
     }
 
     #[test]
