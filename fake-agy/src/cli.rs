@@ -622,6 +622,8 @@ Fault knobs:
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
   FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation
                                 (agy's warning, then a new one), as when agy no longer has it
+  FAKE_AGY_KEEP_CONVERSATIONS=N Keep at most N conversation databases (agy keeps about 500):
+                                the oldest others go when a run creates one
   FAKE_AGY_GIVEN_PROMPT=1       Write the prompt this run was given (not the recording's)
                                 into its user-input step, as agy records its prompt
   FAKE_AGY_IGNORE_HOOKS=1       Be an agy that does not load hooks from --add-dir:

@@ -256,10 +256,13 @@ pub fn degraded_notice(reason: &str) -> String {
     format!("agy-bridge: cannot follow agy's conversation database ({reason}); the answer and tool steps come from agy's stream-json output alone, without thinking or edits")
 }
 
-/// The one sentence for a resumed conversation agy did not have; callers
-/// add what happens next where they are (pi, the command line).
+/// The one sentence for a resumed conversation agy did not have (or whose
+/// database is gone before the turn); callers add what happens next where
+/// they are (pi, the command line). The likeliest reason comes first: agy
+/// keeps about 500 conversations and drops the oldest (docs/agy-format.md,
+/// "Conversations agy keeps").
 pub fn new_conversation_notice(requested: &str, new: &str) -> String {
-    format!("agy-bridge: agy did not have conversation {requested} (expired, deleted, or from another machine) and began a new one, {new}, without the earlier context")
+    format!("agy-bridge: agy did not have conversation {requested} (agy keeps about 500 conversations and drops the oldest; or it was deleted, or is from another machine) and began a new one, {new}, without the earlier context")
 }
 
 /// The one sentence for an agy whose `init` reports another permission
