@@ -315,7 +315,9 @@ impl Flags {
             "conversation" => p.conversation = Some(value),
             "continue" => p.continue_latest = on,
             "model" => p.model = Some(value),
-            "effort" => p.effort = Some(one_of(name, &value, &["low", "medium", "high"])?),
+            // agy takes any word here and judges it with the model
+            // (`crate::effort`), not as a flag.
+            "effort" => p.effort = Some(value),
             "mode" => p.mode = Some(one_of(name, &value, &["accept-edits", "plan"])?),
             "add-dir" => p.add_dirs.push(value),
             "print-timeout" => {
@@ -504,7 +506,8 @@ Flags:
       --conversation string           Continue the conversation with this id (appends to <id>.db)
   -c, --continue                      Continue the most recent conversation
       --model string                  Model slug or display name (the stream-json init model)
-      --effort string                 low|medium|high (accepted, ignored)
+      --effort string                 low|medium|high (1.3.1: also xhigh|max); refused as agy refuses
+                                      a word or a model without it, else ignored
       --mode string                   accept-edits|plan (accepted, ignored)
       --add-dir string                Extra workspace directory, repeatable (accepted, ignored)
       --print-timeout duration        Give up waiting for the turn after this long (default 5m0s)
@@ -702,7 +705,8 @@ mod tests {
         assert!(parse(&args(&["-p"])).is_err());
         assert!(parse(&args(&[])).is_err());
         assert!(parse(&args(&["-p", "x", "stray"])).is_err());
-        assert!(parse(&args(&["-p", "x", "--effort", "max"])).is_err());
+        // agy judges an effort with its model, after the flags.
+        assert!(parse(&args(&["-p", "x", "--effort", "max"])).is_ok());
         assert!(parse(&args(&["-p", "x", "-z"])).is_err());
         assert!(matches!(parse(&args(&["-px"])), Ok(Invocation::Print(_))));
         assert!(matches!(

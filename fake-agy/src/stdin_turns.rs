@@ -89,7 +89,8 @@ fn open(args: &PrintArgs, rec: &Recording) -> Result<Option<Conversation>, Fatal
         .outcome
         .as_ref()
         .is_some_and(|o| o.before_conversation);
-    if before_conversation {
+    // A model and effort agy refuses: no conversation either.
+    if before_conversation || crate::effort::refusal(args, rec).is_some() {
         return Ok(None);
     }
     let conversation = Conversation::for_args(args)?;

@@ -131,6 +131,13 @@ pub const SCENARIOS: &[Scenario] = &[
         ],
     ),
     scenario(
+        "effort",
+        0,
+        "outcomes/streaming-1.3.1",
+        "`--effort xhigh`, which no model takes: refused before any turn",
+        &[("effort.xhigh_refused", "Efforts (1.3.1)")],
+    ),
+    scenario(
         "resume",
         2,
         "resume",
@@ -165,6 +172,7 @@ pub const SCENARIOS: &[Scenario] = &[
         &[
             ("hooks.add_dir_loaded", "Hooks"),
             ("hooks.pre_tool_use_allow", "Hooks"),
+            ("hooks.payload_fields", "Hook payloads (1.3.3)"),
             ("hooks.pre_tool_use_deny", "Hooks"),
         ],
     ),
