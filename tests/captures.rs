@@ -162,7 +162,7 @@ fn cases() -> Vec<Case> {
             stderr: "",
             exit: 1,
             check: |f| match f {
-                Some(Failure::AgyFailed { code: 1, message }) => {
+                Some(Failure::InputRefused { message }) => {
                     assert_eq!(
                         message,
                         "stream input message is missing the \"event\" field"

@@ -452,13 +452,15 @@ async fn a_run_killed_from_outside_says_it_can_be_resumed() {
     assert!(!common::pi_retries(&f.to_string()), "{f}");
 }
 
-/// An image block on stdin: agy's own sentence, exit 1.
+/// An image block on stdin: agy's own sentence, exit 1; the refusal of
+/// the bridge's own input, not the user's fault.
 #[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_error_is_agys_sentence() {
     let (result, _) = replay("crt-1.2.7-win-input-error-image-block.jsonl", None).await;
+    assert_eq!(result.exit_code, Some(1));
     match result.failure {
-        Some(Failure::AgyFailed { code: 1, message }) => assert_eq!(
+        Some(Failure::InputRefused { message }) => assert_eq!(
             message,
             "stream input content block type \"image\" is not supported (only \"text\")"
         ),

@@ -61,17 +61,21 @@ fn every_fact_holds_against_fake_agy() {
         "models.listing",
         "usage.buckets",
         "init.conversation_id",
+        "init.permission_mode",
         "result.success",
         "db.text_field_path",
         "tools.view_file",
         "tools.run_command",
         "denied.result_denied_actions",
+        "denied.permission_mode",
+        "effort.xhigh_refused",
         "resume.same_conversation",
         "result.usage.cumulative",
         "resume.unknown_id_new_conversation",
         "stdin.two_turns_one_conversation",
         "hooks.add_dir_loaded",
         "hooks.pre_tool_use_allow",
+        "hooks.payload_fields",
         "hooks.pre_tool_use_deny",
         "slash.disable_flag",
         "edits.accept_edits_write",
@@ -91,25 +95,33 @@ fn every_fact_holds_against_fake_agy() {
     agy_corpus::recording::Recording::load(&one).expect("one-word recording loads");
 }
 
-/// Each fault makes exactly its fact fail.
+/// Each fault makes exactly its facts fail (the permission mode is read
+/// with the flag and without it).
 #[test]
 fn each_injected_fault_names_exactly_its_fact() {
-    for (env, fact) in [
+    for (env, facts) in [
         (
             ("FAKE_AGY_FAULT", "init-without-id"),
-            "init.conversation_id",
+            &["init.conversation_id"][..],
         ),
         (
             ("FAKE_AGY_FAULT", "usage-per-turn"),
-            "result.usage.cumulative",
+            &["result.usage.cumulative"],
         ),
-        (("FAKE_AGY_FAULT", "text-field-moved"), "db.text_field_path"),
-        (("FAKE_AGY_IGNORE_HOOKS", "1"), "hooks.add_dir_loaded"),
+        (
+            ("FAKE_AGY_FAULT", "text-field-moved"),
+            &["db.text_field_path"],
+        ),
+        (
+            ("FAKE_AGY_FAULT", "permission-mode"),
+            &["init.permission_mode", "denied.permission_mode"],
+        ),
+        (("FAKE_AGY_IGNORE_HOOKS", "1"), &["hooks.add_dir_loaded"]),
     ] {
         let home = tempfile::tempdir().expect("tempdir");
         let (code, report) = conformance(home.path(), &[env]);
         let failed = facts_with(&report, &Value::Bool(false));
-        assert_eq!(failed, vec![fact.to_string()], "{env:?}:\n{report:#}");
+        assert_eq!(failed, facts, "{env:?}:\n{report:#}");
         assert_eq!(code, Some(1), "{env:?}");
     }
 }
@@ -128,7 +140,7 @@ fn only_and_unknown_scenarios() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report"))
             .expect("json");
     assert_eq!(report["planned_turns"], 1);
-    assert_eq!(report["facts"].as_array().map(Vec::len), Some(4));
+    assert_eq!(report["facts"].as_array().map(Vec::len), Some(5));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("1 model turn(s)"), "{stderr}");
 

@@ -510,6 +510,68 @@ fn pi_model_objects_have_pi_ai_0_84_shape() {
     assert_eq!(oss["contextWindow"], 131_072);
 }
 
+/// agy 1.3.x lists one slug per tier (docs/agy-format.md, "Efforts
+/// (1.3.1)"): pi is offered exactly the efforts agy takes for each model
+/// (gemini-3.1-pro low and high, gpt-oss-120b medium, gemini-3.8-flash low
+/// to high), never `xhigh` or `max`, and a level pi asks for outside them
+/// is clamped into them, so no turn sends agy an effort it refuses.
+#[test]
+fn a_1_3_listing_offers_pi_only_the_efforts_agy_takes() {
+    let mut listing = String::new();
+    for base in ["gemini-3.8-flash", "gemini-3.7-flash", "gemini-3.6-flash"] {
+        for tier in ["high", "medium", "low"] {
+            listing.push_str(&format!("{base}-{tier}\tGemini ({tier})\n"));
+        }
+    }
+    for tier in ["high", "low"] {
+        listing.push_str(&format!("gemini-3.1-pro-{tier}\tGemini 3.1 Pro ({tier})\n"));
+    }
+    for family in ["claude-opus-5-5", "claude-sonnet-5-5"] {
+        for tier in ["low", "medium", "high"] {
+            listing.push_str(&format!("{family}-{tier}\tClaude 5.5 ({tier})\n"));
+        }
+    }
+    listing.push_str("gpt-oss-120b-medium\tGPT-OSS 120B (Medium)\n");
+    let c = Catalog::from_output(&listing);
+    let offered = |id: &str| -> Vec<String> {
+        let pi = serde_json::to_value(model(&c, id).to_pi()).unwrap();
+        let map = pi["thinkingLevelMap"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            map["xhigh"].is_null() && map["max"].is_null(),
+            "{id}: {map:?}"
+        );
+        ["off", "minimal", "low", "medium", "high"]
+            .iter()
+            .filter(|l| !map[**l].is_null())
+            .map(|l| l.to_string())
+            .collect()
+    };
+    assert_eq!(offered("gemini-3.1-pro"), ["low", "high"]);
+    assert_eq!(offered("gemini-3.8-flash"), ["low", "medium", "high"]);
+    assert_eq!(offered("gpt-oss-120b-medium"), ["medium"]);
+    assert_eq!(offered("claude-opus-5-5-high"), ["high"]);
+    assert_eq!(c.models.len(), 4 + 6 + 1, "{:?}", c.ids());
+    for (level, effort) in [
+        (ThinkingLevel::Medium, High),
+        (ThinkingLevel::Xhigh, High),
+        (ThinkingLevel::Max, High),
+        (ThinkingLevel::Minimal, Low),
+    ] {
+        let r = c.resolve("gemini-3.1-pro", Some(level)).unwrap();
+        assert_eq!(r.effort, Some(effort), "{level}");
+    }
+    let oss = c
+        .resolve("gpt-oss-120b-medium", Some(ThinkingLevel::Max))
+        .unwrap();
+    assert_eq!(
+        (oss.model.as_str(), oss.effort),
+        ("gpt-oss-120b-medium", None)
+    );
+}
+
 // --- running agy (library) ---------------------------------------------------------
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {

@@ -332,3 +332,46 @@ fn a_cold_session_keeps_what_was_allowed_for_the_session_across_its_agys() {
         .count();
     assert_eq!(turn_agys, 2, "one agy (and one gate) per turn");
 }
+
+/// agy's `init` says which permission mode it runs in; when agy's own
+/// settings chose another than the bridge's flags ask for (fake-agy's
+/// `permission-mode` fault reports the other one), pi and `run` say so
+/// once, naming both. An agy that reports what was asked says nothing.
+#[test]
+fn a_permission_mode_agy_chose_itself_is_said_once_naming_both() {
+    for (mode, reported, expected) in [
+        ("allow", "request-review", "always-proceed"),
+        ("deny", "always-proceed", "request-review"),
+    ] {
+        let home = tempfile::tempdir().expect("tmp");
+        let mut cmd = stream_of(home.path(), mode, "hello");
+        cmd.env("FAKE_AGY_FAULT", "permission-mode");
+        let out = stream_output(cmd.spawn().expect("stream"), &request(home.path(), true));
+        let text = deltas(&out.stdout);
+        let said = format!("agy runs in permission mode \"{reported}\"");
+        assert_eq!(text.matches(&said).count(), 1, "{mode}: {text}");
+        assert!(
+            text.contains(&format!("not the \"{expected}\" agy-bridge asked for")),
+            "{mode}: {text}"
+        );
+        assert!(text.contains("Hello! I'm agy"), "the turn goes on: {text}");
+
+        let run = bridge("run", home.path(), "hello", "20")
+            .env("AGY_PERMISSIONS", mode)
+            .env("FAKE_AGY_FAULT", "permission-mode")
+            .arg("Say hello")
+            .output()
+            .expect("run");
+        let printed = String::from_utf8_lossy(&run.stdout);
+        assert_eq!(printed.matches(&said).count(), 1, "{mode}: {printed}");
+    }
+    let home = tempfile::tempdir().expect("tmp");
+    let out = stream_output(
+        stream_of(home.path(), "allow", "hello")
+            .spawn()
+            .expect("stream"),
+        &request(home.path(), true),
+    );
+    let text = deltas(&out.stdout);
+    assert!(!text.contains("permission mode"), "{text}");
+}

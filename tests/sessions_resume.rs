@@ -375,3 +375,56 @@ fn an_unwritable_state_dir_runs_the_turn_without_session_memory() {
         "{said}"
     );
 }
+
+/// agy keeps about 500 conversations and drops the oldest (fake-agy's
+/// `FAKE_AGY_KEEP_CONVERSATIONS` emulates it): when another session's turn
+/// made agy drop this session's conversation, the next turn tells the user
+/// in the words of a conversation agy did not have, why it may have gone,
+/// and carries pi's whole record in its own prompt.
+#[test]
+fn a_conversation_agy_dropped_is_named_as_one_agy_did_not_have() {
+    let env = Env::new();
+    let first = env.turn("hello", &request("Say hello", vec![]), &[]);
+    assert_eq!(first.last().expect("last")["type"], "done");
+    let old = env.sessions()["sid:s1"]["conversationId"]
+        .as_str()
+        .expect("bound")
+        .to_string();
+    // Another pi session's turn, with agy keeping one conversation: ours goes.
+    let other = json!({"model": "gemini-3.7-flash", "sessionId": "s2", "cwd": "/tmp",
+                       "messages": [{"role": "user", "content": "Say hello too"}]});
+    let elsewhere = env.turn(
+        "hello",
+        &other.to_string(),
+        &[("FAKE_AGY_KEEP_CONVERSATIONS", "1")],
+    );
+    assert_eq!(elsewhere.last().expect("last")["type"], "done");
+    assert!(!db(env.home.path(), &old).exists(), "agy dropped {old}");
+
+    let history = vec![
+        json!({"role": "user", "content": "Say hello"}),
+        json!({"role": "assistant", "provider": "antigravity", "content": [{"type": "text", "text": HELLO_ANSWER}]}),
+    ];
+    let second = env.turn("hello", &request("What did you say?", history), &[]);
+    assert_eq!(second.last().expect("last")["type"], "done", "{second:?}");
+    let new = env.sessions()["sid:s1"]["conversationId"]
+        .as_str()
+        .expect("rebound")
+        .to_string();
+    assert_ne!(new, old);
+    let said = common::pi_thinking(&second);
+    let notice = format!("agy did not have conversation {old} (agy keeps about 500 conversations and drops the oldest; or it was deleted, or is from another machine) and began a new one, {new}, without the earlier context; pi's record of the earlier turns went to agy with this message");
+    assert_eq!(said.matches(&notice).count(), 1, "told once: {said}");
+    assert!(!said.contains("is gone from"), "{said}");
+    // Nothing asked agy for the old conversation; pi's record went along.
+    assert_eq!(flag(&env.last_print_argv(), "--conversation"), None);
+    let prompt = env.last_prompt();
+    assert!(
+        prompt.contains(&format!("[your earlier answer]\n{HELLO_ANSWER}")),
+        "{prompt}"
+    );
+    assert!(prompt.ends_with("What did you say?"), "{prompt}");
+    // The record went with this turn: the next one need not send it again.
+    let entry = env.sessions()["sid:s1"].clone();
+    assert!(entry.get("agyContextLost").is_none(), "{entry}");
+}

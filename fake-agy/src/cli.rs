@@ -315,7 +315,9 @@ impl Flags {
             "conversation" => p.conversation = Some(value),
             "continue" => p.continue_latest = on,
             "model" => p.model = Some(value),
-            "effort" => p.effort = Some(one_of(name, &value, &["low", "medium", "high"])?),
+            // agy takes any word here and judges it with the model
+            // (`crate::effort`), not as a flag.
+            "effort" => p.effort = Some(value),
             "mode" => p.mode = Some(one_of(name, &value, &["accept-edits", "plan"])?),
             "add-dir" => p.add_dirs.push(value),
             "print-timeout" => {
@@ -504,7 +506,8 @@ Flags:
       --conversation string           Continue the conversation with this id (appends to <id>.db)
   -c, --continue                      Continue the most recent conversation
       --model string                  Model slug or display name (the stream-json init model)
-      --effort string                 low|medium|high (accepted, ignored)
+      --effort string                 low|medium|high (1.3.1: also xhigh|max); refused as agy refuses
+                                      a word or a model without it, else ignored
       --mode string                   accept-edits|plan (accepted, ignored)
       --add-dir string                Extra workspace directory, repeatable (accepted, ignored)
       --print-timeout duration        Give up waiting for the turn after this long (default 5m0s)
@@ -622,12 +625,15 @@ Fault knobs:
   FAKE_AGY_HANG=1               After the last commit, sleep forever instead of exiting
   FAKE_AGY_FORGET_CONVERSATIONS=1  --conversation never finds an earlier conversation
                                 (agy's warning, then a new one), as when agy no longer has it
+  FAKE_AGY_KEEP_CONVERSATIONS=N Keep at most N conversation databases (agy keeps about 500):
+                                the oldest others go when a run creates one
   FAKE_AGY_GIVEN_PROMPT=1       Write the prompt this run was given (not the recording's)
                                 into its user-input step, as agy records its prompt
   FAKE_AGY_IGNORE_HOOKS=1       Be an agy that does not load hooks from --add-dir:
                                 no hook runs, `/hooks` lists none
   FAKE_AGY_FAULT=F[,F...]       Break one fact (for `agy-bridge conformance`'s test):
-                                init-without-id, usage-per-turn, text-field-moved
+                                init-without-id, usage-per-turn, text-field-moved,
+                                permission-mode
 
 Subagent conversations in a recording are written by a child fake-agy process
 (one per subagent database), as agy's subagents write their own databases.
@@ -699,7 +705,8 @@ mod tests {
         assert!(parse(&args(&["-p"])).is_err());
         assert!(parse(&args(&[])).is_err());
         assert!(parse(&args(&["-p", "x", "stray"])).is_err());
-        assert!(parse(&args(&["-p", "x", "--effort", "max"])).is_err());
+        // agy judges an effort with its model, after the flags.
+        assert!(parse(&args(&["-p", "x", "--effort", "max"])).is_ok());
         assert!(parse(&args(&["-p", "x", "-z"])).is_err());
         assert!(matches!(parse(&args(&["-px"])), Ok(Invocation::Print(_))));
         assert!(matches!(

@@ -5,7 +5,7 @@
 //! The endings are agy's outcome table (docs/agy-format.md, "Outcomes"): a
 //! recorded run that finished (its header's `outcome` says how when it did
 //! not simply succeed), a print timeout, an auto-denied tool (worded by agy
-//! version), a failure before any conversation existed, a run that was
+//! version; from 1.3.3 it ends the turn with no output), a failure before any conversation existed, a run that was
 //! killed (no result at all), and a tool a `PreToolUse` hook denied.
 
 use crate::cli::{self, OutputFormat};
@@ -46,9 +46,16 @@ pub enum PermissionPolicy {
     /// `mcp-denied-headless` capture). 1.1.18 still cancelled; where in
     /// between it changed is unknown, 1.2.0 is our guess.
     DenyWithNote,
-    /// 1.2.17 and later: auto-denies, ends SUCCESS with `denied_actions`,
+    /// 1.2.17 to 1.3.2: auto-denies, ends SUCCESS with `denied_actions`,
     /// nothing on stderr (none captured).
     Deny,
+    /// 1.3.3 and later: the denial ends the turn at once: SUCCESS with an
+    /// empty response and `denied_actions`, `no output produced` on stderr
+    /// (docs/agy-format.md, "Denials (1.3.3)"; the rest of the line is
+    /// 1.1.x's `jetski:` sentence, the only whole one known). 1.2.17 is the
+    /// last version seen without the line; where between it and 1.3.3 the
+    /// line came back is unknown.
+    NoOutput,
 }
 
 impl PermissionPolicy {
@@ -59,8 +66,10 @@ impl PermissionPolicy {
             PermissionPolicy::Cancel
         } else if v < (1, 2, 17) {
             PermissionPolicy::DenyWithNote
-        } else {
+        } else if v < (1, 3, 3) {
             PermissionPolicy::Deny
+        } else {
+            PermissionPolicy::NoOutput
         }
     }
 }
@@ -237,10 +246,17 @@ fn denied(ctx: &Context, actions: Vec<DeniedAction>) -> Conclusion {
         };
     }
     let stderr = match (ctx.policy, actions.first()) {
-        (PermissionPolicy::DenyWithNote, Some(a)) => jetski_line(&a.action),
+        (PermissionPolicy::DenyWithNote | PermissionPolicy::NoOutput, Some(a)) => {
+            jetski_line(&a.action)
+        }
         _ => String::new(),
     };
-    let response = ctx.emitter.response();
+    // 1.3.3 reports no output for a turn its denial ended, whatever the
+    // model said before the tool.
+    let response = match ctx.policy {
+        PermissionPolicy::NoOutput => String::new(),
+        _ => ctx.emitter.response(),
+    };
     let mut r = result(ctx, "SUCCESS", response.clone());
     r.denied_actions = actions;
     Conclusion {
@@ -316,6 +332,10 @@ mod tests {
         assert_eq!(
             PermissionPolicy::for_version((1, 2, 17)),
             PermissionPolicy::Deny
+        );
+        assert_eq!(
+            PermissionPolicy::for_version((1, 3, 3)),
+            PermissionPolicy::NoOutput
         );
     }
 

@@ -7,7 +7,11 @@
 //!   not the whole conversation's;
 //! - `text-field-moved`: the planner's answer text is written to the
 //!   database at payload field 20.31 instead of 20.1 (stream-json still
-//!   prints it, from the recording).
+//!   prints it, from the recording);
+//! - `permission-mode`: `init.permission_mode` is the other mode than the
+//!   flags give (`request-review` with `--dangerously-skip-permissions`,
+//!   `always-proceed` without), as when agy's own settings choose it; the
+//!   tools are still run or denied as the flags say.
 
 use agy_corpus::recording::{Commit, SqlValue};
 use agy_format::wire;
@@ -20,6 +24,14 @@ pub fn is(fault: &str) -> bool {
     std::env::var("FAKE_AGY_FAULT")
         .map(|v| v.split(',').any(|f| f.trim() == fault))
         .unwrap_or(false)
+}
+
+/// The permission mode `init` reports for a run with or without
+/// `--dangerously-skip-permissions`: agy's, or under the `permission-mode`
+/// fault the other one.
+pub fn permission_mode(skip_permissions: bool) -> &'static str {
+    let swapped = is("permission-mode");
+    agy_format::stream_json::permission_mode_for(skip_permissions != swapped)
 }
 
 /// `line` (an init line's JSON) without its `conversation_id`.

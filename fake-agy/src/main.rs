@@ -7,6 +7,7 @@
 //! `agy_bridge` library, so the fake cannot drift from what the bridge reads.
 
 mod cli;
+mod effort;
 mod ending;
 mod fault;
 mod hooks;

@@ -504,6 +504,25 @@ fn before_conversation(args: &PrintArgs, rec: &Recording) -> i32 {
     )
 }
 
+/// agy refused the model and effort before creating a conversation: an
+/// `ERROR` result (`conversation_id` ""), `error: ...` on stderr, exit 1
+/// (docs/agy-format.md, "Outcomes": the model/effort conflict of 1.2.17).
+fn refuse_selection(args: &PrintArgs, error: &str) -> i32 {
+    let result = agy_format::stream_json::TurnResult {
+        status: "ERROR".into(),
+        error: Some(error.to_string()),
+        usage: Some(Default::default()),
+        ..Default::default()
+    };
+    let conclusion = ending::Conclusion {
+        result: Some(result),
+        stdout_text: String::new(),
+        stderr: format!("error: {error}\n"),
+        exit_code: 1,
+    };
+    ending::print(conclusion, args.output_format)
+}
+
 /// A print-mode run (`fake-agy -p ...`); returns the exit code.
 pub fn run_print(args: &PrintArgs, start: Instant) -> Result<i32, Fatal> {
     run_turn(args, start, &TurnPlan::default())
@@ -521,6 +540,9 @@ pub fn run_turn(args: &PrintArgs, start: Instant, plan: &TurnPlan) -> Result<i32
         if let Some(name) = crate::slash::command_of(&args.prompt) {
             return Ok(crate::slash::run(name, args, &rec));
         }
+    }
+    if let Some(error) = crate::effort::refusal(args, &rec) {
+        return Ok(refuse_selection(args, &error));
     }
     if rec
         .header

@@ -20,7 +20,7 @@
 //! reads on to the end of input and exits with that code, so tests see it;
 //! one that printed no result (killed, crashed) ends it at once. A line agy
 //! would refuse gets agy's refusal: a result `ERROR` with agy's words, the
-//! words on stderr, exit 1.
+//! words on stderr, exit 1 (2 from agy 1.3.3).
 
 use crate::cli::{OutputFormat, PrintArgs};
 use crate::replay::conversation::{Conversation, TurnPlan};
@@ -43,7 +43,10 @@ pub fn run(args: &PrintArgs) -> Result<i32, Fatal> {
         let arrived = Instant::now();
         let prompt = match read_user_line(&line) {
             Ok(prompt) => prompt,
-            Err(e) => return Ok(refuse(args, conversation.as_ref(), &e.to_string())),
+            Err(e) => {
+                let code = refusal_exit(&rec);
+                return Ok(refuse(args, conversation.as_ref(), &e.to_string(), code));
+            }
         };
         crate::append_json_line("FAKE_AGY_STDIN_LOG", prompt.clone().into());
         let plan = TurnPlan {
@@ -86,7 +89,8 @@ fn open(args: &PrintArgs, rec: &Recording) -> Result<Option<Conversation>, Fatal
         .outcome
         .as_ref()
         .is_some_and(|o| o.before_conversation);
-    if before_conversation {
+    // A model and effort agy refuses: no conversation either.
+    if before_conversation || crate::effort::refusal(args, rec).is_some() {
         return Ok(None);
     }
     let conversation = Conversation::for_args(args)?;
@@ -108,12 +112,24 @@ fn next_line(input: &mut impl BufRead) -> Option<String> {
     }
 }
 
+/// The exit code of a refused stdin line: 1 on agy 1.2.7 and 1.2.17
+/// (verified), 2 ("malformed stream input") on 1.3.3 (docs/agy-format.md,
+/// "Exit codes (1.3.3)"); in between unknown, so from 1.3.3.
+fn refusal_exit(rec: &Recording) -> i32 {
+    let version = agy_bridge::run::agy_version::parse_version(&rec.header.agy_version);
+    if version.is_some_and(|v| v >= (1, 3, 3)) {
+        2
+    } else {
+        1
+    }
+}
+
 /// A line agy refuses: the session's `init` came first (verified:
 /// `error-missing-event`, `crt-1.2.7-win-input-error-image-block`); a
 /// session without one prints it now, with a fresh conversation id.
-fn refuse(args: &PrintArgs, conversation: Option<&Conversation>, message: &str) -> i32 {
+fn refuse(args: &PrintArgs, conversation: Option<&Conversation>, message: &str, code: i32) -> i32 {
     if let Some(c) = conversation {
-        return refuse_with(args, &c.id, message);
+        return refuse_with(args, &c.id, message, code);
     }
     let id = uuid::Uuid::new_v4().to_string();
     if args.output_format == OutputFormat::StreamJson {
@@ -127,12 +143,12 @@ fn refuse(args: &PrintArgs, conversation: Option<&Conversation>, message: &str) 
             init,
         });
     }
-    refuse_with(args, &id, message)
+    refuse_with(args, &id, message, code)
 }
 
 /// The `ERROR` result (num_turns 0, no usage) and `error: MESSAGE` on
-/// stderr; exit 1.
-fn refuse_with(args: &PrintArgs, conversation_id: &str, message: &str) -> i32 {
+/// stderr; exit `code`.
+fn refuse_with(args: &PrintArgs, conversation_id: &str, message: &str, code: i32) -> i32 {
     let result = TurnResult {
         conversation_id: conversation_id.to_string(),
         status: "ERROR".into(),
@@ -144,7 +160,7 @@ fn refuse_with(args: &PrintArgs, conversation_id: &str, message: &str) -> i32 {
         print_line(&Line::Result(result));
     }
     eprintln!("error: {message}");
-    1
+    code
 }
 
 fn print_line(line: &Line) {

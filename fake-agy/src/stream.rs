@@ -80,7 +80,8 @@ pub const TOOLS: &[&str] = &[
 ];
 
 /// The `init` object: `model` from `--model` or the recording, the process
-/// cwd, `--agent` as given, and the permission mode the flags give.
+/// cwd, `--agent` as given, and the permission mode the flags give (the
+/// other one under `FAKE_AGY_FAULT=permission-mode`).
 pub fn init(model: Option<String>, agent: Option<String>, skip_permissions: bool) -> Init {
     Init {
         model,
@@ -89,14 +90,7 @@ pub fn init(model: Option<String>, agent: Option<String>, skip_permissions: bool
             .map(|p| p.display().to_string()),
         agent,
         tools: TOOLS.iter().map(|t| t.to_string()).collect(),
-        permission_mode: Some(
-            if skip_permissions {
-                "always-proceed"
-            } else {
-                "request-review"
-            }
-            .into(),
-        ),
+        permission_mode: Some(crate::fault::permission_mode(skip_permissions).into()),
         extra: Default::default(),
     }
 }

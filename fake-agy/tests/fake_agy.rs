@@ -43,6 +43,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_TOOL_LOG",
     "FAKE_AGY_HOOK_LOG",
     "FAKE_AGY_SYNCHRONOUS",
+    "FAKE_AGY_KEEP_CONVERSATIONS",
 ];
 
 // ---------------------------------------------------------------------------
@@ -2047,6 +2048,61 @@ fn bad_stdin_lines_get_agys_own_refusals() {
         assert!(fx.dbs().is_empty(), "no turn ran for {line}");
     }
     assert!(fx.stdin_log().is_empty());
+}
+
+/// `FAKE_AGY_KEEP_CONVERSATIONS`: agy keeps so many conversations and
+/// drops the oldest when a run creates one; resuming a dropped one gets
+/// agy's warning and a new conversation.
+#[test]
+fn the_oldest_conversations_go_beyond_the_number_kept() {
+    let fx = Fixture::new(hello(50));
+    assert!(fx.run(&["-p", "one"]).status.success());
+    let first = fx.dbs();
+    assert_eq!(first.len(), 1);
+    let id = first[0]
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("an id")
+        .to_string();
+    let kept = fx
+        .cmd()
+        .env("FAKE_AGY_KEEP_CONVERSATIONS", "1")
+        .args(["-p", "two"])
+        .output()
+        .expect("run");
+    assert!(kept.status.success());
+    let dbs = fx.dbs();
+    assert_eq!(dbs.len(), 1, "{dbs:?}");
+    assert_ne!(dbs, first, "the older one went");
+    for suffix in ["-wal", "-shm"] {
+        let mut file = first[0].clone().into_os_string();
+        file.push(suffix);
+        assert!(!Path::new(&file).exists(), "{file:?}");
+    }
+    let again = fx.run(&["-p", "three", "--conversation", &id]);
+    assert!(
+        stderr(&again).contains(&format!("warning: conversation \"{id}\" not found")),
+        "{}",
+        stderr(&again)
+    );
+}
+
+/// agy 1.3.3 refuses malformed stream input with exit 2 (docs/agy-format.md,
+/// "Exit codes (1.3.3)"); the words and the lines stay those of 1.2.x.
+#[test]
+fn a_1_3_3_agy_refuses_a_bad_stdin_line_with_exit_2() {
+    let mut rec = hello(50);
+    rec.header.agy_version = "1.3.3".into();
+    rec.header.version_output = "1.3.3\n".into();
+    let fx = Fixture::new(rec);
+    let out = fx.run_stdin("{\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let (events, result) = events_and_result(&out);
+    assert_eq!(events, ["init", "result"]);
+    assert_eq!(
+        result["error"],
+        "stream input message is missing the \"event\" field"
+    );
 }
 
 /// A stdin line with the user's `text`, as the bridge writes it.

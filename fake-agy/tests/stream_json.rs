@@ -378,6 +378,36 @@ fn a_denied_command_ends_promptly_with_denied_actions_like_1_2_17() {
     assert_eq!(run("denied-1.2.17", "20", &[]).stdout(), "");
 }
 
+/// agy 1.3.3: the denial ends the turn at once, with no output: an empty
+/// response whatever the model said first, `denied_actions`, and `no
+/// output produced` on stderr (docs/agy-format.md, "Denials (1.3.3)").
+#[test]
+fn a_denied_command_in_1_3_3_ends_the_turn_with_no_output() {
+    let r = run("denied-1.3.3", "20", &STREAM);
+    assert!(r.elapsed < Duration::from_secs(60), "{:?}", r.elapsed);
+    assert_eq!(r.code(), Some(0));
+    assert!(r.stderr().contains("no output produced"), "{}", r.stderr());
+    assert!(
+        r.stdout()
+            .contains("\"text_delta\":\"I'll list /srv with ls -la first.\\n\""),
+        "the preamble streamed: {}",
+        r.stdout()
+    );
+    let result = r.result();
+    assert_eq!(result["status"], "SUCCESS");
+    assert_eq!(result["response"], "");
+    assert_eq!(
+        result["denied_actions"],
+        serde_json::json!([{"action": "command", "display_name": "RunCommand"}])
+    );
+    let allowed = run("denied-1.3.3", "20", &[STREAM[0], STREAM[1], SKIP]);
+    assert_eq!(allowed.stderr(), "");
+    assert_eq!(
+        allowed.result()["response"],
+        "/srv holds only . and ..: it is empty.\n"
+    );
+}
+
 /// The same run against the real capture `stream-json-1.2.17/denied-command.stdout`.
 #[test]
 #[ignore = "needs AGY_CAPTURES_DIR (real agy captures)"]

@@ -46,6 +46,11 @@ pub(super) struct PreparedTurn {
     pub(super) first_turn: bool,
     /// `ask` mode: the gate agy's tool calls go through.
     pub(super) gating: Option<super::gate::GatePlan>,
+    /// The conversation the session was bound to, whose database is gone
+    /// (agy dropped it): the turn begins a new one with pi's whole record,
+    /// and the user hears of it, once bound, in the words of a
+    /// conversation agy did not have.
+    pub(super) replaces: Option<agy_format::ids::ConversationId>,
 }
 
 /// Where a resumed turn's new steps start: after the last step the
@@ -161,15 +166,15 @@ pub(super) fn prepare_turn(
         None => None,
     };
     let mut context = AgyContext::Kept;
+    let mut replaces = None;
     if let Some(entry) = &existing {
         let db =
             agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
         if !db.is_file() {
-            notes.push(format!(
-                "[agy-bridge: conversation {} is gone from {}; starting a new one with pi's record of the earlier turns]\n",
-                entry.conversation_id,
-                cfg.conversations_dir.display()
-            ));
+            // agy dropped it (it keeps about 500): resuming it would only
+            // get agy's "not found" and a turn without the earlier context,
+            // so this turn begins anew with pi's whole record.
+            replaces = Some(entry.conversation_id.clone());
             existing = None;
             context = AgyContext::Lost;
         } else if entry.context_lost {
@@ -224,5 +229,6 @@ pub(super) fn prepare_turn(
         notes,
         first_turn: existing.is_none(),
         gating,
+        replaces,
     })
 }

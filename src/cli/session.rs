@@ -610,6 +610,7 @@ fn prepare_warm(
         store,
         notes: Vec::new(),
         first_turn: entry.is_none(),
+        replaces: None,
     };
     let prelude = runner::Prelude::blocking(&prepared.cfg);
     Ok((prepared, prelude))

@@ -121,6 +121,9 @@ pub(super) async fn begin_turn<W: Write>(
     }
     let mut mapper = agy_bridge::pi::provider::mapper::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
+    if let Some(gone) = &prepared.replaces {
+        mapper.replaces(gone.as_str());
+    }
     let seat = take_seat(pi, cancel).await?;
     Some(Begun {
         req,

@@ -58,6 +58,30 @@ pub enum Failure {
     },
     #[error("agy rejected the model and effort: {message}")]
     ModelSelection { message: String },
+    /// agy refused the `--effort` asked for: a model without that effort
+    /// (its words list the ones it takes: agy 1.3.1), or a word it does not
+    /// know as an effort (`available` then agy's valid words, if it said).
+    #[error("{}", effort_text(.model, .effort, .available))]
+    EffortRefused {
+        model: String,
+        effort: String,
+        available: Vec<String>,
+    },
+    /// agy refused the input the bridge gave it, before any model call: a
+    /// stream-json line on its stdin it cannot read (exit 2 from agy
+    /// 1.3.3, exit 1 on 1.2.x) or a flag it does not take (exit 2).
+    #[error("{}", input_refused_text(.message))]
+    InputRefused { message: String },
+    /// agy's model had no capacity (`UNAVAILABLE (code 503): No capacity
+    /// available for model ...`, exit 3) or another server-side failure
+    /// agy marks retryable. Retried only when no tool ran, so a retry
+    /// cannot repeat edits.
+    #[error("{}", unavailable_text(.message, *.ran_tools))]
+    ModelUnavailable { message: String, ran_tools: bool },
+    /// Another model or API failure agy ended the turn on (exit 3, with
+    /// `AGY_ERROR:` on stderr): agy's sentence.
+    #[error("agy's model call failed (exit 3): {message}")]
+    ModelCallFailed { message: String },
     /// agy auto-denied tools print mode cannot ask about, and gave no answer.
     #[error("{}", denied_text(.actions))]
     Denied { actions: Vec<DeniedAction> },
@@ -118,6 +142,36 @@ fn unknown_model_text(model: &str, available: &[String]) -> String {
     s
 }
 
+fn effort_text(model: &str, effort: &str, available: &[String]) -> String {
+    let takes = available.join(", ");
+    match (model.is_empty(), available.is_empty()) {
+        (false, false) => format!("agy's model {model} has no {effort:?} effort; it takes {takes}. Choose one of those (pi's thinking level, or --effort) and send the message again"),
+        (false, true) => format!("agy's model {model} has no {effort:?} effort. Choose another thinking level and send the message again"),
+        (true, false) => format!("agy does not take {effort:?} as an effort; it takes {takes}"),
+        (true, true) => format!("agy does not take {effort:?} as an effort"),
+    }
+}
+
+/// agy's refusal of its input, with what the user can do about it: a flag
+/// is the user's (`AGY_EXTRA_ARGS`); a stdin line is the bridge's own.
+fn input_refused_text(message: &str) -> String {
+    if message.contains("flag") {
+        format!("agy refused its command line: {message}. A flag in AGY_EXTRA_ARGS may be one this agy does not take")
+    } else {
+        format!("agy refused the turn agy-bridge wrote on its stdin: {message}. Nothing reached the model: this agy reads its input differently from what agy-bridge writes, so update agy-bridge (or report it with the output of `agy --version`)")
+    }
+}
+
+/// A model without capacity: "503" and "overloaded" (pi's retry words)
+/// only when a retry cannot repeat a tool.
+fn unavailable_text(message: &str, ran_tools: bool) -> String {
+    if ran_tools {
+        format!("agy's model had no capacity left on Google's side ({message}) after agy had already run tools in this turn; not repeated automatically, so no edit runs twice. Ask again to continue, or switch to another agy model with /model.")
+    } else {
+        format!("agy's model is overloaded (503, no capacity on Google's side): {message}. Nothing ran yet, so it may be tried again; if it keeps failing, switch to another agy model with /model or try later.")
+    }
+}
+
 /// `RunCommand (command)`, for the denial sentences.
 pub(crate) fn denied_list(actions: &[DeniedAction]) -> String {
     let names: Vec<String> = actions
@@ -147,7 +201,9 @@ impl Failure {
     pub fn retryable(&self) -> bool {
         match self {
             Failure::Throttled { .. } => true,
-            Failure::ModelTimeout { ran_tools } => !ran_tools,
+            Failure::ModelTimeout { ran_tools } | Failure::ModelUnavailable { ran_tools, .. } => {
+                !ran_tools
+            }
             _ => false,
         }
     }
@@ -236,7 +292,13 @@ pub fn classify(r: &AgyReport<'_>) -> Option<Failure> {
     if let Some(f) = model_selection(r, error) {
         return Some(f);
     }
+    if let Some(f) = input_refused(r, error) {
+        return Some(f);
+    }
     if let Some(f) = quota(agy_error.as_ref(), r.stderr, error, r.db_errors) {
+        return Some(f);
+    }
+    if let Some(f) = api_failure(r, agy_error.as_ref(), error) {
         return Some(f);
     }
     if error.contains("timeout waiting for response")
@@ -328,18 +390,28 @@ pub(crate) fn says_signed_out(s: &str) -> bool {
 }
 
 /// `invalid model selection (...)`: an unknown model (with agy's list of
-/// display names on stderr) or a model/effort conflict.
+/// display names on stderr), a model/effort conflict, or an effort the
+/// model does not take.
 fn model_selection(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
     let line = [error, r.stderr]
         .into_iter()
         .flat_map(str::lines)
-        .map(|l| l.trim().trim_start_matches("error:").trim())
-        .find(|l| l.starts_with("invalid model selection"))?;
+        .map(|l| {
+            let l = l.trim();
+            l.strip_prefix("error:")
+                .or_else(|| l.strip_prefix("Error:"))
+                .unwrap_or(l)
+                .trim()
+        })
+        .find(|l| l.starts_with("invalid model selection") || l.starts_with("invalid --effort"))?;
     let detail = line.split_once("): ").map(|(_, d)| d).unwrap_or(line);
     if detail.contains("conflicts with") {
         return Some(Failure::ModelSelection {
             message: detail.to_string(),
         });
+    }
+    if let Some(f) = effort_refused(detail) {
+        return Some(f);
     }
     let model = detail
         .strip_prefix("model ")
@@ -351,6 +423,67 @@ fn model_selection(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
         model,
         available: available_models(r.stderr),
     })
+}
+
+/// agy's refusal of an effort (docs/agy-format.md, "Efforts (1.3.1)"): `MODEL has
+/// no "E" effort (available: a, b)` (agy 1.3.1), or `invalid --effort "E"
+/// (valid: a, b)` (1.1.18).
+fn effort_refused(detail: &str) -> Option<Failure> {
+    let listed = |after: &str| -> Vec<String> {
+        detail
+            .split_once(after)
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(list, _)| {
+                list.split(',')
+                    .map(|w| w.trim().to_string())
+                    .filter(|w| !w.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some((model, rest)) = detail.split_once(" has no \"") {
+        let (effort, _) = rest.split_once("\" effort")?;
+        return Some(Failure::EffortRefused {
+            model: model.trim().to_string(),
+            effort: effort.to_string(),
+            available: listed("(available:"),
+        });
+    }
+    let rest = detail.strip_prefix("invalid --effort \"")?;
+    let (effort, _) = rest.split_once('"')?;
+    Some(Failure::EffortRefused {
+        model: String::new(),
+        effort: effort.to_string(),
+        available: listed("(valid:"),
+    })
+}
+
+/// agy refused the bridge's input: exit 2 (agy 1.3.3: malformed stream
+/// input, or a flag it does not take), or agy's words for a stream-json
+/// line it cannot read whatever the exit (1 on agy 1.2.x; none on a warm
+/// agy's turn).
+fn input_refused(r: &AgyReport<'_>, error: &str) -> Option<Failure> {
+    let words = human_sentence(r.stderr, error, None);
+    let about_input = words.starts_with("stream input") || words.contains("decode stream input");
+    let failed =
+        r.exit_code.is_some_and(|c| c != 0) || r.result.is_some_and(|t| t.status == "ERROR");
+    if !(r.exit_code == Some(2) || (about_input && failed)) {
+        return None;
+    }
+    // Go's flag parser says what is wrong first, then its usage.
+    let first_line = || {
+        r.stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with("AGY_ERROR:"))
+            .map(str::to_string)
+    };
+    let message = if words.is_empty() {
+        first_line().unwrap_or_else(|| "agy gave no reason".into())
+    } else {
+        words
+    };
+    Some(Failure::InputRefused { message })
 }
 
 /// The indented names under `Available models:`.
@@ -383,7 +516,7 @@ fn quota(
                 quota: None,
             });
         }
-        if e.retryable && (exhausted || e.error_code >= 500) {
+        if e.retryable && exhausted {
             return Some(Failure::Throttled { message: human });
         }
         return None;
@@ -406,6 +539,63 @@ fn quota(
             }
         })
     })
+}
+
+/// A model or API failure that is not a quota or a throttle: a model
+/// without capacity (`UNAVAILABLE (code 503)`, agy 1.3.1 and 1.3.2) or a
+/// server-side failure agy marks retryable; else, on exit 3 with agy's
+/// report (`AGY_ERROR:`, or an ERROR result), the model call's failure in
+/// agy's words (docs/agy-format.md, "Outcomes": exit 3 is a model or API
+/// failure since agy 1.2.6).
+fn api_failure(r: &AgyReport<'_>, agy_error: Option<&AgyError>, error: &str) -> Option<Failure> {
+    let capacity_words = [error, r.stderr]
+        .iter()
+        .any(|t| t.contains("No capacity available") || t.contains("UNAVAILABLE (code 503)"));
+    let server_side = agy_error.is_some_and(|e| {
+        e.status == "UNAVAILABLE" || e.error_code == 503 || (e.retryable && e.error_code >= 500)
+    });
+    if capacity_words || server_side {
+        return Some(Failure::ModelUnavailable {
+            message: capacity_sentence(r.stderr, error, agy_error),
+            ran_tools: r.ran_tools,
+        });
+    }
+    let reported = agy_error.is_some() || r.result.is_some_and(|t| t.status == "ERROR");
+    (r.exit_code == Some(3) && reported).then(|| Failure::ModelCallFailed {
+        message: without_code(&failure_sentence(error, agy_error, r.stderr, r.db_errors))
+            .to_string(),
+    })
+}
+
+/// agy's sentence for a model without capacity, without its `STATUS (code
+/// N): ` prefix or its `API error (attempt N): ` log prefix: the words
+/// are shown as agy's, the code in ours.
+fn capacity_sentence(stderr: &str, error: &str, agy_error: Option<&AgyError>) -> String {
+    let human = human_sentence(stderr, error, agy_error);
+    let found = if human.is_empty() {
+        stderr
+            .lines()
+            .find(|l| l.contains("No capacity available") || l.contains("(code 503)"))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    } else {
+        human
+    };
+    let sentence = without_code(&found).trim();
+    if sentence.is_empty() {
+        "agy gave no reason".into()
+    } else {
+        sentence.to_string()
+    }
+}
+
+/// `text` after its last `STATUS (code N): ` prefix, if it has one.
+fn without_code(text: &str) -> &str {
+    match text.rfind("): ") {
+        Some(at) if text[..at].contains("(code ") => &text[at + 3..],
+        _ => text,
+    }
 }
 
 fn is_quota_wording(message: &str) -> bool {
@@ -468,8 +658,11 @@ fn last_plain_line(stderr: &str) -> Option<String> {
 
 /// Denied tools and no answer: 1.2.17+ reports `denied_actions` in a
 /// SUCCESS result; 1.1.x ends CANCELED with an "auto-denied" stderr note.
+/// agy's `no output produced` line (1.1.x, 1.2.7, 1.3.3) says the denial
+/// ended the turn: what text came before it was only the model's preamble,
+/// so it is the denial even then.
 fn denial(r: &AgyReport<'_>) -> Option<Failure> {
-    if r.answered {
+    if r.answered && !says_no_output(r.stderr) {
         return None;
     }
     let mut actions = denied_actions(r);
@@ -489,12 +682,22 @@ pub fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
     }
     r.stderr
         .lines()
-        .filter(|l| l.contains("auto-denied"))
+        .filter(|l| l.contains("auto-denied") || l.contains(NO_OUTPUT))
         .map(|l| DeniedAction {
             action: quoted_after(l, "required the ").unwrap_or_default(),
             display_name: String::new(),
         })
         .collect()
+}
+
+/// agy's stderr words when a denied tool ended the turn without an answer
+/// (`jetski: no output produced — ...` on 1.1.x and 1.2.7; 1.3.3 prints
+/// `no output produced` with its denials).
+const NO_OUTPUT: &str = "no output produced";
+
+/// Whether agy said a denial ended the turn without output.
+fn says_no_output(stderr: &str) -> bool {
+    stderr.lines().any(|l| l.contains(NO_OUTPUT))
 }
 
 /// The first `"..."` after `marker` in `line`.
@@ -506,7 +709,7 @@ fn quoted_after(line: &str, marker: &str) -> Option<String> {
 
 /// A notice for a turn that answered although agy denied something.
 pub(crate) fn denial_notice(r: &AgyReport<'_>) -> Option<String> {
-    if !r.answered {
+    if !r.answered || says_no_output(r.stderr) {
         return None;
     }
     let actions = denied_actions(r);
@@ -668,6 +871,184 @@ mod tests {
             matches!(early, Some(Failure::AgyFailed { code: 1, .. })),
             "{early:?}"
         );
+    }
+
+    /// agy 1.3.1's words for an effort a model does not take, and 1.1.18's
+    /// for a word that is no effort (docs/agy-format.md, "Efforts (1.3.1)").
+    #[test]
+    fn a_refused_effort_names_the_efforts_the_model_takes() {
+        let stderr = "error: invalid model selection (--model \"gemini-3.8-flash\" --effort \"xhigh\"): gemini-3.8-flash has no \"xhigh\" effort (available: low, medium, high)\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(1),
+            stderr,
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f,
+            Failure::EffortRefused {
+                model: "gemini-3.8-flash".into(),
+                effort: "xhigh".into(),
+                available: vec!["low".into(), "medium".into(), "high".into()],
+            }
+        );
+        assert!(
+            f.to_string().starts_with(
+                "agy's model gemini-3.8-flash has no \"xhigh\" effort; it takes low, medium, high."
+            ),
+            "{f}"
+        );
+        assert!(!f.retryable());
+        let bogus = "Error: invalid model selection (--model \"\" --effort \"bogus\"): invalid --effort \"bogus\" (valid: low, medium, high)\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(1),
+            stderr: bogus,
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f.to_string(),
+            "agy does not take \"bogus\" as an effort; it takes low, medium, high"
+        );
+    }
+
+    /// Exit 2 (agy 1.3.3): the bridge's own input refused, in agy's words;
+    /// the same words on exit 1 (agy 1.2.x) are the same refusal.
+    #[test]
+    fn refused_input_is_named_as_the_bridges_not_the_users() {
+        let result = TurnResult {
+            conversation_id: "fc27d94d-6d8e-4659-abab-f742e6b03e47".into(),
+            status: "ERROR".into(),
+            error: Some("stream input message is missing the \"event\" field".into()),
+            ..TurnResult::default()
+        };
+        for exit in [2, 1] {
+            let f = classify(&AgyReport {
+                exit_code: Some(exit),
+                result: Some(&result),
+                conversation_began: true,
+                ..AgyReport::default()
+            })
+            .expect("a failure");
+            assert_eq!(
+                f,
+                Failure::InputRefused {
+                    message: "stream input message is missing the \"event\" field".into()
+                }
+            );
+            assert!(f.to_string().contains("update agy-bridge"), "{f}");
+            assert!(!f.retryable());
+        }
+        let flag = classify(&AgyReport {
+            exit_code: Some(2),
+            stderr: "flag provided but not defined: -frobnicate\nUsage of agy:\n",
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert!(flag.to_string().contains("AGY_EXTRA_ARGS"), "{flag}");
+    }
+
+    /// Exit 3: a model without capacity (503) is worth another try when no
+    /// tool ran; any other model failure is agy's sentence.
+    #[test]
+    fn exit_3_is_a_model_failure_and_capacity_is_retried_without_tools() {
+        let stderr = "API error (attempt 1): UNAVAILABLE (code 503): No capacity available for model gemini-3.1-pro-high on the server\n\
+                      error: No capacity available for model gemini-3.1-pro-high on the server\n\
+                      AGY_ERROR: {\"short_error\":\"UNAVAILABLE (code 503): No capacity available for model gemini-3.1-pro-high on the server\",\"status\":\"UNAVAILABLE\",\"error_code\":503,\"retryable\":true}\n";
+        for ran_tools in [false, true] {
+            let f = classify(&AgyReport {
+                exit_code: Some(3),
+                stderr,
+                ran_tools,
+                ..AgyReport::default()
+            })
+            .expect("a failure");
+            assert_eq!(
+                f,
+                Failure::ModelUnavailable {
+                    message: "No capacity available for model gemini-3.1-pro-high on the server"
+                        .into(),
+                    ran_tools
+                }
+            );
+            assert_eq!(f.retryable(), !ran_tools);
+        }
+        // Only agy's log line: the same.
+        let f = classify(&AgyReport {
+            exit_code: Some(3),
+            stderr: "API error (attempt 1): UNAVAILABLE (code 503): No capacity available for model m on the server\n",
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f,
+            Failure::ModelUnavailable {
+                message: "No capacity available for model m on the server".into(),
+                ran_tools: false
+            }
+        );
+        let other = "error: Request contains an invalid argument.\nAGY_ERROR: {\"short_error\":\"INVALID_ARGUMENT (code 400): Request contains an invalid argument.\",\"status\":\"INVALID_ARGUMENT\",\"error_code\":400,\"retryable\":false}\n";
+        let f = classify(&AgyReport {
+            exit_code: Some(3),
+            stderr: other,
+            ..AgyReport::default()
+        })
+        .expect("a failure");
+        assert_eq!(
+            f.to_string(),
+            "agy's model call failed (exit 3): Request contains an invalid argument."
+        );
+        assert!(!f.retryable());
+        // A crash with exit 3 and no report of agy's is no model failure.
+        let crash = classify(&AgyReport {
+            exit_code: Some(3),
+            stderr: "fake-agy: simulated crash\n",
+            ..AgyReport::default()
+        });
+        assert!(
+            matches!(crash, Some(Failure::AgyFailed { code: 3, .. })),
+            "{crash:?}"
+        );
+    }
+
+    /// agy 1.3.3: a denied tool ends the turn at once, `no output produced`
+    /// on stderr: what the model said before it is a preamble, not an answer.
+    #[test]
+    fn a_denial_that_ended_the_turn_is_the_denial_even_after_a_preamble() {
+        let result = TurnResult {
+            status: "SUCCESS".into(),
+            denied_actions: vec![DeniedAction {
+                action: "command".into(),
+                display_name: "RunCommand".into(),
+            }],
+            ..TurnResult::default()
+        };
+        let report = AgyReport {
+            exit_code: Some(0),
+            stderr: "no output produced\n",
+            result: Some(&result),
+            answered: true,
+            ..AgyReport::default()
+        };
+        assert_eq!(
+            classify(&report),
+            Some(Failure::Denied {
+                actions: result.denied_actions.clone()
+            })
+        );
+        assert_eq!(denial_notice(&report), None, "said once, as the failure");
+        // The line alone, without denied_actions: still a denial.
+        let bare = TurnResult {
+            status: "SUCCESS".into(),
+            ..TurnResult::default()
+        };
+        let f = classify(&AgyReport {
+            exit_code: Some(0),
+            stderr: "no output produced\n",
+            result: Some(&bare),
+            ..AgyReport::default()
+        });
+        assert!(matches!(f, Some(Failure::Denied { .. })), "{f:?}");
     }
 
     #[test]

@@ -13,7 +13,8 @@
 use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
 use crate::run::runner::{
-    answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
+    answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
+    RunEvent, RunResult,
 };
 use agy_format::text::{repeats, shorten};
 use std::collections::HashMap;
@@ -145,6 +146,9 @@ impl<W: Write> LiveView<W> {
             }
             RunEvent::AnswerFromAgy { reason } => {
                 self.line(&format!("[{}]", answer_from_agy_notice(reason)))?
+            }
+            RunEvent::PermissionMode { reported, expected } => {
+                self.line(&format!("[{}]", permission_mode_notice(reported, expected)))?
             }
             RunEvent::Agy(e) => self.agy(e)?,
         }

@@ -41,6 +41,23 @@ impl std::ops::AddAssign<&Usage> for Usage {
     }
 }
 
+/// `init.permission_mode` of an agy run with `--dangerously-skip-permissions`:
+/// it runs every tool without asking (verified, agy 1.2.17).
+pub const ALWAYS_PROCEED: &str = "always-proceed";
+/// `init.permission_mode` without that flag: print mode cannot ask, so a
+/// tool that needs permission is denied (verified, agy 1.1.8 and 1.2.17).
+pub const REQUEST_REVIEW: &str = "request-review";
+
+/// The permission mode agy reports for a command line with or without
+/// `--dangerously-skip-permissions`.
+pub fn permission_mode_for(skip_permissions: bool) -> &'static str {
+    if skip_permissions {
+        ALWAYS_PROCEED
+    } else {
+        REQUEST_REVIEW
+    }
+}
+
 /// The `init` object (the conversation id is beside it, at top level).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Init {

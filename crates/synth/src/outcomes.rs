@@ -16,6 +16,7 @@ use crate::builder::{blob, call, Builder};
 use crate::{MODELS_FORMAT_2, WORKSPACE};
 use agy_corpus::db::step_write;
 mod sessions;
+mod v1_3;
 use agy_corpus::recording::{Gate, Outcome, Provenance, Recording};
 use agy_format::steps::{
     Body, ErrorDetails, GenericTool, Metadata, ModelError, PlannerResponse, RunCommandResult, Step,
@@ -72,6 +73,10 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ),
         ("outcomes/mcp-denied-1.2.7", sessions::mcp_denied()),
         ("outcomes/killed-1.2.7", sessions::killed()),
+        ("outcomes/denied-1.3.3", v1_3::denied()),
+        ("outcomes/no-capacity-1.3.2", v1_3::no_capacity()),
+        ("outcomes/input-refused-1.3.3", v1_3::input_refused()),
+        ("outcomes/effort-refused-1.3.1", v1_3::effort_refused()),
     ]
 }
 

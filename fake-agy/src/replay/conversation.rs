@@ -1,7 +1,9 @@
 //! Which conversation a run writes, decided as agy decides it: a new one,
 //! an existing one resumed (`--conversation`, `-c`), or a new one after a
-//! warning when agy does not have the one named. Kept apart from the
-//! replay because a stdin session decides it once for all its turns.
+//! warning when agy does not have the one named; and, when a test asks
+//! (`FAKE_AGY_KEEP_CONVERSATIONS`), the oldest conversations dropped as
+//! agy drops them beyond about 500. Kept apart from the replay because a
+//! stdin session decides it once for all its turns.
 
 use super::knobs::env;
 use super::knobs::env_flag;
@@ -110,5 +112,32 @@ pub(super) fn resolve_conversation(args: &PrintArgs, conv_dir: &Path) -> (Target
             (Target::Missing, None)
         }
         None => (Target::New, None),
+    }
+}
+
+/// Drop the oldest conversation databases of `dir` (by modification time,
+/// each with its `-wal` and `-shm`) so that `keep` are left once `newest`
+/// (the one this run is creating) is there: agy seems to keep about 500 and drop
+/// the oldest (docs/agy-format.md, "Conversations agy keeps"). A file that
+/// cannot be removed is left: agy's own housekeeping is not a turn's
+/// failure.
+pub(super) fn prune(dir: &Path, keep: usize, newest: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut others: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "db") && p != newest)
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .collect();
+    // Newest first: the ones past `keep - 1` (the new one counts) go.
+    others.sort_by(|a, b| b.cmp(a));
+    for (_, db) in others.into_iter().skip(keep.saturating_sub(1)) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = db.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
     }
 }

@@ -116,6 +116,11 @@ impl Run<'_> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Fatal::internal(format!("cannot create {}: {e}", dir.display())))?;
         let path = &self.root_path;
+        if self.target != Target::Existing {
+            if let Some(keep) = self.knobs.keep_conversations {
+                super::conversation::prune(dir, keep, path);
+            }
+        }
         match self.target {
             Target::New => {
                 self.conn = Some(create_db(path)?);

@@ -1,5 +1,6 @@
 //! The `FAKE_AGY_*` environment knobs of a run (speed, database delay,
-//! crash, grandchild, commit log, hang, which recording) and what the
+//! crash, grandchild, commit log, hang, which recording, how many
+//! conversations agy keeps) and what the
 //! fault ones do when they fire. Read once per run, so a test sets up a
 //! scenario through the environment without the replay knowing about tests.
 
@@ -54,6 +55,9 @@ pub(super) struct Knobs {
     pub(super) late_commit: Option<Duration>,
     /// `FAKE_AGY_GIVEN_PROMPT` ([`super::given_prompt`]).
     pub(super) given_prompt: bool,
+    /// `FAKE_AGY_KEEP_CONVERSATIONS`: how many conversations agy keeps
+    /// ([`super::conversation::prune`]).
+    pub(super) keep_conversations: Option<usize>,
 }
 
 impl Knobs {
@@ -91,6 +95,7 @@ impl Knobs {
             hang: env_flag("FAKE_AGY_HANG"),
             late_commit: env_parse::<u64>("FAKE_AGY_LATE_COMMIT_MS")?.map(Duration::from_millis),
             given_prompt: env_flag("FAKE_AGY_GIVEN_PROMPT"),
+            keep_conversations: env_parse::<usize>("FAKE_AGY_KEEP_CONVERSATIONS")?,
         })
     }
 

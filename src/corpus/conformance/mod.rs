@@ -105,6 +105,7 @@ pub const SCENARIOS: &[Scenario] = &[
         "a one-word answer",
         &[
             ("init.conversation_id", "init"),
+            ("init.permission_mode", "init"),
             ("result.success", "result"),
             ("db.text_field_path", "Step bodies"),
         ],
@@ -124,7 +125,17 @@ pub const SCENARIOS: &[Scenario] = &[
         1,
         "outcomes/denied-1.2.17",
         "a command without --dangerously-skip-permissions",
-        &[("denied.result_denied_actions", "Denials by tool")],
+        &[
+            ("denied.result_denied_actions", "Denials by tool"),
+            ("denied.permission_mode", "init"),
+        ],
+    ),
+    scenario(
+        "effort",
+        0,
+        "outcomes/streaming-1.3.1",
+        "`--effort xhigh`, which no model takes: refused before any turn",
+        &[("effort.xhigh_refused", "Efforts (1.3.1)")],
     ),
     scenario(
         "resume",
@@ -161,6 +172,7 @@ pub const SCENARIOS: &[Scenario] = &[
         &[
             ("hooks.add_dir_loaded", "Hooks"),
             ("hooks.pre_tool_use_allow", "Hooks"),
+            ("hooks.payload_fields", "Hook payloads (1.3.3)"),
             ("hooks.pre_tool_use_deny", "Hooks"),
         ],
     ),

@@ -12,6 +12,7 @@ use agy_format::hooks::{self, Decision, Hook, HookEvent};
 use agy_format::ids::ConversationId;
 use agy_format::quota::Quota;
 use agy_format::steps::{self, Body, StepType};
+use agy_format::stream_json::Line;
 use agy_format::text::{one_line, shorten};
 use std::path::Path;
 use std::process::Output;
@@ -146,6 +147,7 @@ pub(crate) async fn run_one(s: &mut Suite, sc: &Scenario, version: &Version) -> 
         "one-word" => one_word(s, sc).await,
         "tools" => tools(s, sc).await,
         "denied" => denied(s, sc).await,
+        "effort" => effort(s, sc).await,
         "resume" => resume(s, sc).await,
         "resume-unknown" => resume_unknown(s, sc).await,
         "stdin" => stdin(s, sc).await,
@@ -255,6 +257,26 @@ fn init_fact(r: &RunResult) -> Found {
     }
 }
 
+/// `init.permission_mode` is the mode agy's command line asks for:
+/// `always-proceed` with `--dangerously-skip-permissions`, `request-review`
+/// without (`fact`: which scenario's turn it is read from). Not checked
+/// when no `init` line could be read (that is `init.conversation_id`'s).
+fn permission_mode_fact(fact: &'static str, cfg: &RunConfig, r: &RunResult) -> Option<Found> {
+    if r.stream_stats.inits == 0 {
+        return None;
+    }
+    let expected = agy_format::stream_json::permission_mode_for(cfg.skip_permissions);
+    let reported = r.permission_mode.as_deref();
+    Some((
+        fact,
+        reported == Some(expected),
+        format!(
+            "init.permission_mode {reported:?} with{} --dangerously-skip-permissions",
+            if cfg.skip_permissions { "" } else { "out" }
+        ),
+    ))
+}
+
 /// The result line, exit code and failure in a few words.
 fn result_words(r: &RunResult) -> String {
     let status = r
@@ -332,7 +354,7 @@ async fn one_word(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
     let Some(t) = s.turn(&cfg, &req, sc.name).await else {
         return Ok(Vec::new());
     };
-    Ok(vec![
+    let mut found = vec![
         init_fact(&t.result),
         (
             "result.success",
@@ -340,7 +362,13 @@ async fn one_word(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
             result_words(&t.result),
         ),
         text_field_fact(&cfg, &t.result),
-    ])
+    ];
+    found.extend(permission_mode_fact(
+        "init.permission_mode",
+        &cfg,
+        &t.result,
+    ));
+    Ok(found)
 }
 
 /// The results of tool `name` in a turn's events: (ok, summary).
@@ -427,7 +455,60 @@ async fn denied(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
         listed.join(", "),
         result_words(&t.result)
     );
-    Ok(vec![("denied.result_denied_actions", ok, evidence)])
+    let mut found = vec![("denied.result_denied_actions", ok, evidence)];
+    found.extend(permission_mode_fact(
+        "denied.permission_mode",
+        &cfg,
+        &t.result,
+    ));
+    Ok(found)
+}
+
+/// `--effort xhigh` (agy 1.3.1 takes the word, but no model has the
+/// effort; older agy does not take the word): refused before any
+/// conversation, in agy's words naming it. The suite's model without its
+/// tier, as a tiered slug would be refused for the tier instead.
+async fn effort(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
+    let (cwd, _) = s.workspace(sc.name).map_err(io_error)?;
+    let cfg = s.config(sc);
+    let model = s.model.clone().unwrap_or_default();
+    let base = crate::pi::models::split_tier(&model).0.to_string();
+    let mut args = vec![
+        "-p",
+        "Answer with the single word READY.",
+        "--effort",
+        "xhigh",
+        "--output-format",
+        "stream-json",
+    ];
+    if !base.is_empty() {
+        args.extend(["--model", base.as_str()]);
+    }
+    let out = s.command("effort", &cfg, &args, Some(&cwd)).await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<Line> = stdout.lines().map(Line::parse).collect();
+    let began = lines.iter().any(|l| matches!(l, Line::Init { .. }));
+    let words = lines
+        .iter()
+        .find_map(|l| match l {
+            Line::Result(r) => r.error.clone(),
+            _ => None,
+        })
+        .or_else(|| {
+            stderr
+                .lines()
+                .find(|l| l.contains("xhigh"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let refused = !out.status.success() && !began && words.contains("\"xhigh\"");
+    let evidence = format!(
+        "--model {base:?} --effort xhigh: exit {}, conversation begun: {began}, agy: {:?}",
+        out.status.code().unwrap_or(-1),
+        short(&words)
+    );
+    Ok(vec![("effort.xhigh_refused", refused, evidence)])
 }
 
 fn total(u: Option<runner::TurnUsage>) -> (Option<u64>, u64) {
@@ -542,8 +623,10 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
     let (cwd, add) = s.workspace(sc.name).map_err(io_error)?;
     std::fs::write(cwd.join("VERSION"), "name=conformance\n").map_err(io_error)?;
     let decision = add.join("decision.json");
+    let payload = add.join("payload.json");
     let command = format!(
-        "cat >/dev/null; cat {}",
+        "cat >{}; cat {}",
+        sh_quote(&payload.display().to_string()),
         sh_quote(&decision.display().to_string())
     );
     let hook = Hook {
@@ -592,6 +675,7 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
     std::fs::write(&decision, Decision::Allow.to_json()).map_err(io_error)?;
     if let Some(t) = s.turn(&cfg, &req, "hooks-allow").await {
         found.push(tool_ran("hooks.pre_tool_use_allow", &t, "run_command"));
+        found.extend(payload_fact(&payload));
     }
     let reason = "conformance hook says no";
     std::fs::write(&decision, Decision::deny(reason).to_json()).map_err(io_error)?;
@@ -616,6 +700,48 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
         });
     }
     Ok(found)
+}
+
+/// `hooks.payload_fields`: the payload agy gave the `PreToolUse` hook has
+/// the fields of 1.1.7 to 1.3.3 (docs/agy-format.md, "Hook payloads
+/// (1.3.3)"), with their types; `None` when the hook never ran.
+fn payload_fact(path: &Path) -> Option<Found> {
+    const ID: &str = "hooks.payload_fields";
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return Some((ID, false, format!("not JSON ({e}): {:?}", short(&text)))),
+    };
+    let typed = |key: &str| match key {
+        "workspacePaths" => value[key].is_array(),
+        "stepIdx" => value[key].is_u64(),
+        "toolCall" => value[key]["name"].is_string() && value[key]["args"].is_object(),
+        _ => value[key].is_string(),
+    };
+    let fields = [
+        "workspacePaths",
+        "transcriptPath",
+        "artifactDirectoryPath",
+        "conversationId",
+        "modelName",
+        "stepIdx",
+        "toolCall",
+    ];
+    let missing: Vec<&str> = fields.iter().copied().filter(|k| !typed(k)).collect();
+    let keys: Vec<String> = value
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    Some((
+        ID,
+        missing.is_empty(),
+        format!(
+            "keys [{}]; missing or mistyped: [{}]; workspacePaths {}",
+            keys.join(", "),
+            missing.join(", "),
+            short(&value["workspacePaths"].to_string())
+        ),
+    ))
 }
 
 async fn slash_flag(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {

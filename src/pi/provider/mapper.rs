@@ -8,7 +8,8 @@ use crate::follow::subject;
 use crate::pi::diff::{self, TurnEdits};
 use crate::pi::provider::stream::PiStream;
 use crate::run::runner::{
-    answer_from_agy_notice, degraded_notice, new_conversation_notice, RunEvent, RunResult,
+    answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
+    RunEvent, RunResult,
 };
 use agy_format::text::{flat, shell_word};
 use std::collections::HashMap;
@@ -46,6 +47,9 @@ pub struct EventMapper {
     /// An edit's diff rendered off the runtime ([`Self::disk_work`]), for
     /// the result of that edit mapped next.
     rendered: Option<(diff::EditTarget, String)>,
+    /// The session's conversation whose database was gone before the turn
+    /// ([`Self::replaces`]), until the turn's own is bound.
+    replaces: Option<String>,
 }
 
 /// The file reads (and git) one event's mapping needs, with the mapper's
@@ -143,6 +147,7 @@ impl EventMapper {
             from_db: HashMap::new(),
             denied: HashMap::new(),
             rendered: None,
+            replaces: None,
         }
     }
 
@@ -223,6 +228,14 @@ impl EventMapper {
     /// (`pi::mcp::is_bridge_call`).
     pub fn hide_bridge_calls(&mut self, is_bridge_call: fn(&str, &str) -> bool) {
         self.bridge_call = Some(is_bridge_call);
+    }
+
+    /// The pi session was bound to conversation `gone`, whose database was
+    /// gone before this turn (agy keeps about 500 and drops the oldest), so
+    /// the turn begins a new one with pi's whole record: once it is bound,
+    /// the user is told as for a conversation agy did not have.
+    pub fn replaces(&mut self, gone: &str) {
+        self.replaces = Some(gone.to_string());
     }
 
     /// Where agy keeps conversations, when it is not the default
@@ -364,6 +377,13 @@ impl EventMapper {
                 conversation_id, ..
             } => {
                 self.conversation = Some(conversation_id.clone());
+                if let Some(gone) = self.replaces.take().filter(|g| g != conversation_id) {
+                    let notice = new_conversation_notice(&gone, conversation_id);
+                    self.line(
+                        out,
+                        &format!("{notice}; pi's record of the earlier turns went to agy with this message"),
+                    );
+                }
                 return;
             }
             RunEvent::Degraded { reason } => return self.line(out, &degraded_notice(reason)),
@@ -380,6 +400,9 @@ impl EventMapper {
             }
             RunEvent::AnswerFromAgy { reason } => {
                 return self.line(out, &answer_from_agy_notice(reason))
+            }
+            RunEvent::PermissionMode { reported, expected } => {
+                return self.line(out, &permission_mode_notice(reported, expected))
             }
             _ => return,
         };

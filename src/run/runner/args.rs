@@ -157,6 +157,23 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
     args
 }
 
+/// Whether agy's command line lets it run every tool unasked: the
+/// bridge's own `--dangerously-skip-permissions`, or the user's in
+/// `AGY_EXTRA_ARGS` (Go's boolean flag: `=false` turns it off again, and
+/// the last one counts).
+pub(super) fn skips_permissions(cfg: &RunConfig) -> bool {
+    let mut skip = false;
+    for arg in &cfg.extra_args {
+        if flag_name(arg) == Some("dangerously-skip-permissions") {
+            skip = !matches!(
+                arg.split_once('=').map(|(_, v)| v),
+                Some("false" | "0" | "f" | "F" | "FALSE" | "False")
+            );
+        }
+    }
+    skip || cfg.skip_permissions
+}
+
 /// The turn's [`Surface`], from what is known of agy's features.
 pub(super) fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
     let stream_json = match cfg.bind {
@@ -175,6 +192,28 @@ pub(super) fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
 mod tests {
     use super::*;
     use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
+
+    #[test]
+    fn the_users_skip_permissions_counts_as_the_bridges() {
+        let with = |skip: bool, extra: &[&str]| RunConfig {
+            skip_permissions: skip,
+            extra_args: extra.iter().map(|a| a.to_string()).collect(),
+            ..RunConfig::default()
+        };
+        assert!(skips_permissions(&with(true, &[])));
+        assert!(!skips_permissions(&with(false, &[])));
+        assert!(skips_permissions(&with(
+            false,
+            &["-dangerously-skip-permissions"]
+        )));
+        assert!(!skips_permissions(&with(
+            false,
+            &[
+                "--dangerously-skip-permissions",
+                "--dangerously-skip-permissions=false"
+            ]
+        )));
+    }
 
     #[test]
     fn go_durations() {

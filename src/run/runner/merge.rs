@@ -17,8 +17,11 @@
 //!   less or other text, agy's own answer follows, with a notice.
 //! - **Usage per turn**, from this turn's steps, never agy's cumulative
 //!   `result.usage`.
+//! - **Permission mode.** `init` says how agy will treat tools; when that
+//!   is not what the bridge's flags ask for, the user hears it at once.
 
 use super::*;
+use agy_format::stream_json::permission_mode_for;
 
 /// How long a failed tool result without words waits for stream-json.
 const HOLD_FOR_WORDS: Duration = Duration::from_secs(1);
@@ -51,6 +54,9 @@ impl Turn<'_> {
             Line::StepUpdate(u) if u.step_type == "tool" => Some(u.step_index),
             _ => None,
         };
+        if let Line::Init { init, .. } = &line {
+            self.on_permission_mode(init.permission_mode.as_deref());
+        }
         if let Some(id) = self.agy.observe(line).or(result_id) {
             self.on_agy_id(&id);
         }
@@ -62,6 +68,23 @@ impl Turn<'_> {
             for ev in self.agy.unstreamed(with_tools) {
                 self.send(ev);
             }
+        }
+    }
+
+    /// agy's `init` said its permission mode: kept, and when it is not the
+    /// one agy's command line asks for, the user is told (once: agy prints
+    /// `init` once per process).
+    fn on_permission_mode(&mut self, reported: Option<&str>) {
+        let Some(reported) = reported else {
+            return;
+        };
+        self.result.permission_mode = Some(reported.to_string());
+        let expected = permission_mode_for(super::args::skips_permissions(self.cfg));
+        if reported != expected {
+            self.emit(RunEvent::PermissionMode {
+                reported: reported.to_string(),
+                expected: expected.to_string(),
+            });
         }
     }
 

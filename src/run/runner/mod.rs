@@ -239,6 +239,13 @@ pub enum RunEvent {
     AnswerFromAgy {
         reason: String,
     },
+    /// agy's `init` reports another permission mode (`reported`) than its
+    /// command line asks for (`expected`): agy's own settings may decide
+    /// for it. Sent once per agy process, when its `init` arrives.
+    PermissionMode {
+        reported: String,
+        expected: String,
+    },
     /// A decoded agy event (serialised as the event itself).
     #[serde(untagged)]
     Agy(Event),
@@ -249,10 +256,30 @@ pub fn degraded_notice(reason: &str) -> String {
     format!("agy-bridge: cannot follow agy's conversation database ({reason}); the answer and tool steps come from agy's stream-json output alone, without thinking or edits")
 }
 
-/// The one sentence for a resumed conversation agy did not have; callers
-/// add what happens next where they are (pi, the command line).
+/// The one sentence for a resumed conversation agy did not have (or whose
+/// database is gone before the turn); callers add what happens next where
+/// they are (pi, the command line). The likeliest reason comes first: agy
+/// keeps about 500 conversations and drops the oldest (docs/agy-format.md,
+/// "Conversations agy keeps").
 pub fn new_conversation_notice(requested: &str, new: &str) -> String {
-    format!("agy-bridge: agy did not have conversation {requested} (expired, deleted, or from another machine) and began a new one, {new}, without the earlier context")
+    format!("agy-bridge: agy did not have conversation {requested} (agy keeps about 500 conversations and drops the oldest; or it was deleted, or is from another machine) and began a new one, {new}, without the earlier context")
+}
+
+/// The one sentence for an agy whose `init` reports another permission
+/// mode than the bridge's flags ask for, naming both.
+pub fn permission_mode_notice(reported: &str, expected: &str) -> String {
+    use agy_format::stream_json::{ALWAYS_PROCEED, REQUEST_REVIEW};
+    let meaning = |mode: &str| match mode {
+        ALWAYS_PROCEED => "every tool runs without asking",
+        REQUEST_REVIEW => "a tool that needs permission is denied, as print mode cannot ask",
+        _ => "a mode agy-bridge does not know",
+    };
+    let flag = if expected == ALWAYS_PROCEED {
+        "it passed --dangerously-skip-permissions"
+    } else {
+        "it did not pass --dangerously-skip-permissions"
+    };
+    format!("agy-bridge: agy runs in permission mode {reported:?} ({}), not the {expected:?} agy-bridge asked for ({flag}, so {}); agy's own settings may have chosen it", meaning(reported), meaning(expected))
 }
 
 /// The one sentence for an answer the database gave only part of.
@@ -289,6 +316,9 @@ pub struct RunResult {
     pub stream_stats: ParseStats,
     /// Why the turn streamed from stream-json alone, if it did.
     pub degraded: Option<String>,
+    /// The permission mode agy's `init` reported (a warm agy's later turns
+    /// have none: its `init` came with its first).
+    pub permission_mode: Option<String>,
     /// Things the user should know about a turn that still succeeded.
     pub notices: Vec<String>,
     pub failure: Option<Failure>,
@@ -328,6 +358,7 @@ impl RunResult {
             agy_result: None,
             stream_stats: ParseStats::default(),
             degraded: None,
+            permission_mode: None,
             notices: Vec::new(),
             failure: None,
         }
