@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end: the npm packages as a pi user installs them, in real pi (0.84.0),
+# End-to-end: the npm packages as a pi user installs them, in real pi
+# ($PI_VERSION, one of .ci/pi-versions; default the newest),
 # with no AGY_BRIDGE_BIN and no agy-bridge on PATH; fake-agy stands in for agy.
 #
 # 1-4. README's route for a local build, as written: `scripts/pack-npm.sh`

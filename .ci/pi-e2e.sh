@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end: the pi extension inside a real pi (0.84.0), with fake-agy as
-# agy. Reads as a transcript: each check names what a pi user would see.
+# End-to-end: the pi extension inside a real pi ($PI_VERSION, one of
+# .ci/pi-versions; default the newest), with fake-agy as agy. Reads as a
+# transcript: each check names what a pi user would see.
 #
 # Needs target/debug/{agy-bridge,fake-agy} (cargo build --workspace; with
 # CARGO_TARGET_DIR set, that directory's debug/).
@@ -19,14 +20,28 @@ FAKE="$TARGET/debug/fake-agy"
 
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 
-# 0. The extension type-checks (strict) against pi 0.84.0's own types.
+# 0. The extension type-checks (strict) against the newest pi's own types
+#    (the floor's lack what pi added since, e.g. onProviderStreamEvent:
+#    called where pi has it; the floor's run below shows the rest works).
 mkdir -p "$WORK/tsc" && cp "$ROOT/pi-extension/index.ts" "$ROOT/pi-extension/package.json" "$WORK/tsc/" && cp "$ROOT/.ci/probe-extension/index.ts" "$WORK/tsc/probe.ts" && ln -s "$PI_DIR/node_modules" "$WORK/tsc/node_modules"
-cat > "$WORK/tsc/tsconfig.json" <<'JSON'
+if [ "$PI_VERSION" = "$PI_NEWEST" ]; then
+  cat > "$WORK/tsc/tsconfig.json" <<'JSON'
 { "compilerOptions": { "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
     "strict": true, "noEmit": true, "skipLibCheck": true, "types": ["node"] }, "files": ["index.ts", "probe.ts"] }
 JSON
-out="$(cd "$WORK/tsc" && "$PI_DIR/node_modules/.bin/tsc" -p tsconfig.json 2>&1)"; code=$?
-[ $code = 0 ]; check "pi-extension/index.ts type-checks against pi's types" $? "$out"
+  out="$(cd "$WORK/tsc" && "$PI_DIR/node_modules/.bin/tsc" -p tsconfig.json 2>&1)"; code=$?
+  [ $code = 0 ]; check "pi-extension/index.ts type-checks against pi $PI_VERSION's types" $? "$out"
+fi
+
+# 0b. The extension's own parts, in Node against this pi's pi-ai, with a
+#     stand-in agy-bridge (.ci/pi-ext-unit.mjs): pi's provider contract per
+#     call, the protocol's tags and release rule, stream decoding, the
+#     AGY_PI_TOOLS rule asked of the real agy-bridge.
+unit_out="$(cd "$WORK/tsc" && timeout 120 node "$ROOT/.ci/pi-ext-unit.mjs" "$WORK/tsc" "$BRIDGE" 2>&1)"
+echo "$unit_out"
+passed=$((passed + $(grep -c '^ok ' <<<"$unit_out")))
+failed=$((failed + $(grep -c '^FAIL' <<<"$unit_out")))
+grep -q '^ok ' <<<"$unit_out" || { failed=$((failed+1)); echo "FAIL - the extension's unit checks did not run"; }
 export HOME="$WORK/home" PI_CODING_AGENT_DIR="$WORK/home/.pi/agent"
 mkdir -p "$PI_CODING_AGENT_DIR" "$WORK/project"
 export AGY_BRIDGE_BIN="$BRIDGE" AGY_BIN="$FAKE" FAKE_AGY_SPEED=8 PI_OFFLINE=1
@@ -109,6 +124,15 @@ mkdir -p "$WORK/elsewhere"
 out="$(cd "$WORK/elsewhere" && FAKE_AGY_RECORDING=resume FAKE_AGY_ARGV_LOG="$WORK/argv5b.log" pi_run --session "$SESSION" -p "And now?" 2>&1)"; code=$?
 [ $code = 0 ] && grep -qF "\"$WORK/project\"" "$WORK/argv5b.log" && ! grep -qF "$WORK/elsewhere" "$WORK/argv5b.log"
 check "a session opened from another directory runs agy in the session's cwd" $? "exit $code, agy argv: $(cat "$WORK/argv5b.log" 2>/dev/null)
+$out"
+
+# 5c. A system message pi puts mid-conversation (here: an extension adds a
+#     prompt section the session's prompt lacked) reaches agy with the next
+#     turn's context, as other context agy did not see does.
+out="$(FAKE_AGY_RECORDING=resume FAKE_AGY_STDIN_LOG="$WORK/stdin5c.log" PROBE_SECTION="Note from pi: answer in metres." \
+  pi_run -e "$ROOT/.ci/probe-extension" --session "$SESSION" -p "And the units?" 2>&1)"; code=$?
+[ $code = 0 ] && grep -qF '[pi system message]' "$WORK/stdin5c.log" && grep -qF 'Note from pi: answer in metres.' "$WORK/stdin5c.log"
+check "a mid-conversation system message of pi's reaches agy in the turn's context" $? "exit $code, agy's stdin: $(cat "$WORK/stdin5c.log" 2>/dev/null | cut -c1-1500)
 $out"
 
 # 6. RPC mode: `/agy mode plan` saves the setting; an abort mid-turn ends it
@@ -241,6 +265,6 @@ passed=$((passed + $(grep -c '^ok ' <<<"$sdk_out")))
 failed=$((failed + $(grep -c '^FAIL' <<<"$sdk_out")))
 grep -q '^ok ' <<<"$sdk_out" || { failed=$((failed+1)); echo "FAIL - pi SDK sessions did not run"; }
 
-echo "pi e2e: $passed passed, $failed failed"
+echo "pi e2e (pi $PI_VERSION): $passed passed, $failed failed"
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

@@ -1,13 +1,19 @@
 # Sourced by the pi end-to-end scripts: Node 22 and pi (and TypeScript, to
 # type-check the extension) from the npm registry, installed once into
 # $AGY_BRIDGE_CI_CACHE (default ~/.cache/agy-bridge-ci) and reused after.
-# `pi_env_install` puts that Node first on PATH and sets $PI
-# (`node22_install` does only the first); `check` counts the results a
-# script prints as "N passed, M failed" at the end.
+# pi is $PI_VERSION, one of .ci/pi-versions (default: its `newest`), each
+# version in a directory of its own. `pi_env_install` puts that Node first on
+# PATH and sets $PI (`node22_install` does only the first); `check` counts
+# the results a script prints as "N passed, M failed" at the end.
 CACHE="${AGY_BRIDGE_CI_CACHE:-$HOME/.cache/agy-bridge-ci}"
 NODE_DIR="$CACHE/node22"
-PI_DIR="$CACHE/pi"
-PI_VERSION=0.84.0
+PI_VERSIONS_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pi-versions"
+# pi_version newest|floor: that line of .ci/pi-versions.
+pi_version() { awk -v k="$1" '$1 == k { print $2 }' "$PI_VERSIONS_FILE"; }
+PI_NEWEST="$(pi_version newest)"
+PI_FLOOR="$(pi_version floor)"
+PI_VERSION="${PI_VERSION:-$PI_NEWEST}"
+PI_DIR="$CACHE/pi-$PI_VERSION"
 
 # Node 22, first on PATH.
 node22_install() {
@@ -29,7 +35,7 @@ pi_env_install() {
     (cd "$PI_DIR" && { [ -f package.json ] || npm init -y >/dev/null; } &&
       npm install --no-audit --no-fund --loglevel=error "@earendil-works/pi-coding-agent@$PI_VERSION") || return 1
   fi
-  if [ ! -x "$PI_DIR/node_modules/.bin/tsc" ]; then
+  if [ "$PI_VERSION" = "$PI_NEWEST" ] && [ ! -x "$PI_DIR/node_modules/.bin/tsc" ]; then
     echo "installing typescript into $PI_DIR (to type-check the extension)"
     (cd "$PI_DIR" && npm install --no-audit --no-fund --loglevel=error typescript@5) || return 1
   fi

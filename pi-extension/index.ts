@@ -19,16 +19,19 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import {
+	calculateCost,
 	createAssistantMessageEventStream,
+	getCurrentTools,
 	type Api,
 	type AssistantMessage,
 	type AssistantMessageEventStream,
-	type Context,
 	type Message,
 	type Model,
 	type SimpleStreamOptions,
 	type ToolCall,
 	type ToolResultMessage,
+	type TranscriptContext,
+	type UserMessage,
 } from "@earendil-works/pi-ai";
 import type { ExtensionAPI, ProviderModelConfig } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
@@ -93,8 +96,9 @@ function runBridge(args: string[], opts: { timeoutMs?: number; signal?: AbortSig
 			opts.signal?.removeEventListener("abort", onAbort);
 			resolve(r);
 		};
-		child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
-		child.stderr.on("data", (d: Buffer) => (stderr = (stderr + d.toString("utf8")).slice(-4000)));
+		// Decoded as a stream: a character split across two chunks stays whole.
+		child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+		child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-4000)));
 		child.on("error", (e) => done({ ok: false, stdout: "", stderr: cannotStart(e), aborted }));
 		child.on("close", (code) => done({ ok: code === 0 && !aborted, stdout, stderr, aborted }));
 	});
@@ -137,11 +141,22 @@ const uis = new Map<string, SessionUI>();
 /** pi's session behind an extension context. */
 const keyOf = (ctx: { sessionManager: { getSessionId(): string } }) => ctx.sessionManager.getSessionId();
 
-/** pi's tools agy has natively, and the one that delegates to agy itself:
- *  never offered to agy (agy-bridge filters them too). */
-const NATIVE_TOOLS = new Set(["read", "bash", "edit", "write", "grep", "find", "ls", "AskAntigravity"]);
-/** `/agy tools on|off`; starts from AGY_PI_TOOLS (off, 0, false, no: off). */
-let piToolsOn = !/^(off|0|false|no)$/i.test((process.env.AGY_PI_TOOLS ?? "").trim());
+/** `/agy tools on|off`, this pi process's switch for pi's tools. Its rules
+ *  are agy-bridge's (`agy-bridge pi-tools --json`): the words it takes, its
+ *  default (AGY_PI_TOOLS), and the tools of pi's agy is never offered
+ *  (agy-bridge leaves those out of what it serves). */
+type PiToolsSwitch = { on: boolean; native: string[]; message: string; error?: string };
+let piToolsOn = true;
+/** Why AGY_PI_TOOLS could not be read (agy-bridge's sentence), if it could not. */
+let piToolsError: string | undefined;
+async function askPiTools(args: string[]): Promise<PiToolsSwitch | undefined> {
+	const r = await runBridge(["pi-tools", "--json", ...args]);
+	try {
+		return JSON.parse(r.stdout) as PiToolsSwitch;
+	} catch {
+		return undefined;
+	}
+}
 
 /** One `agy-bridge stream --session` child per pi session: it serves the
  *  session's turns one after another and keeps agy warm between them. One
@@ -178,6 +193,22 @@ function send(s: SessionChild, line: unknown): void {
 	}
 }
 
+/** The event that ends a turn: its `error`, or a `done` that is not
+ *  `toolUse` (after `toolUse` the turn goes on with pi's tool results). */
+const turnEnds = (ev: BridgeEvent) => ev.type === "error" || (ev.type === "done" && ev.reason !== "toolUse");
+
+/** A turn this extension gives up on while it runs (a hook of pi's failed):
+ *  agy-bridge stops it, and its last events are dropped here. */
+function abandonTurn(s: SessionChild): void {
+	if (!s.busy) return;
+	send(s, { type: "abort" });
+	s.parked = [];
+	s.busy = false;
+	s.discard += 1;
+	s.sink = null;
+	s.onClose = null;
+}
+
 /** Tell the session's turn that pi will not continue it: agy-bridge answers
  *  agy's waiting calls with an error and ends the turn (its last events are
  *  dropped here); the session and its warm agy stay. */
@@ -209,8 +240,8 @@ function sessionChild(key: string): SessionChild {
 	if (live && !live.closed) return live;
 	const child = spawn(bridgeBin(), ["stream", "--session"], { stdio: ["pipe", "pipe", "pipe"] });
 	const s: SessionChild = { child, sink: null, onClose: null, buffered: [], parked: [], busy: false, discard: 0, closed: null, questions: new Set(), stderrTail: "" };
-	child.stderr.on("data", (d: Buffer) => {
-		s.stderrTail = (s.stderrTail + d.toString("utf8")).slice(-2000);
+	child.stderr.setEncoding("utf8").on("data", (d: string) => {
+		s.stderrTail = (s.stderrTail + d).slice(-2000);
 	});
 	child.stdin.on("error", () => {
 		/* the child went away; close reports it */
@@ -223,9 +254,11 @@ function sessionChild(key: string): SessionChild {
 			return; // not protocol: ignore rather than crash pi
 		}
 		if (ev.type === "permission_request") return void askPermission(s, key, ev);
-		if (ev.type === "error" || (ev.type === "done" && ev.reason === "stop")) dismissQuestions(s);
+		if (turnEnds(ev)) dismissQuestions(s);
+		// ARCHITECTURE's rule: a released (or abandoned) turn still ends
+		// with exactly one final event, and a late release adds none.
 		if (s.discard > 0) {
-			if (ev.type === "error" || (ev.type === "done" && ev.reason === "stop")) s.discard -= 1;
+			if (turnEnds(ev)) s.discard -= 1;
 			return;
 		}
 		if (s.sink) s.sink(ev);
@@ -283,26 +316,34 @@ function dismissQuestions(s: SessionChild): void {
 	s.questions.clear();
 }
 
-/** pi's tools agy is offered, as the request lists them. */
+/** pi's tools, as the request lists them (agy-bridge leaves out those agy
+ *  has of its own); none while `/agy tools off`. */
 function offeredTools(tools: readonly { name: string; description?: string; parameters?: unknown }[]) {
-	return piToolsOn ? tools.filter((t) => !NATIVE_TOOLS.has(t.name)).map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
+	return piToolsOn ? tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters })) : [];
 }
 
 /** What follows the newest assistant message: its toolResults by call id,
- *  then the user's steering messages (pi adds them after the results). */
-function afterToolCalls(messages: Message[]): { results: Map<string, ToolResultMessage>; steer: Message[] } {
+ *  then the user's steering messages (pi adds them after the results). A
+ *  system message pi put there (a tool or prompt change) is skipped: the
+ *  next turn's digest carries it to agy. */
+function afterToolCalls(messages: Message[]): { results: Map<string, ToolResultMessage>; steer: UserMessage[] } {
 	let i = messages.length;
-	const steer: Message[] = [];
-	while (i > 0 && messages[i - 1].role === "user") steer.unshift(messages[--i]);
+	const steer: UserMessage[] = [];
+	while (i > 0 && (messages[i - 1].role === "user" || messages[i - 1].role === "system")) {
+		const m = messages[--i];
+		if (m.role === "user") steer.unshift(m);
+	}
 	const results = new Map<string, ToolResultMessage>();
 	for (let m = messages[--i]; m?.role === "toolResult"; m = messages[--i]) results.set(m.toolCallId, m);
 	return { results, steer };
 }
 
-/** pi's streamSimple: each turn goes to the session's `agy-bridge stream
- *  --session` child, which keeps agy warm between turns. We own the
- *  partial AssistantMessage of each provider call and apply every delta. */
-function streamSimple(model: Model<Api>, context: Context, options?: SimpleStreamOptions): AssistantMessageEventStream {
+/** pi's streamSimple (pi's provider contract, docs/custom-provider.md):
+ *  each turn goes to the session's `agy-bridge stream --session` child,
+ *  which keeps agy warm between turns. We own the partial AssistantMessage
+ *  of each provider call and apply every delta; each call's stream gets
+ *  exactly one `start` and then one `done` or `error`. */
+function streamSimple(model: Model<Api>, context: TranscriptContext, options?: SimpleStreamOptions): AssistantMessageEventStream {
 	const stream = createAssistantMessageEventStream();
 	const partial: AssistantMessage = {
 		role: "assistant",
@@ -311,7 +352,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		provider: model.provider,
 		model: model.id,
 		usage: zeroUsage(),
-		stopReason: "stop",
+		stopReason: "pending",
 		timestamp: Date.now(),
 	};
 	let finished = false;
@@ -337,7 +378,9 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 
 	// The continuation of a turn whose agy waits on pi's tool results (the
 	// results, then any steering message the user sent meanwhile: it goes
-	// with the last result, so agy reads it after them), or a new turn.
+	// with the last result, so agy reads it after them), or a new turn. pi's
+	// tools are the transcript's (its system messages declare them); the
+	// whole transcript goes to agy-bridge, which digests what agy did not see.
 	const key = options?.sessionId ?? `cwd:${process.cwd()}`;
 	const cwd = uis.get(key)?.cwd ?? process.cwd();
 	const live = sessionChild(key);
@@ -356,12 +399,13 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		live.buffered = [];
 		live.busy = true;
 		payload = {
+			type: "request",
 			model: model.id,
 			reasoning: options?.reasoning,
 			sessionId: options?.sessionId,
 			cwd,
 			messages: context.messages,
-			tools: offeredTools(context.tools ?? []),
+			tools: offeredTools(getCurrentTools(context.messages)),
 			ui: uis.get(key)?.hasUI ?? false,
 		};
 	}
@@ -426,6 +470,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				stream.push({ type: "toolcall_delta", contentIndex: ev.contentIndex, delta: ev.delta, partial });
 				return;
 			case "toolcall_end":
+				// agy-bridge's arguments are a JSON object (`argumentsError` when agy's were not).
 				ensureStarted();
 				partial.content[ev.contentIndex] = ev.toolCall;
 				stream.push({ type: "toolcall_end", contentIndex: ev.contentIndex, toolCall: ev.toolCall, partial });
@@ -435,20 +480,22 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 				finished = true;
 				dropAbort();
 				partial.stopReason = ev.reason;
-				// agy runs on the user's own subscription: tokens, no cost.
-				if (ev.usage) partial.usage = { ...zeroUsage(), ...ev.usage, cost: zeroUsage().cost };
+				// Tokens from agy; the cost as pi's own providers reckon it, from
+				// the model's prices (zero: agy runs on the user's own plan).
+				if (ev.usage) {
+					partial.usage = { ...zeroUsage(), ...ev.usage };
+					calculateCost(model, partial.usage);
+				}
 				if (ev.reason === "toolUse") {
 					// agy waits: the turn lives on until pi continues (or releases) it.
 					live.parked = partial.content.flatMap((b) => (b.type === "toolCall" ? [b.id] : []));
 				} else live.busy = false;
-				detach();
 				stream.push({ type: "done", reason: ev.reason, message: partial });
 				stream.end();
 				return;
 			case "error":
 				live.busy = false;
 				live.parked = [];
-				detach();
 				fail(ev.reason === "aborted" ? "aborted" : "error", ev.errorMessage || "agy-bridge reported an error without a message");
 				return;
 			default:
@@ -457,8 +504,7 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		ensureStarted();
 		stream.push({ ...ev, partial } as Parameters<typeof stream.push>[0]);
 	};
-	const onClose = (code: number | null, signal: NodeJS.Signals | null) => {
-		detach();
+	const closedNow = (code: number | null, signal: NodeJS.Signals | null) => {
 		if (finished) return;
 		if (options?.signal?.aborted) return fail("aborted", "Operation aborted");
 		if (live.startError) return fail("error", live.startError);
@@ -466,10 +512,36 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		const tail = live.stderrTail.trim().split("\n").slice(-3).join(" | ");
 		fail("error", `agy-bridge ended without finishing the turn (${why})${tail ? `: ${tail}` : ""}`);
 	};
+	// Each of the bridge's events is awaited through pi's
+	// `onProviderStreamEvent` before it is applied, in order, as pi's own
+	// providers do with each parsed event. The call lets go of the child as
+	// soon as its last event arrives (events after it are the next call's).
+	let queue = Promise.resolve();
+	const take = (ev: BridgeEvent) => {
+		if (ev.type === "done" || ev.type === "error") detach();
+		queue = queue.then(async () => {
+			if (finished) return;
+			try {
+				await options?.onProviderStreamEvent?.(ev, model);
+			} catch (e) {
+				// pi's providers fail the call; agy's turn is given up with it.
+				if (ev.type === "done" && ev.reason === "toolUse") releaseTurn(live, "pi's provider_stream_event handler failed");
+				else if (turnEnds(ev)) live.busy = false;
+				else abandonTurn(live);
+				return fail("error", `pi's provider_stream_event handler failed: ${(e as Error).message}`);
+			}
+			apply(ev);
+		});
+	};
+	const onClose = (code: number | null, signal: NodeJS.Signals | null) => {
+		detach();
+		queue = queue.then(() => closedNow(code, signal));
+	};
 	// As pi's own providers do: `onPayload` sees (and may replace) what goes
 	// to the bridge, the request line or the continuation's tool_result
-	// lines; `onResponse` follows once it is sent (the bridge always answers,
-	// and its events wait in `buffered` meanwhile).
+	// lines; `onResponse` follows once it is sent, and a failing one fails
+	// the call (agy's turn is given up); the bridge's events wait in
+	// `buffered` meanwhile.
 	const begin = async () => {
 		try {
 			const next = await options?.onPayload?.(payload, model);
@@ -482,14 +554,18 @@ function streamSimple(model: Model<Api>, context: Context, options?: SimpleStrea
 		sent = true;
 		try {
 			await options?.onResponse?.({ status: 200, headers: {} }, model);
-		} catch {
-			/* pi's own providers let a failing hook fail the call; the turn is under way, so it goes on */
+		} catch (e) {
+			abandonTurn(live);
+			return fail("error", `pi's after_provider_response failed: ${(e as Error).message}`);
 		}
+		if (finished) return;
 		// Events that came while pi ran the tools go out first.
-		live.sink = apply;
+		live.sink = take;
 		live.onClose = onClose;
-		for (const ev of live.buffered.splice(0)) apply(ev);
-		if (live.closed && !finished) onClose(live.closed.code, live.closed.signal);
+		const waiting = live.buffered.splice(0);
+		while (waiting.length > 0 && live.sink === take) take(waiting.shift() as BridgeEvent);
+		live.buffered.unshift(...waiting);
+		if (live.closed && live.sink === take) onClose(live.closed.code, live.closed.signal);
 	};
 
 	// Abort: ask over stdin (the bridge stops agy's tree, answers at once and
@@ -526,7 +602,10 @@ async function loadModels(): Promise<ProviderModelConfig[]> {
 }
 
 export default async function (pi: ExtensionAPI): Promise<void> {
-	const models = await loadModels();
+	const [models, tools] = await Promise.all([loadModels(), askPiTools([])]);
+	piToolsOn = tools?.on ?? true;
+	piToolsError = tools?.error;
+	if (piToolsError) console.error(`[agy-bridge] ${piToolsError}`);
 	// No binary: say so in pi's UI too (stderr scrolls away under the TUI).
 	pi.on("session_start", (_ev, ctx) => {
 		if (startFailure && ctx.hasUI) ctx.ui.notify(startFailure, "error");
@@ -596,11 +675,16 @@ export default async function (pi: ExtensionAPI): Promise<void> {
 		description: "agy-bridge settings: /agy [usage | mode plan|accept-edits | permissions ask|allow|deny | allow [RULE] | tools on|off | model ALIAS | thinking low|medium|high | sessions | clear [all] | help]",
 		handler: async (args, ctx) => {
 			const words = (args ?? "").trim().split(/\s+/).filter(Boolean);
+			// agy-bridge reads the word and says what the switch is now.
 			if (words[0] === "tools") {
-				if (words[1] === "on" || words[1] === "off") piToolsOn = words[1] === "on";
-				else if (words[1]) return ctx.ui.notify(`/agy tools takes on or off (it is ${piToolsOn ? "on" : "off"})`, "error");
-				ctx.ui.notify(`agy can call pi's tools: ${piToolsOn ? "on" : "off"} (all but ${[...NATIVE_TOOLS].join(", ")}; this pi process; AGY_PI_TOOLS=off sets the default)`, "info");
-				return;
+				if (!words[1] && piToolsError) return ctx.ui.notify(piToolsError, "error");
+				const r = await askPiTools(words[1] ? ["--set", words.slice(1).join(" ")] : ["--current", piToolsOn ? "on" : "off"]);
+				if (!r) return ctx.ui.notify(startFailure ?? "agy-bridge pi-tools gave no answer", "error");
+				if (!r.error) {
+					piToolsOn = r.on;
+					piToolsError = undefined;
+				}
+				return ctx.ui.notify(r.message, r.error ? "error" : "info");
 			}
 			if (words[0] === "usage") {
 				const r = await runBridge(["usage"]);

@@ -49,6 +49,9 @@ enum Commands {
     /// Show agy's quota (`agy -p /usage`): what is left of each bucket and
     /// when it refills, or JSON with --json.
     Usage(cli::usage::UsageArgs),
+    /// Whether agy may call pi's tools (AGY_PI_TOOLS, or the user's word)
+    /// and which of pi's tools agy is never offered: what the extension asks.
+    PiTools(cli::tools_switch::PiToolsArgs),
     /// What agy runs before each tool call in `ask` mode: agy's payload on
     /// stdin, the decision (pi's, or the rules') on stdout.
     Hook(cli::hook::HookArgs),
@@ -170,6 +173,7 @@ fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) ->
         Commands::Ask(args) => cli::ask::cmd_ask(args),
         Commands::Models(args) => cli::models::cmd_models(args),
         Commands::Usage(args) => cli::usage::cmd_usage(args),
+        Commands::PiTools(args) => cli::tools_switch::cmd_pi_tools(args),
         Commands::Record(args) => cli::record::cmd_record(args),
         Commands::Drift(args) => cli::drift::cmd_drift(args),
         Commands::Conformance(args) => cli::conformance::cmd_conformance(args),

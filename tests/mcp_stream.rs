@@ -379,6 +379,40 @@ fn a_release_answers_the_call_and_ends_the_turn() {
     );
 }
 
+/// ARCHITECTURE's rule for `release` (the extension's `discard` counts on
+/// it): a released turn still ends with exactly one final event, `error`
+/// (or `done` with reason `stop` had it ended first); a `done` with reason
+/// `toolUse` is never final, and nothing follows the final event. Here the
+/// release comes while agy still works, before it calls pi's tool.
+#[test]
+fn a_turn_released_before_agys_call_ends_with_one_final_event() {
+    let mut turn = Turn::start("mcp/pi-tool", &[]);
+    turn.send(json!({"type": "release", "reason": "pi moved on"}));
+    let mut events = Vec::new();
+    loop {
+        let msg = turn.next_message();
+        let last = msg.last().expect("end").clone();
+        events.extend(msg);
+        if last["type"] == "error" || last["reason"] == "stop" {
+            break;
+        }
+        assert_eq!(last["reason"], "toolUse", "{events:?}");
+    }
+    let finals = events
+        .iter()
+        .filter(|e| e["type"] == "error" || (e["type"] == "done" && e["reason"] == "stop"))
+        .count();
+    assert_eq!(finals, 1, "{events:?}");
+    let last = events.last().expect("final");
+    assert_eq!(
+        (last["type"].as_str(), last["errorMessage"].as_str()),
+        (Some("error"), Some("agy-bridge: pi moved on")),
+        "{events:?}"
+    );
+    let (rest, _home) = turn.finish();
+    assert!(rest.is_empty(), "nothing after the final event: {rest:?}");
+}
+
 #[test]
 fn pi_going_away_ends_the_turn() {
     let second = ended_while_parked(None);

@@ -871,6 +871,7 @@ fn cli_json_objects_are_full_pi_models() {
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for m in v.as_array().unwrap() {
+        assert_eq!(m["type"], "chat", "{m}");
         for key in [
             "id",
             "name",

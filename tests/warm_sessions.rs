@@ -245,6 +245,54 @@ fn two_turns_run_on_one_agy_and_each_streams_only_its_own_answer() {
     assert!(s.end().success());
 }
 
+/// The extension tags its request line `{"type":"request",…}`, as every
+/// other line it writes (issue 50, item 3).
+#[test]
+fn a_tagged_request_line_is_a_turn() {
+    let (mut s, _home) = Session::start(TWO_TURNS, "4", &[]);
+    let mut request = s.request(MODEL, &["first question"]);
+    request["type"] = json!("request");
+    let first = s.turn(&request);
+    assert_stopped(&first);
+    assert_eq!(squeeze(&text(&first)), recorded_answer(TWO_TURNS, 0));
+    assert!(s.end().success());
+}
+
+/// ARCHITECTURE's rule for `release`, on a session: the released turn's
+/// events end with its one final event before the next request's `start`,
+/// and a release with no turn under way adds no event.
+#[test]
+fn a_released_turn_ends_before_the_next_request_begins_and_a_late_release_adds_nothing() {
+    let (mut s, _home) = Session::start(TWO_TURNS, "4", &[]);
+    let mut first = s.request(MODEL, &["first question"]);
+    first["type"] = json!("request");
+    let mut second = s.request(MODEL, &["first question", "second question"]);
+    second["type"] = json!("request");
+    s.send(&first);
+    s.send(&json!({"type": "release", "reason": "pi moved on"}));
+    s.send(&second);
+    let released = s.rest_of_turn(Vec::new());
+    let next = s.rest_of_turn(Vec::new());
+    for turn in [&released, &next] {
+        assert_eq!(turn[0]["type"], "start", "{turn:?}");
+        let finals = turn
+            .iter()
+            .filter(|e| e["type"] == "error" || (e["type"] == "done" && e["reason"] == "stop"))
+            .count();
+        assert_eq!(finals, 1, "{turn:?}");
+    }
+    assert_stopped(&next);
+    assert_eq!(squeeze(&text(&next)), recorded_answer(TWO_TURNS, 1));
+    s.send(&json!({"type": "release", "reason": "nothing to release"}));
+    drop(s.stdin.take());
+    let mut after = Vec::new();
+    while let Some(ev) = s.next(CHILD_LIMIT) {
+        after.push(ev);
+    }
+    assert!(after.is_empty(), "{after:?}");
+    assert!(s.end().success());
+}
+
 #[test]
 fn a_warm_line_starts_agy_before_the_first_prompt() {
     let (mut s, _home) = Session::start(TWO_TURNS, "4", &[("FAKE_AGY_BOOT_MS", "300")]);

@@ -10,6 +10,9 @@
 // payload is what the provider sends).
 // With $PROBE_WARNINGS_LOG set, the warnings Node emits in this pi process
 // (pi silences them) are lines there: a listener leak is one.
+// With $PROBE_SECTION set, each prompt adds a section `probe_note` with that
+// text to pi's system prompt: in a session whose prompt lacked it, pi puts a
+// system message mid-conversation (a patch of the prompt's sections).
 import fs from "node:fs";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
@@ -39,6 +42,11 @@ export default function (pi: ExtensionAPI): void {
 			return { content: [{ type: "text", text: secret }], details: {} };
 		},
 	});
+	const section = process.env.PROBE_SECTION;
+	if (section)
+		pi.on("before_agent_start", (event) => {
+			event.systemPromptOptions.sections.probe_note = section;
+		});
 	const hookLog = process.env.PROBE_HOOK_LOG;
 	if (!hookLog) return;
 	const log = (line: unknown) => fs.appendFileSync(hookLog, `${JSON.stringify(line)}\n`);

@@ -27,5 +27,6 @@ pub mod slash;
 pub mod start;
 pub mod state;
 pub mod stream;
+pub mod tools_switch;
 pub mod turn;
 pub mod usage;

@@ -108,14 +108,15 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
     match kind.as_deref() {
         Some("warm") => Some(Msg::Warm(text.to_string())),
-        Some(_) => {
+        Some(kind) if kind != "request" => {
             if let (Some(c), Ok(cur)) = (Control::parse(text), current.lock()) {
                 super::pi_io::keep_control(&cur.control, c);
             }
             None
         }
-        // No `type` (or not JSON): a request; a bad one is the turn's error.
-        None => {
+        // `{"type":"request",…}`, or no `type` (or not JSON): a request; a
+        // bad one is the turn's error.
+        _ => {
             let cancel = gone.child_token();
             let (control_tx, control) = mpsc::channel(CONTROL_CAPACITY);
             if let Ok(mut c) = current.lock() {

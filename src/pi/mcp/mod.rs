@@ -29,7 +29,7 @@ pub const SERVER_NAME: &str = "pi";
 
 /// pi's tools agy does not get: agy has its own file, shell and search
 /// tools, and AskAntigravity would have agy delegate to itself.
-pub(crate) const NATIVE_TOOLS: &[&str] = &[
+pub const NATIVE_TOOLS: &[&str] = &[
     "read",
     "bash",
     "edit",
@@ -41,7 +41,7 @@ pub(crate) const NATIVE_TOOLS: &[&str] = &[
 ];
 
 /// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
-pub(crate) const ENV_SWITCH: &str = "AGY_PI_TOOLS";
+pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
 
 /// Whether the environment turned pi's tools off: `off`, `0`, `false`,
 /// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;

@@ -96,6 +96,7 @@ impl Model {
     pub fn to_pi(&self) -> PiModel {
         let (context_window, max_tokens) = self.limits();
         PiModel {
+            kind: "chat",
             id: self.id.clone(),
             name: self.name.clone(),
             api: PI_API,
@@ -136,10 +137,15 @@ impl Model {
     }
 }
 
-/// pi-ai 0.84.0 `Model<Api>` (dist/types.d.ts `interface Model`), as JSON.
+/// pi-ai's chat `Model<Api>` (1.6.0's dist/types.d.ts `interface Model`;
+/// pi-coding-agent's `ProviderChatModelConfig`), as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PiModel {
+    /// The model's operation: always `chat` (pi also has `image` and
+    /// `classifier` models; an omitted `type` means `chat`, said here all the same).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
     pub id: String,
     pub name: String,
     pub api: &'static str,

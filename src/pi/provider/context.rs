@@ -1,6 +1,15 @@
 //! From pi's messages to agy's prompt: the user's prompt, and a digest of
 //! what agy's own conversation does not hold (other providers' turns, tool
-//! results, compaction summaries), capped to keep the newest.
+//! results, compaction summaries, pi's system messages after the first),
+//! capped to keep the newest.
+//!
+//! Since pi 0.86 the messages are a transcript: the leading system message
+//! is pi's system prompt and tool loadout (pi's own harness, its own tools:
+//! agy runs with its own prompt, and gets pi's tools from the request's
+//! `tools`), and later system messages change it mid-conversation (an
+//! extension's instructions, a prompt section replaced). Those later ones
+//! are context agy did not see, digested as the rest is; one may follow the
+//! user's prompt (pi puts a tool or prompt change there between calls).
 
 use crate::pi::provider::PROVIDER_ID;
 use serde_json::Value;
@@ -9,8 +18,8 @@ use serde_json::Value;
 pub const DIGEST_MAX_CHARS: usize = 8000;
 
 const COMPACTION_MARKER: &str = "compacted into the following summary";
-const DIGEST_PREAMBLE: &str = "[Context from the wider pi session that this Antigravity turn did not see: compaction summaries, turns by other providers, tool results and earlier user messages. Your own earlier turns are already in your conversation history. Use this for continuity only.]";
-const LOST_PREAMBLE: &str = "[Your earlier conversation for this pi session was not available to Antigravity, so this is pi's record of it: compaction summaries, earlier user messages, your own earlier answers, turns by other providers and tool results. Continue from where it left off.]";
+const DIGEST_PREAMBLE: &str = "[Context from the wider pi session that this Antigravity turn did not see: compaction summaries, turns by other providers, tool results, pi's system messages and earlier user messages. Your own earlier turns are already in your conversation history. Use this for continuity only.]";
+const LOST_PREAMBLE: &str = "[Your earlier conversation for this pi session was not available to Antigravity, so this is pi's record of it: compaction summaries, earlier user messages, your own earlier answers, turns by other providers, tool results and pi's system messages. Continue from where it left off.]";
 /// Upper bound on the digest that replaces a lost conversation: larger,
 /// since it carries agy's own earlier answers too.
 pub const LOST_DIGEST_MAX_CHARS: usize = 32000;
@@ -76,8 +85,34 @@ pub enum RequestError {
     Malformed(String),
 }
 
+/// The index of the message that must be the user's prompt: the last one
+/// that is not a system message.
+fn prompt_index(messages: &[Value]) -> Option<usize> {
+    messages.iter().rposition(|m| role(m) != "system")
+}
+
+/// A system message's text: its `content`, then the prompt sections it sets
+/// (a removed section, `null`, has none). Tool changes carry no text: the
+/// request's `tools` are pi's current ones.
+fn system_text(m: &Value) -> String {
+    let (content, _) = content_text(m.get("content"));
+    let mut parts = vec![content.trim().to_string()];
+    if let Some(sections) = m.get("sections").and_then(Value::as_object) {
+        parts.extend(
+            sections
+                .values()
+                .filter_map(Value::as_str)
+                .map(|t| t.trim().to_string()),
+        );
+    }
+    parts.retain(|p| !p.is_empty());
+    parts.join("\n")
+}
+
 pub fn extract_prompt(messages: &[Value]) -> Result<Prompt, RequestError> {
-    let last = messages.last().ok_or(RequestError::NoUserMessage)?;
+    let last = prompt_index(messages)
+        .map(|i| &messages[i])
+        .ok_or(RequestError::NoUserMessage)?;
     match role(last) {
         "user" => {}
         // A continuation reaches here only when its agy turn is gone.
@@ -104,9 +139,10 @@ fn strip_compaction(t: &str) -> &str {
 
 /// A digest of pi-side context agy never saw, since `watermark` (the number
 /// of messages the previous agy turn covered): the newest compaction summary,
-/// turns by other providers, tool results and earlier user messages. agy's own
-/// turns are skipped (they are in its database). Capped at `max_chars`,
-/// keeping the summary and then the newest items.
+/// turns by other providers, tool results, pi's system messages after the
+/// leading one and earlier user messages. agy's own turns are skipped (they
+/// are in its database). Capped at `max_chars`, keeping the summary and
+/// then the newest items.
 pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) -> String {
     context_digest_for(messages, watermark, max_chars, AgyContext::Kept)
 }
@@ -129,15 +165,26 @@ pub fn context_digest_for(
     if let Some(c) = compaction_at {
         start = start.max(c + 1);
     }
-    let end = messages.len().saturating_sub(1);
+    let prompt_at = prompt_index(messages);
     let bridged = bridged_call_ids(messages);
     let mut items: Vec<String> = Vec::new();
     // User messages right after the results of agy's bridged calls were
     // pi's steering messages: they went to agy with the last result.
     let mut steering = false;
-    for m in messages.iter().take(end).skip(start) {
+    for (i, m) in messages.iter().enumerate().skip(start) {
+        if Some(i) == prompt_at {
+            continue;
+        }
         let (t, _) = content_text(m.get("content"));
         let t = t.trim();
+        if role(m) == "system" {
+            // The leading one is pi's own prompt; later ones change it.
+            let text = system_text(m);
+            if i > 0 && !text.is_empty() {
+                items.push(format!("[pi system message]\n{text}"));
+            }
+            continue;
+        }
         let was_steering = std::mem::replace(&mut steering, false);
         match role(m) {
             "assistant" => {
@@ -337,6 +384,37 @@ mod tests {
         assert_eq!(
             extract_prompt(&orphan),
             Err(RequestError::OrphanToolResults)
+        );
+    }
+
+    #[test]
+    fn later_system_messages_are_digested_and_the_leading_one_is_not() {
+        let msgs = vec![
+            json!({"role":"system","content":"","sections":{"preamble":"You are pi's assistant"},"toolsAdded":[{"name":"read","description":"r","parameters":{}}],"timestamp":1}),
+            json!({"role":"user","content":"first","timestamp":2}),
+            json!({"role":"assistant","provider":"antigravity","content":[{"type":"text","text":"agy answer"}]}),
+            json!({"role":"system","content":"Answer in French from now on.","timestamp":3}),
+            json!({"role":"system","content":[{"type":"text","text":"A second note."}],"sections":{"rules":"<rules>be brief</rules>","docs":null},"timestamp":4}),
+            json!({"role":"system","content":"","toolsAdded":[{"name":"probe","description":"p","parameters":{}}],"timestamp":5}),
+            json!({"role":"user","content":"next","timestamp":6}),
+            json!({"role":"system","content":"Said after the prompt.","timestamp":7}),
+        ];
+        assert_eq!(extract_prompt(&msgs).map(|p| p.text), Ok("next".into()));
+        let d = context_digest(&msgs, 3, 8000);
+        assert!(!d.contains("pi's assistant"), "the leading prompt: {d}");
+        assert_eq!(
+            d,
+            "[pi system message]\nAnswer in French from now on.\n\n\
+             [pi system message]\nA second note.\n<rules>be brief</rules>\n\n\
+             [pi system message]\nSaid after the prompt."
+        );
+        // Seen by an earlier turn (before the watermark): not again.
+        let d = context_digest(&msgs, 7, 8000);
+        assert_eq!(d, "[pi system message]\nSaid after the prompt.");
+        let only_system = vec![msgs[0].clone()];
+        assert_eq!(
+            extract_prompt(&only_system),
+            Err(RequestError::NoUserMessage)
         );
     }
 

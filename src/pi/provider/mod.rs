@@ -24,7 +24,9 @@ pub mod stream;
 /// The provider id pi knows us by; assistant turns from it are agy's own.
 pub const PROVIDER_ID: &str = "antigravity";
 
-/// The one request `agy-bridge stream` reads from stdin.
+/// The one request `agy-bridge stream` reads from stdin:
+/// `{"type":"request",…}` (the extension tags it, as every other line; a
+/// line without `type` is a request too).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamRequest {
@@ -37,10 +39,13 @@ pub struct StreamRequest {
     pub session_id: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
-    /// pi's `context.messages`, as pi serialises them.
+    /// pi's `context.messages`, as pi serialises them: since pi 0.86 a
+    /// transcript whose system messages carry pi's prompt and tools (see
+    /// [`context`]).
     #[serde(default)]
     pub messages: Vec<Value>,
-    /// pi's `context.tools`, offered to agy over MCP (see [`crate::pi::mcp`]).
+    /// pi's current tools (`getCurrentTools(context.messages)`), offered to
+    /// agy over MCP (see [`crate::pi::mcp`]).
     #[serde(default)]
     pub tools: Vec<PiTool>,
     /// pi can show a dialog (it has a UI): in `ask` mode agy's tool calls

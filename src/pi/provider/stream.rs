@@ -226,7 +226,7 @@ impl<W: Write> PiStream<W> {
             });
             self.emit(&PiEvent::ToolcallEnd {
                 content_index: index,
-                tool_call: serde_json::json!({"type": "toolCall", "id": id, "name": name, "arguments": arguments}),
+                tool_call: tool_call(id, name, arguments),
             });
         }
         self.finished = true;
@@ -272,6 +272,25 @@ impl<W: Write> PiStream<W> {
             reason: if aborted { "aborted" } else { "error" },
             error_message: message.to_string(),
         });
+    }
+}
+
+/// pi's `ToolCall`: its `arguments` are a JSON object (pi-ai 0.86 on). No
+/// arguments are `{}`; anything else that is not an object is `{}` with
+/// pi's `argumentsError` naming what agy sent, so pi's validation fails the
+/// call with it instead of running the tool on a guess.
+fn tool_call(id: &str, name: &str, arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => {
+            serde_json::json!({"type": "toolCall", "id": id, "name": name, "arguments": arguments})
+        }
+        Value::Null => {
+            serde_json::json!({"type": "toolCall", "id": id, "name": name, "arguments": {}})
+        }
+        other => serde_json::json!({
+            "type": "toolCall", "id": id, "name": name, "arguments": {},
+            "argumentsError": format!("agy's arguments were not a JSON object: {other}"),
+        }),
     }
 }
 
@@ -366,6 +385,32 @@ mod tests {
         assert_eq!(all[7], json!({"type":"done","reason":"toolUse"}));
         assert_eq!(all[9]["contentIndex"], 0, "the next message counts from 0");
         assert_eq!(all[12]["reason"], "stop");
+    }
+
+    #[test]
+    fn tool_call_arguments_are_always_an_object() {
+        let mut buf = Vec::new();
+        {
+            let mut s = PiStream::new(&mut buf);
+            s.tool_use(&[
+                ("a".into(), "t".into(), Value::Null),
+                ("b".into(), "t".into(), json!(["x"])),
+            ]);
+        }
+        let ends: Vec<Value> = json_lines(&buf)
+            .into_iter()
+            .filter(|v| v["type"] == "toolcall_end")
+            .map(|v| v["toolCall"].clone())
+            .collect();
+        assert_eq!(
+            ends[0],
+            json!({"type":"toolCall","id":"a","name":"t","arguments":{}})
+        );
+        assert_eq!(ends[1]["arguments"], json!({}));
+        assert_eq!(
+            ends[1]["argumentsError"],
+            r#"agy's arguments were not a JSON object: ["x"]"#
+        );
     }
 
     #[test]
