@@ -97,7 +97,7 @@ pub fn stop_token() -> CancellationToken {
 fn watch_stops(token: CancellationToken) {
     use std::io::Read;
     use std::os::fd::IntoRawFd;
-    if let Ok((read, write)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+    if let Ok((read, write)) = cloexec_pipe() {
         let mut read = std::fs::File::from(read);
         let watcher = token.clone();
         let started = std::thread::Builder::new()
@@ -120,6 +120,25 @@ fn watch_stops(token: CancellationToken) {
     }
     if stopped_by().is_some() {
         token.cancel();
+    }
+}
+
+/// A pipe whose ends agy and its tools do not inherit. Linux makes it so
+/// at once; macOS has no `pipe2`, and marks each end just after (this runs
+/// first thing in `main`, before any child is started).
+fn cloexec_pipe() -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        let (read, write) = nix::unistd::pipe()?;
+        for end in [&read, &write] {
+            fcntl(end, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+        }
+        Ok((read, write))
     }
 }
 

@@ -110,9 +110,9 @@ pub enum NoOutput {
 }
 
 /// Run `program` to its end and return its status and output (at most
-/// [`OUTPUT_CAP`] of each stream). On its time limit, or when `cancel`
+/// `OUTPUT_CAP` (4 MiB) of each stream). On its time limit, or when `cancel`
 /// fires, its whole tree is ended and reaped before this returns (within
-/// [`LIFELINE_GRACE`] at worst); a dropped future ends it without waiting.
+/// `LIFELINE_GRACE` (0.5 s) at worst); a dropped future ends it without waiting.
 /// Once it exits, what is left of its process group goes too, so nothing
 /// keeps its pipes open.
 pub async fn run(program: &Program, cancel: &CancellationToken) -> Result<Output, NoOutput> {

@@ -1,10 +1,10 @@
 //! What the gate decides without asking anyone, in this order:
 //!
 //! 1. a call it cannot read one way (two keys agy reads as one, a value of
-//!    the wrong type: [`super::call`]) is denied;
+//!    the wrong type: `call.rs`) is denied;
 //! 2. a call that reaches the bridge's private directories, by any
 //!    spelling, is denied: every path argument is resolved first
-//!    ([`super::paths`]), a listing or search whose root holds one counts,
+//!    (`paths.rs`), a listing or search whose root holds one counts,
 //!    and so does any argument that names one;
 //! 3. the bridge's own MCP server is pi's to gate: allowed;
 //! 4. a path outside the workspace (pi's cwd and agy's `workspacePaths`;
@@ -13,7 +13,7 @@
 //!    reads goes to the model;
 //! 5. inside it, the user's rules and this session's grants pass what
 //!    they name: a command by its words, and only a command that makes the
-//!    shell compute nothing ([`super::command`]); a path as resolved;
+//!    shell compute nothing (`command.rs`); a path as resolved;
 //! 6. everything else is asked of the user, or denied with a reason saying
 //!    how to allow it when nobody can be asked (`pi -p`, `agy-bridge run`).
 

@@ -4,7 +4,7 @@
 //! It listens on a Unix socket inside the gate's private directory (mode
 //! 0700): no other user can reach it, as any user could a loopback port.
 //! A process of the same user still can, so the token comes first, in a
-//! short line within [`TOKEN_DEADLINE`], and nothing more is read until it
+//! short line within `TOKEN_DEADLINE` (2 s), and nothing more is read until it
 //! matches; a connection holds one of the [`MAX_CONNECTIONS`] slots only
 //! once it has shown the token, so idle strangers cannot keep the real
 //! hook out, and at most [`MAX_PENDING`] may wait to show it. Each line has
