@@ -382,6 +382,25 @@ fn web() -> Recording {
 }
 
 const LISTING: &str = "total 8\r\ndrwxr-xr-x  2 root root 4096 Jan  1 00:00 .\r\ndrwxr-xr-x 20 root root 4096 Jan  1 00:00 ..\r\n";
+
+/// `ls -la /srv` (the call `run`, step `idx`) auto-denied as print mode
+/// denies a command (ACTIVE, then DONE without output), and on the allowed
+/// path run: an empty directory's listing.
+fn srv_listing_denied(b: &mut Builder, idx: i64, run: ToolCall) {
+    ask_then_deny(
+        b,
+        idx,
+        StepType::GenericTool,
+        &run,
+        ("command", "ls -la /srv"),
+        Denial {
+            status: StepStatus::Done,
+            stream_error: None,
+            body: None,
+        },
+    );
+    generic_tool(b, idx, run, Some(LISTING), 30);
+}
 const DENIED_ANSWER: &str = "/srv is empty.\n";
 
 fn denied_1_2_17() -> Recording {
@@ -408,19 +427,7 @@ fn denied_1_2_17() -> Recording {
         (12_590, 1_700, 1_650),
         6_600,
     );
-    ask_then_deny(
-        &mut b,
-        2,
-        StepType::GenericTool,
-        &run,
-        ("command", "ls -la /srv"),
-        Denial {
-            status: StepStatus::Done,
-            stream_error: None,
-            body: None,
-        },
-    );
-    generic_tool(&mut b, 2, run, Some(LISTING), 30);
+    srv_listing_denied(&mut b, 2, run);
     model_call(
         &mut b,
         3,

@@ -15,8 +15,7 @@
 //!   it does.
 
 use super::{
-    ask_then_deny, fail, generic_tool, invalid_model, model_call, prompt_step, refuse, start,
-    AgyError, Denial,
+    fail, invalid_model, model_call, prompt_step, refuse, srv_listing_denied, start, AgyError,
 };
 use crate::builder::call;
 use agy_corpus::recording::Recording;
@@ -26,7 +25,6 @@ const SECTION: &str = "docs/agy-format.md, \"agy 1.3.x\"";
 
 const PREAMBLE: &str = "I'll list /srv with ls -la first.\n";
 const SRV_ANSWER: &str = "/srv holds only . and ..: it is empty.\n";
-const SRV_LISTING: &str = "total 8\r\ndrwxr-xr-x  2 root root 4096 Jan  1 00:00 .\r\ndrwxr-xr-x 20 root root 4096 Jan  1 00:00 ..\r\n";
 
 /// agy 1.3.3 without `--dangerously-skip-permissions`: the model says what
 /// it will do, calls run_command, and the denial ends the turn there.
@@ -54,19 +52,7 @@ pub(super) fn denied() -> Recording {
         (12_640, 1_310, 1_240),
         5_200,
     );
-    ask_then_deny(
-        &mut b,
-        2,
-        StepType::GenericTool,
-        &run,
-        ("command", "ls -la /srv"),
-        Denial {
-            status: StepStatus::Done,
-            stream_error: None,
-            body: None,
-        },
-    );
-    generic_tool(&mut b, 2, run, Some(SRV_LISTING), 30);
+    srv_listing_denied(&mut b, 2, run);
     model_call(&mut b, 3, &[SRV_ANSWER], vec![], (13_110, 140, 121), 1_900);
     b.finish()
 }
