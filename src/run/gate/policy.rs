@@ -105,8 +105,10 @@ struct Resolved {
     places: Vec<Option<PathBuf>>,
 }
 
-/// agy's own directory under the user's home.
-const AGY_HOME: &str = ".gemini/antigravity-cli";
+/// Where agy keeps each conversation's artifacts, under the user's home
+/// (`brain/<id>/`): the only place a payload's `artifactDirectoryPath` is
+/// believed.
+const AGY_BRAIN: &str = ".gemini/antigravity-cli/brain";
 
 impl Policy {
     /// The call agy is about to make, as its hook payload shows it.
@@ -151,7 +153,7 @@ impl Policy {
 
     /// The places of this call: the workspace (the bridge's and agy's
     /// `workspacePaths`), agy's own directories (with the conversation's
-    /// artifacts when they lie under agy's home), the private directories.
+    /// artifacts when they lie in agy's `brain/`), the private directories.
     fn places(&self, payload: &ToolPayload) -> Places {
         let workspace: Vec<PathBuf> = self
             .cwd
@@ -163,10 +165,10 @@ impl Policy {
             .collect();
         let mut agy_own: Vec<PathBuf> = self.agy_dirs.iter().map(|d| resolved_dir(d)).collect();
         let artifacts = PathBuf::from(&payload.artifact_directory_path);
-        let agy_home = self.home.as_ref().map(|h| resolved_dir(&h.join(AGY_HOME)));
+        let brain = self.home.as_ref().map(|h| resolved_dir(&h.join(AGY_BRAIN)));
         if artifacts.is_absolute() {
             let artifacts = resolved_dir(&artifacts);
-            if agy_home.is_some_and(|home| within(&artifacts, &home) && artifacts != home) {
+            if brain.is_some_and(|brain| within(&artifacts, &brain) && artifacts != brain) {
                 agy_own.push(artifacts);
             }
         }
