@@ -20,7 +20,7 @@
 //!
 //! [`Variant::Guarded`] is the same turn with agy started as the bridge
 //! starts it: under the library's guardian
-//! ([`agy_bridge::run::standby::Standby::fork`], forked first thing while
+//! ([`agy_bridge::process::standby::Standby::fork`], forked first thing while
 //! the process has one thread, as `stream` does), on a current-thread
 //! runtime, agy's stdout and stderr read to their end. The guardian is the
 //! one part of the bridge's extra that no cold turn of ours may leave out
@@ -79,7 +79,7 @@ pub fn run_if_asked() {
         .unwrap_or_else(|| panic!("{CHILD_ENV}={value:?}: not plain, guarded or runner"));
     let standby = (variant != Variant::Plain).then(|| {
         // SAFETY: the first thing the bench's `main` does: no thread yet.
-        unsafe { agy_bridge::run::standby::Standby::fork() }.expect("the guardian")
+        unsafe { agy_bridge::process::standby::Standby::fork() }.expect("the guardian")
     });
     turn(variant, standby);
     std::process::exit(0);
@@ -87,7 +87,7 @@ pub fn run_if_asked() {
 
 /// The turn: pi's request read, agy run, a line per step or event, the
 /// binding stored.
-fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
+fn turn(variant: Variant, standby: Option<agy_bridge::process::standby::Standby>) {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -121,7 +121,7 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
 fn read_once(
     home: &Path,
     prompt: &str,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
     let dir = home.join(".gemini/antigravity-cli/conversations");
@@ -153,10 +153,10 @@ fn run_plain(prompt: &str) -> bool {
 
 /// agy under the guardian `standby`, as the bridge starts it: whether it
 /// succeeded.
-fn run_guarded(standby: agy_bridge::run::standby::Standby, prompt: &str) -> bool {
+fn run_guarded(standby: agy_bridge::process::standby::Standby, prompt: &str) -> bool {
     use tokio::io::AsyncReadExt;
     let agy = std::env::var_os("AGY_BIN").expect("AGY_BIN");
-    let launch = agy_bridge::run::launch::Launch {
+    let launch = agy_bridge::process::launch::Launch {
         program: agy,
         args: vec!["-p".into(), prompt.into()],
         ..Default::default()

@@ -10,7 +10,8 @@
 //! looks again for a commit announced (`pace`), and the
 //! binding of the database a run created ([`discovery`]).
 //!
-//! May import: [`agy_format`](mod@agy_format).
+//! May import: [`agy_format`](mod@agy_format), [`crate::process`] (the
+//! process-tree walker, for which databases agy holds open).
 
 mod calls;
 pub mod discovery;
