@@ -9,7 +9,7 @@
 //! median and p95 of 300 round trips on one keep-alive connection; the
 //! budget is 5 ms).
 
-use agy_bridge::pi::mcp::relay::{batch_window, relay, Control, ToolLines};
+use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
 use agy_bridge::pi::mcp::server::McpServer;
 use agy_bridge::pi::provider::mapper::EventMapper;
 use agy_bridge::pi::provider::stream::PiStream;
@@ -91,7 +91,11 @@ fn main() {
         let (_events_tx, mut events) = agy_bridge::runner::event_channel();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
-        let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");
+        let settings = agy_bridge::settings::Settings::from_process();
+        if let Some(bad) = settings.problem("AGY_PI_TOOL_BATCH_MS") {
+            panic!("{bad}");
+        }
+        let window = settings.tool_batch;
         tokio::spawn(async move {
             let mut lines = ToolLines::new(calls, control, window);
             let mut pi = PiStream::new(InstantPi { control: control_tx, ids: Vec::new() });

@@ -5,6 +5,8 @@
 //! [`agy_format`] (its own crate: wire → steps, stream-json) → [`follow`] (events, poller,
 //! discovery) → [`runner`] (one turn), over [`process`] (agy's processes and their guardian), → [`gate`] → [`pi`]
 //! (provider, diffs, models). [`state`] holds the bridge's own files,
+//! [`settings`], beside it, every environment variable the bridge reads
+//! (resolved once by the binary's `main` and passed down),
 //! [`view`] the readable views and [`maintain`], the top layer, the live
 //! recorder and the conformance suite. The recordings themselves (their
 //! format, redaction, drift) are the [`agy_corpus`] crate, below this one;
@@ -30,5 +32,6 @@ pub mod maintain;
 pub mod pi;
 pub mod process;
 pub mod runner;
+pub mod settings;
 pub mod state;
 pub mod view;

@@ -29,7 +29,11 @@ pub fn run(
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
     let this = std::env::current_exe().expect("the bench's own binary");
-    let mut cfg = RunConfig::from_env().expect("the runner's settings");
+    let settings = agy_bridge::settings::Settings::from_process();
+    if let Err(bad) = settings.check() {
+        panic!("the runner's settings: {bad}");
+    }
+    let mut cfg = RunConfig::from_settings(&settings);
     cfg.guardian = Some(Guardian::new(this).with_standby(standby));
     let req = TurnRequest {
         prompt: prompt.to_string(),

@@ -4,6 +4,7 @@
 
 use super::turn::TurnOpts;
 use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::settings::Settings;
 use clap::Args;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -96,17 +97,17 @@ impl AskReport<'_> {
 
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
-fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
-    super::env::check_all()?;
-    let settings = super::turn::settings()?;
+fn ask_turn(args: &AskArgs, settings: &Settings) -> Result<AskTurn, String> {
+    super::env::check_all(settings)?;
+    let config = super::turn::config(settings)?;
     let alias = args
         .model
         .clone()
-        .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = agy_bridge::pi::models::catalog(&super::caller::stop_token())
-        .resolve_alias(&alias, Some(settings.default_thinking))
+        .unwrap_or_else(|| config.default_model.clone());
+    let resolved = agy_bridge::pi::models::catalog(settings, &super::caller::stop_token())
+        .resolve_alias(&alias, Some(config.default_thinking))
         .map_err(|e| e.to_string())?;
-    let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &settings)?;
+    let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &config, settings)?;
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
@@ -118,7 +119,7 @@ fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
         cfg,
         turn,
         label,
-        gating: super::gate::gate_plan(&settings, false),
+        gating: super::gate::gate_plan(&config, false, settings),
     })
 }
 
@@ -131,7 +132,7 @@ struct AskTurn {
     gating: Option<super::gate::GatePlan>,
 }
 
-pub fn cmd_ask(args: AskArgs) -> CmdResult {
+pub fn cmd_ask(args: AskArgs, settings: &Settings) -> CmdResult {
     if args.caller_provider.as_deref() == Some(agy_bridge::pi::provider::PROVIDER_ID) {
         return Ok(AskReport::failed(
             "AskAntigravity is not available while the current model is itself antigravity: agy would be delegating to itself".into(),
@@ -143,7 +144,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         turn,
         label,
         gating,
-    } = match ask_turn(&args) {
+    } = match ask_turn(&args, settings) {
         Ok(t) => t,
         Err(e) => return Ok(AskReport::failed(e).print(args.json)),
     };
@@ -177,7 +178,7 @@ async fn run_collecting(
 ) -> (runner::RunResult, Vec<agy_bridge::follow::events::Event>) {
     let cancel = CancellationToken::new();
     super::turn::cancel_on_signals(cancel.clone());
-    let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
+    let Ok(_seat) = super::admission::admit_one_shot(cfg.admission.as_ref(), &cancel).await else {
         return (runner::RunResult::aborted_before_start(), Vec::new());
     };
     let (tx, mut rx) = runner::event_channel();

@@ -1,63 +1,36 @@
-//! The environment variables every command that runs or configures agy
-//! reads, checked before it acts: a value a variable does not take is one
-//! sentence naming the variable and the values it takes, never a default
-//! (README's environment table promises that). Each variable is parsed where
-//! it is used (the runner, the settings, pi's tools), the binary's own (the
-//! watchdog's, the warm session's) here; this module makes sure every
+//! The settings every command that runs or configures agy checks before it
+//! acts: a value a variable does not take is one sentence naming the
+//! variable and the values it takes, never a default (README's environment
+//! table promises that). `main` resolves them once
+//! ([`agy_bridge::settings::Settings`]); this module makes sure every such
 //! command asks all of them up front, so `run` cannot pass a typo that only
-//! `stream` would have caught.
+//! `stream` would have caught, and checks the default model against agy's
+//! catalog.
 
-use agy_bridge::state::file::env_nonempty;
-use std::time::Duration;
+use agy_bridge::settings::Settings;
 
-/// The watchdog's variable, in minutes.
-pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
-/// How long `stream` waits for its request line, in seconds.
-pub const REQUEST_TIMEOUT_SECS: &str = "AGY_REQUEST_TIMEOUT_SECS";
 /// AskAntigravity's default model alias.
 const DEFAULT_MODEL: &str = "AGY_DEFAULT_MODEL";
 
-/// A whole number from the environment variable `name`: `None` when unset
-/// or empty, an error naming the variable and its value otherwise.
-pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
-    let Some(raw) = std::env::var_os(name) else {
-        return Ok(None);
-    };
-    let text = raw.to_string_lossy();
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    text.trim().parse::<u64>().map(Some).map_err(|_| {
-        format!("{name}={text:?} is not a whole number of {unit}; unset it or give e.g. {name}=10")
-    })
-}
-
 /// Every variable whose values are words or numbers: the settings, the
-/// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
-pub fn check_words() -> Result<(), String> {
-    agy_bridge::state::config::env::check_env_settings().map_err(|e| e.to_string())?;
-    agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
-    whole_number(TIMEOUT_MIN, "minutes")?;
-    whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
-    agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;
-    warm_policy()?;
-    agy_bridge::pi::mcp::relay::batch_window().map_err(|e| e.to_string())?;
-    // Reads only the variables: the path is kept, never touched, so no
-    // state directory (or HOME) is needed to check them.
-    agy_bridge::state::admission::Admission::from_env(std::path::Path::new(""))
-        .map_err(|e| e.to_string())?;
-    Ok(())
+/// runner's, the watchdog's, pi's tools', admission's. Reads no file and
+/// runs nothing.
+pub fn check_words(settings: &Settings) -> Result<(), String> {
+    settings.check().map_err(|e| e.to_string())
 }
 
 /// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
 /// the cache, else `agy models`, else the built-in catalog): an alias no
 /// model answers to is an error naming the ones there are.
-pub fn check_default_model(catalog: &agy_bridge::pi::models::Catalog) -> Result<(), String> {
-    let Some(alias) = env_nonempty(DEFAULT_MODEL) else {
+pub fn check_default_model(
+    settings: &Settings,
+    catalog: &agy_bridge::pi::models::Catalog,
+) -> Result<(), String> {
+    let Some(alias) = settings.config_var(DEFAULT_MODEL) else {
         return Ok(());
     };
     catalog
-        .resolve_alias(&alias, None)
+        .resolve_alias(alias, None)
         .map(drop)
         .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
 }
@@ -65,37 +38,11 @@ pub fn check_default_model(catalog: &agy_bridge::pi::models::Catalog) -> Result<
 /// [`check_words`], then [`check_default_model`] (which loads the catalog
 /// only when the variable is set; an `agy models` it runs ends on the
 /// command's stop signals).
-pub fn check_all() -> Result<(), String> {
-    check_words()?;
-    if env_nonempty(DEFAULT_MODEL).is_some() {
+pub fn check_all(settings: &Settings) -> Result<(), String> {
+    check_words(settings)?;
+    if settings.config_var(DEFAULT_MODEL).is_some() {
         let stop = super::caller::stop_token();
-        check_default_model(&agy_bridge::pi::models::catalog(&stop))?;
+        check_default_model(settings, &agy_bridge::pi::models::catalog(settings, &stop))?;
     }
     Ok(())
-}
-
-/// `AGY_WARM=off` runs every turn on an agy of its own, as before.
-pub const WARM_ENV: &str = "AGY_WARM";
-/// How long an idle session keeps its agy, in seconds (default 600).
-pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
-const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
-/// Whether warm sessions are on, and how long an idle one keeps its agy.
-#[derive(Debug, Clone, Copy)]
-pub struct WarmPolicy {
-    pub on: bool,
-    pub idle: Duration,
-}
-
-/// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
-pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match env_nonempty(WARM_ENV) {
-        None => true,
-        Some(v) => agy_bridge::state::file::on_off(&v).ok_or_else(|| {
-            format!("{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)")
-        })?,
-    };
-    let idle = whole_number(WARM_IDLE_ENV, "seconds")?
-        .map(Duration::from_secs)
-        .unwrap_or(WARM_IDLE_DEFAULT);
-    Ok(WarmPolicy { on, idle })
 }

@@ -7,6 +7,7 @@
 
 use agy_bridge::gate::{Gate, Grants, Policy};
 use agy_bridge::runner::{RunConfig, TurnRequest};
+use agy_bridge::settings::Settings;
 use agy_bridge::state::config::{Config, PermissionMode};
 use agy_bridge::state::rules::Rule;
 use std::collections::HashSet;
@@ -24,24 +25,28 @@ pub(crate) struct GatePlan {
     pub(crate) can_ask: bool,
     /// The pi session's grants (a `stream --session` sets its own).
     pub(crate) grants: Grants,
+    /// The user's home: agy's own MCP descriptions are under it.
+    pub(crate) home: Option<PathBuf>,
+    /// Where the hook's proof is remembered per agy binary.
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
-/// The plan for a turn under `settings`; `None` unless permissions are
+/// The plan for a turn under `config`; `None` unless permissions are
 /// `ask`. `ui`: pi can show a dialog.
-pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
-    (settings.permissions == PermissionMode::Ask).then(|| GatePlan {
-        rules: settings.allow_list(),
+pub(crate) fn gate_plan(config: &Config, ui: bool, settings: &Settings) -> Option<GatePlan> {
+    (config.permissions == PermissionMode::Ask).then(|| GatePlan {
+        rules: config.allow_list(),
         can_ask: ui,
         grants: Grants::default(),
+        home: settings.home.clone(),
+        state_dir: settings.state_dir.clone(),
     })
 }
 
 /// The standing policy of a gate for `plan`: the workspace is the turn's
 /// directory (agy's own), else this process's.
 pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    let home = plan.home.clone();
     Policy {
         rules: plan.rules.clone(),
         private: turn.private_dirs.clone(),
@@ -72,10 +77,11 @@ pub(crate) async fn open_gate(
 ) -> Result<Gate, Option<String>> {
     cfg.skip_permissions = false;
     let (bin, env, cancel) = (cfg.agy_bin.clone(), cfg.env.clone(), cancel.clone());
+    let state_dir = plan.state_dir.clone();
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
-        let features = agy_bridge::runner::version::features_remembered(&bin);
+        let features = agy_bridge::runner::version::features_remembered(state_dir.as_deref(), &bin);
         if let Some((a, b, c)) = features
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
@@ -84,7 +90,14 @@ pub(crate) async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        agy_bridge::gate::proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(|e| match e {
+        let proof = agy_bridge::gate::proof::prove(
+            state_dir.as_deref(),
+            &bin,
+            &env,
+            PROOF_TIMEOUT,
+            &cancel,
+        );
+        proof.map_err(|e| match e {
             Unproven::NotInstalled { .. } | Unproven::Canceled => None,
             other => Some(other.to_string()),
         })

@@ -5,6 +5,7 @@
 //! on a blocking thread; the warm session prepares its agy from here too.
 
 use agy_bridge::runner::{RunConfig, TurnRequest};
+use agy_bridge::settings::Settings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,10 +21,11 @@ pub(super) fn request_cwd(req: &agy_bridge::pi::provider::StreamRequest) -> Path
 /// The request's session key and the session store (if it can be opened).
 pub(super) fn session_of(
     req: &agy_bridge::pi::provider::StreamRequest,
+    settings: &Settings,
 ) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
-    use agy_bridge::state::sessions::{SessionKey, SessionStore};
+    use agy_bridge::state::sessions::SessionKey;
     let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
-    let store = match SessionStore::open_default() {
+    let store = match settings.session_store() {
         Ok(s) => Some(s),
         Err(e) => {
             eprintln!("agy-bridge: warning: sessions are not saved: {e}");
@@ -51,6 +53,8 @@ pub(super) struct PreparedTurn {
     /// and the user hears of it, once bound, in the words of a
     /// conversation agy did not have.
     pub(super) replaces: Option<agy_format::ids::ConversationId>,
+    /// The environment's settings the turn was prepared with.
+    pub(super) settings: Settings,
 }
 
 /// Where a resumed turn's new steps start: after the last step the
@@ -93,16 +97,17 @@ pub(super) struct Resolved {
 pub(super) fn resolve_agy(
     req: &agy_bridge::pi::provider::StreamRequest,
     timeout: Duration,
+    env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Resolved, String> {
-    let settings = super::turn::settings().map_err(|e| format!("agy-bridge: {e}"))?;
+    let settings = super::turn::config(env).map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = agy_bridge::pi::models::catalog(cancel);
-    super::env::check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let catalog = agy_bridge::pi::models::catalog(env, cancel);
+    super::env::check_default_model(env, &catalog).map_err(|e| format!("agy-bridge: {e}"))?;
     let model = catalog
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
-    let mut cfg = super::turn::configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
+    let mut cfg = super::turn::configured(&settings, env);
     cfg.timeout = timeout;
     Ok(Resolved {
         cfg,
@@ -141,6 +146,7 @@ pub(super) fn prepare_turn(
     timeout: Duration,
     session_key: String,
     store: Option<agy_bridge::state::sessions::SessionStore>,
+    env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<PreparedTurn, String> {
     use agy_bridge::pi::provider::context::{
@@ -154,7 +160,7 @@ pub(super) fn prepare_turn(
         cfg,
         settings,
         model: resolved,
-    } = resolve_agy(req, timeout, cancel)?;
+    } = resolve_agy(req, timeout, env, cancel)?;
 
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {
@@ -202,7 +208,7 @@ pub(super) fn prepare_turn(
             prompt.dropped_images
         ));
     }
-    let gating = super::gate::gate_plan(&settings, req.ui);
+    let gating = super::gate::gate_plan(&settings, req.ui, env);
     let turn = session_turn(
         compose_prompt_for(&prompt, &digest, context),
         &cwd,
@@ -230,5 +236,6 @@ pub(super) fn prepare_turn(
         first_turn: existing.is_none(),
         gating,
         replaces,
+        settings: env.clone(),
     })
 }

@@ -17,13 +17,14 @@
 //! it ready. The turn's events on stdout are `stream`'s, exactly.
 
 use super::cold::ColdTurn;
-use super::env::{warm_policy, WarmPolicy, WARM_ENV};
 use super::prepare::PreparedTurn;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::pi::provider::StreamRequest;
 use agy_bridge::process::standby::Standby;
 use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use agy_bridge::settings::vars::WARM_ENV;
+use agy_bridge::settings::Settings;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -162,7 +163,8 @@ struct Session {
     /// pi is gone: nothing more starts.
     gone: CancellationToken,
     timeout: Duration,
-    policy: WarmPolicy,
+    /// The environment's settings (`AGY_WARM`, `AGY_WARM_IDLE_SECS`, ...).
+    settings: Settings,
     standby: Option<Standby>,
     slot: Option<Slot>,
     plan: Option<Plan>,
@@ -179,25 +181,17 @@ struct Session {
 /// `stream --session`. Returns `false` only when the session could not
 /// begin (a bad variable); each turn's failure is that turn's `error`
 /// event, and the session goes on.
-pub async fn serve(timeout: Duration, standby: Option<Standby>) -> bool {
+pub async fn serve(timeout: Duration, standby: Option<Standby>, settings: &Settings) -> bool {
     let gone = CancellationToken::new();
     let mut msgs = session_input(gone.clone());
     super::turn::cancel_on_signals(gone.clone());
     super::caller::stop_with_parent();
     super::caller::cancel_when_stdout_closes(gone.clone());
-    let policy = match warm_policy() {
-        Ok(p) => p,
-        Err(e) => {
-            let mut pi = PiStream::new(std::io::stdout());
-            pi.start();
-            pi.fail(false, &format!("agy-bridge: {e}"));
-            return false;
-        }
-    };
+    // Every variable was checked before (`stream_limits`).
     let mut session = Session {
         gone: gone.clone(),
         timeout,
-        policy,
+        settings: settings.clone(),
         standby,
         slot: None,
         plan: None,
@@ -234,7 +228,7 @@ impl Session {
     ) -> Option<Msg> {
         loop {
             // A huge idle time is "never": no deadline at all.
-            let idle_at = self.last_use.checked_add(self.policy.idle);
+            let idle_at = self.last_use.checked_add(self.settings.warm_idle);
             let idle = async {
                 match idle_at {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -313,19 +307,19 @@ impl Session {
             return;
         }
         self.said = true;
-        let how = match (&self.refused, self.policy.on) {
+        let how = match (&self.refused, self.settings.warm) {
             (_, false) => format!("off ({WARM_ENV}=off): one agy process per turn"),
             (Some(why), true) => format!("off: {why}; one agy process per turn"),
             (None, true) => format!(
                 "on: one agy process kept between this session's turns (released after {} s idle)",
-                self.policy.idle.as_secs()
+                self.settings.warm_idle.as_secs()
             ),
         };
         eprintln!("agy-bridge: warm agy: {how}");
     }
 
     fn warm_possible(&self) -> bool {
-        self.policy.on && self.refused.is_none()
+        self.settings.warm && self.refused.is_none()
     }
 
     /// pi is gone: the warm agy's tree goes at once.
@@ -354,13 +348,14 @@ impl Session {
         let (out, room) = agy_bridge::pi::provider::pipe::PipeOut::stdout();
         let mut pi = PiStream::new(out).with_room(room);
         pi.start();
-        let start = match super::start::start_from_line(line, self.timeout, cancel).await {
-            Ok(start) => start,
-            Err((aborted, message)) => {
-                pi.fail(aborted, &message);
-                return false;
-            }
-        };
+        let start =
+            match super::start::start_from_line(line, self.timeout, &self.settings, cancel).await {
+                Ok(start) => start,
+                Err((aborted, message)) => {
+                    pi.fail(aborted, &message);
+                    return false;
+                }
+            };
         // The turn lock and the seat are held to the end of the turn.
         let Some(super::start::Begun {
             req,
@@ -412,7 +407,7 @@ impl Session {
 /// The warm agy a turn of `req` needs: its settings, pi's tools as this
 /// turn offers them, the session's conversation and cursor.
 fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prelude) -> Plan {
-    let tools = offered_tools(req, prelude);
+    let tools = offered_tools(req, prelude, prepared.settings.pi_tools);
     // Whether agy is gated is on its command line (the gate's directory
     // and skip-permissions), so it is part of the key.
     let signature = format!(
@@ -436,9 +431,10 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 fn offered_tools(
     req: &StreamRequest,
     prelude: &runner::Prelude,
+    on: bool,
 ) -> Vec<agy_bridge::pi::provider::PiTool> {
     let too_old = super::pi_tools::too_old_for_pi_tools(prelude).is_some();
-    if too_old || agy_bridge::pi::mcp::disabled_by_env().unwrap_or(true) {
+    if too_old || !on {
         return Vec::new();
     }
     agy_bridge::pi::mcp::offered_tools(&req.tools)
@@ -548,9 +544,9 @@ impl Session {
                 return;
             }
         };
-        let (timeout, stop) = (self.timeout, gone.clone());
+        let (timeout, stop, env) = (self.timeout, gone.clone(), self.settings.clone());
         let prepared = tokio::task::spawn_blocking(move || {
-            prepare_warm(&req, timeout, &stop).map(|p| (req, p))
+            prepare_warm(&req, timeout, &env, &stop).map(|p| (req, p))
         })
         .await;
         let (req, (mut prepared, prelude)) = match prepared {
@@ -587,11 +583,12 @@ impl Session {
 fn prepare_warm(
     req: &StreamRequest,
     timeout: Duration,
+    env: &Settings,
     cancel: &CancellationToken,
 ) -> Result<(PreparedTurn, runner::Prelude), String> {
     let cwd = super::prepare::request_cwd(req);
-    let resolved = super::prepare::resolve_agy(req, timeout, cancel)?;
-    let (session_key, store) = super::prepare::session_of(req);
+    let resolved = super::prepare::resolve_agy(req, timeout, env, cancel)?;
+    let (session_key, store) = super::prepare::session_of(req, env);
     let entry = store
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
@@ -604,7 +601,7 @@ fn prepare_warm(
         });
     let prepared = PreparedTurn {
         turn: super::prepare::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
-        gating: super::gate::gate_plan(&resolved.settings, req.ui),
+        gating: super::gate::gate_plan(&resolved.settings, req.ui, env),
         cfg: resolved.cfg,
         cwd,
         session_key,
@@ -612,6 +609,7 @@ fn prepare_warm(
         notes: Vec::new(),
         first_turn: entry.is_none(),
         replaces: None,
+        settings: env.clone(),
     };
     let prelude = runner::Prelude::blocking(&prepared.cfg);
     Ok((prepared, prelude))
@@ -658,7 +656,8 @@ impl Session {
             let own = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
             g.set_policy(super::gate::policy(plan, &prepared.turn, own));
         }
-        let mut side = super::pi_tools::tool_side(tools.as_mut(), gate.as_mut(), control);
+        let window = prepared.settings.tool_batch;
+        let mut side = super::pi_tools::tool_side(tools.as_mut(), gate.as_mut(), control, window);
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();

@@ -7,10 +7,9 @@
 //! confirmation the extension asks for). The logic lives here so the
 //! extension stays thin.
 
+use agy_bridge::settings::Settings;
 use agy_bridge::state::config::status::{rules_count, ConfigStatus};
-use agy_bridge::state::config::{
-    AllowEdit, ConfigChange, ConfigStore, PermissionMode, Setting, Source,
-};
+use agy_bridge::state::config::{AllowEdit, ConfigChange, PermissionMode, Setting, Source};
 use agy_bridge::state::rules::{Rule, DEFAULT_ALLOW};
 use clap::Args;
 use std::path::PathBuf;
@@ -69,8 +68,8 @@ const PERMISSION_VALUES: &str = "ask (the default): each agy tool call waits for
 
 /// `agy-bridge slash`: the answer on stdout; exit 1 when the words were
 /// not understood or a change could not be made (the answer says why).
-pub fn cmd_slash(args: SlashArgs) -> ExitCode {
-    let (ok, text) = match answer(&args) {
+pub fn cmd_slash(args: SlashArgs, settings: &Settings) -> ExitCode {
+    let (ok, text) = match answer(&args, settings) {
         Ok(text) => (true, text),
         Err(text) => (false, text),
     };
@@ -82,23 +81,23 @@ pub fn cmd_slash(args: SlashArgs) -> ExitCode {
     }
 }
 
-fn answer(args: &SlashArgs) -> Result<String, String> {
+fn answer(args: &SlashArgs, settings: &Settings) -> Result<String, String> {
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
     let setting = |name: &str| Setting::ALL.into_iter().find(|s| s.name() == name);
     match words.as_slice() {
-        [] => overview(args),
+        [] => overview(args, settings),
         ["help"] => Ok(HELP.to_string()),
         // The extension runs `agy-bridge usage` for it (it asks agy).
         ["usage"] => Ok("agy's quota: agy-bridge usage".into()),
-        ["sessions"] => sessions(),
-        ["clear"] => clear_this(args),
-        ["clear", "all"] => clear_all(args),
-        ["allow"] => allow_list(),
-        ["allow", "remove", rule @ ..] => allow_edit(rule, false),
-        ["allow", rule @ ..] => allow_edit(rule, true),
-        [name] if setting(name).is_some() => show(setting(name).ok_or_else(String::new)?),
+        ["sessions"] => sessions(settings),
+        ["clear"] => clear_this(args, settings),
+        ["clear", "all"] => clear_all(args, settings),
+        ["allow"] => allow_list(settings),
+        ["allow", "remove", rule @ ..] => allow_edit(rule, false, settings),
+        ["allow", rule @ ..] => allow_edit(rule, true, settings),
+        [name] if setting(name).is_some() => show(setting(name).ok_or_else(String::new)?, settings),
         [name, value] if setting(name).is_some() => {
-            change(setting(name).ok_or_else(String::new)?, value)
+            change(setting(name).ok_or_else(String::new)?, value, settings)
         }
         [name, ..] if setting(name).is_some() => Err(format!(
             "/agy {name} takes one value:\n  {}",
@@ -108,11 +107,10 @@ fn answer(args: &SlashArgs) -> Result<String, String> {
     }
 }
 
-fn status() -> Result<(ConfigStore, ConfigStatus), String> {
-    super::env::check_all().map_err(|e| e.to_string())?;
-    let store = ConfigStore::open_default().map_err(|e| e.to_string())?;
-    let status = store.load().map_err(|e| e.to_string())?;
-    Ok((store, status))
+/// The settings after every variable is checked (`/agy` acts on them).
+fn status(settings: &Settings) -> Result<ConfigStatus, String> {
+    super::env::check_all(settings)?;
+    settings.load_config().map_err(|e| e.to_string())
 }
 
 /// Where a value comes from, in words.
@@ -137,8 +135,8 @@ fn value_of(status: &ConfigStatus, setting: Setting) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn overview(args: &SlashArgs) -> Result<String, String> {
-    let (_, status) = status()?;
+fn overview(args: &SlashArgs, settings: &Settings) -> Result<String, String> {
+    let status = status(settings)?;
     let mut text = String::from("agy-bridge settings:\n");
     for setting in Setting::ALL {
         text.push_str(&format!(
@@ -160,9 +158,11 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
         "  {:<12} {tools} (this pi process; /agy tools on|off)\n",
         "tools"
     ));
-    let warm = super::env::warm_policy()
-        .map(|p| if p.on { "on" } else { "off (AGY_WARM)" })
-        .unwrap_or("?");
+    let warm = if settings.warm {
+        "on"
+    } else {
+        "off (AGY_WARM)"
+    };
     text.push_str(&format!(
         "  {:<12} {warm} (agy kept between turns)\n",
         "warm agy"
@@ -170,7 +170,7 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
     text.push_str(&format!(
         "  {:<12} {}\n",
         "session",
-        this_conversation(args)
+        this_conversation(args, settings)
     ));
     text.push_str(&format!(
         "config file: {}\n/agy SETTING shows its values; /agy help lists the commands",
@@ -180,27 +180,30 @@ fn overview(args: &SlashArgs) -> Result<String, String> {
 }
 
 /// This pi session's agy conversation, in words.
-fn this_conversation(args: &SlashArgs) -> String {
-    let (key, store) = session_key(args);
+fn this_conversation(args: &SlashArgs, settings: &Settings) -> String {
+    let (key, store) = session_key(args, settings);
     match store.and_then(|s| s.get(&key).ok().flatten()) {
         Some(e) => format!("agy conversation {}", e.conversation_id.as_str()),
         None => "no agy conversation yet".into(),
     }
 }
 
-fn session_key(args: &SlashArgs) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
-    use agy_bridge::state::sessions::{SessionKey, SessionStore};
+fn session_key(
+    args: &SlashArgs,
+    settings: &Settings,
+) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
+    use agy_bridge::state::sessions::SessionKey;
     let cwd = args
         .cwd
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_default();
     let key = SessionKey::for_request(args.session_id.as_deref(), &cwd);
-    (key, SessionStore::open_default().ok())
+    (key, settings.session_store().ok())
 }
 
-fn show(setting: Setting) -> Result<String, String> {
-    let (_, status) = status()?;
+fn show(setting: Setting, settings: &Settings) -> Result<String, String> {
+    let status = status(settings)?;
     Ok(format!(
         "{} is {} ({}). Values:\n  {}\nChange it with /agy {} VALUE",
         setting.name(),
@@ -211,7 +214,7 @@ fn show(setting: Setting) -> Result<String, String> {
     ))
 }
 
-fn change(setting: Setting, value: &str) -> Result<String, String> {
+fn change(setting: Setting, value: &str, settings: &Settings) -> Result<String, String> {
     let bad = || {
         format!(
             "{value:?} is not a value of {}. Values:\n  {}",
@@ -225,12 +228,12 @@ fn change(setting: Setting, value: &str) -> Result<String, String> {
         Setting::Model => ConfigChange::DefaultModel(value.to_string()),
         Setting::Thinking => ConfigChange::DefaultThinking(value.parse().map_err(|_| bad())?),
     };
-    let (store, _) = status()?;
+    status(settings)?;
     let permissions = match &change {
         ConfigChange::Permissions(p) => Some(*p),
         _ => None,
     };
-    let status = store.save_change(change).map_err(|e| e.to_string())?;
+    let status = settings.save_config(change).map_err(|e| e.to_string())?;
     let mut text = match permissions {
         Some(p) => format!("permissions is now {p}: {}", p.meaning()),
         None => format!("{} is now {}", setting.name(), value),
@@ -260,8 +263,8 @@ fn allow_source_words(status: &ConfigStatus) -> String {
 /// How a rule is written, for answers.
 const RULE_SYNTAX: &str = "A rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test *` or `write_to_file: docs/*`; in PATTERN * is any run of characters (/ too), ? one character, the rest itself. A command pattern matches the command's words one for one (a last word `*` takes any more); a path pattern matches the whole path, or the path inside the workspace. Rules pass only inside the workspace.";
 
-fn allow_list() -> Result<String, String> {
-    let (_, status) = status()?;
+fn allow_list(settings: &Settings) -> Result<String, String> {
+    let status = status(settings)?;
     let mode = status.config.permissions;
     let mut text = format!(
         "Tool calls that pass without asking ({}; permissions is {mode}{}):\n",
@@ -299,7 +302,7 @@ fn rule_text(words: &[&str]) -> String {
     t.to_string()
 }
 
-fn allow_edit(words: &[&str], add: bool) -> Result<String, String> {
+fn allow_edit(words: &[&str], add: bool, settings: &Settings) -> Result<String, String> {
     let text = rule_text(words);
     if text.is_empty() {
         return Err(format!(
@@ -312,13 +315,13 @@ fn allow_edit(words: &[&str], add: bool) -> Result<String, String> {
             "{rule} is built in (a read-only tool) and cannot be removed"
         ));
     }
-    let (store, _) = status()?;
+    status(settings)?;
     let edit = if add {
         AllowEdit::Add(rule.clone())
     } else {
         AllowEdit::Remove(rule.clone())
     };
-    let (status, changed) = store.edit_allow(&edit).map_err(|e| e.to_string())?;
+    let (status, changed) = settings.edit_allow(&edit).map_err(|e| e.to_string())?;
     let mut text = match (add, changed) {
         (true, true) => format!("added the allow rule {rule}: {}", rule_effect(&rule)),
         (true, false) => format!("the allow rule {rule} is already there"),
@@ -352,9 +355,8 @@ fn rule_effect(rule: &Rule) -> String {
     }
 }
 
-fn sessions() -> Result<String, String> {
-    let store =
-        agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+fn sessions(settings: &Settings) -> Result<String, String> {
+    let store = settings.session_store().map_err(|e| e.to_string())?;
     let list = store.list().map_err(|e| e.to_string())?;
     if list.is_empty() {
         return Ok("no pi session has an agy conversation yet".into());
@@ -370,8 +372,8 @@ fn sessions() -> Result<String, String> {
     Ok(text)
 }
 
-fn clear_this(args: &SlashArgs) -> Result<String, String> {
-    let (key, store) = session_key(args);
+fn clear_this(args: &SlashArgs, settings: &Settings) -> Result<String, String> {
+    let (key, store) = session_key(args, settings);
     let store = store.ok_or("the session state cannot be opened")?;
     match store.remove(&key) {
         Ok(true) => Ok(
@@ -383,9 +385,8 @@ fn clear_this(args: &SlashArgs) -> Result<String, String> {
     }
 }
 
-fn clear_all(args: &SlashArgs) -> Result<String, String> {
-    let store =
-        agy_bridge::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+fn clear_all(args: &SlashArgs, settings: &Settings) -> Result<String, String> {
+    let store = settings.session_store().map_err(|e| e.to_string())?;
     if !args.yes {
         let n = store.list().map(|l| l.len()).unwrap_or(0);
         return Err(format!(

@@ -7,6 +7,7 @@
 use super::pi_io::{is_abort_line, keep_control};
 use super::start::{bad_request, StreamStart};
 use agy_bridge::pi::mcp::relay::Control;
+use agy_bridge::settings::{Flags, Settings};
 use clap::Args;
 use std::io;
 use std::process::ExitCode;
@@ -34,10 +35,6 @@ pub struct StreamArgs {
     #[arg(long)]
     session: bool,
 }
-
-/// How long `stream` waits for its request line when
-/// `AGY_REQUEST_TIMEOUT_SECS` is not set.
-const REQUEST_TIMEOUT_SECS: u64 = 30;
 
 /// The first stdin line, or why there is none.
 type RequestLine = Result<String, String>;
@@ -119,6 +116,7 @@ pub fn stream_fails_early(message: &str) -> ExitCode {
 pub fn cmd_stream(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> CmdResult {
     let rt = match super::turn::stream_runtime() {
         Ok(rt) => rt,
@@ -132,9 +130,9 @@ pub fn cmd_stream(
     // while the request was on its way.
     drop(rt.spawn_blocking(|| ()));
     let ok = if args.session {
-        rt.block_on(stream_session(args, standby))
+        rt.block_on(stream_session(args, standby, settings))
     } else {
-        rt.block_on(stream_turn(args, standby))
+        rt.block_on(stream_turn(args, standby, settings))
     };
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -149,9 +147,10 @@ pub fn cmd_stream(
 async fn stream_session(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> bool {
-    match stream_limits(&args) {
-        Ok((timeout, _)) => super::session::serve(timeout, standby).await,
+    match stream_limits(&args, settings) {
+        Ok((timeout, _)) => super::session::serve(timeout, standby, settings).await,
         Err(message) => {
             let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
             pi.start();
@@ -161,22 +160,18 @@ async fn stream_session(
     }
 }
 
-/// The watchdog and the request-line wait from flags and environment.
-pub(super) fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
-    use super::env;
-    let minutes = match args.timeout_min {
-        Some(m) => m,
-        None => env::whole_number(env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(super::turn::TIMEOUT_MIN_DEFAULT),
-    };
-    let request_secs =
-        env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
-    // Every other variable too, before pi's request is even read.
-    env::check_words()?;
-    Ok((
-        super::turn::watchdog(minutes),
-        Duration::from_secs(request_secs.max(1)),
-    ))
+/// The watchdog and the request-line wait from flags and settings, every
+/// variable checked before pi's request is even read.
+pub(super) fn stream_limits(
+    args: &StreamArgs,
+    settings: &Settings,
+) -> Result<(Duration, Duration), String> {
+    super::env::check_words(settings)?;
+    let settings = settings.clone().with_flags(Flags {
+        timeout_min: args.timeout_min,
+        ..Flags::default()
+    });
+    Ok((settings.watchdog(), settings.request_timeout))
 }
 
 /// Wait for the request line: it, or the sentence pi shows instead.
@@ -219,19 +214,21 @@ fn taken_request(
 /// and whether it was an abort.
 async fn stream_start(
     args: &StreamArgs,
+    settings: &Settings,
     request_line: tokio::sync::oneshot::Receiver<RequestLine>,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
-    let (timeout, request_wait) =
-        stream_limits(args).map_err(|message| (false, format!("agy-bridge: {message}")))?;
+    let (timeout, request_wait) = stream_limits(args, settings)
+        .map_err(|message| (false, format!("agy-bridge: {message}")))?;
     let line = read_request(request_line, request_wait, cancel).await?;
-    super::start::start_from_line(&line, timeout, cancel).await
+    super::start::start_from_line(&line, timeout, settings, cancel).await
 }
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> bool {
     use agy_bridge::pi::provider::stream::PiStream;
     let cancel = CancellationToken::new();
@@ -247,7 +244,7 @@ async fn stream_turn(
     // pi gone (killed, or no longer reading) ends the turn and agy's tree.
     super::caller::stop_with_parent();
     super::caller::cancel_when_stdout_closes(cancel.clone());
-    let start = match stream_start(&args, request_line, &cancel).await {
+    let start = match stream_start(&args, settings, request_line, &cancel).await {
         Ok(start) => start,
         Err((aborted, message)) => {
             pi.fail(aborted, &message);

@@ -4,13 +4,13 @@
 //! the runtime and the signals that end a turn. Kept apart from the
 //! commands so each command's file holds only what is its own.
 
-use agy_bridge::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::runner::{RunConfig, TurnRequest};
+use agy_bridge::settings::{Flags, Settings};
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use clap::Args;
 use std::io;
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// What every turn-running command shares: the mode, the conversation to
@@ -37,20 +37,19 @@ pub struct TurnOpts {
 }
 
 /// A turn's runner settings and request from the shared options: the
-/// environment, this binary as agy's guardian, the configured permissions
-/// and mode, the watchdog; agy's workspace is the turn's directory.
+/// environment's settings (`--timeout-min` over them), this binary as
+/// agy's guardian, the configured permissions and mode, the watchdog;
+/// agy's workspace is the turn's directory.
 pub fn turn_setup(
     opts: &TurnOpts,
-    settings: &agy_bridge::state::config::Config,
+    config: &agy_bridge::state::config::Config,
+    settings: &Settings,
 ) -> Result<(RunConfig, TurnRequest), String> {
-    let mut cfg = configured(settings)?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
-    let minutes = match opts.timeout_min {
-        Some(m) => m,
-        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(TIMEOUT_MIN_DEFAULT),
-    };
-    cfg.timeout = watchdog(minutes);
+    let settings = settings.clone().with_flags(Flags {
+        timeout_min: opts.timeout_min,
+        ..Flags::default()
+    });
+    let cfg = configured(config, &settings);
     let conversation = opts
         .conversation
         .as_deref()
@@ -71,7 +70,7 @@ pub fn turn_setup(
         prompt,
         cwd: opts.cwd.clone(),
         add_dirs: workspace.into_iter().collect(),
-        mode: Some(opts.mode.unwrap_or(settings.mode)),
+        mode: Some(opts.mode.unwrap_or(config.mode)),
         conversation,
         ..TurnRequest::default()
     };
@@ -101,33 +100,27 @@ pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// The environment's runner settings, with this binary as agy's guardian
-/// (so agy's tree dies with us, however we die).
-pub fn run_config() -> Result<RunConfig, runner::EnvError> {
-    let mut cfg = RunConfig::from_env()?;
+/// The runner settings of `settings`, with this binary as agy's guardian
+/// (so agy's tree dies with us, however we die), the account's admission
+/// and agy's quota for a failed turn.
+pub fn run_config(settings: &Settings) -> RunConfig {
+    let mut cfg = RunConfig::from_settings(settings);
     cfg.guardian = std::env::current_exe()
         .ok()
         .map(agy_bridge::process::standby::Guardian::new);
-    cfg.admission = super::admission::admission();
-    cfg.usage = Some(agy_bridge::runner::quota::UsageLoader {
-        agy_bin: cfg.agy_bin.clone(),
-        ..agy_bridge::runner::quota::UsageLoader::from_env()
-    });
-    Ok(cfg)
+    cfg.admission = super::admission::admission(settings);
+    cfg.usage = Some(agy_bridge::runner::quota::UsageLoader::from_settings(
+        settings,
+    ));
+    cfg
 }
 
 /// [`run_config`] with the configured permissions: every command that runs
 /// agy (run, ask, stream, record) starts here.
-pub fn configured(settings: &agy_bridge::state::config::Config) -> Result<RunConfig, String> {
-    let mut cfg = run_config().map_err(|e| e.to_string())?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
-    Ok(cfg)
-}
-
-/// The watchdog for `minutes` (at least one), saturating instead of
-/// overflowing: a huge value means "no limit worth speaking of".
-pub(super) fn watchdog(minutes: u64) -> Duration {
-    Duration::from_secs(minutes.max(1).saturating_mul(60))
+pub fn configured(config: &agy_bridge::state::config::Config, settings: &Settings) -> RunConfig {
+    let mut cfg = run_config(settings);
+    cfg.skip_permissions = config.permissions == agy_bridge::state::config::PermissionMode::Allow;
+    cfg
 }
 
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
@@ -144,14 +137,14 @@ pub fn cancel_on_signals(token: CancellationToken) {
     super::caller::forward_job_control();
 }
 
-/// The saved settings merged with the environment, warnings on stderr. A
+/// The saved settings merged with the environment's, warnings on stderr. A
 /// settings variable with a value it does not take is an error (the turn
 /// must not run in a mode nobody asked for); a state directory that cannot
 /// be read only costs the file's values.
-pub fn settings() -> Result<agy_bridge::state::config::Config, String> {
+pub fn config(settings: &Settings) -> Result<agy_bridge::state::config::Config, String> {
     use agy_bridge::state::config::Config;
     use agy_bridge::state::file::StateError;
-    match Config::load() {
+    match settings.load_config() {
         Ok(status) => {
             for w in &status.warnings {
                 eprintln!("agy-bridge: warning: {w}");
@@ -165,6 +158,3 @@ pub fn settings() -> Result<agy_bridge::state::config::Config, String> {
         }
     }
 }
-
-/// The watchdog's default, in minutes.
-pub(super) const TIMEOUT_MIN_DEFAULT: u64 = 10;

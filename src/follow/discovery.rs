@@ -24,34 +24,9 @@ use agy_format::ids::ConversationId;
 use agy_format::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// Environment variable naming the conversations directory.
-pub(crate) const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
-
-/// The conversations directory: `$AGY_CONVERSATIONS_DIR` when set and
-/// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
-/// neither is available.
-pub fn default_conversations_dir() -> Option<PathBuf> {
-    conversations_dir_from(|name| std::env::var_os(name))
-}
-
-/// [`default_conversations_dir`] over an environment `env`.
-fn conversations_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    if let Some(dir) = env(CONVERSATIONS_DIR_ENV).filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let home = env("HOME").filter(|h| !h.is_empty())?;
-    Some(
-        PathBuf::from(home)
-            .join(".gemini")
-            .join("antigravity-cli")
-            .join("conversations"),
-    )
-}
 
 /// The database file of conversation `id` in `dir`.
 pub fn db_path(dir: &Path, id: &ConversationId) -> PathBuf {
@@ -1059,29 +1034,5 @@ mod tests {
             decide(dir, &before, Some(std::process::id())).unwrap(),
             Binding::Waiting
         );
-    }
-
-    #[test]
-    fn default_dir_prefers_the_env_variable() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
-        let dir = |vars| conversations_dir_from(env(vars));
-        assert_eq!(
-            dir(&[(CONVERSATIONS_DIR_ENV, "/c"), ("HOME", "/h")]),
-            Some(PathBuf::from("/c"))
-        );
-        let under_home = Some(PathBuf::from("/h/.gemini/antigravity-cli/conversations"));
-        assert_eq!(
-            dir(&[(CONVERSATIONS_DIR_ENV, ""), ("HOME", "/h")]),
-            under_home
-        );
-        assert_eq!(dir(&[("HOME", "/h")]), under_home);
-        assert_eq!(dir(&[("HOME", "")]), None);
-        assert_eq!(dir(&[]), None);
     }
 }

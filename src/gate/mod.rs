@@ -25,7 +25,7 @@
 //!   every open question with a denial.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
-//! [`crate::process`], [`crate::runner`].
+//! [`crate::settings`], [`crate::process`], [`crate::runner`].
 
 mod call;
 pub mod client;

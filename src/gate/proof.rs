@@ -89,13 +89,15 @@ struct Entry {
     probe_dir: String,
 }
 
-/// [`prove_at`] with the cache in the bridge's state directory.
+/// [`prove_at`] with the cache in the bridge's state directory
+/// `state_dir`, if there is one (`None`: nothing is remembered).
 ///
 /// Blocking (runs agy, reads and writes files): async callers use
 /// `tokio::task::spawn_blocking`. `env` is set on agy's process (as the
 /// turn's agy would get it); `timeout` bounds agy's run, and `cancel` ends
 /// it at once ([`short`]: agy runs under the guardian).
 pub fn prove(
+    state_dir: Option<&Path>,
     agy_bin: &Path,
     env: &[(String, String)],
     timeout: Duration,
@@ -106,7 +108,11 @@ pub fn prove(
         timeout,
         cancel,
     };
-    prove_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin, &asking)
+    prove_in(
+        &PerBinaryFile::in_dir(state_dir, PROOF_CACHE_FILE),
+        agy_bin,
+        &asking,
+    )
 }
 
 /// [`prove`] with `agy-hooks-proof.json` in `state_dir` (blocking).
@@ -138,10 +144,10 @@ struct Asking<'a> {
 }
 
 /// What is remembered for the agy `agy_bin` names, as it is now: proven or
-/// not; `None` when it was never answered (or is not an executable file).
-/// Blocking file I/O, no agy run.
-pub fn remembered(agy_bin: &Path) -> Option<bool> {
-    remembered_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin)
+/// not; `None` when it was never answered (or is not an executable file),
+/// or there is no state directory. Blocking file I/O, no agy run.
+pub fn remembered(state_dir: Option<&Path>, agy_bin: &Path) -> Option<bool> {
+    remembered_in(&PerBinaryFile::in_dir(state_dir, PROOF_CACHE_FILE), agy_bin)
 }
 
 /// [`remembered`] with `agy-hooks-proof.json` in `state_dir`.

@@ -198,6 +198,8 @@ enum GitError {
 #[derive(Debug)]
 pub struct TurnEdits {
     cwd: PathBuf,
+    /// The user's home, resolved: labels outside the cwd start `~/` there.
+    home: Option<PathBuf>,
     files: HashMap<PathBuf, Remembered>,
     toplevels: HashMap<PathBuf, Option<PathBuf>>,
 }
@@ -209,9 +211,16 @@ impl TurnEdits {
         let cwd = real_path(&lexical(cwd));
         TurnEdits {
             cwd,
+            home: None,
             files: HashMap::new(),
             toplevels: HashMap::new(),
         }
+    }
+
+    /// The user's home: a label of a file under it (outside the cwd)
+    /// starts with `~/`.
+    pub fn set_home(&mut self, home: Option<&Path>) {
+        self.home = home.filter(|h| !h.as_os_str().is_empty()).map(real_path);
     }
 
     /// The turn's working directory, as labels are shown relative to it.
@@ -224,6 +233,7 @@ impl TurnEdits {
     pub(crate) fn take(&mut self) -> TurnEdits {
         let empty = TurnEdits {
             cwd: self.cwd.clone(),
+            home: self.home.clone(),
             files: HashMap::new(),
             toplevels: HashMap::new(),
         };
@@ -412,15 +422,14 @@ impl TurnEdits {
         let shown = match abs.strip_prefix(&self.cwd) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
-            Err(_) => home_relative(abs).unwrap_or(written),
+            Err(_) => home_relative(self.home.as_deref(), abs).unwrap_or(written),
         };
         one_line(&format!("{shown}{rest}"))
     }
 }
 
-fn home_relative(abs: &Path) -> Option<String> {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
-    let rel = abs.strip_prefix(real_path(Path::new(&home))).ok()?;
+fn home_relative(home: Option<&Path>, abs: &Path) -> Option<String> {
+    let rel = abs.strip_prefix(home?).ok()?;
     Some(format!("~/{}", rel.display()))
 }
 

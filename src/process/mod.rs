@@ -14,7 +14,8 @@
 //! This is the lowest layer of the crate beside [`crate::state`]: it knows
 //! processes, not agy's files or events.
 //!
-//! May import: [`agy_format`](mod@agy_format).
+//! May import: [`agy_format`](mod@agy_format), [`crate::settings`] (PATH,
+//! as exec reads it).
 
 pub mod blocking;
 pub mod guard;

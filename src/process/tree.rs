@@ -23,12 +23,13 @@ use std::time::{Duration, Instant};
 
 /// The file the OS would run for `bin`: a path (anything with a slash) as it
 /// is, if it is a file; a bare name as exec finds it, the first executable
-/// file of that name in PATH's directories.
+/// file of that name in PATH's directories (as exec reads PATH:
+/// [`crate::settings::exec_search_path`]).
 pub(crate) fn find_program(bin: &Path) -> Option<PathBuf> {
     if bin.components().count() > 1 || bin.is_absolute() {
         return bin.is_file().then(|| bin.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
+    let path = crate::settings::exec_search_path()?;
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(bin))

@@ -29,7 +29,7 @@
 //! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
-//! [`crate::process`].
+//! [`crate::settings`], [`crate::process`].
 
 use crate::follow::discovery::{self, BindMethod, Snapshot};
 use crate::follow::events::Event;
@@ -41,7 +41,7 @@ use agy::Agy;
 use agy_format::agy_args::{BindMode, Effort, Mode};
 use agy_format::features::AgyFeatures;
 use agy_format::ids::ConversationId;
-use args::{bridge_flag, surface_of};
+use args::surface_of;
 use bind::{last_idx_off_thread, Followed};
 use merge::Held;
 use outbox::Halted;
@@ -74,15 +74,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use warm::run_warm_observed;
 pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
 
-/// How the runner wakes up to poll.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WakeMode {
-    /// inotify on the conversations directory, plus the fallback interval.
-    Events,
-    /// Only the interval (filesystems without notifications; benchmarks).
-    PollOnly,
-}
+pub use crate::settings::WakeMode;
 
 /// Process-wide settings: where agy is, how to wake, how long to wait.
 #[derive(Debug, Clone)]
@@ -116,6 +108,9 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
+    /// The bridge's state directory, where agy's version and features are
+    /// remembered per binary ([`version`]); `None`: asked of agy each turn.
+    pub state_dir: Option<PathBuf>,
     /// The guardian agy runs under ([`crate::process::guard`], started by
     /// [`Guardian`]). With it, agy's tree dies with the bridge however the
     /// bridge dies; without, only agy itself does (Linux).
@@ -135,8 +130,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             agy_bin: PathBuf::from("agy"),
-            conversations_dir: discovery::default_conversations_dir()
-                .unwrap_or_else(|| PathBuf::from(".gemini/antigravity-cli/conversations")),
+            conversations_dir: PathBuf::from(".gemini/antigravity-cli/conversations"),
             extra_args: Vec::new(),
             skip_permissions: true,
             wake: WakeMode::Events,
@@ -149,6 +143,7 @@ impl Default for RunConfig {
             permission_stall: Duration::from_secs(5),
             ambiguity_budget: Duration::from_secs(10),
             env: Vec::new(),
+            state_dir: None,
             guardian: None,
             admission: None,
             usage: None,
@@ -157,50 +152,28 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    /// Defaults with `AGY_BIN`, `AGY_EXTRA_ARGS`, `AGY_CONVERSATIONS_DIR`,
-    /// `AGY_BIND` and `AGY_WAKE` applied. Permissions and mode are settings
-    /// (`config::Config`, which reads `AGY_SKIP_PERMISSIONS` and `AGY_MODE`).
-    /// A word these variables do not know is an error naming the variable and
-    /// the words it takes: ignoring it would run the turn some other way than
-    /// the user asked.
-    pub fn from_env() -> Result<RunConfig, EnvError> {
-        let mut cfg = RunConfig::default();
-        if let Some(bin) = env_nonempty("AGY_BIN") {
-            cfg.agy_bin = PathBuf::from(bin);
+    /// Defaults with the settings' agy binary, extra arguments,
+    /// conversations directory, bind and wake modes, watchdog and state
+    /// directory applied. Permissions and mode are `config.json`'s
+    /// ([`crate::state::config::Config`]); admission, quota and the
+    /// guardian are the caller's to add.
+    pub fn from_settings(settings: &crate::settings::Settings) -> RunConfig {
+        let defaults = RunConfig::default();
+        RunConfig {
+            agy_bin: settings.agy_bin.clone(),
+            extra_args: settings.extra_args.clone(),
+            conversations_dir: settings
+                .conversations_dir
+                .clone()
+                .unwrap_or(defaults.conversations_dir),
+            bind: settings.bind,
+            wake: settings.wake,
+            timeout: settings.watchdog(),
+            state_dir: settings.state_dir.clone(),
+            ..RunConfig::default()
         }
-        if let Some(extra) = env_nonempty("AGY_EXTRA_ARGS") {
-            cfg.extra_args = extra.split_whitespace().map(str::to_string).collect();
-            if let Some((flag, hint)) = cfg.extra_args.iter().find_map(|a| bridge_flag(a)) {
-                return Err(EnvError::ExtraArgs { flag, hint });
-            }
-        }
-        if let Some(value) = env_nonempty("AGY_BIND") {
-            cfg.bind = value.trim().parse().map_err(|_| EnvError::Bind { value })?;
-        }
-        if let Some(value) = env_nonempty("AGY_WAKE") {
-            cfg.wake = match value.trim() {
-                "events" => WakeMode::Events,
-                "poll" => WakeMode::PollOnly,
-                _ => return Err(EnvError::Wake { value }),
-            };
-        }
-        Ok(cfg)
     }
 }
-
-/// An environment variable of [`RunConfig::from_env`] holding a word it
-/// does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EnvError {
-    #[error("AGY_BIND={value:?} is not a bind mode; use one of: auto, discovery, stream-json")]
-    Bind { value: String },
-    #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
-    Wake { value: String },
-    #[error("AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself on every turn; remove it ({hint})")]
-    ExtraArgs { flag: String, hint: &'static str },
-}
-
-use crate::state::file::env_nonempty;
 
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
@@ -450,7 +423,8 @@ impl Prelude {
     /// session's turn lock (a turn before ours may still create databases)
     /// and before agy starts.
     pub fn blocking(cfg: &RunConfig) -> Prelude {
-        let features = crate::runner::version::features_remembered(&cfg.agy_bin);
+        let features =
+            crate::runner::version::features_remembered(cfg.state_dir.as_deref(), &cfg.agy_bin);
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
         let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
@@ -489,7 +463,10 @@ impl Prelude {
     async fn surface(self, cfg: &RunConfig, cancel: &CancellationToken) -> (Surface, Snapshot) {
         let features = match self.features {
             Some(known) => known,
-            None => crate::runner::version::agy_features(&cfg.agy_bin, cancel).await,
+            None => {
+                crate::runner::version::agy_features(cfg.state_dir.as_deref(), &cfg.agy_bin, cancel)
+                    .await
+            }
         };
         (surface_of(cfg, features), self.before)
     }

@@ -91,13 +91,11 @@ pub struct UsageLoader {
 }
 
 impl UsageLoader {
-    /// `AGY_BIN` (else `agy`) and the bridge's state directory.
-    pub fn from_env() -> UsageLoader {
+    /// The settings' agy binary and state directory.
+    pub fn from_settings(settings: &crate::settings::Settings) -> UsageLoader {
         UsageLoader {
-            agy_bin: file::env_nonempty("AGY_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("agy")),
-            state_dir: file::state_dir().ok(),
+            agy_bin: settings.agy_bin.clone(),
+            state_dir: settings.state_dir.clone(),
             timeout: USAGE_TIMEOUT,
         }
     }
@@ -125,10 +123,7 @@ impl UsageLoader {
         if let Some(answer) = cached {
             return Ok(answer);
         }
-        let versions = match &self.state_dir {
-            Some(dir) => VersionCache::at(dir),
-            None => VersionCache::from_env(),
-        };
+        let versions = VersionCache::in_dir(self.state_dir.as_deref());
         let version = versions.version(&self.agy_bin, cancel).await;
         if cancel.is_cancelled() {
             return Err(UsageError::Canceled);

@@ -123,10 +123,11 @@ impl PerBinaryFile {
         }
     }
 
-    /// The file `name` in the bridge's state directory ([`file::state_dir`]).
-    pub(crate) fn from_env(name: &'static str) -> PerBinaryFile {
+    /// The file `name` in the bridge's state directory, if there is one
+    /// (`None`: nothing is remembered).
+    pub(crate) fn in_dir(dir: Option<&Path>, name: &'static str) -> PerBinaryFile {
         PerBinaryFile {
-            file: file::state_dir().ok().map(|dir| StateFile::new(&dir, name)),
+            file: dir.map(|dir| StateFile::new(dir, name)),
         }
     }
 
@@ -173,17 +174,11 @@ pub(crate) struct VersionCache {
 }
 
 impl VersionCache {
-    /// The cache in `dir`.
-    pub fn at(dir: &Path) -> VersionCache {
+    /// The cache in the bridge's state directory, if there is one (`None`:
+    /// agy is asked each time).
+    pub fn in_dir(dir: Option<&Path>) -> VersionCache {
         VersionCache {
-            file: PerBinaryFile::at(dir, VERSION_CACHE_FILE),
-        }
-    }
-
-    /// The cache in the bridge's state directory ([`file::state_dir`]).
-    pub fn from_env() -> VersionCache {
-        VersionCache {
-            file: PerBinaryFile::from_env(VERSION_CACHE_FILE),
+            file: PerBinaryFile::in_dir(dir, VERSION_CACHE_FILE),
         }
     }
 
@@ -299,11 +294,15 @@ async fn probe_help(bin: &Path, cancel: &CancellationToken) -> Option<String> {
     Some(text)
 }
 
-/// What the installed agy offers, through the cache in the state directory;
-/// an agy whose version cannot be had (or was not had before `cancel`
-/// fired) offers nothing version-gated.
-pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures {
-    VersionCache::from_env()
+/// What the installed agy offers, through the cache in the state directory
+/// `state_dir`; an agy whose version cannot be had (or was not had before
+/// `cancel` fired) offers nothing version-gated.
+pub async fn agy_features(
+    state_dir: Option<&Path>,
+    bin: &Path,
+    cancel: &CancellationToken,
+) -> AgyFeatures {
+    VersionCache::in_dir(state_dir)
         .features(bin, cancel)
         .await
         .unwrap_or_default()
@@ -311,21 +310,30 @@ pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures
 
 /// [`agy_features`] from the cache alone (blocking file I/O, no agy run):
 /// `None` when they are not remembered.
-pub fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
-    let cache = VersionCache::from_env();
+pub fn features_remembered(state_dir: Option<&Path>, bin: &Path) -> Option<AgyFeatures> {
+    let cache = VersionCache::in_dir(state_dir);
     cache.lookup_features(&BinaryKey::of(bin)?)
 }
 
-/// The installed agy's version, through the cache in the state directory.
-pub async fn agy_version(bin: &Path, cancel: &CancellationToken) -> Option<Version> {
-    VersionCache::from_env().version(bin, cancel).await
+/// The installed agy's version, through the cache in the state directory
+/// `state_dir`.
+pub async fn agy_version(
+    state_dir: Option<&Path>,
+    bin: &Path,
+    cancel: &CancellationToken,
+) -> Option<Version> {
+    VersionCache::in_dir(state_dir).version(bin, cancel).await
 }
 
 /// Whether the agy `bin` names prints its conversation id with
 /// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
 /// version cannot be had is treated as an old one.
-pub async fn stream_json_supported(bin: &Path, cancel: &CancellationToken) -> bool {
-    agy_version(bin, cancel)
+pub async fn stream_json_supported(
+    state_dir: Option<&Path>,
+    bin: &Path,
+    cancel: &CancellationToken,
+) -> bool {
+    agy_version(state_dir, bin, cancel)
         .await
         .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
 }
@@ -399,14 +407,16 @@ mod tests {
                 .unwrap_or(0)
         };
         let agy = script(dir.path(), "agy", &body("1.2.17"));
-        let cache = VersionCache::at(&state);
+        let cache = VersionCache::in_dir(Some(&state));
         assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1);
         assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1, "agy was asked again instead of the cache");
         // Another process's view: a fresh handle on the same directory.
         assert_eq!(
-            VersionCache::at(&state).version(&agy, &never()).await,
+            VersionCache::in_dir(Some(&state))
+                .version(&agy, &never())
+                .await,
             Some((1, 2, 17))
         );
         assert_eq!(asked(), 1);
@@ -454,7 +464,7 @@ mod tests {
                 log.display()
             ),
         );
-        let cache = VersionCache::at(&dir.path().join("state"));
+        let cache = VersionCache::in_dir(Some(&dir.path().join("state")));
         let features = cache.features(&agy, &never()).await.expect("features");
         assert_eq!(features.version, Some((1, 2, 14)));
         assert!(
@@ -465,7 +475,7 @@ mod tests {
         let asked = std::fs::read_to_string(&log).expect("log");
         assert_eq!(asked.lines().collect::<Vec<_>>().len(), 2, "{asked}");
         // An entry from before --help was read is completed, not trusted.
-        let old = VersionCache::at(&dir.path().join("old"));
+        let old = VersionCache::in_dir(Some(&dir.path().join("old")));
         let key = BinaryKey::of(&agy).expect("key");
         old.store(&key, (1, 2, 14)).expect("store");
         assert_eq!(old.lookup_features(&key), None);

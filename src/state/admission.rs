@@ -36,7 +36,7 @@
 //! ([`AdmissionError::Io`]); the caller then runs agy without admission
 //! rather than not at all.
 
-use crate::state::file::{env_nonempty, lock_file, BadEnv, StateError, StateLock};
+use crate::state::file::{lock_file, BadEnv, StateError, StateLock};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -113,17 +113,6 @@ impl fmt::Debug for Seat {
 }
 
 impl Admission {
-    /// The limits from [`SEATS_ENV`] and [`START_INTERVAL_ENV`] (unset or
-    /// blank: the defaults). A bad value is a [`BadEnv`] naming the variable
-    /// and the values it takes. Touches no file: `state_dir` is only kept.
-    pub fn from_env(state_dir: &Path) -> Result<Admission, BadEnv> {
-        let (seats, interval) = parse(
-            env_nonempty(SEATS_ENV).as_deref(),
-            env_nonempty(START_INTERVAL_ENV).as_deref(),
-        )?;
-        Ok(Admission::new(state_dir, seats, interval))
-    }
-
     /// The limits given outright; `seats` below 1 is taken as 1 (no seat at
     /// all would block every turn forever).
     pub fn new(state_dir: &Path, seats: u32, interval: Duration) -> Admission {
@@ -257,10 +246,13 @@ impl Admission {
     }
 }
 
-/// The two variables' values (`None`: unset) checked into seats and an
-/// interval; apart from [`Admission::from_env`] so tests need not change
-/// the process environment.
-fn parse(seats: Option<&str>, interval: Option<&str>) -> Result<(u32, Duration), BadEnv> {
+/// The limits when neither variable is set.
+pub const DEFAULT_LIMITS: (u32, Duration) = (DEFAULT_SEATS, DEFAULT_START_INTERVAL);
+
+/// The values of [`SEATS_ENV`] and [`START_INTERVAL_ENV`] (`None`: unset)
+/// checked into seats and an interval: a bad value is a [`BadEnv`] naming
+/// the variable and the values it takes ([`crate::settings`] reads them).
+pub fn limits(seats: Option<&str>, interval: Option<&str>) -> Result<(u32, Duration), BadEnv> {
     let seats = match seats {
         None => DEFAULT_SEATS,
         Some(value) => match value.trim().parse::<u32>() {
@@ -589,17 +581,17 @@ mod tests {
     }
 
     #[test]
-    fn parse_takes_defaults_and_good_values() {
+    fn limits_take_defaults_and_good_values() {
         assert_eq!(
-            parse(None, None).unwrap(),
+            limits(None, None).unwrap(),
             (DEFAULT_SEATS, DEFAULT_START_INTERVAL)
         );
-        assert_eq!(parse(Some(" 3 "), Some("0")).unwrap(), (3, Duration::ZERO));
-        assert_eq!(parse(Some("256"), None).unwrap().0, 256);
+        assert_eq!(limits(Some(" 3 "), Some("0")).unwrap(), (3, Duration::ZERO));
+        assert_eq!(limits(Some("256"), None).unwrap().0, 256);
     }
 
     #[test]
-    fn parse_rejects_bad_values_naming_the_variable() {
+    fn limits_reject_bad_values_naming_the_variable() {
         for (seats, interval, var) in [
             (Some("0"), None, SEATS_ENV),
             (Some("many"), None, SEATS_ENV),
@@ -608,7 +600,7 @@ mod tests {
             (None, Some("-1"), START_INTERVAL_ENV),
             (None, Some("1.5"), START_INTERVAL_ENV),
         ] {
-            let err = parse(seats, interval).unwrap_err();
+            let err = limits(seats, interval).unwrap_err();
             assert_eq!(err.var, var);
             assert!(err.to_string().contains(var), "{err}");
             assert!(err.to_string().contains("whole number"), "{err}");

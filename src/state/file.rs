@@ -13,8 +13,10 @@
 //! state moves with it (`$PI_CODING_AGENT_DIR/antigravity-bridge`), so one
 //! pi setup never reads another's sessions. The environment variable
 //! `AGY_BRIDGE_STATE_DIR` replaces the whole path and wins over both (tests
-//! point it at a temporary directory). The directory is created with mode
-//! 0700 the first time something is written.
+//! point it at a temporary directory). [`crate::settings`] resolves which
+//! directory that is; every store here is opened on a directory it is
+//! given. The directory is created with mode 0700 the first time
+//! something is written.
 //!
 //! # How state files are handled
 //!
@@ -49,35 +51,6 @@ pub const SESSIONS_FILE: &str = "sessions.json";
 
 /// A state file larger than this is treated as corrupt rather than read.
 const MAX_STATE_FILE: u64 = 64 << 20;
-
-/// pi's agent directory variable (pi's default is `~/.pi/agent`).
-pub(crate) const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
-
-/// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
-/// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else
-/// `$HOME/.pi/agent/antigravity-bridge`.
-pub fn state_dir() -> Result<PathBuf, StateError> {
-    if let Some(dir) = env_nonempty(STATE_DIR_ENV) {
-        return Ok(PathBuf::from(dir));
-    }
-    if let Some(dir) = env_nonempty(PI_AGENT_DIR_ENV) {
-        return Ok(PathBuf::from(dir).join("antigravity-bridge"));
-    }
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home)
-            .join(".pi")
-            .join("agent")
-            .join("antigravity-bridge")),
-        None => Err(StateError::NoHome),
-    }
-}
-
-/// The environment variable `name`, unless unset, not UTF-8 or blank; also
-/// the process environment as
-/// [`ConfigStore::load_with_env`](crate::state::config::ConfigStore::load_with_env) wants it.
-pub fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 /// A switch's word as every on/off setting of the bridge takes it (any
 /// case, spaces around ignored): `on`, `1`, `true`, `yes` are on; `off`,
@@ -171,13 +144,6 @@ pub enum StateWarning {
         entry: String,
         reason: String,
     },
-    /// An environment variable had a value we do not understand, or was
-    /// ignored because another one wins.
-    Env {
-        var: String,
-        value: String,
-        reason: String,
-    },
 }
 
 impl fmt::Display for StateWarning {
@@ -215,7 +181,6 @@ impl fmt::Display for StateWarning {
                 "{}: skipping the allow rule {entry}: {reason}",
                 path.display()
             ),
-            StateWarning::Env { var, value, reason } => write!(f, "{var}={value:?}: {reason}"),
         }
     }
 }

@@ -41,7 +41,7 @@
 //! conversation id.
 
 use crate::state::file::{
-    json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
+    json_kind, lock_file, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
 };
 use agy_format::ids::ConversationId;
 use serde_json::{Map, Value};
@@ -234,11 +234,6 @@ impl SessionStore {
     pub fn turn_lock_path(&self, key: &str) -> PathBuf {
         let dir = self.file.path().parent().unwrap_or(Path::new("."));
         dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)))
-    }
-
-    /// The store in [`state_dir`].
-    pub fn open_default() -> Result<SessionStore, StateError> {
-        Ok(SessionStore::open(state_dir()?))
     }
 
     pub fn path(&self) -> &Path {

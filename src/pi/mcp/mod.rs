@@ -40,26 +40,9 @@ pub const NATIVE_TOOLS: &[&str] = &[
     "AskAntigravity",
 ];
 
-/// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
-pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
-
-/// Whether the environment turned pi's tools off: `off`, `0`, `false`,
-/// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;
-/// any other word is an error, since guessing either way would surprise
-/// whoever typed it.
-pub fn disabled_by_env() -> Result<bool, crate::state::file::BadEnv> {
-    let Some(value) = crate::state::file::env_nonempty(ENV_SWITCH) else {
-        return Ok(false);
-    };
-    match crate::state::file::on_off(&value) {
-        Some(on) => Ok(!on),
-        None => Err(crate::state::file::BadEnv {
-            var: ENV_SWITCH,
-            value,
-            takes: "on or off (also 1/0, true/false, yes/no)",
-        }),
-    }
-}
+/// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's
+/// tools ([`crate::settings::Settings::pi_tools`] is what it says).
+pub const ENV_SWITCH: &str = crate::settings::vars::PI_TOOLS_ENV;
 
 /// The tools agy is offered: pi's, minus those agy has natively, minus
 /// duplicates and nameless entries.

@@ -2,7 +2,7 @@
 //!
 //! [`relay`] forwards the runner's events to pi, as the plain stream does,
 //! and when agy calls one of pi's tools it hands the call to pi: calls that
-//! arrive together (within [`batch_window`]) end the current assistant
+//! arrive together (within the batch window, `AGY_PI_TOOL_BATCH_MS`) end the current assistant
 //! message as pi `toolCall`s with stop reason `toolUse`, and the relay parks
 //! them until the extension's control lines answer them. Meanwhile agy's
 //! events are held back; once every call is answered the next message starts
@@ -121,29 +121,10 @@ fn note(text: &str) -> String {
     format!("\n[agy-bridge: {text}]\n")
 }
 
-/// [`batch_window`] when `AGY_PI_TOOL_BATCH_MS` is unset.
-pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
-
-/// `AGY_PI_TOOL_BATCH_MS`: how long after a call further calls join its
-/// message (default 2 ms: calls agy sends together reach the loopback
-/// server within microseconds of each other; every millisecond here is
-/// added to each tool round trip, see benches/tool_roundtrip.rs).
-/// A value that is not a whole number of milliseconds up to 1000 is an
-/// error: a longer window would hold every tool call that long.
-pub fn batch_window() -> Result<Duration, crate::state::file::BadEnv> {
-    const VAR: &str = "AGY_PI_TOOL_BATCH_MS";
-    let Some(value) = crate::state::file::env_nonempty(VAR) else {
-        return Ok(DEFAULT_BATCH_WINDOW);
-    };
-    match value.trim().parse::<u64>() {
-        Ok(ms) if ms <= 1000 => Ok(Duration::from_millis(ms)),
-        _ => Err(crate::state::file::BadEnv {
-            var: VAR,
-            value,
-            takes: "a whole number of milliseconds from 0 to 1000 (default 2)",
-        }),
-    }
-}
+/// How long after a call further calls join its message when
+/// `AGY_PI_TOOL_BATCH_MS` is unset ([`crate::settings::Settings::tool_batch`]
+/// is the window a turn uses).
+pub const DEFAULT_BATCH_WINDOW: Duration = crate::settings::vars::DEFAULT_BATCH_WINDOW;
 
 /// pi's control lines waiting for the relay. The extension writes one
 /// `tool_result` per parked call (at most [`super::CALL_CAPACITY`] park at

@@ -131,13 +131,6 @@ fn sign_in_sentence(line: &str) -> String {
 
 // --- the cache ----------------------------------------------------------------
 
-/// `$AGY_BRIDGE_STATE_DIR`, else `~/.pi/agent/antigravity-bridge` (the
-/// original's directory, so its `models-cache.json` is reused); `None`
-/// without HOME.
-pub fn state_dir() -> Option<PathBuf> {
-    crate::state::file::state_dir().ok()
-}
-
 /// `models-cache.json`: the TypeScript bridge's `{raw, savedAt}` (raw `agy models`
 /// stdout, epoch milliseconds), plus `unavailable` when the entry records a
 /// failed run (then `raw` is empty) and `binary`, the agy it came from.
@@ -281,14 +274,13 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
-    pub fn from_env() -> Loader {
-        let agy_bin = crate::state::file::env_nonempty("AGY_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("agy"));
+    /// The settings' agy binary, and the cache in their state directory
+    /// (`~/.pi/agent/antigravity-bridge` by default, the original's, so its
+    /// `models-cache.json` is reused).
+    pub fn from_settings(settings: &crate::settings::Settings) -> Loader {
         Loader {
-            agy_bin,
-            state_dir: state_dir(),
+            agy_bin: settings.agy_bin.clone(),
+            state_dir: settings.state_dir.clone(),
             timeout: DISCOVERY_TIMEOUT,
             ttl: CACHE_TTL,
             failure_ttl: FAILURE_TTL,
@@ -495,8 +487,10 @@ impl Loader {
 /// there is one (stale or not: the next `agy-bridge models` refreshes it),
 /// else `agy models` now (stopped when `cancel` fires), else the fallback.
 /// Blocking: not for a runtime worker.
-pub fn catalog(cancel: &CancellationToken) -> Catalog {
-    Loader::from_env().load(Policy::CacheFirst, cancel).catalog
+pub fn catalog(settings: &crate::settings::Settings, cancel: &CancellationToken) -> Catalog {
+    Loader::from_settings(settings)
+        .load(Policy::CacheFirst, cancel)
+        .catalog
 }
 
 #[cfg(test)]

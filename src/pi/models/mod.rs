@@ -26,9 +26,7 @@ mod catalog;
 mod listed;
 mod parse;
 
-pub use cache::{
-    catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable,
-};
+pub use cache::{catalog, fetch, CacheEntry, Loaded, Loader, Policy, Source, Unavailable};
 pub use catalog::{
     Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved, ThinkingLevelMap,
 };

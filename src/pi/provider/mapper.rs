@@ -142,7 +142,7 @@ impl EventMapper {
             bridge_call: None,
             failed_steps: HashMap::new(),
             conversation: None,
-            conversations_dir: crate::follow::discovery::default_conversations_dir(),
+            conversations_dir: None,
             from_gate: HashMap::new(),
             from_db: HashMap::new(),
             denied: HashMap::new(),
@@ -238,10 +238,16 @@ impl EventMapper {
         self.replaces = Some(gone.to_string());
     }
 
-    /// Where agy keeps conversations, when it is not the default
-    /// (`$AGY_CONVERSATIONS_DIR`, else `~/.gemini/antigravity-cli/conversations`).
+    /// Where agy keeps conversations (the settings' conversations
+    /// directory); unset, a command names agy's default under `~`.
     pub fn set_conversations_dir(&mut self, dir: &Path) {
         self.conversations_dir = Some(dir.to_path_buf());
+    }
+
+    /// The user's home, where an edited file outside the cwd is shown as
+    /// `~/...` (unset: such a file is shown as agy wrote its path).
+    pub fn set_home(&mut self, home: Option<&Path>) {
+        self.edits.set_home(home);
     }
 
     fn hidden(&self, e: &Event) -> bool {

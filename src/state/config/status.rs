@@ -23,9 +23,8 @@ pub struct SettingStatus {
     /// The effective value, as a JSON value of the file's type.
     pub value: Value,
     pub source: Source,
-    /// The variable the value came from when `source` is `env` (a legacy
-    /// one such as `AGY_SKIP_PERMISSIONS` when that is where it was),
-    /// otherwise the one that would override it.
+    /// The variable the value came from when `source` is `env`, otherwise
+    /// the one that would override it.
     pub env_var: &'static str,
     /// The valid value the file holds, even when the environment wins.
     pub file_value: Option<Value>,
