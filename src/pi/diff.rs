@@ -650,3 +650,29 @@ impl Capped {
         self.lines.join("\n")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file outside the cwd is labelled from the home it is given (the
+    /// settings' HOME), not from the process environment.
+    #[test]
+    fn a_label_outside_the_cwd_starts_at_the_given_home() {
+        let home = tempfile::tempdir().expect("home");
+        let cwd = tempfile::tempdir().expect("cwd");
+        let file = home.path().join("notes.txt");
+        let target = EditTarget {
+            path: file.clone(),
+            label: file.display().to_string(),
+        };
+        let mut edits = TurnEdits::new(cwd.path());
+        let first = |text: String| text.lines().next().unwrap_or_default().to_string();
+        assert_eq!(
+            first(edits.render(&target)),
+            format!("[agy edit: {}]", file.display())
+        );
+        edits.set_home(Some(home.path()));
+        assert_eq!(first(edits.render(&target)), "[agy edit: ~/notes.txt]");
+    }
+}
