@@ -30,5 +30,6 @@ pub mod maintain;
 pub mod pi;
 pub mod process;
 pub mod runner;
+pub mod session;
 pub mod state;
 pub mod view;

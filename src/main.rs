@@ -110,7 +110,7 @@ fn main() -> ExitCode {
         .any(|c| a == *c)
     });
     if runs_agy {
-        cli::caller::hold_early_stops();
+        agy_bridge::process::caller::hold_early_stops();
     }
     let standby = guardian_for_stream();
     let cli = match Cli::try_parse() {

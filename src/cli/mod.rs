@@ -4,27 +4,17 @@
 //! `stream` and `stream --session`. `main.rs` parses the arguments and
 //! dispatches here.
 
-pub mod admission;
 pub mod ask;
-pub mod caller;
-pub mod cold;
 pub mod conformance;
 pub mod decode;
 pub mod drift;
-pub mod end;
 pub mod env;
-pub mod gate;
 pub mod hook;
 pub mod models;
 pub mod out;
-pub mod pi_io;
-pub mod pi_tools;
-pub mod prepare;
 pub mod record;
 pub mod run;
-pub mod session;
 pub mod slash;
-pub mod start;
 pub mod state;
 pub mod stream;
 pub mod tools_switch;

@@ -9,7 +9,9 @@
 //! `models`, `-p /usage`, ...) under the same guardian, ended on the same
 //! stops; [`job_control`] pauses and resumes agy's trees with the
 //! terminal's Ctrl-Z and `fg`; [`blocking`] runs a call that must block (a
-//! file read, pi's bounded stdout) without stalling the runtime.
+//! file read, pi's bounded stdout) without stalling the runtime; [`caller`]
+//! is the bridge's own lifetime: stop signals from the first millisecond,
+//! its parent's death, its stdout's reader gone.
 //!
 //! This is the lowest layer of the crate beside [`crate::state`]: it knows
 //! processes, not agy's files or events.
@@ -17,6 +19,7 @@
 //! May import: [`agy_format`](mod@agy_format).
 
 pub mod blocking;
+pub mod caller;
 pub mod guard;
 pub mod job_control;
 pub mod launch;

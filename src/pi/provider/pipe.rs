@@ -142,26 +142,7 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<Ow
     Some((pending, watched))
 }
 
-/// What a descriptor with a reader at its other end is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PipeKind {
-    Fifo,
-    Socket,
-}
-
-/// Whether `fd` is a pipe or a socket (`None`: a file, a terminal, or
-/// unknown), from its `fstat`.
-pub fn pipe_kind(fd: BorrowedFd<'_>) -> Option<PipeKind> {
-    use nix::sys::stat::{fstat, SFlag};
-    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
-    if kind == SFlag::S_IFIFO {
-        Some(PipeKind::Fifo)
-    } else if kind == SFlag::S_IFSOCK {
-        Some(PipeKind::Socket)
-    } else {
-        None
-    }
-}
+pub use crate::process::caller::{pipe_kind, PipeKind};
 
 /// The pipe `fd` opened again, write-only and non-blocking: a file of its
 /// own, so the flag is not stdout's.

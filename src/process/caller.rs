@@ -7,7 +7,7 @@
 //! - A SIGTERM or SIGINT, from the first millisecond on, ends the command in
 //!   order instead of killing it: a plain handler installed first thing
 //!   notes it and cancels the command's stop token ([`stop_token`]), which
-//!   the turn ([`super::turn::cancel_on_signals`]) and every short agy
+//!   the turn (the binary's `cancel_on_signals`) and every short agy
 //!   program the command waits for (`agy models`, `-p /usage`, ...) end
 //!   on, so the command exits within moments, with 128 + the signal.
 //! - pi SIGKILLed leaves `stream` and agy running for the whole turn: the
@@ -22,7 +22,7 @@
 //!
 //! - A caller whose end of our stdin closed is gone as well: pi keeps it
 //!   open for the whole turn (abort and tool results come on it), so
-//!   `stream` aborts the turn at its end (`super::stream::stdin_reader`).
+//!   `stream` aborts the turn at its end ([`crate::pi::turn`]).
 //!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
 use nix::sys::signal::{self, SigHandler, Signal};
@@ -175,7 +175,7 @@ pub fn stop_with_parent() {
 /// hang-up.
 pub fn cancel_when_stdout_closes(token: CancellationToken) {
     use std::os::fd::AsFd;
-    if agy_bridge::pi::provider::pipe::pipe_kind(std::io::stdout().as_fd()).is_none() {
+    if pipe_kind(std::io::stdout().as_fd()).is_none() {
         return;
     }
     std::thread::spawn(move || {
@@ -204,7 +204,7 @@ pub fn cancel_when_stdout_closes(token: CancellationToken) {
 /// them, then stop the bridge itself (its handler replaced the default
 /// stop); on SIGCONT (`fg`, `bg`, `kill -CONT`), resume them.
 pub fn forward_job_control() {
-    use agy_bridge::process::job_control;
+    use crate::process::job_control;
     use tokio::signal::unix::{signal, SignalKind};
     let tstp = signal(SignalKind::from_raw(Signal::SIGTSTP as i32));
     let cont = signal(SignalKind::from_raw(Signal::SIGCONT as i32));
@@ -228,4 +228,27 @@ pub fn forward_job_control() {
             }
         }
     });
+}
+
+/// What a descriptor with a reader at its other end is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipeKind {
+    /// A pipe (a FIFO).
+    Fifo,
+    /// A socket.
+    Socket,
+}
+
+/// Whether `fd` is a pipe or a socket (`None`: a file, a terminal, or
+/// unknown), from its `fstat`.
+pub fn pipe_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<PipeKind> {
+    use nix::sys::stat::{fstat, SFlag};
+    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFIFO {
+        Some(PipeKind::Fifo)
+    } else if kind == SFlag::S_IFSOCK {
+        Some(PipeKind::Socket)
+    } else {
+        None
+    }
 }

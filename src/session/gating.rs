@@ -1,34 +1,34 @@
-//! A turn's permission gate as the CLI opens it (`ask` mode; see
-//! `agy_bridge::gate`): agy must first have shown that it loads the
-//! bridge's hook from an `--add-dir` (`agy_bridge::gate::proof`, asked
+//! A turn's permission gate as a session opens it (`ask` mode; see
+//! `crate::gate`): agy must first have shown that it loads the
+//! bridge's hook from an `--add-dir` (`crate::gate::proof`, asked
 //! once per agy binary); only then does agy get the gate's directory and
 //! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
 //! as `deny`, and says why once per process (once per pi session).
 
-use agy_bridge::gate::{Gate, Grants, Policy};
-use agy_bridge::runner::{RunConfig, TurnRequest};
-use agy_bridge::state::config::{Config, PermissionMode};
-use agy_bridge::state::rules::Rule;
+use crate::gate::{Gate, Grants, Policy};
+use crate::runner::{RunConfig, TurnRequest};
+use crate::state::config::{Config, PermissionMode};
+use crate::state::rules::Rule;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use agy_bridge::gate::proof::{Unproven, PROOF_TIMEOUT};
+use crate::gate::proof::{Unproven, PROOF_TIMEOUT};
 
 /// What an `ask` turn's gate decides with.
 #[derive(Debug, Clone)]
-pub(crate) struct GatePlan {
+pub struct GatePlan {
     /// The rules that pass a call without asking.
-    pub(crate) rules: Vec<Rule>,
+    pub rules: Vec<Rule>,
     /// A person can be asked (pi has a UI).
-    pub(crate) can_ask: bool,
+    pub can_ask: bool,
     /// The pi session's grants (a `stream --session` sets its own).
-    pub(crate) grants: Grants,
+    pub grants: Grants,
 }
 
 /// The plan for a turn under `settings`; `None` unless permissions are
 /// `ask`. `ui`: pi can show a dialog.
-pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
+pub fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
     (settings.permissions == PermissionMode::Ask).then(|| GatePlan {
         rules: settings.allow_list(),
         can_ask: ui,
@@ -38,7 +38,7 @@ pub(crate) fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
 
 /// The standing policy of a gate for `plan`: the workspace is the turn's
 /// directory (agy's own), else this process's.
-pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
+pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
@@ -63,7 +63,7 @@ pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&st
 /// process, agy is not installed, which the turn says itself, or `cancel`
 /// stopped the proof, which ends the turn too); agy then runs without the
 /// flag, as `deny`.
-pub(crate) async fn open_gate(
+pub async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
@@ -75,7 +75,7 @@ pub(crate) async fn open_gate(
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
-        let features = agy_bridge::runner::version::features_remembered(&bin);
+        let features = crate::runner::version::features_remembered(&bin);
         if let Some((a, b, c)) = features
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
@@ -84,7 +84,7 @@ pub(crate) async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        agy_bridge::gate::proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(|e| match e {
+        crate::gate::proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(|e| match e {
             Unproven::NotInstalled { .. } | Unproven::Canceled => None,
             other => Some(other.to_string()),
         })
@@ -125,7 +125,7 @@ fn say_once(bin: &std::path::Path, line: String) -> Option<String> {
 /// The gate of a turn nobody is asked in (`run`, AskAntigravity): the
 /// rules decide, and the turn's own steps show the denials. `None` when
 /// there is no gate (its line said on stderr when it could not be opened).
-pub(crate) async fn open_unattended(
+pub async fn open_unattended(
     plan: Option<&GatePlan>,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
