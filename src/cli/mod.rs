@@ -1,7 +1,6 @@
 //! The `agy-bridge` command line (the binary's own modules, not the
-//! library's): one file per command group, and a pi turn's stages (start,
-//! prepare, cold run, tool side, end) each in a file of its own, shared by
-//! `stream` and `stream --session`. `main.rs` parses the arguments and
+//! library's): one file per command group, each its flags, the library
+//! call, the printing and the exit code. `main.rs` parses the arguments and
 //! dispatches here.
 
 pub mod ask;
