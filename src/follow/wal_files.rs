@@ -182,10 +182,11 @@ pub(crate) mod tests {
         assert!(std::ptr::eq(a.shm, b.shm) && std::ptr::eq(a.wal, b.wal));
     }
 
-    /// Another process's write transaction is seen as held, and none once it
+    /// Another owner's write transaction is seen as held, and none once it
     /// ends; ours never is (POSIX locks do not conflict within a process).
+    #[cfg(target_os = "linux")]
     #[test]
-    fn another_process_holding_the_write_byte_is_seen() {
+    fn another_owner_holding_the_write_byte_is_seen() {
         let dir = tempfile::tempdir().unwrap();
         let (_conn, path) = wal_db(dir.path());
         let lock = WalFiles::of(&path).unwrap();
@@ -214,56 +215,44 @@ pub(crate) mod tests {
         assert_eq!(files.mark(), mark_by_path(&path));
     }
 
-    /// A process holding `db`'s WAL write lock the way SQLite's writer does,
-    /// until dropped.
-    pub(crate) struct HeldElsewhere {
-        release: std::os::fd::OwnedFd,
-        child: nix::unistd::Pid,
+    /// `db`'s WAL write lock held as agy's writer holds it, by another owner
+    /// than this process's POSIX locks, until dropped: a lock of an open file
+    /// description of its own (Linux), which `F_GETLK` reports and SQLite's
+    /// locks in this process conflict with, as with another process's.
+    #[cfg(target_os = "linux")]
+    pub(crate) struct HeldElsewhere(std::mem::ManuallyDrop<File>);
+
+    #[cfg(target_os = "linux")]
+    fn set_ofd_lock(shm: &File, kind: nix::libc::c_int) -> nix::Result<()> {
+        use nix::fcntl::{fcntl, FcntlArg};
+        let lock = nix::libc::flock {
+            l_type: kind as _,
+            l_whence: nix::libc::SEEK_SET as _,
+            l_start: SHM_WRITE_LOCK,
+            l_len: 1,
+            l_pid: 0,
+        };
+        fcntl(shm, FcntlArg::F_OFD_SETLK(&lock)).map(drop)
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn held_elsewhere(db: &Path) -> HeldElsewhere {
-        use nix::unistd::{fork, pipe, read, write, ForkResult};
-        let mut shm = db.as_os_str().to_owned();
-        shm.push("-shm");
-        let shm = std::ffi::CString::new(shm.into_encoded_bytes()).unwrap();
-        let (ready_r, ready_w) = pipe().unwrap();
-        let (release_r, release_w) = pipe().unwrap();
-        // SAFETY: the child only makes system calls (open, fcntl, write, read,
-        // _exit) on memory prepared before the fork, as a forked child of a
-        // multi-threaded process may.
-        match unsafe { fork() }.unwrap() {
-            ForkResult::Child => unsafe {
-                let fd = nix::libc::open(shm.as_ptr(), nix::libc::O_RDWR);
-                let lock = nix::libc::flock {
-                    l_type: nix::libc::F_WRLCK as _,
-                    l_whence: nix::libc::SEEK_SET as _,
-                    l_start: SHM_WRITE_LOCK,
-                    l_len: 1,
-                    l_pid: 0,
-                };
-                let ok = fd >= 0 && nix::libc::fcntl(fd, nix::libc::F_SETLK, &lock) == 0;
-                let _ = write(&ready_w, &[u8::from(ok)]);
-                let mut byte = [0u8; 1];
-                let _ = read(&release_r, &mut byte);
-                nix::libc::_exit(0);
-            },
-            ForkResult::Parent { child } => {
-                drop((ready_w, release_r));
-                let mut ok = [0u8; 1];
-                assert_eq!(read(&ready_r, &mut ok).unwrap(), 1);
-                assert_eq!(ok[0], 1, "the child could not take the lock");
-                HeldElsewhere {
-                    release: release_w,
-                    child,
-                }
-            }
-        }
+        let shm = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(sibling(db, "-shm"))
+            .unwrap();
+        set_ofd_lock(&shm, nix::libc::F_WRLCK).expect("the write lock was free");
+        HeldElsewhere(std::mem::ManuallyDrop::new(shm))
     }
 
+    /// Released, and the descriptor left open: closing any descriptor of
+    /// the file would drop this process's POSIX locks on it, SQLite's
+    /// connections' included (see the module comment).
+    #[cfg(target_os = "linux")]
     impl Drop for HeldElsewhere {
         fn drop(&mut self) {
-            let _ = nix::unistd::write(&self.release, &[0]);
-            let _ = nix::sys::wait::waitpid(self.child, None);
+            set_ofd_lock(&self.0, nix::libc::F_UNLCK).expect("released");
         }
     }
 }

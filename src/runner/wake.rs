@@ -33,22 +33,9 @@ pub(super) const SETTLE_FINE: Settle = Settle {
 /// the kernel and the turn (a commit notifies once per WAL write).
 #[cfg(target_os = "linux")]
 pub(super) struct Watcher {
-    fd: tokio::io::unix::AsyncFd<InotifyFd>,
+    fd: crate::process::reactor::Watched<nix::sys::inotify::Inotify>,
     /// Names read but not yet handed out, oldest first.
     pending: VecDeque<PathBuf>,
-}
-
-/// The inotify instance, owning its descriptor, as the runtime's reactor
-/// registers it.
-#[cfg(target_os = "linux")]
-struct InotifyFd(nix::sys::inotify::Inotify);
-
-#[cfg(target_os = "linux")]
-impl std::os::fd::AsRawFd for InotifyFd {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsFd;
-        self.0.as_fd().as_raw_fd()
-    }
 }
 
 /// A non-blocking inotify watch of the conversations directory (the
@@ -71,11 +58,7 @@ pub(super) fn inotify_on(dir: &Path) -> Option<nix::sys::inotify::Inotify> {
 fn watch(dir: &Path) -> Option<Watcher> {
     let inotify = inotify_on(dir)?;
     let readable = tokio::io::Interest::READABLE;
-    // SAFETY: the descriptor is the Inotify's own, moved into the AsyncFd
-    // with it: it stays open and the same until the AsyncFd is dropped.
-    let fd =
-        unsafe { tokio::io::unix::AsyncFd::register_with_interest(InotifyFd(inotify), readable) }
-            .ok()?;
+    let fd = crate::process::reactor::watch(inotify, readable).ok()?;
     Some(Watcher {
         fd,
         pending: VecDeque::new(),
@@ -91,7 +74,12 @@ impl Watcher {
                 return Some(name);
             }
             let mut ready = self.fd.readable().await.ok()?;
-            match ready.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
+            match ready.try_io(|fd| {
+                fd.get_ref()
+                    .get()
+                    .read_events()
+                    .map_err(std::io::Error::from)
+            }) {
                 Ok(Ok(events)) => {
                     let names = events.into_iter().filter_map(|e| e.name).map(PathBuf::from);
                     self.pending.extend(names);
