@@ -16,6 +16,7 @@
 //! file takes it, and one of another file replaces it. Keeping a connection
 //! open never blocks agy: it holds no transaction.
 
+use crate::follow::knobs::mechanisms;
 use crate::follow::wal_files::{file_id, FileId};
 use agy_format::database::{open_read_only, ReadError};
 use rusqlite::Connection;
@@ -79,13 +80,18 @@ impl Keeper {
 /// A read-only connection to `path`: the one kept for that file if there is
 /// one, else a new one ([`open_read_only`]).
 pub(crate) fn open(path: &Path) -> Result<Opened, ReadError> {
+    if !mechanisms().kept_open {
+        return Keeper(Mutex::new(None)).open(path);
+    }
     KEPT.open(path)
 }
 
 /// Keep `opened` for the next [`open`] of its file, closing the one kept
 /// before.
 pub(crate) fn keep(opened: Opened) {
-    KEPT.keep(opened)
+    if mechanisms().kept_open {
+        KEPT.keep(opened)
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! with the connection it keeps open between reads (`kept_open`), what
 //! it reads of agy's WAL files without SQLite (`wal_files`) and when it
 //! looks again for a commit announced (`pace`), and the
-//! binding of the database a run created ([`discovery`]).
+//! binding of the database a run created ([`discovery`]). Benches switch
+//! the mechanisms beyond inotify and `data_version` off one by one
+//! (`knobs`).
 //!
 //! May import: [`agy_format`](mod@agy_format).
 
@@ -16,6 +18,8 @@ mod calls;
 pub mod discovery;
 pub mod events;
 mod kept_open;
+#[doc(hidden)]
+pub mod knobs;
 mod pace;
 pub mod poller;
 pub mod subject;

@@ -25,6 +25,7 @@
 
 use crate::follow::events::{self, Event, Tracker};
 use crate::follow::kept_open;
+use crate::follow::knobs::{mechanisms, Mechanisms};
 use crate::follow::pace::Pace;
 use crate::follow::transcript::Transcript;
 use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
@@ -171,6 +172,8 @@ pub struct Poller {
     /// When a settling poll looks again: a first pause learnt from how
     /// agy's recent commits went (`follow::pace`).
     pace: Pace,
+    /// The mechanisms this reader runs (all, unless a bench said otherwise).
+    mechanisms: Mechanisms,
 }
 
 /// New rows one poll reads at most. A poll's decoded steps and their
@@ -361,6 +364,7 @@ impl Poller {
             tableless: None,
             header_seen: None,
             pace: Pace::default(),
+            mechanisms: mechanisms(),
         }
     }
 
@@ -398,6 +402,9 @@ impl Poller {
     /// commit paid a re-check (a wake-up and a read transaction) for its
     /// own later writes.
     pub fn written_since_read(&mut self) -> bool {
+        if !self.mechanisms.wal_sizes {
+            return !self.caught_up();
+        }
         let mark = self.wal_mark();
         if mark.is_none() || mark == self.read_mark {
             return false;
@@ -431,6 +438,9 @@ impl Poller {
 
     /// The WAL's mark: from its open file once known, else by its path.
     fn wal_mark(&self) -> WalMark {
+        if !self.mechanisms.wal_sizes {
+            return None;
+        }
         match self.files {
             Some(files) => files.mark(),
             None => wal_files::mark_by_path(&self.path),
@@ -523,7 +533,8 @@ impl Poller {
     /// only briefly, so it costs a few checks, not the whole window.
     pub fn poll_settling(&mut self, settle: Settle) -> Poll {
         let mark = self.wal_mark();
-        let window = if mark.is_some() && mark != self.read_mark {
+        let unknown = !self.mechanisms.wal_sizes;
+        let window = if unknown || mark.is_some() && mark != self.read_mark {
             settle.written
         } else {
             settle.unwritten
@@ -535,7 +546,9 @@ impl Poller {
         loop {
             match self.look(mark, true) {
                 Looked::Read(events) => {
-                    self.pace.saw(sleeps);
+                    if self.mechanisms.pace {
+                        self.pace.saw(sleeps);
+                    }
                     return Poll::Ready(events);
                 }
                 Looked::Nothing { writing } => {
@@ -543,12 +556,22 @@ impl Poller {
                     if left.is_zero() || writing == Some(false) {
                         return Poll::Ready(Vec::new());
                     }
-                    std::thread::sleep(self.pace.pause(sleeps).min(left));
+                    std::thread::sleep(self.pause(sleeps).min(left));
                     sleeps += 1;
                     self.stats.pauses += 1;
                 }
                 Looked::Failed(e) => return self.not_ready(e),
             }
+        }
+    }
+
+    /// The pause before a settling poll's look after `sleeps` pauses: the
+    /// learnt pace, or without it 200 µs, then 100 µs.
+    fn pause(&self, sleeps: usize) -> Duration {
+        match (self.mechanisms.pace, sleeps) {
+            (true, _) => self.pace.pause(sleeps),
+            (false, 0) => Duration::from_micros(200),
+            (false, _) => Duration::from_micros(100),
         }
     }
 
@@ -590,7 +613,11 @@ impl Poller {
         self.conn = Some(opened);
         // Once the database has been read it has its WAL files (in WAL
         // mode); a database opened again may have new ones.
-        self.files = WalFiles::of(&self.path);
+        self.files = if self.mechanisms.wal_files {
+            WalFiles::of(&self.path)
+        } else {
+            None
+        };
         self.header_seen = None;
         Ok(())
     }
