@@ -48,7 +48,7 @@ use common::{fake_agy, workspace_bin};
 
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::poller::{Poll, PollStats, Poller};
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_corpus::db::step_write;
 use agy_corpus::recording::Recording;
 use agy_format::agy_args::BindMode;

@@ -3,7 +3,7 @@
 //! shape of the real capture), against a live gate. Whatever goes wrong on
 //! the way, the hook prints an explicit denial.
 
-use agy_bridge::run::gate::{Gate, Policy, Verdict};
+use agy_bridge::gate::{Gate, Policy, Verdict};
 use agy_bridge::state::rules::Rule;
 use agy_format::hooks::{Decision, HookEvent};
 use std::io::Write;

@@ -20,7 +20,7 @@
 //!
 //! [`Variant::Guarded`] is the same turn with agy started as the bridge
 //! starts it: under the library's guardian
-//! ([`agy_bridge::run::standby::Standby::fork`], forked first thing while
+//! ([`agy_bridge::process::standby::Standby::fork`], forked first thing while
 //! the process has one thread, as `stream` does), on a current-thread
 //! runtime, agy's stdout and stderr read to their end. The guardian is the
 //! one part of the bridge's extra that no cold turn of ours may leave out
@@ -83,7 +83,7 @@ pub fn run_if_asked() {
     agy_bridge::follow::knobs::set_mechanisms(knobs.follow);
     let standby = (variant != Variant::Plain && knobs.early_guardian).then(|| {
         // SAFETY: the first thing the bench's `main` does: no thread yet.
-        unsafe { agy_bridge::run::standby::Standby::fork() }.expect("the guardian")
+        unsafe { agy_bridge::process::standby::Standby::fork() }.expect("the guardian")
     });
     turn(variant, standby);
     std::process::exit(0);
@@ -91,7 +91,7 @@ pub fn run_if_asked() {
 
 /// The turn: pi's request read, agy run, a line per step or event, the
 /// binding stored.
-fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
+fn turn(variant: Variant, standby: Option<agy_bridge::process::standby::Standby>) {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -127,7 +127,7 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
 fn read_once(
     home: &Path,
     prompt: &str,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
     let dir = home.join(".gemini/antigravity-cli/conversations");
@@ -159,10 +159,10 @@ fn run_plain(prompt: &str) -> bool {
 
 /// agy under the guardian `standby`, as the bridge starts it: whether it
 /// succeeded.
-fn run_guarded(standby: agy_bridge::run::standby::Standby, prompt: &str) -> bool {
+fn run_guarded(standby: agy_bridge::process::standby::Standby, prompt: &str) -> bool {
     use tokio::io::AsyncReadExt;
     let agy = std::env::var_os("AGY_BIN").expect("AGY_BIN");
-    let launch = agy_bridge::run::launch::Launch {
+    let launch = agy_bridge::process::launch::Launch {
         program: agy,
         args: vec!["-p".into(), prompt.into()],
         ..Default::default()

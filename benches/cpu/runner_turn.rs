@@ -13,8 +13,8 @@
 //! mapping to pi's events, no stdin reader or stdout watcher.
 
 use agy_bridge::follow::events::Event;
-use agy_bridge::run::runner::{self, Prelude, RunConfig, RunEvent, TurnRequest};
-use agy_bridge::run::standby::{Guardian, Standby};
+use agy_bridge::process::standby::{Guardian, Standby};
+use agy_bridge::runner::{self, Prelude, RunConfig, RunEvent, TurnRequest};
 use serde_json::json;
 use std::io::Write;
 use tokio_util::sync::CancellationToken;

@@ -3,7 +3,7 @@
 //! as text or one JSON object.
 
 use super::turn::TurnOpts;
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest};
 use clap::Args;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;

@@ -204,7 +204,7 @@ pub fn cancel_when_stdout_closes(token: CancellationToken) {
 /// them, then stop the bridge itself (its handler replaced the default
 /// stop); on SIGCONT (`fg`, `bg`, `kill -CONT`), resume them.
 pub fn forward_job_control() {
-    use agy_bridge::run::job_control;
+    use agy_bridge::process::job_control;
     use tokio::signal::unix::{signal, SignalKind};
     let tstp = signal(SignalKind::from_raw(Signal::SIGTSTP as i32));
     let cont = signal(SignalKind::from_raw(Signal::SIGCONT as i32));

@@ -5,7 +5,7 @@
 use super::prepare::PreparedTurn;
 use super::start::{Begun, StreamStart};
 use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::run::runner;
+use agy_bridge::runner;
 use std::io::Write;
 use tokio_util::sync::CancellationToken;
 
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 /// tools served for this turn only; `control` is pi's control lines.
 pub(super) async fn run_cold<W: Write>(
     start: StreamStart,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
     pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
@@ -47,7 +47,7 @@ pub(super) struct ColdTurn<'a> {
 pub(super) async fn run_cold_prepared<W: Write>(
     cold: ColdTurn<'_>,
     mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
     pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,

@@ -1,8 +1,8 @@
 //! `agy-bridge conformance`: the library's conformance suite
-//! (`agy_bridge::corpus::conformance`) against the agy on PATH or
+//! (`agy_bridge::maintain::conformance`) against the agy on PATH or
 //! `AGY_BIN`, its report written to `--out DIR`.
 
-use agy_bridge::corpus::conformance::{self, Options};
+use agy_bridge::maintain::conformance::{self, Options};
 use agy_bridge::state::tmp::PrivateDir;
 use clap::Args;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! message ended with the turn's outcome.
 
 use super::prepare::PreparedTurn;
-use agy_bridge::run::runner;
+use agy_bridge::runner;
 use std::io::Write;
 
 /// Save the session's binding and end pi's message with the turn's outcome.

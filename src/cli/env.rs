@@ -36,7 +36,7 @@ pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 /// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
 pub fn check_words() -> Result<(), String> {
     agy_bridge::state::config::env::check_env_settings().map_err(|e| e.to_string())?;
-    agy_bridge::run::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
+    agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
     agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;

@@ -1,19 +1,19 @@
 //! A turn's permission gate as the CLI opens it (`ask` mode; see
-//! `agy_bridge::run::gate`): agy must first have shown that it loads the
-//! bridge's hook from an `--add-dir` (`agy_bridge::run::hook_proof`, asked
+//! `agy_bridge::gate`): agy must first have shown that it loads the
+//! bridge's hook from an `--add-dir` (`agy_bridge::gate::proof`, asked
 //! once per agy binary); only then does agy get the gate's directory and
 //! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
 //! as `deny`, and says why once per process (once per pi session).
 
-use agy_bridge::run::gate::{Gate, Grants, Policy};
-use agy_bridge::run::runner::{RunConfig, TurnRequest};
+use agy_bridge::gate::{Gate, Grants, Policy};
+use agy_bridge::runner::{RunConfig, TurnRequest};
 use agy_bridge::state::config::{Config, PermissionMode};
 use agy_bridge::state::rules::Rule;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use agy_bridge::run::hook_proof::{Unproven, PROOF_TIMEOUT};
+use agy_bridge::gate::proof::{Unproven, PROOF_TIMEOUT};
 
 /// What an `ask` turn's gate decides with.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub(crate) async fn open_gate(
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
-        let features = agy_bridge::run::agy_version::features_remembered(&bin);
+        let features = agy_bridge::runner::version::features_remembered(&bin);
         if let Some((a, b, c)) = features
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
@@ -84,12 +84,10 @@ pub(crate) async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        agy_bridge::run::hook_proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(
-            |e| match e {
-                Unproven::NotInstalled { .. } | Unproven::Canceled => None,
-                other => Some(other.to_string()),
-            },
-        )
+        agy_bridge::gate::proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(|e| match e {
+            Unproven::NotInstalled { .. } | Unproven::Canceled => None,
+            other => Some(other.to_string()),
+        })
     })
     .await
     .unwrap_or_else(|e| Err(Some(format!("the check failed ({e})"))));

@@ -4,7 +4,7 @@
 
 use super::prepare::PreparedTurn;
 use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::run::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::runner::{self, RunConfig, TurnRequest};
 use std::io::Write;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ pub(super) async fn open_turn_gate<W: Write>(
     own_server: Option<&str>,
     pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
     cancel: &tokio_util::sync::CancellationToken,
-) -> Option<agy_bridge::run::gate::Gate> {
+) -> Option<agy_bridge::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
     match super::gate::open_gate(plan, cfg, turn, own_server, cancel).await {
         Ok(gate) => Some(gate),
@@ -36,7 +36,7 @@ pub(super) async fn open_turn_gate<W: Write>(
 /// the gate's questions (lent from the gate). [`give_back`] returns them.
 pub(super) fn tool_side(
     bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
-    gate: Option<&mut agy_bridge::run::gate::Gate>,
+    gate: Option<&mut agy_bridge::gate::Gate>,
     control: tokio::sync::mpsc::Receiver<Control>,
 ) -> Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
     use tokio::sync::mpsc::channel;
@@ -62,7 +62,7 @@ pub(super) fn tool_side(
 pub(super) fn give_back(
     side: Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
     bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
-    gate: Option<&mut agy_bridge::run::gate::Gate>,
+    gate: Option<&mut agy_bridge::gate::Gate>,
 ) -> tokio::sync::mpsc::Receiver<Control> {
     let mut lines = match side {
         Ok(lines) => lines,

@@ -4,7 +4,7 @@
 //! sees first). Blocking work (files, SQLite, at worst `agy models`), done
 //! on a blocking thread; the warm session prepares its agy from here too.
 
-use agy_bridge::run::runner::{RunConfig, TurnRequest};
+use agy_bridge::runner::{RunConfig, TurnRequest};
 use std::path::PathBuf;
 use std::time::Duration;
 

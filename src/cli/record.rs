@@ -57,7 +57,7 @@ pub struct RecordArgs {
 }
 
 pub fn cmd_record(args: RecordArgs) -> CmdResult {
-    use agy_bridge::{corpus::record, run::runner};
+    use agy_bridge::{maintain::record, runner};
     use agy_corpus::{recording::Recording, redact};
     let mut workspaces: Vec<String> = Vec::new();
     let recording = if let Some(db) = &args.db {

@@ -4,7 +4,7 @@
 //! protocol: the printing and the exit code are the whole interface.
 
 use super::turn::TurnOpts;
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_bridge::view::render::LiveView;
 use agy_format::agy_args::BindMode;
 use agy_format::agy_args::Effort;
@@ -79,7 +79,7 @@ async fn drive(
     let cancel = CancellationToken::new();
     super::turn::cancel_on_signals(cancel.clone());
     let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
-        let code = failed(&agy_bridge::run::failure::Failure::Aborted);
+        let code = failed(&agy_bridge::runner::failure::Failure::Aborted);
         return Ok((code, runner::RunResult::aborted_before_start()));
     };
     let (tx, rx) = runner::event_channel();
@@ -115,7 +115,7 @@ async fn drive(
 
 /// A turn that failed: its sentence and exit 1, or, stopped by a signal,
 /// that and the shell's code for it (130 for Ctrl-C).
-fn failed(failure: &agy_bridge::run::failure::Failure) -> ExitCode {
+fn failed(failure: &agy_bridge::runner::failure::Failure) -> ExitCode {
     super::caller::stopped_exit().unwrap_or_else(|| {
         eprintln!("agy-bridge: error: {failure}");
         ExitCode::FAILURE

@@ -2,7 +2,7 @@
 //! turns one after another, with a warm agy kept between them.
 //!
 //! A cold turn pays agy's start-up (seconds) before agy does anything; a
-//! turn on a warm agy ([`agy_bridge::run::runner::WarmAgy`]) does not. pi's
+//! turn on a warm agy ([`agy_bridge::runner::WarmAgy`]) does not. pi's
 //! extension keeps one of these children per pi session (it already kept
 //! `stream`'s child across tool calls), so the warm agy lives exactly as
 //! long as the pi session does: the guardian covers it, pi's death ends
@@ -22,8 +22,8 @@ use super::prepare::PreparedTurn;
 use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::pi::provider::StreamRequest;
-use agy_bridge::run::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
-use agy_bridge::run::standby::Standby;
+use agy_bridge::process::standby::Standby;
+use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -141,7 +141,7 @@ struct Slot {
     tools: Option<agy_bridge::pi::mcp::ToolBridge>,
     /// `ask` mode: the gate agy's hook reaches (its directory is on agy's
     /// command line).
-    gate: Option<agy_bridge::run::gate::Gate>,
+    gate: Option<agy_bridge::gate::Gate>,
     /// Why an `ask` session's agy runs without its gate (as `deny`): said
     /// in pi at the slot's first turn.
     gate_note: Option<String>,
@@ -173,7 +173,7 @@ struct Session {
     fruitless: u32,
     /// What the user allowed "for this session": every gate of the
     /// session (each warm agy's, each cold turn's) shares it.
-    grants: agy_bridge::run::gate::Grants,
+    grants: agy_bridge::gate::Grants,
 }
 
 /// `stream --session`. Returns `false` only when the session could not

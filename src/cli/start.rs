@@ -4,7 +4,7 @@
 //! features known and an account seat held.
 
 use super::prepare::PreparedTurn;
-use agy_bridge::run::runner;
+use agy_bridge::runner;
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -113,7 +113,7 @@ pub(super) async fn begin_turn<W: Write>(
     } = start;
     if prelude.features().is_none() {
         let bin = &prepared.cfg.agy_bin;
-        let features = agy_bridge::run::agy_version::agy_features(bin, cancel).await;
+        let features = agy_bridge::runner::version::agy_features(bin, cancel).await;
         prelude.set_features(features);
     }
     for note in &prepared.notes {

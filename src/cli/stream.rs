@@ -118,7 +118,7 @@ pub fn stream_fails_early(message: &str) -> ExitCode {
 /// `standby`: agy's guardian, forked by `main` before anything else.
 pub fn cmd_stream(
     args: StreamArgs,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
 ) -> CmdResult {
     let rt = match super::turn::stream_runtime() {
         Ok(rt) => rt,
@@ -148,7 +148,7 @@ pub fn cmd_stream(
 /// `stream --session`: its limits checked first, as `stream`'s are.
 async fn stream_session(
     args: StreamArgs,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
 ) -> bool {
     match stream_limits(&args) {
         Ok((timeout, _)) => super::session::serve(timeout, standby).await,
@@ -229,7 +229,10 @@ async fn stream_start(
 }
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
-async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
+async fn stream_turn(
+    args: StreamArgs,
+    standby: Option<agy_bridge::process::standby::Standby>,
+) -> bool {
     use agy_bridge::pi::provider::stream::PiStream;
     let cancel = CancellationToken::new();
     // The request is read on a thread of its own, from the start: the rest

@@ -4,7 +4,7 @@
 //! the runtime and the signals that end a turn. Kept apart from the
 //! commands so each command's file holds only what is its own.
 
-use agy_bridge::run::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::runner::{self, RunConfig, TurnRequest};
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use clap::Args;
@@ -107,11 +107,11 @@ pub fn run_config() -> Result<RunConfig, runner::EnvError> {
     let mut cfg = RunConfig::from_env()?;
     cfg.guardian = std::env::current_exe()
         .ok()
-        .map(agy_bridge::run::standby::Guardian::new);
+        .map(agy_bridge::process::standby::Guardian::new);
     cfg.admission = super::admission::admission();
-    cfg.usage = Some(agy_bridge::run::quota::UsageLoader {
+    cfg.usage = Some(agy_bridge::runner::quota::UsageLoader {
         agy_bin: cfg.agy_bin.clone(),
-        ..agy_bridge::run::quota::UsageLoader::from_env()
+        ..agy_bridge::runner::quota::UsageLoader::from_env()
     });
     Ok(cfg)
 }

@@ -1,8 +1,8 @@
 //! `agy-bridge usage`: agy's quota, in words or as JSON, for the user and
 //! for the pi extension's `/agy usage` and footer. A thin shell over
-//! `agy_bridge::run::quota`, which asks agy and keeps the cache.
+//! `agy_bridge::runner::quota`, which asks agy and keeps the cache.
 
-use agy_bridge::run::quota::UsageLoader;
+use agy_bridge::runner::quota::UsageLoader;
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -44,7 +44,7 @@ pub fn cmd_usage(args: UsageArgs) -> CmdResult {
         return Ok(code);
     }
     let answer = answer?;
-    let now = agy_bridge::run::quota::now_secs();
+    let now = agy_bridge::runner::quota::now_secs();
     let text = if json {
         let value = serde_json::json!({
             "buckets": answer.quota.buckets,

@@ -12,7 +12,8 @@
 //! the mechanisms beyond inotify and `data_version` off one by one
 //! (`knobs`).
 //!
-//! May import: [`agy_format`](mod@agy_format).
+//! May import: [`agy_format`](mod@agy_format), [`crate::process`] (the
+//! process-tree walker, for which databases agy holds open).
 
 mod calls;
 pub mod discovery;

@@ -1,6 +1,6 @@
 //! pi decides agy's tool calls (`ask` mode): the pi side of the gate.
 //!
-//! Each call the gate hears of ([`crate::run::gate::Question`]) is shown at
+//! Each call the gate hears of ([`crate::gate::Question`]) is shown at
 //! once as the tool's line (from agy's hook payload, before the database
 //! has the step). A call the policy decided needs nothing more, except a
 //! line when it was denied. A call that waits is put to pi as a
@@ -12,11 +12,11 @@
 //! them does: the gate's hook hears no).
 
 use crate::follow::subject;
+use crate::gate::policy::session_rule;
+use crate::gate::{Grants, Question, Verdict};
 use crate::pi::provider::mapper::EventMapper;
 use crate::pi::provider::stream::PiStream;
 use crate::pi::provider::PiEvent;
-use crate::run::gate::policy::session_rule;
-use crate::run::gate::{Grants, Question, Verdict};
 use agy_format::hooks::Decision;
 use serde_json::Value;
 use std::collections::HashMap;

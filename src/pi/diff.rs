@@ -10,7 +10,7 @@
 //! File contents, git output and tool JSON are outside data: nothing here
 //! unwraps them, and nothing here panics.
 
-use crate::run::process::{run_with_timeout_capped, RunError};
+use crate::process::tree::{run_with_timeout_capped, RunError};
 use serde_json::{Map, Value};
 use similar::{Algorithm, DiffTag, TextDiff};
 use std::collections::HashMap;

@@ -7,7 +7,7 @@
 //! stream ([`diff`]) and agy's model catalog as pi models ([`models`]).
 //!
 //! May import: every layer below ([`agy_format`](mod@agy_format), [`crate::follow`],
-//! [`crate::state`], [`crate::run`]).
+//! [`crate::state`], [`crate::process`], [`crate::runner`], [`crate::gate`]).
 
 pub mod ask;
 pub mod diff;

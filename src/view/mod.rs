@@ -3,7 +3,7 @@
 //! Owns `agy-bridge decode` of a database or recording ([`decode`]) and the
 //! live view of a turn that `run` and `demo` print ([`render`]).
 //!
-//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::run`]
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::runner`]
 //! (its events and result), [`agy_corpus::source`] (the step rows of a
 //! database or a recording).
 

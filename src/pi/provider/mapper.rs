@@ -7,7 +7,7 @@ use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
 use crate::pi::diff::{self, TurnEdits};
 use crate::pi::provider::stream::PiStream;
-use crate::run::runner::{
+use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
     RunEvent, RunResult,
 };
@@ -518,7 +518,7 @@ impl EventMapper {
 
 /// The error pi sees for a failed turn: whether it was the user's abort,
 /// and the failure's one sentence (worded for pi's retry; see
-/// [`crate::run::failure`]).
+/// [`crate::runner::failure`]).
 pub fn error_message(result: &RunResult) -> (bool, String) {
     match &result.failure {
         Some(f) => (f.is_abort(), f.to_string()),

@@ -15,7 +15,7 @@
 //! [`BinaryKey`] is also what keys the `agy models` cache (see
 //! [`crate::pi::models`]), so that an answer about one agy never outlives it.
 
-use crate::run::short::{self, Program};
+use crate::process::short::{self, Program};
 use crate::state::file::{self, StateFile, StateWarning};
 use agy_format::features::{AgyFeatures, Version};
 use serde::{Deserialize, Serialize};
@@ -64,7 +64,7 @@ impl BinaryKey {
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
     pub fn of(bin: &Path) -> Option<BinaryKey> {
-        let found = crate::run::process::find_program(bin)?;
+        let found = crate::process::tree::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
         if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
@@ -108,7 +108,7 @@ impl Entry {
 /// A state file of answers about agy binaries: one JSON entry per resolved
 /// binary path, each carrying the [`BinaryKey`] it is about as its `binary`
 /// field, and read back only for exactly that binary. `agy-version.json`
-/// and the hooks proof (`crate::run::hook_proof`) are such files. `None`
+/// and the hooks proof (`crate::gate::proof`) are such files. `None`
 /// inside: no state directory, nothing is remembered.
 #[derive(Debug, Clone)]
 pub(crate) struct PerBinaryFile {

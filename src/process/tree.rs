@@ -4,15 +4,15 @@
 //! program that is not agy (`git`) with a timeout ([`run_with_timeout`]).
 //!
 //! One helper for the runner, which takes agy's tree down on abort, timeout
-//! and exit, and for the guardian ([`crate::run::guard`]), which does it when the
+//! and exit, and for the guardian ([`crate::process::guard`]), which does it when the
 //! bridge dies; one for the short programs that are not agy's, so each is
 //! killed, tree and all, when it overstays. agy's own short programs
 //! (`--version`, `models`, `-p /usage` ...) run under the guardian instead
-//! ([`crate::run::short`]).
+//! ([`crate::process::short`]).
 
-use crate::follow::discovery;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::{getpgid, getpgrp, Pid};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -89,7 +89,7 @@ impl std::fmt::Display for ChildPid {
 /// that made their own, and each process. The caller has not reaped `root`
 /// (else its pid, and group, may be another's by now).
 pub(crate) fn signal_tree(root: ChildPid, sig: Signal) {
-    let mut pids = discovery::process_tree(root.get());
+    let mut pids = process_tree(root.get());
     if !pids.contains(&root.get()) {
         pids.push(root.get());
     }
@@ -127,7 +127,7 @@ pub(crate) fn signal_each_below(root: ChildPid, sig: Signal) -> usize {
 
 /// Every process below `root` (not `root` itself).
 fn descendants(root: u32) -> Vec<u32> {
-    discovery::process_tree(root)
+    process_tree(root)
         .into_iter()
         .filter(|p| *p != root)
         .collect()
@@ -349,6 +349,106 @@ fn read_pipe<R: Read + Send + 'static>(
             let _ = tx.send(read);
         })?;
     Ok(rx)
+}
+
+// The process-tree walker: each process's parent links, from `/proc` on
+// Linux and `ps` elsewhere.
+
+/// The fields of `/proc/<pid>/stat` after the command name: the command may
+/// contain spaces and parentheses, so split after the *last* `)`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn proc_stat_tail(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.rfind(')')?;
+    stat.get(close + 1..).map(|s| s.trim_start().to_owned())
+}
+
+/// `(state, ppid)` of a process, from `/proc/<pid>/stat`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn proc_state_ppid(pid: u32) -> Option<(char, u32)> {
+    let tail = proc_stat_tail(pid)?;
+    let mut fields = tail.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie) whose open files
+/// can be inspected.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn is_alive(pid: u32) -> bool {
+    matches!(proc_state_ppid(pid), Some((state, _)) if !matches!(state, 'Z' | 'X' | 'x'))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn is_alive(_pid: u32) -> bool {
+    false
+}
+
+/// Each process's children, from the parent links in `/proc/*/stat`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((_, ppid)) = proc_state_ppid(pid) {
+                children.entry(ppid).or_default().push(pid);
+            }
+        }
+    }
+    children
+}
+
+/// Each process's children, from POSIX `ps -A -o pid=,ppid=` where there is
+/// no `/proc` (macOS, the BSDs); none when `ps` cannot run.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
+    std::process::Command::new("ps")
+        .args(["-A", "-o", "pid=,ppid="])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map(|out| parse_ps_links(&String::from_utf8_lossy(&out.stdout)))
+        .unwrap_or_default()
+}
+
+/// `ps -o pid=,ppid=` output as each parent's children; a line that is not
+/// two numbers is skipped.
+#[cfg(any(test, not(any(target_os = "linux", target_os = "android"))))]
+pub(crate) fn parse_ps_links(ps_output: &str) -> BTreeMap<u32, Vec<u32>> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for line in ps_output.lines() {
+        let mut fields = line.split_ascii_whitespace().map(str::parse::<u32>);
+        if let (Some(Ok(pid)), Some(Ok(ppid)), None) = (fields.next(), fields.next(), fields.next())
+        {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    children
+}
+
+/// `root_pid` followed by all its descendants, breadth first: parent links
+/// from `/proc/*/stat`, or from `ps` where there is no `/proc`. Where neither
+/// can be read, only `root_pid`. A process reparented away (a daemonised
+/// grandchild) is not found; neither is one that has already exited.
+pub fn process_tree(root_pid: u32) -> Vec<u32> {
+    let children = children_by_parent();
+    let mut seen = BTreeSet::from([root_pid]);
+    let mut tree = vec![root_pid];
+    let mut queue = VecDeque::from([root_pid]);
+    while let Some(pid) = queue.pop_front() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(child) {
+                tree.push(child);
+                queue.push_back(child);
+            }
+        }
+    }
+    tree
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@
 //! and never checkpoints, so it cannot block or disturb agy.
 
 use crate::follow::discovery::{self, Snapshot};
-use crate::run::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
-use crate::run::short::{self, Program};
+use crate::process::short::{self, Program};
+use crate::runner::{self, Observer, RunConfig, RunResult, TurnRequest};
 use agy_corpus::recording::{Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_format::database::{self, ReadError};
 use agy_format::ids::ConversationId;
@@ -462,7 +462,7 @@ async fn probe(
 /// The version token of `agy --version` output (`1.2.8`), else the trimmed
 /// first line.
 pub(crate) fn version_of(output: &str) -> String {
-    match crate::run::agy_version::parse_version(output) {
+    match crate::runner::version::parse_version(output) {
         Some((a, b, c)) => format!("{a}.{b}.{c}"),
         None => output.lines().next().unwrap_or("").trim().to_string(),
     }

@@ -13,19 +13,19 @@
 //!
 //! Without Linux (macOS): no subreaper and no `PR_SET_PDEATHSIG`. The stdin
 //! lifeline works the same, and agy's tree is found through `ps` (see
-//! [`crate::follow::discovery::process_tree`]) and signalled with its process groups;
+//! [`crate::process::tree::process_tree`]) and signalled with its process groups;
 //! what it cannot reach is an orphan already reparented to launchd in a group
 //! of its own.
 //!
 //! It is the bridge's own binary run with [`GUARD_ARG`] first, so it needs
 //! no second executable; a binary that embeds the library calls
 //! [`main_if_guard`] first thing in `main`. What to run comes on its stdin
-//! ([`crate::run::launch`]), so it can be started before the turn knows.
+//! ([`crate::process::launch`]), so it can be started before the turn knows.
 //! After it, the same pipe brings what agy reads on its stdin (the turn's
 //! prompt, [`Frame`]s), written to agy in order by a thread of its own, so a
 //! slow reader never delays the lifeline.
 
-use crate::run::launch::{Frame, Launch};
+use crate::process::launch::{Frame, Launch};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -35,7 +35,7 @@ pub const GUARD_ARG: &str = "__agy-bridge-guard";
 
 /// Set once [`main_if_guard`] has run in this process: its binary can be
 /// a guardian, so the short agy programs it asks run under one too
-/// ([`crate::run::short`]).
+/// ([`crate::process::short`]).
 static CAN_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Run as the guardian if argv asks for it (never returns then). Otherwise
@@ -61,7 +61,7 @@ pub(crate) fn this_binary_guards() -> bool {
 pub(crate) const CANNOT_START: &str = "agy-bridge guardian: cannot start ";
 
 /// Read what to run, then run it under watch: the exit code to leave with.
-/// A guardian forked from the bridge ([`crate::run::standby`]) starts here.
+/// A guardian forked from the bridge ([`crate::process::standby`]) starts here.
 pub(crate) fn serve() -> i32 {
     // The lock (and its buffer) goes before the lifeline thread reads on.
     let launch = Launch::read_from(&mut std::io::stdin().lock());
@@ -108,7 +108,7 @@ fn guard_tree(launch: Launch) -> i32 {
         std::process::Stdio::null()
     });
     os::reset_signals_in_child(&mut cmd);
-    let mut child = match crate::run::process::retry_while_busy(|| cmd.spawn()) {
+    let mut child = match crate::process::tree::retry_while_busy(|| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             // The runner words this from the exit code and stderr.
@@ -306,7 +306,7 @@ mod os {
     /// returns how many there were.
     pub(crate) fn kill_descendants(sig: Signal) -> usize {
         let me = std::process::id();
-        let found = crate::run::process::signal_tree_below(me, sig);
+        let found = crate::process::tree::signal_tree_below(me, sig);
         while let Ok(status) = waitpid(
             Pid::from_raw(-1),
             Some(nix::sys::wait::WaitPidFlag::WNOHANG),

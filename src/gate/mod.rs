@@ -4,8 +4,8 @@
 //! decision (docs/agy-format.md, "Hooks"). [`Gate::start`] writes a private
 //! `<dir>/.agents/hooks.json` whose one hook is this binary in hook mode
 //! (`agy-bridge hook PreToolUse --gate <dir>/gate.json`) and serves that
-//! hook on a Unix socket in the same private directory. The hook ([`hook`])
-//! forwards agy's payload with the gate's token; the [`server`] lets the
+//! hook on a Unix socket in the same private directory. The hook ([`client`])
+//! forwards agy's payload with the gate's token; the listener ([`listen`]) lets the
 //! [`policy`] decide what it can (a call it cannot read one way, or one
 //! that reaches the bridge's private directories: deny; the bridge's own
 //! MCP server: allow; inside the workspace, rules and this session's
@@ -20,16 +20,20 @@
 //!   1.1.7 let the tool run when a hook timed out;
 //! - agy is given `--dangerously-skip-permissions` (without which print mode
 //!   denies everything) only once it has listed this hook as loaded
-//!   ([`crate::run::hook_proof`]);
+//!   ([`crate::gate::proof`]);
 //! - dropping the [`Gate`] (the turn or session ended, pi aborted) answers
 //!   every open question with a denial.
+//!
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
+//! [`crate::process`], [`crate::runner`].
 
 mod call;
+pub mod client;
 mod command;
-pub mod hook;
+pub mod listen;
 mod paths;
 pub mod policy;
-pub mod server;
+pub mod proof;
 
 use crate::state::tmp::PrivateDir;
 use agy_format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
@@ -90,7 +94,7 @@ impl Question {
 pub struct Gate {
     dir: PrivateDir,
     pub questions: mpsc::Receiver<Question>,
-    shared: Arc<server::Shared>,
+    shared: Arc<listen::Shared>,
 }
 
 impl Gate {
@@ -100,8 +104,8 @@ impl Gate {
         let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "gate")?;
         policy.private.push(dir.path().to_path_buf());
         let (tx, questions) = mpsc::channel(QUESTION_CAPACITY);
-        let socket = dir.path().join(server::SOCKET_FILE);
-        let shared = server::start(policy, tx, &socket).await?;
+        let socket = dir.path().join(listen::SOCKET_FILE);
+        let shared = listen::start(policy, tx, &socket).await?;
         let gate_file = dir.path().join(GATE_FILE);
         let config = serde_json::json!({
             "socket": socket,

@@ -1,4 +1,4 @@
-//! **corpus**: the top layer, above [`crate::pi`]: capturing a live agy run
+//! **maintain**: what maintainers run against a live agy, the top layer, above [`crate::pi`]: capturing a live agy run
 //! as a recording ([`record`]) and the conformance suite that checks a live
 //! agy against docs/agy-format.md ([`conformance`]).
 //!
@@ -11,7 +11,7 @@
 //! `agy models` parser.
 //!
 //! May import: every layer of this crate ([`crate::follow`], [`crate::state`],
-//! [`crate::run`], [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
+//! [`crate::process`], [`crate::runner`], [`crate::gate`], [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
 //! [`agy_format`](mod@agy_format). Nothing in this crate imports it.
 
 pub mod conformance;

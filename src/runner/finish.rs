@@ -4,7 +4,7 @@
 
 use super::agy::{terminate, Tails};
 use super::*;
-use crate::run::failure::AgyReport;
+use crate::runner::failure::AgyReport;
 
 impl Turn<'_> {
     /// Reap agy, settle the text source, and classify the turn.
@@ -166,8 +166,8 @@ impl Turn<'_> {
             features: self.features,
             conversation_began: self.conversation_began(),
         };
-        let agy_failure = crate::run::failure::classify(&report);
-        let notice = crate::run::failure::denial_notice(&report);
+        let agy_failure = crate::runner::failure::classify(&report);
+        let notice = crate::runner::failure::denial_notice(&report);
         self.result.notices.extend(notice);
         self.result.failure = self.our_failure().or(agy_failure).or_else(|| {
             (self.followed.is_none() && self.result.degraded.is_none())

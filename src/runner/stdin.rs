@@ -3,14 +3,14 @@
 //!
 //! [`AgyInput`] is the runner's one handle for it, whichever way agy was
 //! started: under a guardian, the bytes travel as input frames on the
-//! guardian's lifeline ([`crate::run::launch::Frame`]) and the guardian
+//! guardian's lifeline ([`crate::process::launch::Frame`]) and the guardian
 //! writes them to agy; without one, straight into agy's stdin pipe. A task
 //! of its own does the writing, in order, so the runner never waits on a
 //! pipe agy is slow to read (a prompt of megabytes, an agy that is busy):
 //! [`AgyInput::send_line`] and [`AgyInput::close`] only queue. Several turns
 //! can be sent over time, which a long-lived agy will need.
 
-use crate::run::launch::Frame;
+use crate::process::launch::Frame;
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;

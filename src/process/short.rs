@@ -8,7 +8,7 @@
 //! call: a SIGKILLed bridge left the children agy puts in process groups of
 //! their own running (`PR_SET_PDEATHSIG` reaches agy alone), and Ctrl-C had
 //! to wait out the program's time limit. Here each is a [`Launch`] handed
-//! to a guardian ([`crate::run::standby`]); its stdout and stderr are read,
+//! to a guardian ([`crate::process::standby`]); its stdout and stderr are read,
 //! capped, on the runtime; and it ends at its exit, at its time limit, when
 //! its caller's cancellation token fires (awaited: the tree is gone and
 //! reaped when [`run`] returns), or when its caller drops the future
@@ -16,14 +16,14 @@
 //! tree down, and a thread reaps it).
 //!
 //! The guardian is this process's own binary when it can be one (it called
-//! [`crate::run::guard::main_if_guard`], as `agy-bridge` does). A binary
+//! [`crate::process::guard::main_if_guard`], as `agy-bridge` does). A binary
 //! that cannot (a test of the library) runs the program as its own child,
 //! in a process group of its own with `PR_SET_PDEATHSIG`, with the same time
 //! limit and cancellation.
 
-use crate::run::launch::Launch;
-use crate::run::process::find_program;
-use crate::run::standby::{spawn_unguarded, Guardian, Spawned};
+use crate::process::launch::Launch;
+use crate::process::standby::{spawn_unguarded, Guardian, Spawned};
+use crate::process::tree::find_program;
 use nix::sys::signal::Signal;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -265,7 +265,7 @@ fn installed(launch: &Launch) -> bool {
 fn guardian() -> Option<Guardian> {
     static BIN: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
-        crate::run::guard::this_binary_guards()
+        crate::process::guard::this_binary_guards()
             .then(|| std::env::current_exe().ok())
             .flatten()
     })
@@ -274,14 +274,14 @@ fn guardian() -> Option<Guardian> {
 }
 
 /// The guardian's own words when it could not start the program (its exit
-/// 127 or 126 and its [`crate::run::guard::CANNOT_START`] line), as the
+/// 127 or 126 and its [`crate::process::guard::CANNOT_START`] line), as the
 /// error a direct spawn would have given.
 fn guardian_failure(status: ExitStatus, stderr: &[u8]) -> Option<NoOutput> {
     let code = status.code().filter(|c| *c == 126 || *c == 127)?;
     let text = String::from_utf8_lossy(stderr);
     let why = text
         .lines()
-        .find_map(|l| l.strip_prefix(crate::run::guard::CANNOT_START))?;
+        .find_map(|l| l.strip_prefix(crate::process::guard::CANNOT_START))?;
     Some(match code {
         127 => NoOutput::NotInstalled,
         _ => NoOutput::SpawnFailed(why.split_once(": ").map_or(why, |(_, e)| e).to_string()),
@@ -459,7 +459,7 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         let missing = format!(
             "{}/x/agy: No such file or directory (os error 2)\n",
-            crate::run::guard::CANNOT_START
+            crate::process::guard::CANNOT_START
         );
         assert_eq!(
             guardian_failure(ExitStatus::from_raw(127 << 8), missing.as_bytes()),
@@ -467,7 +467,7 @@ mod tests {
         );
         let denied = format!(
             "{}/x/agy: Permission denied (os error 13)\n",
-            crate::run::guard::CANNOT_START
+            crate::process::guard::CANNOT_START
         );
         assert_eq!(
             guardian_failure(ExitStatus::from_raw(126 << 8), denied.as_bytes()),

@@ -7,7 +7,7 @@ use super::commands::Ran;
 use super::{Found, Scenario, Suite, Turn, COMMAND_TIMEOUT};
 use crate::follow::discovery::BindMethod;
 use crate::follow::events::Event;
-use crate::run::runner::{self, RunConfig, RunEvent, RunResult};
+use crate::runner::{self, RunConfig, RunEvent, RunResult};
 use agy_format::hooks::{self, Decision, Hook, HookEvent};
 use agy_format::ids::ConversationId;
 use agy_format::quota::Quota;
@@ -41,7 +41,7 @@ async fn agy_command(
     cwd: Option<&Path>,
     cancel: &CancellationToken,
 ) -> Result<Output, String> {
-    use crate::run::short::{self, NoOutput, Program};
+    use crate::process::short::{self, NoOutput, Program};
     let mut program = Program::new(&cfg.agy_bin, args, COMMAND_TIMEOUT).env(&cfg.env);
     if let Some(dir) = cwd {
         program = program.cwd(dir);
@@ -78,7 +78,7 @@ impl Suite {
         let out = self.command("version", &cfg, &["--version"], None).await?;
         let output = String::from_utf8_lossy(&out.stdout).into_owned();
         Ok(Version {
-            text: crate::corpus::record::version_of(&output),
+            text: crate::maintain::record::version_of(&output),
             output,
             exit: out.status.code(),
         })
@@ -172,7 +172,7 @@ fn io_error(e: std::io::Error) -> String {
 }
 
 fn version_fact(v: &Version) -> Found {
-    let parsed = crate::run::agy_version::parse_version(&v.output);
+    let parsed = crate::runner::version::parse_version(&v.output);
     let evidence = format!(
         "exit {}, stdout {:?}",
         v.exit.map_or("none".into(), |c| c.to_string()),
@@ -223,7 +223,7 @@ async fn usage(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, String> {
                 out.status.code().unwrap_or(-1),
                 q.buckets.len(),
                 q.lowest()
-                    .map(|b| b.words(crate::run::quota::now_secs()))
+                    .map(|b| b.words(crate::runner::quota::now_secs()))
                     .unwrap_or_default()
             ),
         ),
@@ -653,7 +653,7 @@ async fn hook_decisions(s: &mut Suite, sc: &Scenario) -> Result<Vec<Found>, Stri
     let out = s.command("hooks", &cfg, &args, Some(&cwd)).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let loaded =
-        out.status.success() && crate::run::hook_proof::lists_probe(&stdout, &hooks_json, &command);
+        out.status.success() && crate::gate::proof::lists_probe(&stdout, &hooks_json, &command);
     let sources: Vec<String> = hooks::listed_sources(&stdout)
         .into_iter()
         .map(|l| l.source)

@@ -21,12 +21,22 @@
 //! back-pressure), `finish` (the end and its classification) and `warm`
 //! (an agy kept between turns).
 
+//!
+//! Beside the turn itself: why a turn failed ([`failure`]); agy's two
+//! sources besides the database, its stream-json lines ([`stream_json`]);
+//! the prompt, never in agy's argv: on agy's stdin ([`stdin`]) or, for an
+//! agy that cannot read it there, in a private file ([`prompt_file`]);
+//! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
+//!
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
+//! [`crate::process`].
+
 use crate::follow::discovery::{self, BindMethod, Snapshot};
 use crate::follow::events::Event;
 use crate::follow::poller::{PollStats, Poller};
-use crate::run::agy_stream::{AgyStream, TextDigest};
-use crate::run::failure::Failure;
-use crate::run::standby::Guardian;
+use crate::process::standby::Guardian;
+use crate::runner::failure::Failure;
+use crate::runner::stream_json::{AgyStream, TextDigest};
 use agy::Agy;
 use agy_format::agy_args::{BindMode, Effort, Mode};
 use agy_format::features::AgyFeatures;
@@ -40,12 +50,17 @@ mod agy;
 mod args;
 mod bind;
 mod changes;
+pub mod failure;
 mod finish;
 mod follow;
 mod follower;
 mod merge;
 mod outbox;
 pub mod prompt_file;
+pub mod quota;
+pub mod stdin;
+pub mod stream_json;
+pub mod version;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
@@ -101,7 +116,7 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
-    /// The guardian agy runs under ([`crate::run::guard`], started by
+    /// The guardian agy runs under ([`crate::process::guard`], started by
     /// [`Guardian`]). With it, agy's tree dies with the bridge however the
     /// bridge dies; without, only agy itself does (Linux).
     pub guardian: Option<Guardian>,
@@ -113,7 +128,7 @@ pub struct RunConfig {
     /// so the failure names the empty bucket and its reset time. `None`:
     /// the failure gives agy's own words alone (a library caller's
     /// default).
-    pub usage: Option<crate::run::quota::UsageLoader>,
+    pub usage: Option<crate::runner::quota::UsageLoader>,
 }
 
 impl Default for RunConfig {
@@ -435,7 +450,7 @@ impl Prelude {
     /// session's turn lock (a turn before ours may still create databases)
     /// and before agy starts.
     pub fn blocking(cfg: &RunConfig) -> Prelude {
-        let features = crate::run::agy_version::features_remembered(&cfg.agy_bin);
+        let features = crate::runner::version::features_remembered(&cfg.agy_bin);
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
         let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
@@ -474,7 +489,7 @@ impl Prelude {
     async fn surface(self, cfg: &RunConfig, cancel: &CancellationToken) -> (Surface, Snapshot) {
         let features = match self.features {
             Some(known) => known,
-            None => crate::run::agy_version::agy_features(&cfg.agy_bin, cancel).await,
+            None => crate::runner::version::agy_features(&cfg.agy_bin, cancel).await,
         };
         (surface_of(cfg, features), self.before)
     }
@@ -533,7 +548,7 @@ async fn run_after<'a>(
 ) -> RunResult {
     let (surface, before) = prelude.surface(cfg, &cancel).await;
     // Owns the private prompt file, if any: it goes when the turn does.
-    let staged = match crate::run::runner::prompt_file::stage(cfg, req, surface) {
+    let staged = match crate::runner::prompt_file::stage(cfg, req, surface) {
         Ok(staged) => staged,
         Err(f) => {
             return Turn::new(cfg, req, events, observer, surface, before)

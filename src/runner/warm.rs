@@ -262,7 +262,7 @@ pub(crate) async fn run_warm_observed<'a>(
             exit_words(status)
         ));
     }
-    let staged = match crate::run::runner::prompt_file::stage(cfg, req, warm.surface) {
+    let staged = match crate::runner::prompt_file::stage(cfg, req, warm.surface) {
         Ok(staged) => staged,
         Err(f) => return failed_early(cfg, req, events, warm, f).await,
     };

@@ -1,9 +1,9 @@
 //! What starts agy: its command line, environment additions, working
 //! directory and the turn's private directories, as one [`Launch`].
 //!
-//! The guardian ([`crate::run::guard`]) reads it from its stdin rather than its
+//! The guardian ([`crate::process::guard`]) reads it from its stdin rather than its
 //! argv, so a guardian can be started before the turn knows agy's command
-//! line and wait for it ([`crate::run::standby`]). It travels as a small
+//! line and wait for it ([`crate::process::standby`]). It travels as a small
 //! binary frame ([`Launch::encode`]): arguments and paths are bytes on Unix
 //! and need not be UTF-8.
 //!

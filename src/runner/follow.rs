@@ -69,7 +69,7 @@ impl Turn<'_> {
             // The recorder reads whole tables; it borrows the turn's state,
             // so it blocks here, the worker's other tasks moved away.
             let dir = &self.dir;
-            crate::run::blocking::in_place(|| o.wake(dir, &path));
+            crate::process::blocking::in_place(|| o.wake(dir, &path));
         }
     }
 

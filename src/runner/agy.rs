@@ -4,10 +4,10 @@
 //! its pipes are this module's.
 
 use super::*;
-use crate::run::agy_input::AgyInput;
-use crate::run::launch::Launch;
-use crate::run::process::ChildPid;
-use crate::run::standby::Spawned;
+use crate::process::launch::Launch;
+use crate::process::standby::Spawned;
+use crate::process::tree::ChildPid;
+use crate::runner::stdin::AgyInput;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
@@ -117,7 +117,7 @@ impl Agy {
                         guardian.bin().display()
                     ),
                 }),
-            None => crate::run::standby::spawn_unguarded(&launch).map_err(|e| {
+            None => crate::process::standby::spawn_unguarded(&launch).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::NotFound {
                     Failure::NotInstalled { bin: bin.clone() }
                 } else {
@@ -172,7 +172,7 @@ impl Agy {
 
 /// Whether `bin` can be run: a path that exists, or a name found on PATH.
 pub(super) fn is_installed(bin: &Path) -> bool {
-    crate::run::process::find_program(bin).is_some()
+    crate::process::tree::find_program(bin).is_some()
 }
 
 /// agy's stderr: its tail, kept for the end of the turn, and the lines that

@@ -219,7 +219,7 @@ impl Failure {
     }
 
     /// Name the quota a [`Failure::QuotaExceeded`] ran out of (`words`:
-    /// `run::quota`'s sentences); any other failure is left as it is.
+    /// `runner::quota`'s sentences); any other failure is left as it is.
     pub(crate) fn set_quota(&mut self, words: String) {
         if let Failure::QuotaExceeded { quota, .. } = self {
             *quota = Some(words);

@@ -7,13 +7,13 @@
 //! worked on. The turn commands forward it ([`pause_all`] before stopping
 //! themselves, [`resume_all`] on SIGCONT).
 //!
-//! Every live [`crate::run::standby::Spawned`] is listed here while it is
+//! Every live [`crate::process::standby::Spawned`] is listed here while it is
 //! not reaped, and is taken off the list, under the same lock, before it is
 //! reaped: a pid on the list is always still ours, never a reused one.
 //! Under a guardian only what runs below it is paused, never the guardian:
 //! stopped, it could not take agy's tree down if the bridge died meanwhile.
 
-use crate::run::process::ChildPid;
+use crate::process::tree::ChildPid;
 use nix::sys::signal::Signal;
 use std::sync::{Mutex, MutexGuard};
 
@@ -66,9 +66,9 @@ fn signal_all(sig: Signal) -> usize {
     let list = live();
     for l in list.iter() {
         if l.guardian {
-            crate::run::process::signal_each_below(l.pid, sig);
+            crate::process::tree::signal_each_below(l.pid, sig);
         } else {
-            crate::run::process::signal_tree(l.pid, sig);
+            crate::process::tree::signal_tree(l.pid, sig);
         }
     }
     list.len()

@@ -14,9 +14,9 @@
 //! The prompt must reach agy as a slash command, so `--disable-slash-commands`
 //! is never passed here.
 
-use crate::run::agy_version::{BinaryKey, VersionCache};
-use crate::run::failure::says_signed_out;
-use crate::run::short::{self, NoOutput, Program};
+use crate::process::short::{self, NoOutput, Program};
+use crate::runner::failure::says_signed_out;
+use crate::runner::version::{BinaryKey, VersionCache};
 use crate::state::file::{self, StateFile};
 use agy_format::features::{Version, USAGE_COMMAND};
 use agy_format::quota::{Quota, QuotaError};

@@ -74,7 +74,7 @@ pub(crate) fn go_duration(d: Duration) -> String {
 
 /// How a turn's agy is driven: what this agy offers
 /// ([`agy_format::features`]), whether the turn reads its stream-json,
-/// and whether agy reads the prompt on its stdin ([`crate::run::runner::prompt_file`]).
+/// and whether agy reads the prompt on its stdin ([`crate::runner::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Surface {
     pub stream_json: bool,
@@ -146,7 +146,7 @@ pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<Str
     }
     // The prompt itself comes on stdin (the capture's command line:
     // `--input-format stream-json --print ""`), else `req.prompt` is the
-    // private file's note (`crate::run::runner::prompt_file`).
+    // private file's note (`crate::runner::prompt_file`).
     if surface.stdin_input {
         args.extend(["--input-format".into(), "stream-json".into()]);
         args.extend(["-p".into(), String::new()]);
@@ -183,7 +183,7 @@ pub(super) fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
     };
     Surface {
         stream_json,
-        stdin_input: crate::run::runner::prompt_file::uses_stdin(features, stream_json),
+        stdin_input: crate::runner::prompt_file::uses_stdin(features, stream_json),
         features,
     }
 }
@@ -191,7 +191,7 @@ pub(super) fn surface_of(cfg: &RunConfig, features: AgyFeatures) -> Surface {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::agy_version::{parse_version, STREAM_JSON_MIN_VERSION};
+    use crate::runner::version::{parse_version, STREAM_JSON_MIN_VERSION};
 
     #[test]
     fn the_users_skip_permissions_counts_as_the_bridges() {

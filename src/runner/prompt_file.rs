@@ -22,11 +22,11 @@
 //!   fail.
 //!
 //! A prompt starting with `/` is kept a prompt on both ways as on the
-//! command line ([`crate::run::runner::agy_prompt`]): whether agy expands a slash
+//! command line ([`crate::runner::agy_prompt`]): whether agy expands a slash
 //! command sent on stdin is not known, so it is not risked.
 
-use crate::run::failure::Failure;
-use crate::run::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
+use crate::runner::failure::Failure;
+use crate::runner::{agy_prompt, RunConfig, Surface, TurnRequest};
 use agy_format::features::AgyFeatures;
 use std::borrow::Cow;
 use std::path::Path;

@@ -14,7 +14,7 @@
 //! Each scenario also sets `FAKE_AGY_RECORDING` to the recording that plays
 //! it, so fake-agy replays it; a real agy ignores the variable.
 //!
-//! It is why [`crate::corpus`] sits above pi: it reads `agy models` with
+//! It is why [`crate::maintain`] sits above pi: it reads `agy models` with
 //! [`crate::pi::models`]' parser (the only parser of that listing) and
 //! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
 
@@ -25,9 +25,9 @@ mod scenarios;
 pub use report::exit_code;
 pub use scenarios::{cheapest_listed, list_models};
 
-use crate::corpus::record;
-use crate::run::failure::Failure;
-use crate::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
+use crate::maintain::record;
+use crate::runner::failure::Failure;
+use crate::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::state::tmp::PrivateDir;
 use agy_corpus::recording::{Header, Provenance, Recording};
 use agy_corpus::redact;

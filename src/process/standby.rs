@@ -1,7 +1,7 @@
 //! Guardians started ahead of their turn, and the process a launch gives
 //! the runner.
 //!
-//! A guardian ([`crate::run::guard`]) waits on its stdin for what to run
+//! A guardian ([`crate::process::guard`]) waits on its stdin for what to run
 //! ([`Launch`]), so it can be started before the turn knows agy's command
 //! line: `stream` starts one first thing, and the time it takes to start
 //! passes while pi's request is read, the session lock taken and the turn
@@ -18,8 +18,8 @@
 //! [`Guardian`] is the runner's handle: a binary to start, and maybe a
 //! standby to take first.
 
-use crate::run::launch::Launch;
-use crate::run::process::ChildPid;
+use crate::process::launch::Launch;
+use crate::process::tree::ChildPid;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt as _;
@@ -60,10 +60,10 @@ impl Drop for Forked {
 
 impl Standby {
     /// Start `bin` (the agy-bridge binary, or any binary that calls
-    /// [`crate::run::guard::main_if_guard`] first) as a guardian.
+    /// [`crate::process::guard::main_if_guard`] first) as a guardian.
     pub fn spawn(bin: &Path) -> io::Result<Standby> {
         let mut child = std::process::Command::new(bin)
-            .arg(crate::run::guard::GUARD_ARG)
+            .arg(crate::process::guard::GUARD_ARG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -126,7 +126,7 @@ impl Standby {
         // Its exit is watched first: if a pipe cannot be taken over,
         // dropping `spawned` closes the rest and collects it.
         let mut spawned = Spawned::watch(self.0.pid);
-        crate::run::job_control::set_guardian(self.0.pid);
+        crate::process::job_control::set_guardian(self.0.pid);
         spawned.stdin = Some(ChildStdin::from_std(stdin.into())?);
         spawned.stdout = Some(ChildStdout::from_std(stdout.into())?);
         spawned.stderr = Some(ChildStderr::from_std(stderr.into())?);
@@ -167,7 +167,7 @@ fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
     // The bridge's ends: kept here, the lifeline would never reach EOF.
     drop(theirs);
     drop(ours);
-    crate::run::guard::serve()
+    crate::process::guard::serve()
 }
 
 /// A process a launch started (the guardian, or agy itself without one):
@@ -202,12 +202,12 @@ enum Exit {
 impl Spawned {
     /// Our child `pid`, watched from now on.
     fn watch(pid: ChildPid) -> Spawned {
-        crate::run::job_control::register(pid, false);
+        crate::process::job_control::register(pid, false);
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
             // An error means it is not our child to wait for (reaped
             // elsewhere): then it has exited as far as we can tell.
-            let _ = crate::run::process::exited_unreaped(pid, true);
+            let _ = crate::process::tree::exited_unreaped(pid, true);
             let _ = tx.send(());
         });
         Spawned {
@@ -254,7 +254,7 @@ impl Spawned {
             Exit::Lost | Exit::Released => Err(lost(self.pid)),
             Exit::Watched(_) | Exit::Exited => {
                 let pid = self.pid;
-                let reaped = crate::run::job_control::unregister_then(pid, || reap_now(pid));
+                let reaped = crate::process::job_control::unregister_then(pid, || reap_now(pid));
                 self.exit = match &reaped {
                     Ok(status) => Exit::Reaped(*status),
                     Err(_) => Exit::Lost,
@@ -279,10 +279,10 @@ impl Spawned {
             return false;
         }
         let pid = self.pid;
-        let scan = tokio::task::spawn_blocking(move || crate::run::process::signal_tree(pid, sig));
+        let scan = tokio::task::spawn_blocking(move || crate::process::tree::signal_tree(pid, sig));
         if scan.await.is_err() {
             // The blocking pool is gone (runtime shutting down): here, then.
-            crate::run::process::signal_tree(pid, sig);
+            crate::process::tree::signal_tree(pid, sig);
         }
         true
     }
@@ -308,15 +308,15 @@ impl Spawned {
             let deadline = std::time::Instant::now() + grace;
             let exited = loop {
                 // An error: not ours to wait for (reaped elsewhere).
-                let exited = crate::run::process::exited_unreaped(pid, false).unwrap_or(true);
+                let exited = crate::process::tree::exited_unreaped(pid, false).unwrap_or(true);
                 if exited || std::time::Instant::now() >= deadline {
                     break exited;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(2));
             };
-            crate::run::job_control::unregister_then(pid, || {
+            crate::process::job_control::unregister_then(pid, || {
                 if !exited {
-                    crate::run::process::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
+                    crate::process::tree::signal_tree(pid, nix::sys::signal::Signal::SIGKILL);
                 }
                 reap(pid)
             });
@@ -326,7 +326,7 @@ impl Spawned {
     /// Signal the process group it leads, if it is not reaped yet.
     pub(crate) fn signal_group(&self, sig: nix::sys::signal::Signal) {
         if self.unreaped() {
-            crate::run::process::signal_group(self.pid, sig);
+            crate::process::tree::signal_group(self.pid, sig);
         }
     }
 }
@@ -363,7 +363,7 @@ pub(crate) fn spawn_unguarded(launch: &Launch) -> io::Result<Spawned> {
     .stderr(Stdio::piped())
     .process_group(0);
     die_with_parent(&mut cmd);
-    let child = crate::run::process::retry_while_busy(|| cmd.spawn())?;
+    let child = crate::process::tree::retry_while_busy(|| cmd.spawn())?;
     // Dropped on error, `child` would be neither killed nor reaped: this
     // cannot fail inside a runtime, and if it did the process dies with
     // its pipes closed.
@@ -422,7 +422,7 @@ pub struct Guardian {
 
 impl Guardian {
     /// `bin`: the agy-bridge binary, or any binary that calls
-    /// [`crate::run::guard::main_if_guard`] first thing in `main`.
+    /// [`crate::process::guard::main_if_guard`] first thing in `main`.
     pub fn new(bin: impl Into<PathBuf>) -> Guardian {
         Guardian {
             bin: bin.into(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// How long sending the request may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// The payload's cap (the server's own cap, plus the request's wrapping).
-const PAYLOAD_CAP: u64 = super::server::REQUEST_CAP as u64 - 1024;
+const PAYLOAD_CAP: u64 = super::listen::REQUEST_CAP as u64 - 1024;
 
 /// What gate.json says.
 #[derive(Debug, Deserialize)]

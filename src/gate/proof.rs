@@ -23,8 +23,8 @@
 //! Only definitive answers are kept (proven, or ran fine and did not list
 //! the hook); a failure to run and a timeout are asked again next time.
 
-use crate::run::agy_version::{BinaryKey, PerBinaryFile};
-use crate::run::short::{self, NoOutput, Program};
+use crate::process::short::{self, NoOutput, Program};
+use crate::runner::version::{BinaryKey, PerBinaryFile};
 use crate::state::tmp::PrivateDir;
 use agy_format::hooks::{hooks_file, listed_sources, Decision, Hook, HookEvent, HOOKS_FILE};
 use serde::{Deserialize, Serialize};
