@@ -11,7 +11,7 @@
 //!
 //! - every mechanism on, the guardian forked first thing (the bridge);
 //! - each mechanism off alone ([`agy_bridge::follow::knobs::Mechanisms`]);
-//! - inotify and `data_version` alone (all four off);
+//! - inotify and `data_version` alone (both off);
 //! - every mechanism on, the guardian started at the turn (the
 //!   `agy-bridge` binary run again, as `stream` does when its fork fails).
 //!
@@ -37,16 +37,8 @@ pub struct Knobs {
 
 /// The variants by name: (name, the follower's mechanisms, guardian forked
 /// first thing).
-const VARIANTS: [(&str, Mechanisms, bool); 7] = [
+const VARIANTS: [(&str, Mechanisms, bool); 5] = [
     ("all on", Mechanisms::ALL, true),
-    (
-        "kept_open off",
-        Mechanisms {
-            kept_open: false,
-            ..Mechanisms::ALL
-        },
-        true,
-    ),
     (
         "pace off",
         Mechanisms {
@@ -59,14 +51,6 @@ const VARIANTS: [(&str, Mechanisms, bool); 7] = [
         "wal_files off",
         Mechanisms {
             wal_files: false,
-            ..Mechanisms::ALL
-        },
-        true,
-    ),
-    (
-        "wal_sizes off",
-        Mechanisms {
-            wal_sizes: false,
             ..Mechanisms::ALL
         },
         true,

@@ -2,33 +2,23 @@
 //! `data_version` gains on the latency from agy's commit to the event and
 //! on the CPU of following (issue 51, item 8), fake-agy fsyncing every
 //! commit: every mechanism on, each off alone
-//! ([`agy_bridge::follow::knobs::Mechanisms`]), all four off (inotify and
+//! ([`agy_bridge::follow::knobs::Mechanisms`]), both off (inotify and
 //! `data_version` alone), and the floor (`floor.rs`), batch by batch in
 //! one run, the order moving each batch. `LATENCY_ONLY=mechanisms`;
 //! `MECH_BATCHES` (default 8) batches of the 60-commit growth recording.
-//!
-//! Each turn begins a conversation of its own, so the connection kept from
-//! one read to the next (`kept_open`) has nothing to keep here: its gain
-//! is a resumed turn's, which `benches/cpu.rs` measures
-//! (`CPU_ONLY=mechanisms`).
+//! `benches/cpu.rs` measures the same on resumed turns
+//! (`CPU_ONLY=mechanisms`). Results: `docs/bench-follower.md`.
 
 use super::common::env_num;
 use super::{floor, measure_with, pct};
 use agy_bridge::follow::knobs::{set_mechanisms, Mechanisms};
-use agy_bridge::run::runner::WakeMode;
+use agy_bridge::runner::WakeMode;
 use std::path::Path;
 use std::time::Duration;
 
 /// The variants, every mechanism on first (the ratios' base).
-const VARIANTS: [(&str, Mechanisms); 6] = [
+const VARIANTS: [(&str, Mechanisms); 4] = [
     ("all on", Mechanisms::ALL),
-    (
-        "kept_open off",
-        Mechanisms {
-            kept_open: false,
-            ..Mechanisms::ALL
-        },
-    ),
     (
         "pace off",
         Mechanisms {
@@ -40,13 +30,6 @@ const VARIANTS: [(&str, Mechanisms); 6] = [
         "wal_files off",
         Mechanisms {
             wal_files: false,
-            ..Mechanisms::ALL
-        },
-    ),
-    (
-        "wal_sizes off",
-        Mechanisms {
-            wal_sizes: false,
             ..Mechanisms::ALL
         },
     ),

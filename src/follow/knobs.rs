@@ -4,8 +4,7 @@
 //! `benches/cpu.rs`, `CPU_ONLY=mechanisms`). Every mechanism is on unless
 //! a bench turns it off; nothing a user sets reaches them.
 //!
-//! Process-wide, since one of them is: the connection kept between reads
-//! (`kept_open`) outlives any one reader.
+//! Process-wide, so that a bench reaches the readers a turn makes.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -13,9 +12,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mechanisms {
-    /// One connection kept from one read of a database to the next
-    /// (`follow::kept_open`). Off: every reader opens its own.
-    pub kept_open: bool,
     /// A settling poll's first pause learnt from agy's recent commits
     /// (`follow::pace`). Off: 200 µs, then 100 µs between looks.
     pub pace: bool,
@@ -24,48 +20,34 @@ pub struct Mechanisms {
     /// asked without SQLite. Off: every look asks SQLite, and a reader is
     /// never known to be caught up.
     pub wal_files: bool,
-    /// The WAL's size and mtime, which tell writes not read yet from
-    /// writes already read (`Poller::written_since_read`). Off: every
-    /// notification settles as for writes not read, and the re-checks go
-    /// on until the reader is caught up.
-    pub wal_sizes: bool,
 }
 
 impl Mechanisms {
     /// Every mechanism on: what the bridge runs.
     pub const ALL: Mechanisms = Mechanisms {
-        kept_open: true,
         pace: true,
         wal_files: true,
-        wal_sizes: true,
     };
 
     /// inotify and `data_version` alone.
     pub const NONE: Mechanisms = Mechanisms {
-        kept_open: false,
         pace: false,
         wal_files: false,
-        wal_sizes: false,
     };
 
     fn bits(self) -> u8 {
-        u8::from(self.kept_open)
-            | u8::from(self.pace) << 1
-            | u8::from(self.wal_files) << 2
-            | u8::from(self.wal_sizes) << 3
+        u8::from(self.pace) | u8::from(self.wal_files) << 1
     }
 
     fn from_bits(bits: u8) -> Mechanisms {
         Mechanisms {
-            kept_open: bits & 1 != 0,
-            pace: bits & 2 != 0,
-            wal_files: bits & 4 != 0,
-            wal_sizes: bits & 8 != 0,
+            pace: bits & 1 != 0,
+            wal_files: bits & 2 != 0,
         }
     }
 }
 
-static SET: AtomicU8 = AtomicU8::new(0b1111);
+static SET: AtomicU8 = AtomicU8::new(0b11);
 
 /// Turn mechanisms on or off for the readers made from now on (a bench's
 /// switch).
@@ -85,8 +67,8 @@ mod tests {
 
     #[test]
     fn all_is_the_default_and_the_bits_round_trip() {
-        assert_eq!(Mechanisms::from_bits(0b1111), Mechanisms::ALL);
-        for bits in 0..16 {
+        assert_eq!(Mechanisms::from_bits(0b11), Mechanisms::ALL);
+        for bits in 0..4 {
             assert_eq!(Mechanisms::from_bits(bits).bits(), bits);
         }
     }

@@ -5,8 +5,7 @@
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
 //! ([`subject`]), the hash that tells a grown text from a rewritten one
 //! ([`text_hash`]), the read-only poller over one database ([`poller`]),
-//! with the connection it keeps open between reads (`kept_open`), what
-//! it reads of agy's WAL files without SQLite (`wal_files`) and when it
+//! with what it reads of agy's WAL files without SQLite (`wal_files`) and when it
 //! looks again for a commit announced (`pace`), and the
 //! binding of the database a run created ([`discovery`]). Benches switch
 //! the mechanisms beyond inotify and `data_version` off one by one
@@ -18,7 +17,6 @@
 mod calls;
 pub mod discovery;
 pub mod events;
-mod kept_open;
 #[doc(hidden)]
 pub mod knobs;
 mod pace;
