@@ -10,8 +10,6 @@
 //!   read costs one look instead of a window of them ([`WalFiles::writer_held`]).
 //! - **Was anything committed since?** The WAL-index header at the start of
 //!   `-shm` changes with every commit ([`WalFiles::index_header`]).
-//! - **Was the WAL written since?** Its length and modification time
-//!   ([`WalFiles::mark`]), from the open file rather than its path.
 //!
 //! The danger is the descriptor: POSIX locks belong to the process and the
 //! file, and closing *any* descriptor of a file drops every lock the
@@ -38,7 +36,7 @@ const SHM_WRITE_LOCK: nix::libc::off_t = 120;
 /// counter (sqlite3.c, `WalIndexHdr`).
 pub(crate) const INDEX_HEADER: usize = 48;
 
-/// Files kept open at most: two per conversation followed by this process,
+/// Files kept open at most: one per conversation followed by this process,
 /// which even a long pi session stays far below; a descriptor apiece.
 const MAX_FILES: usize = 512;
 
@@ -85,28 +83,12 @@ fn open_for_good(path: &Path) -> Option<&'static File> {
     Some(file)
 }
 
-/// What a write to a database's WAL changes: the WAL's length and
-/// modification time (a restarted WAL keeps its length, not its mtime).
-pub(crate) type WalMark = Option<(u64, std::time::SystemTime)>;
-
-fn mark_of(meta: std::fs::Metadata) -> WalMark {
-    Some((meta.len(), meta.modified().ok()?))
-}
-
-/// The mark of database `db`'s WAL, by its path (one `stat`): for a
-/// database whose files are not known yet ([`WalFiles::mark`] once they
-/// are).
-pub(crate) fn mark_by_path(db: &Path) -> WalMark {
-    mark_of(std::fs::metadata(sibling(db, "-wal")).ok()?)
-}
-
-/// One database's `-shm` and `-wal`, as the database is now (recreated
+/// One database's `-shm`, as the database is now (recreated
 /// files are other files: ask [`WalFiles::of`] again after reopening the
 /// database; while any connection of ours is open, SQLite keeps both).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WalFiles {
     shm: &'static File,
-    wal: &'static File,
 }
 
 impl WalFiles {
@@ -115,7 +97,6 @@ impl WalFiles {
     pub(crate) fn of(db: &Path) -> Option<WalFiles> {
         Some(WalFiles {
             shm: open_for_good(&sibling(db, "-shm"))?,
-            wal: open_for_good(&sibling(db, "-wal"))?,
         })
     }
 
@@ -147,11 +128,6 @@ impl WalFiles {
         self.shm.read_exact_at(&mut header, 0).ok()?;
         Some(header)
     }
-
-    /// The WAL's mark (one `fstat`, no path to walk).
-    pub(crate) fn mark(self) -> WalMark {
-        mark_of(self.wal.metadata().ok()?)
-    }
 }
 
 #[cfg(test)]
@@ -179,7 +155,7 @@ pub(crate) mod tests {
         let (_conn, path) = wal_db(dir.path());
         let a = WalFiles::of(&path).unwrap();
         let b = WalFiles::of(&path).unwrap();
-        assert!(std::ptr::eq(a.shm, b.shm) && std::ptr::eq(a.wal, b.wal));
+        assert!(std::ptr::eq(a.shm, b.shm));
     }
 
     /// Another owner's write transaction is seen as held, and none once it
@@ -197,13 +173,13 @@ pub(crate) mod tests {
         assert_eq!(lock.writer_held(), Some(false));
     }
 
-    /// Every commit rewrites the index header and moves the WAL's mark.
+    /// Every commit rewrites the index header.
     #[test]
-    fn a_commit_changes_the_index_header_and_the_mark() {
+    fn a_commit_changes_the_index_header() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, path) = wal_db(dir.path());
         let files = WalFiles::of(&path).unwrap();
-        let (header, mark) = (files.index_header().unwrap(), files.mark().unwrap());
+        let header = files.index_header().unwrap();
         assert_eq!(
             files.index_header(),
             Some(header),
@@ -211,8 +187,6 @@ pub(crate) mod tests {
         );
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
         assert_ne!(files.index_header(), Some(header));
-        assert_ne!(files.mark(), Some(mark));
-        assert_eq!(files.mark(), mark_by_path(&path));
     }
 
     /// `db`'s WAL write lock held as agy's writer holds it, by another owner

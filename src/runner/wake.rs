@@ -6,27 +6,22 @@
 //! looked at.
 
 use super::*;
-use crate::follow::poller::Settle;
 
 /// How long a settling poll looks for the commit a notification
 /// announced. A WAL write notifies before the commit is visible to readers
 /// (SQLite writes the WAL, syncs it, then publishes the commit in shared
 /// memory, which notifies nobody), so the poll a notification starts keeps
-/// looking ([`Poller::poll_settling`]) until the commit is visible: up to
-/// `written` when the WAL was written since the last commit read (agy's
-/// fsync, typically under a millisecond, at times several, is caught
-/// within 0.1 ms of its end, 0.2 ms when it ends in the first 0.2 ms), and
-/// only briefly for writes already read.
-/// What outlasts that (a long write) is caught by the follower's re-checks
-/// 2, 4, … 64 ms later, which stop once a poll finds every write to the WAL
-/// read ([`Poller::written_since_read`]): then the next write notifies.
-/// While agy holds no write transaction a look is one look, never a
-/// window; each is a `pread` of the WAL-index header, SQLite asked only
-/// when it moved.
-pub(super) const SETTLE_FINE: Settle = Settle {
-    written: Duration::from_millis(4),
-    unwritten: Duration::from_micros(1500),
-};
+/// looking ([`Poller::poll_settling`]) while agy holds the WAL's write
+/// lock, up to this long (agy's fsync, typically under a millisecond, at
+/// times several, is caught within 0.1 ms of its end, 0.2 ms when it ends
+/// in the first 0.2 ms). What outlasts that (a long write) is caught by the
+/// follower's re-checks 2, 4, … 64 ms later, which stop once the reader is
+/// caught up ([`Poller::written_since_read`]): then the next write
+/// notifies. While agy holds no write transaction a look is one look,
+/// never a window; each is a `pread` of the WAL-index header, SQLite asked
+/// only when it moved.
+pub(super) const SETTLE_FINE: Duration = Duration::from_millis(4);
+
 /// Wake-up source: file notifications from the conversations directory.
 /// On Linux, inotify read by the runtime's own I/O driver: one `read`
 /// brings every waiting notification, with no thread or channel between
