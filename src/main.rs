@@ -6,6 +6,8 @@
 //! [`Commands`], an args struct and a `cmd_*` function in `src/cli/`, and
 //! one match arm in [`run`].
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod cli;
 
 use clap::{Parser, Subcommand};
@@ -110,7 +112,7 @@ fn main() -> ExitCode {
         .any(|c| a == *c)
     });
     if runs_agy {
-        cli::caller::hold_early_stops();
+        agy_bridge::process::caller::hold_early_stops();
     }
     let standby = guardian_for_stream();
     let cli = match Cli::try_parse() {

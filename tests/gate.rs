@@ -228,7 +228,7 @@ async fn a_wrong_token_garbage_or_silence_is_denied() {
 /// this session" passes the next call like it without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_is_asked_and_a_session_grant_passes_the_next_call_like_it() {
-    use agy_bridge::pi::ask::{Answer, Asks};
+    use agy_bridge::pi::dialog::{Answer, Asks};
     use agy_bridge::pi::provider::mapper::EventMapper;
     use agy_bridge::pi::provider::stream::PiStream;
     let mut gate = Gate::start(policy(), exe()).await.expect("gate");

@@ -96,17 +96,17 @@ pub fn cmd_conformance(args: ConformanceArgs, settings: &Settings) -> CmdResult 
     };
     let mut settings = settings.clone();
     settings.state_dir = Some(state.path().to_path_buf());
-    let mut cfg = super::turn::run_config(&settings);
+    let mut cfg = agy_bridge::session::setup::run_config(&settings);
     cfg.skip_permissions = true;
     cfg.timeout = std::time::Duration::from_secs(args.timeout.max(1));
     if let Err(e) = std::fs::create_dir_all(&out) {
         return cannot_run(&format!("cannot create {}: {e}", out.display()));
     }
     let runtime = super::turn::runtime()?;
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     // Asked once: named here, and recorded by the suite.
     let listed = runtime.block_on(conformance::list_models(&cfg, &stop)).ok();
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     let model = args.model.clone().or_else(|| {
@@ -139,7 +139,7 @@ pub fn cmd_conformance(args: ConformanceArgs, settings: &Settings) -> CmdResult 
         Err(e) => cannot_run(&e),
     };
     // Stopped: what was checked is reported, and the code says why it ended.
-    match super::caller::stopped_exit() {
+    match agy_bridge::process::caller::stopped_exit() {
         Some(stopped) => code.map(|_| stopped),
         None => code,
     }

@@ -4,13 +4,9 @@
 //! table promises that). `main` resolves them once
 //! ([`agy_bridge::settings::Settings`]); this module makes sure every such
 //! command asks all of them up front, so `run` cannot pass a typo that only
-//! `stream` would have caught, and checks the default model against agy's
-//! catalog.
+//! `stream` would have caught.
 
 use agy_bridge::settings::Settings;
-
-/// AskAntigravity's default model alias.
-const DEFAULT_MODEL: &str = "AGY_DEFAULT_MODEL";
 
 /// Every variable whose values are words or numbers: the settings, the
 /// runner's, the watchdog's, pi's tools', admission's. Reads no file and
@@ -19,30 +15,9 @@ pub fn check_words(settings: &Settings) -> Result<(), String> {
     settings.check().map_err(|e| e.to_string())
 }
 
-/// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
-/// the cache, else `agy models`, else the built-in catalog): an alias no
-/// model answers to is an error naming the ones there are.
-pub fn check_default_model(
-    settings: &Settings,
-    catalog: &agy_bridge::pi::models::Catalog,
-) -> Result<(), String> {
-    let Some(alias) = settings.config_var(DEFAULT_MODEL) else {
-        return Ok(());
-    };
-    catalog
-        .resolve_alias(alias, None)
-        .map(drop)
-        .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
-}
-
-/// [`check_words`], then [`check_default_model`] (which loads the catalog
+/// [`check_words`], then `AGY_DEFAULT_MODEL` against agy's catalog (loaded
 /// only when the variable is set; an `agy models` it runs ends on the
 /// command's stop signals).
 pub fn check_all(settings: &Settings) -> Result<(), String> {
-    check_words(settings)?;
-    if settings.config_var(DEFAULT_MODEL).is_some() {
-        let stop = super::caller::stop_token();
-        check_default_model(settings, &agy_bridge::pi::models::catalog(settings, &stop))?;
-    }
-    Ok(())
+    agy_bridge::pi::turn::check_settings(settings, agy_bridge::process::caller::stop_token)
 }

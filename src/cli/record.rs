@@ -71,8 +71,8 @@ pub fn cmd_record(args: RecordArgs, settings: &agy_bridge::settings::Settings) -
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
         super::env::check_all(settings)?;
-        let config = super::turn::config(settings)?;
-        let mut cfg = super::turn::configured(&config, settings);
+        let config = agy_bridge::session::setup::config(settings)?;
+        let mut cfg = agy_bridge::session::setup::configured(&config, settings);
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
@@ -109,8 +109,8 @@ pub fn cmd_record(args: RecordArgs, settings: &agy_bridge::settings::Settings) -
         // Stopped before agy ran (`--version` is asked first): nothing to
         // keep.
         let recorded = match recorded {
-            Err(_) if super::caller::stopped_by().is_some() => {
-                return Ok(super::caller::stopped_exit().unwrap_or(ExitCode::FAILURE))
+            Err(_) if agy_bridge::process::caller::stopped_by().is_some() => {
+                return Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(ExitCode::FAILURE))
             }
             recorded => recorded?,
         };
@@ -147,5 +147,5 @@ pub fn cmd_record(args: RecordArgs, settings: &agy_bridge::settings::Settings) -
         recording.commits.len()
     );
     // Stopped mid-run: what was captured is written, and the code says so.
-    Ok(super::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS))
+    Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS))
 }

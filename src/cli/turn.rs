@@ -49,7 +49,7 @@ pub fn turn_setup(
         timeout_min: opts.timeout_min,
         ..Flags::default()
     });
-    let cfg = configured(config, &settings);
+    let cfg = agy_bridge::session::setup::configured(config, &settings);
     let conversation = opts
         .conversation
         .as_deref()
@@ -100,61 +100,16 @@ pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// The runner settings of `settings`, with this binary as agy's guardian
-/// (so agy's tree dies with us, however we die), the account's admission
-/// and agy's quota for a failed turn.
-pub fn run_config(settings: &Settings) -> RunConfig {
-    let mut cfg = RunConfig::from_settings(settings);
-    cfg.guardian = std::env::current_exe()
-        .ok()
-        .map(agy_bridge::process::standby::Guardian::new);
-    cfg.admission = super::admission::admission(settings);
-    cfg.usage = Some(agy_bridge::runner::quota::UsageLoader::from_settings(
-        settings,
-    ));
-    cfg
-}
-
-/// [`run_config`] with the configured permissions: every command that runs
-/// agy (run, ask, stream, record) starts here.
-pub fn configured(config: &agy_bridge::state::config::Config, settings: &Settings) -> RunConfig {
-    let mut cfg = run_config(settings);
-    cfg.skip_permissions = config.permissions == agy_bridge::state::config::PermissionMode::Allow;
-    cfg
-}
-
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
 /// parent shell died) or SIGQUIT: each ends the turn the same way, terminal
 /// event first. One that came before this was called is not lost (see
-/// [`super::caller::stop_token`]).
+/// [`agy_bridge::process::caller::stop_token`]).
 pub fn cancel_on_signals(token: CancellationToken) {
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     tokio::spawn(async move {
         stop.cancelled().await;
         token.cancel();
     });
     // Ctrl-Z stops agy's tree with the bridge, `fg` resumes both.
-    super::caller::forward_job_control();
-}
-
-/// The saved settings merged with the environment's, warnings on stderr. A
-/// settings variable with a value it does not take is an error (the turn
-/// must not run in a mode nobody asked for); a state directory that cannot
-/// be read only costs the file's values.
-pub fn config(settings: &Settings) -> Result<agy_bridge::state::config::Config, String> {
-    use agy_bridge::state::config::Config;
-    use agy_bridge::state::file::StateError;
-    match settings.load_config() {
-        Ok(status) => {
-            for w in &status.warnings {
-                eprintln!("agy-bridge: warning: {w}");
-            }
-            Ok(status.config)
-        }
-        Err(e @ StateError::Env { .. }) => Err(e.to_string()),
-        Err(e) => {
-            eprintln!("agy-bridge: warning: using default settings: {e}");
-            Ok(Config::default())
-        }
-    }
+    agy_bridge::process::caller::forward_job_control();
 }

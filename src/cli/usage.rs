@@ -38,9 +38,9 @@ pub fn cmd_usage(args: UsageArgs, settings: &agy_bridge::settings::Settings) -> 
     let loader = UsageLoader::from_settings(settings);
     // agy (`--version`, then `-p /usage`) ends on our stop signals: Ctrl-C
     // ends the command at once, exit 130.
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     let answer = runtime.block_on(loader.load(Duration::from_secs(max_age_secs), &stop));
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     let answer = answer?;

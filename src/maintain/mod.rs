@@ -1,4 +1,5 @@
-//! **maintain**: what maintainers run against a live agy, the top layer, above [`crate::pi`]: capturing a live agy run
+//! **maintain**: what maintainers run against a live agy (and the demo
+//! that runs the pipeline on a recording, [`demo`]), the top layer, above [`crate::pi`]: capturing a live agy run
 //! as a recording ([`record`]) and the conformance suite that checks a live
 //! agy against docs/agy-format.md ([`conformance`]).
 //!
@@ -15,4 +16,5 @@
 //! [`agy_format`](mod@agy_format). Nothing in this crate imports it.
 
 pub mod conformance;
+pub mod demo;
 pub mod record;

@@ -53,7 +53,7 @@
 //!   is ours to repair with `agy-bridge config`).
 //!
 //! **Saving never writes a value that came from the environment:**
-//! [`ConfigStore::save_change`] and [`ConfigStore::edit_allow`] re-read the
+//! [`ConfigStore::save_change_with_env`] and [`ConfigStore::edit_allow_with_env`] re-read the
 //! file under the lock, change only the one key and write the file back.
 
 pub mod env;

@@ -18,7 +18,7 @@
 
 use super::park::{BadContent, Delivery, Mismatch, Parked, ToolCall, ToolOutcome};
 use crate::gate::Question;
-use crate::pi::ask::{Answer, Asks};
+use crate::pi::dialog::{Answer, Asks};
 use crate::pi::provider::mapper::EventMapper;
 use crate::pi::provider::stream::PiStream;
 use crate::runner::RunEvent;
@@ -43,7 +43,7 @@ pub enum Control {
         outcome: Result<ToolOutcome, BadContent>,
     },
     /// `{"type":"permission","id","decision","scope","reason"}`: the user's
-    /// decision on a tool call agy waits for (see [`crate::pi::ask`]).
+    /// decision on a tool call agy waits for (see [`crate::pi::dialog`]).
     Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).

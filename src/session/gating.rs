@@ -1,39 +1,39 @@
-//! A turn's permission gate as the CLI opens it (`ask` mode; see
-//! `agy_bridge::gate`): agy must first have shown that it loads the
-//! bridge's hook from an `--add-dir` (`agy_bridge::gate::proof`, asked
+//! A turn's permission gate as a session opens it (`ask` mode; see
+//! `crate::gate`): agy must first have shown that it loads the
+//! bridge's hook from an `--add-dir` (`crate::gate::proof`, asked
 //! once per agy binary); only then does agy get the gate's directory and
 //! `--dangerously-skip-permissions`. If it cannot be shown, the turn runs
 //! as `deny`, and says why once per process (once per pi session).
 
-use agy_bridge::gate::{Gate, Grants, Policy};
-use agy_bridge::runner::{RunConfig, TurnRequest};
-use agy_bridge::settings::Settings;
-use agy_bridge::state::config::{Config, PermissionMode};
-use agy_bridge::state::rules::Rule;
+use crate::gate::{Gate, Grants, Policy};
+use crate::runner::{RunConfig, TurnRequest};
+use crate::settings::Settings;
+use crate::state::config::{Config, PermissionMode};
+use crate::state::rules::Rule;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use agy_bridge::gate::proof::{Unproven, PROOF_TIMEOUT};
+use crate::gate::proof::{Unproven, PROOF_TIMEOUT};
 
 /// What an `ask` turn's gate decides with.
 #[derive(Debug, Clone)]
-pub(crate) struct GatePlan {
+pub struct GatePlan {
     /// The rules that pass a call without asking.
-    pub(crate) rules: Vec<Rule>,
+    pub rules: Vec<Rule>,
     /// A person can be asked (pi has a UI).
-    pub(crate) can_ask: bool,
+    pub can_ask: bool,
     /// The pi session's grants (a `stream --session` sets its own).
-    pub(crate) grants: Grants,
+    pub grants: Grants,
     /// The user's home: agy's own MCP descriptions are under it.
-    pub(crate) home: Option<PathBuf>,
+    pub home: Option<PathBuf>,
     /// Where the hook's proof is remembered per agy binary.
-    pub(crate) state_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The plan for a turn under `config`; `None` unless permissions are
 /// `ask`. `ui`: pi can show a dialog.
-pub(crate) fn gate_plan(config: &Config, ui: bool, settings: &Settings) -> Option<GatePlan> {
+pub fn gate_plan(config: &Config, ui: bool, settings: &Settings) -> Option<GatePlan> {
     (config.permissions == PermissionMode::Ask).then(|| GatePlan {
         rules: config.allow_list(),
         can_ask: ui,
@@ -45,7 +45,7 @@ pub(crate) fn gate_plan(config: &Config, ui: bool, settings: &Settings) -> Optio
 
 /// The standing policy of a gate for `plan`: the workspace is the turn's
 /// directory (agy's own), else this process's.
-pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
+pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
     let home = plan.home.clone();
     Policy {
         rules: plan.rules.clone(),
@@ -68,7 +68,7 @@ pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&st
 /// process, agy is not installed, which the turn says itself, or `cancel`
 /// stopped the proof, which ends the turn too); agy then runs without the
 /// flag, as `deny`.
-pub(crate) async fn open_gate(
+pub async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
@@ -81,7 +81,7 @@ pub(crate) async fn open_gate(
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
-        let features = agy_bridge::runner::version::features_remembered(state_dir.as_deref(), &bin);
+        let features = crate::runner::version::features_remembered(state_dir.as_deref(), &bin);
         if let Some((a, b, c)) = features
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
@@ -90,13 +90,8 @@ pub(crate) async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        let proof = agy_bridge::gate::proof::prove(
-            state_dir.as_deref(),
-            &bin,
-            &env,
-            PROOF_TIMEOUT,
-            &cancel,
-        );
+        let proof =
+            crate::gate::proof::prove(state_dir.as_deref(), &bin, &env, PROOF_TIMEOUT, &cancel);
         proof.map_err(|e| match e {
             Unproven::NotInstalled { .. } | Unproven::Canceled => None,
             other => Some(other.to_string()),
@@ -138,7 +133,7 @@ fn say_once(bin: &std::path::Path, line: String) -> Option<String> {
 /// The gate of a turn nobody is asked in (`run`, AskAntigravity): the
 /// rules decide, and the turn's own steps show the denials. `None` when
 /// there is no gate (its line said on stderr when it could not be opened).
-pub(crate) async fn open_unattended(
+pub async fn open_unattended(
     plan: Option<&GatePlan>,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,

@@ -3,17 +3,17 @@
 //! message ended with the turn's outcome.
 
 use super::prepare::PreparedTurn;
-use agy_bridge::runner;
+use crate::runner;
 use std::io::Write;
 
 /// Save the session's binding and end pi's message with the turn's outcome.
 pub(super) fn end_turn<W: Write>(
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     prepared: &PreparedTurn,
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     result: &runner::RunResult,
 ) -> bool {
-    use agy_bridge::pi::provider;
+    use crate::pi::provider;
     // Remember where this conversation is, unless the run failed to bind.
     if let Some(store) = &prepared.store {
         // A new conversation (agy did not have ours) has no earlier cursor.

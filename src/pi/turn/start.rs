@@ -4,7 +4,8 @@
 //! features known and an account seat held.
 
 use super::prepare::PreparedTurn;
-use agy_bridge::runner;
+use crate::runner;
+use crate::session::turn_lock::{wait_turn_lock, TurnWait};
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -12,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 /// Everything `stream` has before agy starts: the request, its watchdog,
 /// the session's turn lock, the prepared turn.
 pub(super) struct StreamStart {
-    pub(super) req: agy_bridge::pi::provider::StreamRequest,
+    pub(super) req: crate::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     /// The runner's [`runner::Prelude`], computed while preparing.
     pub(super) prelude: runner::Prelude,
-    pub(super) _turn_lock: Option<agy_bridge::state::sessions::TurnLock>,
+    pub(super) _turn_lock: Option<crate::state::sessions::TurnLock>,
 }
 
 /// What pi is told of a request it got wrong (not an abort).
@@ -24,15 +25,15 @@ pub(super) fn bad_request(why: String) -> (bool, String) {
     (false, format!("agy-bridge: bad request: {why}"))
 }
 
-/// `stream_start` ([`super::stream`]) once the request line is in: parse
+/// A turn once its request line is in: parse
 /// it, take the session's turn lock, prepare the turn.
 pub(super) async fn start_from_line(
     line: &str,
     timeout: Duration,
-    settings: &agy_bridge::settings::Settings,
+    settings: &crate::settings::Settings,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
-    let req: agy_bridge::pi::provider::StreamRequest =
+    let req: crate::pi::provider::StreamRequest =
         serde_json::from_str(line).map_err(|e| bad_request(e.to_string()))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
@@ -80,21 +81,21 @@ pub(super) async fn start_from_line(
 }
 
 /// A turn ready to run: its request, preparation and [`runner::Prelude`],
-/// the [`agy_bridge::pi::provider::mapper::EventMapper`] its events go through, and
+/// the [`crate::pi::provider::mapper::EventMapper`] its events go through, and
 /// what it holds to its end (the session's turn lock, an account seat).
 pub(super) struct Begun {
-    pub(super) req: agy_bridge::pi::provider::StreamRequest,
+    pub(super) req: crate::pi::provider::StreamRequest,
     pub(super) prepared: PreparedTurn,
     pub(super) prelude: runner::Prelude,
-    pub(super) mapper: agy_bridge::pi::provider::mapper::EventMapper,
+    pub(super) mapper: crate::pi::provider::mapper::EventMapper,
     /// Bind it (`held: _held`) to keep both to the end of the turn.
     pub(super) held: Held,
 }
 
 /// What a turn holds while it runs.
 pub(super) struct Held {
-    _turn_lock: Option<agy_bridge::state::sessions::TurnLock>,
-    _seat: Option<agy_bridge::state::admission::Seat>,
+    _turn_lock: Option<crate::state::sessions::TurnLock>,
+    _seat: Option<crate::state::admission::Seat>,
 }
 
 /// From a started turn to one ready to run: agy's features asked (once
@@ -103,7 +104,7 @@ pub(super) struct Held {
 /// told when it waits). `None`: pi aborted the wait (pi has its `error`).
 pub(super) async fn begin_turn<W: Write>(
     start: StreamStart,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Begun> {
     let StreamStart {
@@ -114,13 +115,13 @@ pub(super) async fn begin_turn<W: Write>(
     } = start;
     if prelude.features().is_none() {
         let (dir, bin) = (prepared.cfg.state_dir.as_deref(), &prepared.cfg.agy_bin);
-        let features = agy_bridge::runner::version::agy_features(dir, bin, cancel).await;
+        let features = crate::runner::version::agy_features(dir, bin, cancel).await;
         prelude.set_features(features);
     }
     for note in &prepared.notes {
         pi.thinking(note);
     }
-    let mut mapper = agy_bridge::pi::provider::mapper::EventMapper::new(&prepared.cwd);
+    let mut mapper = crate::pi::provider::mapper::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
     mapper.set_home(prepared.settings.home.as_deref());
     if let Some(gone) = &prepared.replaces {
@@ -143,71 +144,15 @@ pub(super) async fn begin_turn<W: Write>(
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
 async fn take_seat<W: Write>(
-    admission: Option<&agy_bridge::state::admission::Admission>,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    admission: Option<&crate::state::admission::Admission>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
-) -> Option<Option<agy_bridge::state::admission::Seat>> {
-    match super::admission::wait_seat(admission, cancel, |words| pi.thinking(words)).await {
+) -> Option<Option<crate::state::admission::Seat>> {
+    match crate::session::seat::wait_seat(admission, cancel, |words| pi.thinking(words)).await {
         Ok(seat) => Some(seat),
         Err(()) => {
             pi.fail(true, "Operation aborted");
             None
         }
-    }
-}
-
-enum TurnWait {
-    Aborted,
-    Failed(String),
-    /// The lock file cannot be made (the state directory is read-only or
-    /// full): there is no session state to protect either.
-    Unavailable(String),
-}
-
-/// Take the session's turn lock, waiting (cancellably, at most `wait`) for
-/// another process's turn of the same session to end.
-///
-/// The wait is a blocking `flock` on a thread of its own (not the runtime's
-/// blocking pool, whose shutdown would wait for it): the lock is taken the
-/// moment the other turn lets go, with no polling. Abandoned (abort,
-/// timeout), the thread finds nobody to hand the lock to when it gets it,
-/// and lets go at once.
-async fn wait_turn_lock(
-    store: &agy_bridge::state::sessions::SessionStore,
-    key: &str,
-    cancel: &CancellationToken,
-    wait: Duration,
-) -> Result<agy_bridge::state::sessions::TurnLock, TurnWait> {
-    use agy_bridge::state::sessions::TurnLock;
-    match store.try_lock_turn(key) {
-        Ok(Some(lock)) => return Ok(lock),
-        Ok(None) => {}
-        Err(e) => return Err(TurnWait::Unavailable(e.to_string())),
-    }
-    let path = store.turn_lock_path(key);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let waiter = std::thread::Builder::new()
-        .name("turn-lock".into())
-        .spawn(move || {
-            // Nobody to take it (abandoned): dropping it lets go.
-            let _ = tx.send(TurnLock::wait_at(&path));
-        });
-    if let Err(e) = waiter {
-        return Err(TurnWait::Unavailable(format!(
-            "cannot start a thread to wait for the turn lock: {e}"
-        )));
-    }
-    tokio::select! {
-        _ = cancel.cancelled() => Err(TurnWait::Aborted),
-        // tokio caps a limit too far to reach at 30 years: no limit, in effect.
-        _ = tokio::time::sleep(wait) => Err(TurnWait::Failed(format!(
-            "agy-bridge: another turn of this pi session was still running after {} minutes; try again when it has finished",
-            wait.as_secs() / 60
-        ))),
-        taken = rx => match taken {
-            Ok(Ok(lock)) => Ok(lock),
-            Ok(Err(e)) => Err(TurnWait::Unavailable(e.to_string())),
-            Err(_) => Err(TurnWait::Unavailable("the turn lock's waiting thread ended without an answer".into())),
-        },
     }
 }

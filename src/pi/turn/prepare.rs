@@ -4,13 +4,13 @@
 //! sees first). Blocking work (files, SQLite, at worst `agy models`), done
 //! on a blocking thread; the warm session prepares its agy from here too.
 
-use agy_bridge::runner::{RunConfig, TurnRequest};
-use agy_bridge::settings::Settings;
+use crate::runner::{RunConfig, TurnRequest};
+use crate::settings::Settings;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The request's working directory: pi's, else ours.
-pub(super) fn request_cwd(req: &agy_bridge::pi::provider::StreamRequest) -> PathBuf {
+pub(super) fn request_cwd(req: &crate::pi::provider::StreamRequest) -> PathBuf {
     req.cwd
         .as_deref()
         .map(PathBuf::from)
@@ -20,10 +20,10 @@ pub(super) fn request_cwd(req: &agy_bridge::pi::provider::StreamRequest) -> Path
 
 /// The request's session key and the session store (if it can be opened).
 pub(super) fn session_of(
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     settings: &Settings,
-) -> (String, Option<agy_bridge::state::sessions::SessionStore>) {
-    use agy_bridge::state::sessions::SessionKey;
+) -> (String, Option<crate::state::sessions::SessionStore>) {
+    use crate::state::sessions::SessionKey;
     let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
     let store = match settings.session_store() {
         Ok(s) => Some(s),
@@ -40,14 +40,14 @@ pub(super) struct PreparedTurn {
     pub(super) turn: TurnRequest,
     pub(super) cwd: PathBuf,
     pub(super) session_key: String,
-    pub(super) store: Option<agy_bridge::state::sessions::SessionStore>,
+    pub(super) store: Option<crate::state::sessions::SessionStore>,
     /// Thinking lines to show before agy starts.
     pub(super) notes: Vec<String>,
     /// The pi session has no agy conversation yet: things said once per
     /// session are said now.
     pub(super) first_turn: bool,
     /// `ask` mode: the gate agy's tool calls go through.
-    pub(super) gating: Option<super::gate::GatePlan>,
+    pub(super) gating: Option<crate::session::gating::GatePlan>,
     /// The conversation the session was bound to, whose database is gone
     /// (agy dropped it): the turn begins a new one with pi's whole record,
     /// and the user hears of it, once bound, in the words of a
@@ -62,11 +62,11 @@ pub(super) struct PreparedTurn {
 /// an older cursor, which would replay the previous turn's answer.
 /// (Blocking: a SQLite read, on the thread that prepares the turn.)
 pub(super) fn resume_cursor(
-    entry: &agy_bridge::state::sessions::SessionEntry,
+    entry: &crate::state::sessions::SessionEntry,
     conversations_dir: &std::path::Path,
 ) -> i64 {
-    let db = agy_bridge::follow::discovery::db_path(conversations_dir, &entry.conversation_id);
-    agy_bridge::follow::poller::last_idx(&db)
+    let db = crate::follow::discovery::db_path(conversations_dir, &entry.conversation_id);
+    crate::follow::poller::last_idx(&db)
         .map_or(entry.last_step_idx, |now| now.max(entry.last_step_idx))
 }
 
@@ -75,7 +75,7 @@ pub(super) fn resume_cursor(
 /// asked for.
 pub(super) fn thinking_level(
     reasoning: Option<&str>,
-) -> Result<Option<agy_bridge::pi::models::ThinkingLevel>, String> {
+) -> Result<Option<crate::pi::models::ThinkingLevel>, String> {
     reasoning
         .filter(|r| !r.trim().is_empty())
         .map(str::parse)
@@ -87,27 +87,27 @@ pub(super) fn thinking_level(
 /// settings, agy's model and effort.
 pub(super) struct Resolved {
     pub(super) cfg: RunConfig,
-    pub(super) settings: agy_bridge::state::config::Config,
-    pub(super) model: agy_bridge::pi::models::Resolved,
+    pub(super) settings: crate::state::config::Config,
+    pub(super) model: crate::pi::models::Resolved,
 }
 
 /// Resolve the request's model and thinking level and the settings
 /// (files, at worst an `agy models` run, ended when `cancel` fires:
 /// blocking).
 pub(super) fn resolve_agy(
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     timeout: Duration,
     env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Resolved, String> {
-    let settings = super::turn::config(env).map_err(|e| format!("agy-bridge: {e}"))?;
+    let settings = crate::session::setup::config(env).map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = agy_bridge::pi::models::catalog(env, cancel);
-    super::env::check_default_model(env, &catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let catalog = crate::pi::models::catalog(env, cancel);
+    check_default_model(env, &catalog).map_err(|e| format!("agy-bridge: {e}"))?;
     let model = catalog
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
-    let mut cfg = super::turn::configured(&settings, env);
+    let mut cfg = crate::session::setup::configured(&settings, env);
     cfg.timeout = timeout;
     Ok(Resolved {
         cfg,
@@ -124,7 +124,7 @@ pub(super) fn session_turn(
     prompt: String,
     cwd: &std::path::Path,
     resolved: &Resolved,
-    existing: Option<&agy_bridge::state::sessions::SessionEntry>,
+    existing: Option<&crate::state::sessions::SessionEntry>,
 ) -> TurnRequest {
     TurnRequest {
         prompt,
@@ -142,14 +142,14 @@ pub(super) fn session_turn(
 /// Everything between pi's request and agy's command line; errors are the
 /// message pi shows. `cancel` ends an `agy models` run it waits for.
 pub(super) fn prepare_turn(
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     timeout: Duration,
     session_key: String,
-    store: Option<agy_bridge::state::sessions::SessionStore>,
+    store: Option<crate::state::sessions::SessionStore>,
     env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<PreparedTurn, String> {
-    use agy_bridge::pi::provider::context::{
+    use crate::pi::provider::context::{
         compose_prompt_for, context_digest_for, extract_prompt, has_own_turns, AgyContext,
         DIGEST_MAX_CHARS, LOST_DIGEST_MAX_CHARS,
     };
@@ -174,8 +174,7 @@ pub(super) fn prepare_turn(
     let mut context = AgyContext::Kept;
     let mut replaces = None;
     if let Some(entry) = &existing {
-        let db =
-            agy_bridge::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
+        let db = crate::follow::discovery::db_path(&cfg.conversations_dir, &entry.conversation_id);
         if !db.is_file() {
             // agy dropped it (it keeps about 500): resuming it would only
             // get agy's "not found" and a turn without the earlier context,
@@ -208,7 +207,7 @@ pub(super) fn prepare_turn(
             prompt.dropped_images
         ));
     }
-    let gating = super::gate::gate_plan(&settings, req.ui, env);
+    let gating = crate::session::gating::gate_plan(&settings, req.ui, env);
     let turn = session_turn(
         compose_prompt_for(&prompt, &digest, context),
         &cwd,
@@ -238,4 +237,41 @@ pub(super) fn prepare_turn(
         replaces,
         settings: env.clone(),
     })
+}
+
+/// AskAntigravity's and every turn's default model alias.
+const DEFAULT_MODEL: &str = "AGY_DEFAULT_MODEL";
+
+/// `AGY_DEFAULT_MODEL` (as `settings` holds it) against agy's catalog (as
+/// `stream` resolves models: the cache, else `agy models`, else the
+/// built-in catalog): an alias no model answers to is an error naming the
+/// ones there are.
+pub fn check_default_model(
+    settings: &Settings,
+    catalog: &crate::pi::models::Catalog,
+) -> Result<(), String> {
+    let Some(alias) = settings.config_var(DEFAULT_MODEL) else {
+        return Ok(());
+    };
+    catalog
+        .resolve_alias(alias, None)
+        .map(drop)
+        .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
+}
+
+/// Every variable checked before a command acts on them: the first bad
+/// value's sentence ([`Settings::check`]), then `AGY_DEFAULT_MODEL`
+/// against agy's catalog ([`check_default_model`]; the catalog is loaded
+/// only when the variable is set, and an `agy models` it runs ends on the
+/// token `stop` gives, asked for only then: the command's stop signals in
+/// the binary). Blocking.
+pub fn check_settings(
+    settings: &Settings,
+    stop: fn() -> tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    settings.check().map_err(|e| e.to_string())?;
+    if settings.config_var(DEFAULT_MODEL).is_some() {
+        check_default_model(settings, &crate::pi::models::catalog(settings, &stop()))?;
+    }
+    Ok(())
 }

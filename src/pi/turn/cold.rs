@@ -4,8 +4,8 @@
 
 use super::prepare::PreparedTurn;
 use super::start::{Begun, StreamStart};
-use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::runner;
+use crate::pi::mcp::relay::Control;
+use crate::runner;
 use std::io::Write;
 use tokio_util::sync::CancellationToken;
 
@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 /// tools served for this turn only; `control` is pi's control lines.
 pub(super) async fn run_cold<W: Write>(
     start: StreamStart,
-    standby: Option<agy_bridge::process::standby::Standby>,
+    standby: Option<crate::process::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let Some(Begun {
@@ -38,7 +38,7 @@ pub(super) async fn run_cold<W: Write>(
 
 /// A turn past its prologue, to run on an agy of its own.
 pub(super) struct ColdTurn<'a> {
-    pub(super) req: &'a agy_bridge::pi::provider::StreamRequest,
+    pub(super) req: &'a crate::pi::provider::StreamRequest,
     pub(super) prepared: &'a PreparedTurn,
     pub(super) prelude: runner::Prelude,
 }
@@ -46,10 +46,10 @@ pub(super) struct ColdTurn<'a> {
 /// [`run_cold`] after [`turn_prologue`].
 pub(super) async fn run_cold_prepared<W: Write>(
     cold: ColdTurn<'_>,
-    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
-    standby: Option<agy_bridge::process::standby::Standby>,
+    mapper: &mut crate::pi::provider::mapper::EventMapper,
+    standby: Option<crate::process::standby::Standby>,
     control: tokio::sync::mpsc::Receiver<Control>,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> bool {
     let ColdTurn {
@@ -59,8 +59,7 @@ pub(super) async fn run_cold_prepared<W: Write>(
     } = cold;
     let mut turn = prepared.turn.clone();
     let mut cfg = prepared.cfg.clone();
-    let served =
-        super::pi_tools::offer_pi_tools(req, prepared, &prelude, &mut turn, mapper, pi).await;
+    let served = super::tools::offer_pi_tools(req, prepared, &prelude, &mut turn, mapper, pi).await;
     let bridge = match served {
         Ok(b) => b,
         Err(message) => {
@@ -69,12 +68,11 @@ pub(super) async fn run_cold_prepared<W: Write>(
         }
     };
     let mut bridge = bridge;
-    let own_server = bridge.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
+    let own_server = bridge.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
     let mut gate =
-        super::pi_tools::open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi, cancel)
-            .await;
+        super::tools::open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi, cancel).await;
     let window = prepared.settings.tool_batch;
-    let mut side = super::pi_tools::tool_side(bridge.as_mut(), gate.as_mut(), control, window);
+    let mut side = super::tools::tool_side(bridge.as_mut(), gate.as_mut(), control, window);
 
     let (tx, mut rx) = runner::event_channel();
     // This binary as agy's guardian (`run_config`), already started.
@@ -85,7 +83,7 @@ pub(super) async fn run_cold_prepared<W: Write>(
     let run_cancel = cancel.clone();
     let runner =
         tokio::spawn(async move { runner::run_with(&cfg, &turn, prelude, run_cancel, tx).await });
-    agy_bridge::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
+    crate::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
     let result = runner.await;
     // The turn is over: close the ports, remove the configs, answer any
     // call and any question.

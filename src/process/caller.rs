@@ -7,7 +7,7 @@
 //! - A SIGTERM or SIGINT, from the first millisecond on, ends the command in
 //!   order instead of killing it: a plain handler installed first thing
 //!   notes it and cancels the command's stop token ([`stop_token`]), which
-//!   the turn ([`super::turn::cancel_on_signals`]) and every short agy
+//!   the turn (the binary's `cancel_on_signals`) and every short agy
 //!   program the command waits for (`agy models`, `-p /usage`, ...) end
 //!   on, so the command exits within moments, with 128 + the signal.
 //! - pi SIGKILLed leaves `stream` and agy running for the whole turn: the
@@ -22,11 +22,11 @@
 //!
 //! - A caller whose end of our stdin closed is gone as well: pi keeps it
 //!   open for the whole turn (abort and tool results come on it), so
-//!   `stream` aborts the turn at its end (`super::stream::stdin_reader`).
+//!   `stream` aborts the turn at its end ([`crate::pi::turn`]).
 //!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
-use nix::sys::signal::{self, SigHandler, Signal};
-use std::sync::atomic::{AtomicI32, Ordering};
+use crate::process::signals;
+use nix::sys::signal::{self, Signal};
 use tokio_util::sync::CancellationToken;
 
 /// The stop signals a command ends on (see [`stop_token`]).
@@ -37,40 +37,12 @@ const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-/// The first stop signal that came (0: none yet).
-static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
-/// The write end of the pipe that wakes [`stop_token`]'s watcher (-1: no
-/// watcher yet; a stop is then only noted).
-static WAKE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn note_stop(sig: nix::libc::c_int) {
-    let _ = STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-    let fd = WAKE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // A write may change errno under the code this handler interrupted.
-        let errno = nix::errno::Errno::last_raw();
-        // SAFETY: write(2) is async-signal-safe; the buffer outlives the call.
-        let _ = unsafe { nix::libc::write(fd, [1u8].as_ptr().cast(), 1) };
-        nix::errno::Errno::set_raw(errno);
-    }
-}
-
 /// First thing in `main` for the commands that run agy: a stop signal is
 /// noted, not fatal, and from then on cancels [`stop_token`]. Later
 /// handlers (tokio's for job control) chain to this one. Installed once.
 pub fn hold_early_stops() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        let action = signal::SigAction::new(
-            SigHandler::Handler(note_stop),
-            signal::SaFlags::SA_RESTART,
-            signal::SigSet::empty(),
-        );
-        for sig in STOP_SIGNALS {
-            // SAFETY: the handler only stores to atomics and writes a byte.
-            let _ = unsafe { signal::sigaction(sig, &action) };
-        }
-    });
+    INSTALLED.call_once(|| signals::note_stops(&STOP_SIGNALS));
 }
 
 /// This command's stop: cancelled by the first SIGTERM, SIGINT, SIGHUP or
@@ -96,7 +68,6 @@ pub fn stop_token() -> CancellationToken {
 /// falls between).
 fn watch_stops(token: CancellationToken) {
     use std::io::Read;
-    use std::os::fd::IntoRawFd;
     if let Ok((read, write)) = cloexec_pipe() {
         let mut read = std::fs::File::from(read);
         let watcher = token.clone();
@@ -115,7 +86,7 @@ fn watch_stops(token: CancellationToken) {
             });
         if started.is_ok() {
             // Kept open for the life of the process: the handler's end.
-            WAKE.store(write.into_raw_fd(), Ordering::SeqCst);
+            let _ = signals::wake_on_stop(write);
         }
     }
     if stopped_by().is_some() {
@@ -144,7 +115,7 @@ fn cloexec_pipe() -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 
 /// The stop signal this command got first, if any.
 pub fn stopped_by() -> Option<Signal> {
-    Signal::try_from(STOPPED_BY.load(Ordering::SeqCst)).ok()
+    signals::noted_stop()
 }
 
 /// When a stop signal ended the command: say so and give the shell's code
@@ -175,7 +146,7 @@ pub fn stop_with_parent() {
 /// hang-up.
 pub fn cancel_when_stdout_closes(token: CancellationToken) {
     use std::os::fd::AsFd;
-    if agy_bridge::pi::provider::pipe::pipe_kind(std::io::stdout().as_fd()).is_none() {
+    if pipe_kind(std::io::stdout().as_fd()).is_none() {
         return;
     }
     std::thread::spawn(move || {
@@ -204,7 +175,7 @@ pub fn cancel_when_stdout_closes(token: CancellationToken) {
 /// them, then stop the bridge itself (its handler replaced the default
 /// stop); on SIGCONT (`fg`, `bg`, `kill -CONT`), resume them.
 pub fn forward_job_control() {
-    use agy_bridge::process::job_control;
+    use crate::process::job_control;
     use tokio::signal::unix::{signal, SignalKind};
     let tstp = signal(SignalKind::from_raw(Signal::SIGTSTP as i32));
     let cont = signal(SignalKind::from_raw(Signal::SIGCONT as i32));
@@ -228,4 +199,27 @@ pub fn forward_job_control() {
             }
         }
     });
+}
+
+/// What a descriptor with a reader at its other end is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipeKind {
+    /// A pipe (a FIFO).
+    Fifo,
+    /// A socket.
+    Socket,
+}
+
+/// Whether `fd` is a pipe or a socket (`None`: a file, a terminal, or
+/// unknown), from its `fstat`.
+pub fn pipe_kind(fd: std::os::fd::BorrowedFd<'_>) -> Option<PipeKind> {
+    use nix::sys::stat::{fstat, SFlag};
+    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFIFO {
+        Some(PipeKind::Fifo)
+    } else if kind == SFlag::S_IFSOCK {
+        Some(PipeKind::Socket)
+    } else {
+        None
+    }
 }

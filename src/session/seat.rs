@@ -1,17 +1,17 @@
 //! The account-wide admission of agy turns, as the turn commands use it
-//! (the limits themselves are the library's, [`agy_bridge::state::admission`]; the
-//! spacing of agy starts is the runner's, [`agy_bridge::runner::spaced_start`]):
+//! (the limits themselves are the library's, [`crate::state::admission`]; the
+//! spacing of agy starts is the runner's, [`crate::runner::spaced_start`]):
 //! a wait for a seat is said, and a state directory that cannot hold the
 //! lock files never stops a turn (it runs without admission, with one
 //! warning).
 
-use agy_bridge::state::admission::{Admission, AdmissionError, Seat, SEATS_ENV};
+use crate::state::admission::{Admission, AdmissionError, Seat, SEATS_ENV};
 use tokio_util::sync::CancellationToken;
 
 /// The admission of this user's state directory; `None` when there is no
 /// state directory (the turn then runs without admission). Its variables
-/// were checked before the command acted (`super::env::check_words`).
-pub fn admission(settings: &agy_bridge::settings::Settings) -> Option<Admission> {
+/// were checked before the command acted (the binary checks every variable first).
+pub fn admission(settings: &crate::settings::Settings) -> Option<Admission> {
     settings.admission()
 }
 

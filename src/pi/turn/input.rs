@@ -3,8 +3,8 @@
 //! control lines).
 //!
 //! pi's stdout is written where `PiStream` writes: on the thread driving
-//! `stream`, the runtime's only one ([`super::turn::stream_runtime`]),
-//! through [`agy_bridge::pi::provider::pipe::PipeOut`], which puts a line
+//! `stream`, the runtime's only one (the binary builds it on one thread),
+//! through [`crate::pi::provider::pipe::PipeOut`], which puts a line
 //! into the pipe as far as it has room now; the relay awaits the rest
 //! before the next event. pi reading slowly holds the relay, not the
 //! runtime: the relay stops taking the runner's events, and the runner
@@ -15,11 +15,11 @@
 //! chunks, then a blocking write on the thread that drove a multi-thread
 //! runtime: one or two more threads to wake for every event.
 
-use agy_bridge::pi::mcp::relay::Control;
+use crate::pi::mcp::relay::Control;
 
 /// Queue a control line for the relay without waiting: this thread must go
 /// on reading stdin (an abort may follow), so a line beyond
-/// [`agy_bridge::pi::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
+/// [`crate::pi::mcp::relay::CONTROL_CAPACITY`] is dropped, and said.
 pub(super) fn keep_control(control: &tokio::sync::mpsc::Sender<Control>, line: Control) {
     use tokio::sync::mpsc::error::TrySendError;
     if let Err(TrySendError::Full(_)) = control.try_send(line) {

@@ -2,7 +2,7 @@
 //! turns one after another, with a warm agy kept between them.
 //!
 //! A cold turn pays agy's start-up (seconds) before agy does anything; a
-//! turn on a warm agy ([`agy_bridge::runner::WarmAgy`]) does not. pi's
+//! turn on a warm agy ([`crate::runner::WarmAgy`]) does not. pi's
 //! extension keeps one of these children per pi session (it already kept
 //! `stream`'s child across tool calls), so the warm agy lives exactly as
 //! long as the pi session does: the guardian covers it, pi's death ends
@@ -18,14 +18,15 @@
 
 use super::cold::ColdTurn;
 use super::prepare::PreparedTurn;
-use agy_bridge::pi::mcp::relay::{Control, CONTROL_CAPACITY};
-use agy_bridge::pi::provider::stream::PiStream;
-use agy_bridge::pi::provider::StreamRequest;
-use agy_bridge::process::standby::Standby;
-use agy_bridge::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
-use agy_bridge::settings::vars::WARM_ENV;
-use agy_bridge::settings::Settings;
-use std::io::Write;
+use crate::pi::mcp::relay::{Control, CONTROL_CAPACITY};
+use crate::pi::provider::stream::PiStream;
+use crate::pi::provider::StreamRequest;
+use crate::process::standby::Standby;
+use crate::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use crate::session::gating::GatePlan;
+use crate::settings::vars::WARM_ENV;
+use crate::settings::Settings;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -37,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 const MAX_FRUITLESS_STARTS: u32 = 2;
 
 /// What stdin brings the session.
-enum Msg {
+pub(super) enum Msg {
     /// A turn's request line, with the turn's own abort token and control
     /// lines (made when the line was read, so an abort right behind it
     /// reaches this turn).
@@ -51,24 +52,26 @@ enum Msg {
 }
 
 /// The turn stdin's abort and control lines go to: the last request's.
-struct Current {
-    cancel: CancellationToken,
-    control: mpsc::Sender<Control>,
+pub(super) struct Current {
+    pub(super) cancel: CancellationToken,
+    pub(super) control: mpsc::Sender<Control>,
 }
 
-/// Read stdin on a plain thread for the whole session. Its end means pi is
-/// gone: the current turn is aborted (a parked call hears why) and `gone`
-/// is cancelled.
-fn session_input(gone: CancellationToken) -> mpsc::Receiver<Msg> {
+/// Read pi's input (stdin) on a plain thread for the whole session. Its end
+/// means pi is gone: the current turn is aborted (a parked call hears why)
+/// and `gone` is cancelled.
+fn session_input<R: Read + Send + 'static>(
+    input: R,
+    gone: CancellationToken,
+) -> mpsc::Receiver<Msg> {
     let (tx, rx) = mpsc::channel(4);
     std::thread::spawn(move || {
-        use std::io::BufRead;
         let (control, _) = mpsc::channel(1);
         let current = Arc::new(Mutex::new(Current {
             cancel: gone.child_token(),
             control,
         }));
-        let mut stdin = std::io::stdin().lock();
+        let mut stdin = BufReader::new(input);
         loop {
             let mut line = Vec::new();
             match stdin.read_until(b'\n', &mut line) {
@@ -92,13 +95,17 @@ fn session_input(gone: CancellationToken) -> mpsc::Receiver<Msg> {
 
 /// One stdin line: an abort or a control line is handled here (for the
 /// current turn); a request or a warm line goes to the session.
-fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> Option<Msg> {
+pub(super) fn classify(
+    line: &[u8],
+    current: &Mutex<Current>,
+    gone: &CancellationToken,
+) -> Option<Msg> {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end_matches(['\n', '\r']);
     if text.trim().is_empty() {
         return None;
     }
-    if super::pi_io::is_abort_line(line) {
+    if super::input::is_abort_line(line) {
         if let Ok(c) = current.lock() {
             c.cancel.cancel();
         }
@@ -111,7 +118,7 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
         Some("warm") => Some(Msg::Warm(text.to_string())),
         Some(kind) if kind != "request" => {
             if let (Some(c), Ok(cur)) = (Control::parse(text), current.lock()) {
-                super::pi_io::keep_control(&cur.control, c);
+                super::input::keep_control(&cur.control, c);
             }
             None
         }
@@ -139,10 +146,10 @@ fn classify(line: &[u8], current: &Mutex<Current>, gone: &CancellationToken) -> 
 /// its whole life (they are on its command line).
 struct Slot {
     warm: WarmAgy,
-    tools: Option<agy_bridge::pi::mcp::ToolBridge>,
+    tools: Option<crate::pi::mcp::ToolBridge>,
     /// `ask` mode: the gate agy's hook reaches (its directory is on agy's
     /// command line).
-    gate: Option<agy_bridge::gate::Gate>,
+    gate: Option<crate::gate::Gate>,
     /// Why an `ask` session's agy runs without its gate (as `deny`): said
     /// in pi at the slot's first turn.
     gate_note: Option<String>,
@@ -155,13 +162,14 @@ struct Plan {
     cfg: RunConfig,
     req: TurnRequest,
     key: WarmKey,
-    tools: Vec<agy_bridge::pi::provider::PiTool>,
-    gating: Option<super::gate::GatePlan>,
+    tools: Vec<crate::pi::provider::PiTool>,
+    gating: Option<GatePlan>,
 }
 
 struct Session {
     /// pi is gone: nothing more starts.
     gone: CancellationToken,
+    out: Output,
     timeout: Duration,
     /// The environment's settings (`AGY_WARM`, `AGY_WARM_IDLE_SECS`, ...).
     settings: Settings,
@@ -175,22 +183,32 @@ struct Session {
     fruitless: u32,
     /// What the user allowed "for this session": every gate of the
     /// session (each warm agy's, each cold turn's) shares it.
-    grants: agy_bridge::gate::Grants,
+    grants: crate::gate::Grants,
 }
 
-/// `stream --session`. Returns `false` only when the session could not
-/// begin (a bad variable); each turn's failure is that turn's `error`
-/// event, and the session goes on.
-pub async fn serve(timeout: Duration, standby: Option<Standby>, settings: &Settings) -> bool {
-    let gone = CancellationToken::new();
-    let mut msgs = session_input(gone.clone());
-    super::turn::cancel_on_signals(gone.clone());
-    super::caller::stop_with_parent();
-    super::caller::cancel_when_stdout_closes(gone.clone());
-    // Every variable was checked before (`stream_limits`).
+/// Where each turn's events go: a fresh [`PiStream`] per turn (pi's stdout
+/// in the binary, a buffer in tests).
+pub type Output = Box<dyn FnMut() -> PiStream<Box<dyn Write>>>;
+
+/// `stream --session`: every turn of one pi session, read from `input`,
+/// each turn's events to a fresh stream from `out`, under `settings` (the
+/// binary's, checked before, its flags applied: each turn's watchdog is
+/// [`Settings::watchdog`]; `AGY_WARM` and `AGY_WARM_IDLE_SECS` say whether
+/// and how long agy is kept warm). `gone` is pi's end (the caller
+/// cancels it on a stop signal, pi's death, stdout's reader gone; the end
+/// of `input` cancels it too).
+pub async fn serve_session<R: Read + Send + 'static>(
+    input: R,
+    out: Output,
+    settings: &Settings,
+    standby: Option<Standby>,
+    gone: CancellationToken,
+) {
+    let mut msgs = session_input(input, gone.clone());
     let mut session = Session {
         gone: gone.clone(),
-        timeout,
+        out,
+        timeout: settings.watchdog(),
         settings: settings.clone(),
         standby,
         slot: None,
@@ -215,7 +233,6 @@ pub async fn serve(timeout: Duration, standby: Option<Standby>, settings: &Setti
         session.last_use = Instant::now();
     }
     session.shutdown().await;
-    true
 }
 
 impl Session {
@@ -345,8 +362,7 @@ impl Session {
         control: mpsc::Receiver<Control>,
         cancel: &CancellationToken,
     ) -> bool {
-        let (out, room) = agy_bridge::pi::provider::pipe::PipeOut::stdout();
-        let mut pi = PiStream::new(out).with_room(room);
+        let mut pi = (self.out)();
         pi.start();
         let start =
             match super::start::start_from_line(line, self.timeout, &self.settings, cancel).await {
@@ -369,9 +385,9 @@ impl Session {
         };
         self.share_grants(&mut prepared);
         if self.warm_possible() {
-            let too_old = super::pi_tools::too_old_for_pi_tools(&prelude);
+            let too_old = super::tools::too_old_for_pi_tools(&prelude);
             if let Some(old) = too_old.filter(|_| prepared.first_turn && !req.tools.is_empty()) {
-                pi.thinking(&super::pi_tools::no_pi_tools_note(old));
+                pi.thinking(&super::tools::no_pi_tools_note(old));
             }
             let plan = plan_for(&req, &prepared, &prelude);
             if let Some(slot) = self
@@ -432,12 +448,12 @@ fn offered_tools(
     req: &StreamRequest,
     prelude: &runner::Prelude,
     on: bool,
-) -> Vec<agy_bridge::pi::provider::PiTool> {
-    let too_old = super::pi_tools::too_old_for_pi_tools(prelude).is_some();
+) -> Vec<crate::pi::provider::PiTool> {
+    let too_old = super::tools::too_old_for_pi_tools(prelude).is_some();
     if too_old || !on {
         return Vec::new();
     }
-    agy_bridge::pi::mcp::offered_tools(&req.tools)
+    crate::pi::mcp::offered_tools(&req.tools)
 }
 
 impl Session {
@@ -485,7 +501,7 @@ impl Session {
         if !runner::spaced_start(&cfg, cancel).await {
             return None;
         }
-        let tools = match agy_bridge::pi::mcp::ToolBridge::start(tools).await {
+        let tools = match crate::pi::mcp::ToolBridge::start(tools).await {
             Ok(tools) => tools,
             Err(e) => {
                 self.refuse(format!("pi's tools cannot be served to agy ({e})"));
@@ -496,10 +512,14 @@ impl Session {
             req.add_dirs.push(bridge.dir.path().to_path_buf());
             req.private_dirs.push(bridge.dir.path().to_path_buf());
         }
-        let own_server = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
+        let own_server = tools.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
         let (gate, gate_note) = match &gating {
             Some(plan) => {
-                match super::gate::open_gate(plan, &mut cfg, &mut req, own_server, cancel).await {
+                match crate::session::gating::open_gate(
+                    plan, &mut cfg, &mut req, own_server, cancel,
+                )
+                .await
+                {
                     Ok(gate) => (Some(gate), None),
                     // agy runs as deny (no skip-permissions), still warm.
                     Err(line) => (None, line),
@@ -593,15 +613,12 @@ fn prepare_warm(
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
         .filter(|e| {
-            agy_bridge::follow::discovery::db_path(
-                &resolved.cfg.conversations_dir,
-                &e.conversation_id,
-            )
-            .is_file()
+            crate::follow::discovery::db_path(&resolved.cfg.conversations_dir, &e.conversation_id)
+                .is_file()
         });
     let prepared = PreparedTurn {
         turn: super::prepare::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
-        gating: super::gate::gate_plan(&resolved.settings, req.ui, env),
+        gating: crate::session::gating::gate_plan(&resolved.settings, req.ui, env),
         cfg: resolved.cfg,
         cwd,
         session_key,
@@ -633,7 +650,7 @@ impl Session {
         plan: Plan,
         req: &StreamRequest,
         prepared: &PreparedTurn,
-        mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
+        mapper: &mut crate::pi::provider::mapper::EventMapper,
         control: mpsc::Receiver<Control>,
         pi: &mut PiStream<W>,
         cancel: &CancellationToken,
@@ -649,15 +666,15 @@ impl Session {
             pi.thinking(&format!("\n[agy-bridge: {line}]\n"));
         }
         if tools.is_some() {
-            mapper.hide_bridge_calls(agy_bridge::pi::mcp::is_bridge_call);
+            mapper.hide_bridge_calls(crate::pi::mcp::is_bridge_call);
         }
         if let (Some(g), Some(plan)) = (&gate, &prepared.gating) {
             // This turn's rules and UI; the session's grants stay.
-            let own = tools.as_ref().map(|_| agy_bridge::pi::mcp::SERVER_NAME);
-            g.set_policy(super::gate::policy(plan, &prepared.turn, own));
+            let own = tools.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
+            g.set_policy(crate::session::gating::policy(plan, &prepared.turn, own));
         }
         let window = prepared.settings.tool_batch;
-        let mut side = super::pi_tools::tool_side(tools.as_mut(), gate.as_mut(), control, window);
+        let mut side = super::tools::tool_side(tools.as_mut(), gate.as_mut(), control, window);
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();
@@ -665,9 +682,9 @@ impl Session {
             tokio::spawn(
                 async move { runner::run_warm(&cfg, &turn_req, warm, run_cancel, tx).await },
             );
-        agy_bridge::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
+        crate::pi::mcp::relay::relay(&mut rx, side.as_mut().ok(), pi, mapper, cancel).await;
         let outcome = task.await;
-        let control = super::pi_tools::give_back(side, tools.as_mut(), gate.as_mut());
+        let control = super::tools::give_back(side, tools.as_mut(), gate.as_mut());
         match outcome {
             Ok(WarmRun::Ran(result, warm)) => {
                 self.fruitless = 0;

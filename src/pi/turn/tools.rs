@@ -3,8 +3,8 @@
 //! and given back. Shared by the cold turn and the warm session.
 
 use super::prepare::PreparedTurn;
-use agy_bridge::pi::mcp::relay::Control;
-use agy_bridge::runner::{self, RunConfig, TurnRequest};
+use crate::pi::mcp::relay::Control;
+use crate::runner::{self, RunConfig, TurnRequest};
 use std::io::Write;
 use std::time::Duration;
 
@@ -15,11 +15,11 @@ pub(super) async fn open_turn_gate<W: Write>(
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
     own_server: Option<&str>,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &tokio_util::sync::CancellationToken,
-) -> Option<agy_bridge::gate::Gate> {
+) -> Option<crate::gate::Gate> {
     let plan = prepared.gating.as_ref()?;
-    match super::gate::open_gate(plan, cfg, turn, own_server, cancel).await {
+    match crate::session::gating::open_gate(plan, cfg, turn, own_server, cancel).await {
         Ok(gate) => Some(gate),
         Err(line) => {
             if let Some(line) = line {
@@ -35,11 +35,11 @@ pub(super) async fn open_turn_gate<W: Write>(
 /// gate: pi's control lines with agy's calls (lent from the MCP server) and
 /// the gate's questions (lent from the gate). [`give_back`] returns them.
 pub(super) fn tool_side(
-    bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
-    gate: Option<&mut agy_bridge::gate::Gate>,
+    bridge: Option<&mut crate::pi::mcp::ToolBridge>,
+    gate: Option<&mut crate::gate::Gate>,
     control: tokio::sync::mpsc::Receiver<Control>,
     window: Duration,
-) -> Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
+) -> Result<crate::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
     use tokio::sync::mpsc::channel;
     if bridge.is_none() && gate.is_none() {
         return Err(control);
@@ -50,17 +50,17 @@ pub(super) fn tool_side(
     };
     let asks = gate.map(|g| {
         let questions = std::mem::replace(&mut g.questions, channel(1).1);
-        agy_bridge::pi::ask::Asks::new(questions, g.grants())
+        crate::pi::dialog::Asks::new(questions, g.grants())
     });
-    Ok(agy_bridge::pi::mcp::relay::ToolLines::new(calls, control, window).with_asks(asks))
+    Ok(crate::pi::mcp::relay::ToolLines::new(calls, control, window).with_asks(asks))
 }
 
 /// What [`tool_side`] lent, back to its owners (questions still open are
 /// denied); pi's control lines back to the caller.
 pub(super) fn give_back(
-    side: Result<agy_bridge::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
-    bridge: Option<&mut agy_bridge::pi::mcp::ToolBridge>,
-    gate: Option<&mut agy_bridge::gate::Gate>,
+    side: Result<crate::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>>,
+    bridge: Option<&mut crate::pi::mcp::ToolBridge>,
+    gate: Option<&mut crate::gate::Gate>,
 ) -> tokio::sync::mpsc::Receiver<Control> {
     let mut lines = match side {
         Ok(lines) => lines,
@@ -80,13 +80,13 @@ pub(super) fn give_back(
 /// once per pi session): an agy that does not say its version is offered
 /// the tools as before.
 pub(super) async fn offer_pi_tools<W: Write>(
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     prepared: &PreparedTurn,
     prelude: &runner::Prelude,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
-    pi: &mut agy_bridge::pi::provider::stream::PiStream<W>,
-) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
+    mapper: &mut crate::pi::provider::mapper::EventMapper,
+    pi: &mut crate::pi::provider::stream::PiStream<W>,
+) -> Result<Option<crate::pi::mcp::ToolBridge>, String> {
     if let Some(old) = too_old_for_pi_tools(prelude) {
         if prepared.first_turn && !req.tools.is_empty() {
             pi.thinking(&no_pi_tools_note(old));
@@ -109,13 +109,13 @@ pub(super) fn too_old_for_pi_tools(
 /// Serve the request's tools (those agy lacks) to agy for this turn: the
 /// private MCP config directory joins the turn's `--add-dir`s.
 async fn serve_pi_tools(
-    req: &agy_bridge::pi::provider::StreamRequest,
+    req: &crate::pi::provider::StreamRequest,
     turn: &mut TurnRequest,
-    mapper: &mut agy_bridge::pi::provider::mapper::EventMapper,
+    mapper: &mut crate::pi::provider::mapper::EventMapper,
     on: bool,
-) -> Result<Option<agy_bridge::pi::mcp::ToolBridge>, String> {
-    use agy_bridge::pi::mcp;
-    // `AGY_PI_TOOLS`, checked before the turn (`stream_limits`).
+) -> Result<Option<crate::pi::mcp::ToolBridge>, String> {
+    use crate::pi::mcp;
+    // `AGY_PI_TOOLS`, checked before the turn (the binary checks every variable first).
     if !on {
         return Ok(None);
     }
@@ -125,7 +125,7 @@ async fn serve_pi_tools(
     if let Some(b) = &bridge {
         turn.add_dirs.push(b.dir.path().to_path_buf());
         turn.private_dirs.push(b.dir.path().to_path_buf());
-        mapper.hide_bridge_calls(agy_bridge::pi::mcp::is_bridge_call);
+        mapper.hide_bridge_calls(crate::pi::mcp::is_bridge_call);
     }
     Ok(bridge)
 }
