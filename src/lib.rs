@@ -34,4 +34,7 @@ pub mod process;
 pub mod runner;
 pub mod session;
 pub mod state;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 pub mod view;

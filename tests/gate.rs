@@ -355,7 +355,7 @@ impl Scene {
     }
 
     fn policy(&self, can_ask: bool) -> Policy {
-        let mut rules = agy_bridge::state::rules::DEFAULT_ALLOW
+        let mut rules = agy_bridge::testing::state::DEFAULT_ALLOW
             .iter()
             .map(|r| Rule::parse(r).expect("rule"))
             .collect::<Vec<_>>();

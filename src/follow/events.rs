@@ -157,7 +157,7 @@ impl PermissionDecision {
     }
 
     /// Words for people: "allowed", "denied", "timed out", "no answer".
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             PermissionDecision::Allowed => "allowed",
             PermissionDecision::Denied => "denied",
@@ -270,7 +270,7 @@ impl Tracker {
     }
 
     /// The tool a step runs, from its own call (5.4) or its type.
-    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+    pub(crate) fn tool_name(&self, idx: i64) -> Option<&str> {
         self.steps.get(&idx).and_then(|s| s.tool_name.as_deref())
     }
 

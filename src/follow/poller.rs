@@ -62,7 +62,7 @@ impl Settle {
 /// The highest step idx in a conversation database, if it can be read
 /// (blocking: a SQLite read). Its connection is kept open for the poller
 /// that follows the database next (`follow::kept_open`).
-pub fn last_idx(path: &Path) -> Option<i64> {
+pub(crate) fn last_idx(path: &Path) -> Option<i64> {
     let opened = kept_open::open(path).ok()?;
     let idx = opened
         .conn
@@ -79,7 +79,7 @@ pub fn last_idx(path: &Path) -> Option<i64> {
 /// its database beside `root` (the conversation that started it). `None`
 /// when that database is not there, cannot be read or holds no answer, or
 /// `child` is not a conversation id (it never becomes a path then).
-pub fn subagent_answer(root: &Path, child: &str) -> Option<String> {
+pub(crate) fn subagent_answer(root: &Path, child: &str) -> Option<String> {
     let id = ConversationId::parse(child.trim()).ok()?;
     let path = root.parent()?.join(format!("{}.db", id.as_str()));
     let conn = open_read_only(&path).ok()?;
@@ -180,12 +180,12 @@ pub struct Poller {
 /// ([`Poller::behind`]), never all at once. Steps still growing are read
 /// again on every poll besides these (there are few: agy finishes a step
 /// before it starts most others).
-pub const ROWS_PER_POLL: usize = 64;
+pub(crate) const ROWS_PER_POLL: usize = 64;
 
 /// Payload bytes of new rows one poll reads at most (it always reads one
 /// row, however large): the same bound for rows of a few megabytes each,
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
-pub const BYTES_PER_POLL: usize = 4 << 20;
+pub(crate) const BYTES_PER_POLL: usize = 4 << 20;
 
 /// The steps of the rows from the cursor's on (`reread`: the cursor's own
 /// row too, the newest step read, still growing), in order, up to
@@ -449,13 +449,13 @@ impl Poller {
     }
 
     /// The tool step `idx` runs, if it is a tool step.
-    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+    pub(crate) fn tool_name(&self, idx: i64) -> Option<&str> {
         self.tracker.tool_name(idx)
     }
 
     /// The newest model call's usage (never a checkpoint's side call: it
     /// is not the context in use) and the sum over every call seen.
-    pub fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
+    pub(crate) fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
         let mut sum = steps::Usage::default();
         for (u, _) in self.usage.values() {
             sum += u;

@@ -85,7 +85,7 @@ impl Transcript {
 
     /// The final answer as agy prints it: the text of the last step whose
     /// answer text is not blank.
-    pub fn last_answer(&self) -> Option<&str> {
+    pub(crate) fn last_answer(&self) -> Option<&str> {
         self.steps.values().rev().find_map(|items| {
             items.iter().find_map(|e| match e {
                 Event::Text { text, .. } if !text.trim().is_empty() => Some(text.as_str()),

@@ -30,14 +30,15 @@
 mod call;
 pub mod client;
 mod command;
-pub mod listen;
+pub(crate) mod listen;
 mod paths;
-pub mod policy;
+pub(crate) mod policy;
 pub mod proof;
 
 use crate::state::tmp::PrivateDir;
 use agy_format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
 use agy_format::text::shell_word;
+
 pub use policy::{Grants, Policy, Verdict};
 use std::path::Path;
 use std::sync::Arc;

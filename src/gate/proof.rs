@@ -33,11 +33,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The cache file's name inside the state directory.
-pub const PROOF_CACHE_FILE: &str = "agy-hooks-proof.json";
+pub(crate) const PROOF_CACHE_FILE: &str = "agy-hooks-proof.json";
 
 /// A sensible bound for `agy -p /hooks` (it answers in about the time
 /// `/usage` does, a few seconds).
-pub const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The probe hook's name in hooks.json.
 const PROBE_NAME: &str = "agy-bridge-probe";
@@ -95,7 +95,7 @@ struct Entry {
 /// `tokio::task::spawn_blocking`. `env` is set on agy's process (as the
 /// turn's agy would get it); `timeout` bounds agy's run, and `cancel` ends
 /// it at once ([`short`]: agy runs under the guardian).
-pub fn prove(
+pub(crate) fn prove(
     agy_bin: &Path,
     env: &[(String, String)],
     timeout: Duration,
@@ -110,7 +110,7 @@ pub fn prove(
 }
 
 /// [`prove`] with `agy-hooks-proof.json` in `state_dir` (blocking).
-pub fn prove_at(
+pub(crate) fn prove_at(
     state_dir: &Path,
     agy_bin: &Path,
     env: &[(String, String)],
@@ -137,15 +137,10 @@ struct Asking<'a> {
     cancel: &'a CancellationToken,
 }
 
-/// What is remembered for the agy `agy_bin` names, as it is now: proven or
-/// not; `None` when it was never answered (or is not an executable file).
-/// Blocking file I/O, no agy run.
-pub fn remembered(agy_bin: &Path) -> Option<bool> {
-    remembered_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin)
-}
-
-/// [`remembered`] with `agy-hooks-proof.json` in `state_dir`.
-pub fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
+/// What `agy-hooks-proof.json` in `state_dir` remembers for the agy
+/// `agy_bin` names, as it is now: proven or not; `None` when it was never
+/// answered (or is not an executable file). Blocking file I/O, no agy run.
+pub(crate) fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
     remembered_in(&PerBinaryFile::at(state_dir, PROOF_CACHE_FILE), agy_bin)
 }
 

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 
 /// argv\[1\] that turns the binary into the guardian:
 /// `BIN __agy-bridge-guard`, with a [`Launch`] frame on stdin.
-pub const GUARD_ARG: &str = "__agy-bridge-guard";
+pub(crate) const GUARD_ARG: &str = "__agy-bridge-guard";
 
 /// Set once [`main_if_guard`] has run in this process: its binary can be
 /// a guardian, so the short agy programs it asks run under one too

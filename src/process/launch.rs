@@ -52,7 +52,7 @@ const ITEMS_MAX: usize = 1 << 16;
 
 impl Launch {
     /// `std::process::Command` for this launch (stdio left to the caller).
-    pub fn command(&self) -> std::process::Command {
+    pub(crate) fn command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -65,7 +65,7 @@ impl Launch {
     /// The frame: items of `tag (1 byte) | length (u32, little-endian) |
     /// bytes`, in any order, then the end tag. An environment item is
     /// `KEY=VALUE`.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut item = |tag: u8, bytes: &[u8]| push_item(&mut out, tag, bytes);
         item(TAG_PROGRAM, self.program.as_bytes());
@@ -134,7 +134,7 @@ fn push_item(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
 
 /// What follows the launch frame on the guardian's stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// Bytes for agy's stdin, written after those of earlier frames.
     Input(Vec<u8>),
     /// agy's input is over: its stdin is closed once the bytes before are
@@ -146,7 +146,7 @@ const TAG_INPUT: u8 = b'w';
 const TAG_CLOSE_INPUT: u8 = b'z';
 /// The most bytes one input frame holds: longer input is cut into several
 /// frames, so the reader never allocates more than this for one.
-pub const INPUT_CHUNK: usize = 1 << 20;
+pub(crate) const INPUT_CHUNK: usize = 1 << 20;
 
 impl Frame {
     /// The frames that write `bytes` to agy's stdin, of any length.

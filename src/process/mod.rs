@@ -18,11 +18,11 @@
 //!
 //! May import: [`agy_format`](mod@agy_format).
 
-pub mod blocking;
+pub(crate) mod blocking;
 pub mod caller;
 pub mod guard;
-pub mod job_control;
+pub(crate) mod job_control;
 pub mod launch;
-pub mod short;
+pub(crate) mod short;
 pub mod standby;
-pub mod tree;
+pub(crate) mod tree;

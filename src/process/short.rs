@@ -82,7 +82,7 @@ impl Program {
     }
 
     /// Run in `dir`.
-    pub fn cwd(mut self, dir: &Path) -> Program {
+    pub(crate) fn cwd(mut self, dir: &Path) -> Program {
         self.launch.cwd = Some(dir.to_path_buf());
         self
     }
@@ -98,7 +98,7 @@ impl Program {
 /// the user: not installed, not startable, no answer in time (whole
 /// seconds, rounded up), or stopped by its caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoOutput {
+pub(crate) enum NoOutput {
     #[error("it is not installed")]
     NotInstalled,
     #[error("{0}")]
@@ -165,7 +165,10 @@ pub async fn run(program: &Program, cancel: &CancellationToken) -> Result<Output
 /// blocking one of tokio's, never a runtime worker): it waits on a thread
 /// of its own running a small runtime, so it can be called from inside a
 /// runtime's blocking thread as well as outside any runtime.
-pub fn run_blocking(program: &Program, cancel: &CancellationToken) -> Result<Output, NoOutput> {
+pub(crate) fn run_blocking(
+    program: &Program,
+    cancel: &CancellationToken,
+) -> Result<Output, NoOutput> {
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("agy-bridge-short".into())

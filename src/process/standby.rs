@@ -61,7 +61,7 @@ impl Drop for Forked {
 impl Standby {
     /// Start `bin` (the agy-bridge binary, or any binary that calls
     /// [`crate::process::guard::main_if_guard`] first) as a guardian.
-    pub fn spawn(bin: &Path) -> io::Result<Standby> {
+    pub(crate) fn spawn(bin: &Path) -> io::Result<Standby> {
         let mut child = std::process::Command::new(bin)
             .arg(crate::process::guard::GUARD_ARG)
             .stdin(Stdio::piped())
@@ -222,7 +222,7 @@ impl Spawned {
     /// A program started with `std::process` (agy, without a guardian):
     /// its pipes move to tokio, and it is watched, not reaped, by us. Needs
     /// a tokio runtime context.
-    pub fn from_std(mut child: std::process::Child) -> io::Result<Spawned> {
+    pub(crate) fn from_std(mut child: std::process::Child) -> io::Result<Spawned> {
         let Some(pid) = ChildPid::new(child.id()) else {
             return Err(io::Error::other("the child has no pid of its own"));
         };
@@ -233,12 +233,12 @@ impl Spawned {
         Ok(spawned)
     }
 
-    pub fn id(&self) -> ChildPid {
+    pub(crate) fn id(&self) -> ChildPid {
         self.pid
     }
 
     /// Wait until it has exited, without reaping it (cancel-safe).
-    pub async fn exited(&mut self) {
+    pub(crate) async fn exited(&mut self) {
         if let Exit::Watched(rx) = &mut self.exit {
             let _ = rx.await;
             self.exit = Exit::Exited;
@@ -438,7 +438,7 @@ impl Guardian {
         self
     }
 
-    pub fn bin(&self) -> &Path {
+    pub(crate) fn bin(&self) -> &Path {
         &self.bin
     }
 

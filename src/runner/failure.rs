@@ -187,7 +187,7 @@ pub(crate) fn denied_list(actions: &[DeniedAction]) -> String {
 }
 
 /// How to stop agy denying: one phrase for failures and notices.
-pub const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow)";
+pub(crate) const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow)";
 
 fn denied_text(actions: &[DeniedAction]) -> String {
     format!(
@@ -229,7 +229,7 @@ impl Failure {
 
 /// agy's `AGY_ERROR: {json}` stderr line (docs/agy-format.md, "Outcomes").
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-pub struct AgyError {
+pub(crate) struct AgyError {
     #[serde(default)]
     pub short_error: String,
     #[serde(default)]
@@ -250,7 +250,7 @@ impl AgyError {
     }
 
     /// `short_error` without its `STATUS (code N): ` prefix.
-    pub fn sentence(&self) -> &str {
+    pub(crate) fn sentence(&self) -> &str {
         match self.short_error.split_once("): ") {
             Some((head, tail)) if head.contains("(code ") => tail,
             _ => &self.short_error,
@@ -674,7 +674,7 @@ fn denial(r: &AgyReport<'_>) -> Option<Failure> {
 }
 
 /// Every action agy denied this turn, from the result or from stderr.
-pub fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
+pub(crate) fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
     if let Some(t) = r.result {
         if !t.denied_actions.is_empty() {
             return t.denied_actions.clone();

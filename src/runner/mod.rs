@@ -56,15 +56,15 @@ mod follow;
 mod follower;
 mod merge;
 mod outbox;
-pub mod prompt_file;
+pub(crate) mod prompt_file;
 pub mod quota;
-pub mod stdin;
-pub mod stream_json;
+pub(crate) mod stdin;
+pub(crate) mod stream_json;
 pub mod version;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
-pub use args::{agy_args, agy_prompt, Surface};
+pub(crate) use args::{agy_args, agy_prompt, Surface};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 pub(crate) use warm::run_warm_observed;
-pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
+pub(crate) use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
 
 /// How the runner wakes up to poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -282,7 +282,7 @@ pub fn new_conversation_notice(requested: &str, new: &str) -> String {
 
 /// The one sentence for an agy whose `init` reports another permission
 /// mode than the bridge's flags ask for, naming both.
-pub fn permission_mode_notice(reported: &str, expected: &str) -> String {
+pub(crate) fn permission_mode_notice(reported: &str, expected: &str) -> String {
     use agy_format::stream_json::{ALWAYS_PROCEED, REQUEST_REVIEW};
     let meaning = |mode: &str| match mode {
         ALWAYS_PROCEED => "every tool runs without asking",
@@ -408,7 +408,7 @@ pub trait Observer: Send {
 /// resumes where its cursor is when there is room, instead of queueing
 /// events in memory. A few dozen absorb the bursts of one poll (a step's
 /// call, result and text) without making the runner wait on every event.
-pub const EVENT_CAPACITY: usize = 64;
+pub(crate) const EVENT_CAPACITY: usize = 64;
 
 /// The channel a turn's events go on ([`EVENT_CAPACITY`]).
 pub fn event_channel() -> (mpsc::Sender<RunEvent>, mpsc::Receiver<RunEvent>) {
@@ -473,13 +473,13 @@ impl Prelude {
     }
 
     /// What this agy offers, when it is remembered (no agy run).
-    pub fn features(&self) -> Option<AgyFeatures> {
+    pub(crate) fn features(&self) -> Option<AgyFeatures> {
         self.features
     }
 
     /// Set what this agy offers, asked of it since (the turn then does not
     /// ask again).
-    pub fn set_features(&mut self, features: AgyFeatures) {
+    pub(crate) fn set_features(&mut self, features: AgyFeatures) {
         self.features = Some(features);
     }
 
@@ -596,7 +596,7 @@ async fn run_after<'a>(
 /// Wait for the account's start spacing ([`RunConfig::admission`]);
 /// `false` when `cancel` fired while waiting. Lock files that cannot be
 /// used never stop a turn.
-pub async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
+pub(crate) async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
     use crate::state::admission::AdmissionError;
     match &cfg.admission {
         Some(admission) => !matches!(

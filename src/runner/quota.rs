@@ -29,10 +29,10 @@ use tokio_util::sync::CancellationToken;
 /// How long `agy -p /usage` may run before its process group is killed.
 pub(crate) const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The cache file name inside the state directory.
-pub const CACHE_FILE: &str = "usage-cache.json";
+pub(crate) const CACHE_FILE: &str = "usage-cache.json";
 /// How young a cached answer must be to explain a quota failure (the pi
 /// extension's footer keeps it about this fresh).
-pub const FAILURE_MAX_AGE: Duration = Duration::from_secs(300);
+pub(crate) const FAILURE_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// Why there is no quota to show. Each is one sentence for the user.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -163,7 +163,7 @@ impl UsageLoader {
     /// What a quota failure ends with: the empty buckets and when they
     /// refill ([`Quota::failure_words`]), or why agy's quota could not be
     /// read.
-    pub async fn quota_failure_words(&self, cancel: &CancellationToken) -> String {
+    pub(crate) async fn quota_failure_words(&self, cancel: &CancellationToken) -> String {
         failure_words(self.after_quota_failure(cancel).await, now_ms() / 1000)
     }
 
@@ -258,7 +258,7 @@ fn check_version(version: Option<Version>) -> Result<(), UsageError> {
 
 /// Run `BIN -p /usage --output-format json` (a short program: its tree
 /// ended after `timeout`, or when `cancel` fires) and read its answer.
-pub async fn fetch(
+pub(crate) async fn fetch(
     bin: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -322,7 +322,7 @@ fn judge(
 
 /// [`UsageLoader::quota_failure_words`] for an answer at `now` (Unix
 /// seconds).
-pub fn failure_words(answer: Result<Quota, UsageError>, now: u64) -> String {
+pub(crate) fn failure_words(answer: Result<Quota, UsageError>, now: u64) -> String {
     match answer {
         Ok(quota) => quota.failure_words(i64::try_from(now).unwrap_or(i64::MAX)),
         Err(e) => format!(

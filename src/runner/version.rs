@@ -25,8 +25,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The first agy version known to print its conversation id with
-/// `--output-format stream-json` (docs/agy-format.md, "stream-json").
-pub const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
+/// `--output-format stream-json` (docs/agy-format.md, "stream-json"); the
+/// unit tests hold the version parser to it.
+#[cfg(test)]
+pub(crate) const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
 pub(crate) const VERSION_CACHE_FILE: &str = "agy-version.json";
@@ -63,7 +65,7 @@ impl BinaryKey {
     /// The key of the binary `bin` names, found as the OS would run it: a
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
-    pub fn of(bin: &Path) -> Option<BinaryKey> {
+    pub(crate) fn of(bin: &Path) -> Option<BinaryKey> {
         let found = crate::process::tree::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
@@ -174,7 +176,7 @@ pub(crate) struct VersionCache {
 
 impl VersionCache {
     /// The cache in `dir`.
-    pub fn at(dir: &Path) -> VersionCache {
+    pub(crate) fn at(dir: &Path) -> VersionCache {
         VersionCache {
             file: PerBinaryFile::at(dir, VERSION_CACHE_FILE),
         }
@@ -201,7 +203,7 @@ impl VersionCache {
 
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
-    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
+    pub(crate) fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
         self.store_entry(Entry {
             binary: key.clone(),
             version,
@@ -242,7 +244,11 @@ impl VersionCache {
     /// (`--version` and `--help` at once) and remembered. `None` when agy is
     /// not there or its `--version` is not a version, or `cancel` fired
     /// while agy was asked (nothing is remembered then).
-    pub async fn features(&self, bin: &Path, cancel: &CancellationToken) -> Option<AgyFeatures> {
+    pub(crate) async fn features(
+        &self,
+        bin: &Path,
+        cancel: &CancellationToken,
+    ) -> Option<AgyFeatures> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
         let (key, known) = tokio::task::spawn_blocking(move || {
             let key = BinaryKey::of(&bin)?;
@@ -302,7 +308,7 @@ async fn probe_help(bin: &Path, cancel: &CancellationToken) -> Option<String> {
 /// What the installed agy offers, through the cache in the state directory;
 /// an agy whose version cannot be had (or was not had before `cancel`
 /// fired) offers nothing version-gated.
-pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures {
+pub(crate) async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures {
     VersionCache::from_env()
         .features(bin, cancel)
         .await
@@ -311,23 +317,9 @@ pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures
 
 /// [`agy_features`] from the cache alone (blocking file I/O, no agy run):
 /// `None` when they are not remembered.
-pub fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
+pub(crate) fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
     let cache = VersionCache::from_env();
     cache.lookup_features(&BinaryKey::of(bin)?)
-}
-
-/// The installed agy's version, through the cache in the state directory.
-pub async fn agy_version(bin: &Path, cancel: &CancellationToken) -> Option<Version> {
-    VersionCache::from_env().version(bin, cancel).await
-}
-
-/// Whether the agy `bin` names prints its conversation id with
-/// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
-/// version cannot be had is treated as an old one.
-pub async fn stream_json_supported(bin: &Path, cancel: &CancellationToken) -> bool {
-    agy_version(bin, cancel)
-        .await
-        .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
 }
 
 #[cfg(test)]

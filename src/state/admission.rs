@@ -45,16 +45,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 /// How many agy turns may be in flight at once (default [`DEFAULT_SEATS`]).
-pub const SEATS_ENV: &str = "AGY_SEATS";
+pub(crate) const SEATS_ENV: &str = "AGY_SEATS";
 /// The least time between two agy starts, in milliseconds (default
 /// [`DEFAULT_START_INTERVAL`]; 0 = no spacing).
-pub const START_INTERVAL_ENV: &str = "AGY_START_INTERVAL_MS";
+pub(crate) const START_INTERVAL_ENV: &str = "AGY_START_INTERVAL_MS";
 
 /// Seats when [`SEATS_ENV`] is unset.
-pub const DEFAULT_SEATS: u32 = 8;
+pub(crate) const DEFAULT_SEATS: u32 = 8;
 /// The start interval when [`START_INTERVAL_ENV`] is unset: 8 starts per
 /// 2 s, evenly spaced.
-pub const DEFAULT_START_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_START_INTERVAL: Duration = Duration::from_millis(250);
 /// The most seats [`SEATS_ENV`] takes: each seat is a lock file tried in
 /// turn, so a huge number would be thousands of files and opens per try.
 pub(crate) const MAX_SEATS: u32 = 256;
@@ -73,7 +73,7 @@ const MAX_STARTS_BYTES: u64 = 64;
 
 /// Why waiting for admission ended without it.
 #[derive(Debug, thiserror::Error)]
-pub enum AdmissionError {
+pub(crate) enum AdmissionError {
     /// The cancellation token fired while waiting.
     #[error("cancelled while waiting for an agy seat or start slot")]
     Cancelled,
@@ -163,7 +163,7 @@ impl Admission {
     /// other processes hold only for one read and one write. Blocking file
     /// I/O: call it off the async runtime (as [`Admission::wait_start`]
     /// does).
-    pub fn try_start(&self) -> io::Result<Result<(), Duration>> {
+    pub(crate) fn try_start(&self) -> io::Result<Result<(), Duration>> {
         if self.interval.is_zero() {
             return Ok(Ok(()));
         }
@@ -199,7 +199,7 @@ impl Admission {
     /// time none is free, so the caller can tell the user why nothing
     /// happens yet. Each try runs on tokio's blocking pool: file I/O never
     /// runs on a runtime worker.
-    pub async fn wait_seat(
+    pub(crate) async fn wait_seat(
         &self,
         cancel: &CancellationToken,
         mut waiting: impl FnMut(u32),
@@ -229,7 +229,7 @@ impl Admission {
     /// [`Admission::try_start`] says (another process may take the slot
     /// first, then it waits again), until a start is recorded or `cancel`
     /// fires. `waiting` is called once, with the first wait, if there is one.
-    pub async fn wait_start(
+    pub(crate) async fn wait_start(
         &self,
         cancel: &CancellationToken,
         mut waiting: impl FnMut(Duration),

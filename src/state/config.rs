@@ -62,7 +62,7 @@ pub mod env;
 pub mod status;
 
 use self::env::{check_env_with, env_allow, env_setting};
-use self::status::{AllowStatus, ConfigStatus, SettingStatus};
+pub use self::status::{AllowStatus, ConfigStatus, SettingStatus};
 use crate::state::file::{
     env_nonempty, json_kind, state_dir, StateError, StateFile, StateWarning, SESSIONS_FILE,
 };
@@ -74,7 +74,7 @@ use std::fmt;
 use std::path::Path;
 
 /// The settings file's name inside the state directory.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 
 /// Who decides whether agy may run a tool that needs permission.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
@@ -107,7 +107,7 @@ impl PermissionMode {
     }
 
     /// What the mode means for safety, in one sentence.
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             PermissionMode::Ask => {
                 "each agy tool call waits for your decision in pi; read-only tools and your allow rules pass without asking, and where pi has no UI (pi -p, JSON mode) only those pass and the rest is denied"
@@ -189,7 +189,7 @@ impl Default for Config {
 impl Config {
     /// The settings from the default state directory merged with the process
     /// environment. See [`ConfigStatus`] for where each value came from.
-    pub fn load() -> Result<ConfigStatus, StateError> {
+    pub(crate) fn load() -> Result<ConfigStatus, StateError> {
         ConfigStore::open_default()?.load()
     }
 
@@ -201,7 +201,7 @@ impl Config {
 
     /// The rules the permission gate lets through without asking: the
     /// built-in read-only tools ([`DEFAULT_ALLOW`](rules::DEFAULT_ALLOW)), then the user's.
-    pub fn allow_list(&self) -> Vec<Rule> {
+    pub(crate) fn allow_list(&self) -> Vec<Rule> {
         let mut list = rules::default_allow();
         list.extend(self.allow_rules.iter().cloned());
         list
@@ -228,7 +228,7 @@ pub enum Setting {
 }
 
 impl Setting {
-    pub const ALL: [Setting; 4] = [
+    pub(crate) const ALL: [Setting; 4] = [
         Setting::Mode,
         Setting::Permissions,
         Setting::Model,
@@ -262,7 +262,7 @@ impl Setting {
     }
 
     /// The environment variable that overrides it.
-    pub fn env_var(self) -> &'static str {
+    pub(crate) fn env_var(self) -> &'static str {
         match self {
             Setting::Mode => "AGY_MODE",
             Setting::Permissions => "AGY_PERMISSIONS",
@@ -372,7 +372,7 @@ impl ConfigStore {
     }
 
     /// The file merged with `env` (a lookup returning non-empty values).
-    pub fn load_with_env(
+    pub(crate) fn load_with_env(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ConfigStatus, StateError> {
@@ -388,7 +388,7 @@ impl ConfigStore {
         self.save_change_with_env(change, &env_nonempty)
     }
 
-    pub fn save_change_with_env(
+    pub(crate) fn save_change_with_env(
         &self,
         change: ConfigChange,
         env: &dyn Fn(&str) -> Option<String>,

@@ -45,7 +45,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Replaces the state directory (default `$HOME/.pi/agent/antigravity-bridge`).
 pub(crate) const STATE_DIR_ENV: &str = "AGY_BRIDGE_STATE_DIR";
 /// The session bindings file's name (see [`crate::state::sessions`]).
-pub const SESSIONS_FILE: &str = "sessions.json";
+pub(crate) const SESSIONS_FILE: &str = "sessions.json";
 
 /// A state file larger than this is treated as corrupt rather than read.
 const MAX_STATE_FILE: u64 = 64 << 20;
@@ -56,7 +56,7 @@ pub(crate) const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
 /// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
 /// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else
 /// `$HOME/.pi/agent/antigravity-bridge`.
-pub fn state_dir() -> Result<PathBuf, StateError> {
+pub(crate) fn state_dir() -> Result<PathBuf, StateError> {
     if let Some(dir) = env_nonempty(STATE_DIR_ENV) {
         return Ok(PathBuf::from(dir));
     }

@@ -31,7 +31,7 @@
 use std::fmt;
 
 /// agy's read-only tools, allowed without asking (each as `NAME: *`).
-pub const DEFAULT_ALLOW: &[&str] = &[
+pub(crate) const DEFAULT_ALLOW: &[&str] = &[
     "view_file: *",
     "list_dir: *",
     "grep_search: *",
@@ -46,7 +46,7 @@ pub const DEFAULT_ALLOW: &[&str] = &[
 ];
 
 /// The tool whose rules match command words, not a subject.
-pub const RUN_COMMAND: &str = "run_command";
+pub(crate) const RUN_COMMAND: &str = "run_command";
 
 /// One allow rule: calls of `tool` whose subject matches `glob`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,14 +104,14 @@ impl Rule {
 
     /// Whether a call of `tool` on `subject` passes this rule: the same
     /// tool, and the glob matches the whole subject.
-    pub fn matches(&self, tool: &str, subject: &str) -> bool {
+    pub(crate) fn matches(&self, tool: &str, subject: &str) -> bool {
         self.tool == tool && glob_matches(&self.glob, subject)
     }
 
     /// Whether a command of `tool` whose words are `words` passes this
     /// rule: the same tool, and the pattern's words match the command's
     /// (see the module's comment).
-    pub fn matches_words(&self, tool: &str, words: &[String]) -> bool {
+    pub(crate) fn matches_words(&self, tool: &str, words: &[String]) -> bool {
         if self.tool != tool {
             return false;
         }
@@ -119,7 +119,7 @@ impl Rule {
     }
 
     /// Whether this rule is one of [`DEFAULT_ALLOW`].
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         default_allow().contains(self)
     }
 }

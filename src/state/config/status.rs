@@ -33,7 +33,7 @@ pub struct SettingStatus {
 
 impl SettingStatus {
     /// The value as shown to people.
-    pub fn display_value(&self) -> String {
+    pub(crate) fn display_value(&self) -> String {
         display_json(&self.value)
     }
 
@@ -114,7 +114,7 @@ impl ConfigStatus {
 }
 
 /// `N rules` / `1 rule`.
-pub fn rules_count(n: usize) -> String {
+pub(crate) fn rules_count(n: usize) -> String {
     if n == 1 {
         "1 rule".into()
     } else {
