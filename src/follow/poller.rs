@@ -92,10 +92,13 @@ pub(crate) fn subagent_answer(root: &Path, child: &str) -> Option<String> {
 /// Counters, so tests and benches can prove the idle path is free.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PollStats {
+    /// Polls made.
     pub polls: u64,
+    /// Checks of the database's data version (the cheap look that finds nothing new).
     pub version_checks: u64,
     /// Row SELECTs against `steps` (the thing that must be zero when idle).
     pub row_selects: u64,
+    /// Rows those SELECTs returned.
     pub rows_read: u64,
     /// Timed pauses slept between a settling poll's looks: each a wake-up
     /// of its own, what waiting for agy's fsync costs (`follow::pace`).
@@ -370,10 +373,12 @@ impl Poller {
         self.behind
     }
 
+    /// The database file it follows.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Its counters so far.
     pub fn stats(&self) -> PollStats {
         self.stats
     }
@@ -470,6 +475,7 @@ impl Poller {
         Some((last, sum))
     }
 
+    /// Look once for new steps: the events they make, or that there is nothing new yet. Blocking (a SQLite read).
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         let mark = self.wal_mark();

@@ -31,10 +31,12 @@ pub fn merge(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
 /// equal transcripts whenever agy only ever grew its content.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Transcript {
+    /// Each step's items by idx, in the order they first appeared.
     pub steps: BTreeMap<i64, Vec<Event>>,
 }
 
 impl Transcript {
+    /// The transcript a stream of events amounts to.
     pub fn from_events(events: impl IntoIterator<Item = Event>) -> Transcript {
         let mut t = Transcript::default();
         for event in events {

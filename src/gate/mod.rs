@@ -61,12 +61,15 @@ pub(crate) const QUESTION_CAPACITY: usize = 64;
 /// verdict is [`Verdict::Ask`], agy waits for [`Question::answer`].
 #[derive(Debug)]
 pub struct Question {
+    /// The call as agy's hook sent it.
     pub payload: ToolPayload,
+    /// What the policy said of it: allowed, denied, or to be asked.
     pub verdict: Verdict,
     reply: Option<oneshot::Sender<Decision>>,
 }
 
 impl Question {
+    /// The tool agy is about to run.
     pub fn tool(&self) -> &str {
         &self.payload.tool_call.name
     }
@@ -94,6 +97,7 @@ impl Question {
 /// agy loads the hook from), its loopback server and the questions.
 pub struct Gate {
     dir: PrivateDir,
+    /// The calls agy is about to make, for the front end to show and, when asked, answer.
     pub questions: mpsc::Receiver<Question>,
     shared: Arc<listen::Shared>,
 }

@@ -61,16 +61,30 @@ pub struct Proven {
 /// Why the hook is not proven: each is one sentence for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unproven {
+    /// agy ran but did not list the probe's hook.
     #[error(
         "agy did not list the hook loaded from --add-dir (agy -p /hooks shows no hooks from {dir}); this agy may be too old to load hooks from --add-dir"
     )]
-    NotListed { dir: String },
+    NotListed {
+        /// The hook directory agy was given.
+        dir: String,
+    },
+    /// agy's binary is not there.
     #[error("agy is not installed: {bin} was not found")]
-    NotInstalled { bin: String },
+    NotInstalled {
+        /// The agy binary that was looked for.
+        bin: String,
+    },
+    /// `agy -p /hooks` failed; what it said.
     #[error("agy -p /hooks failed: {0}")]
     Failed(String),
+    /// `agy -p /hooks` ran out of time.
     #[error("agy -p /hooks timed out after {secs} s")]
-    TimedOut { secs: u64 },
+    TimedOut {
+        /// How long it was given.
+        secs: u64,
+    },
+    /// The probe's hook could not be written; the error.
     #[error("cannot write the hook probe: {0}")]
     Probe(String),
     /// Stopped (an abort, a stop signal) before agy answered; agy's tree is
@@ -109,6 +123,8 @@ pub(crate) fn prove(
     prove_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin, &asking)
 }
 
+// Reached only through `crate::testing`: the tests keep their cache apart.
+#[cfg(any(test, feature = "testing"))]
 /// [`prove`] with `agy-hooks-proof.json` in `state_dir` (blocking).
 pub(crate) fn prove_at(
     state_dir: &Path,
@@ -140,10 +156,12 @@ struct Asking<'a> {
 /// What `agy-hooks-proof.json` in `state_dir` remembers for the agy
 /// `agy_bin` names, as it is now: proven or not; `None` when it was never
 /// answered (or is not an executable file). Blocking file I/O, no agy run.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
     remembered_in(&PerBinaryFile::at(state_dir, PROOF_CACHE_FILE), agy_bin)
 }
 
+#[cfg(any(test, feature = "testing"))]
 fn remembered_in(cache: &PerBinaryFile, agy_bin: &Path) -> Option<bool> {
     let key = BinaryKey::of(agy_bin)?;
     cache.get::<Entry>(&key).map(|e| e.proven)

@@ -26,10 +26,15 @@ use std::path::PathBuf;
 /// guardian removes once agy's tree is gone (only `agy-bridge-*` ones).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Launch {
+    /// The program to run (agy's path).
     pub program: OsString,
+    /// Its arguments, the program's name not among them.
     pub args: Vec<OsString>,
+    /// Variables added to the bridge's own environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Its working directory; `None` keeps the bridge's.
     pub cwd: Option<PathBuf>,
+    /// The turn's private directories the guardian removes once agy's tree is gone.
     pub remove_after: Vec<PathBuf>,
     /// agy's stdin is a pipe fed by [`Frame`]s (else `/dev/null`).
     pub stdin_piped: bool,

@@ -179,7 +179,9 @@ pub struct Spawned {
     pid: ChildPid,
     /// The guardian's lifeline (none without a guardian).
     pub stdin: Option<ChildStdin>,
+    /// agy's stdout, until taken.
     pub stdout: Option<ChildStdout>,
+    /// agy's stderr, until taken.
     pub stderr: Option<ChildStderr>,
     exit: Exit,
 }

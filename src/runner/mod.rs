@@ -87,12 +87,15 @@ pub enum WakeMode {
 /// Process-wide settings: where agy is, how to wake, how long to wait.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// The agy binary to run.
     pub agy_bin: PathBuf,
+    /// The directory agy keeps its conversation databases in.
     pub conversations_dir: PathBuf,
     /// Extra arguments for every agy run (`AGY_EXTRA_ARGS`, whitespace-split).
     pub extra_args: Vec<String>,
     /// Pass `--dangerously-skip-permissions` (print mode stalls without it).
     pub skip_permissions: bool,
+    /// How the follower learns of new steps.
     pub wake: WakeMode,
     /// The fallback interval (and the only one in poll-only mode).
     pub poll_interval: Duration,
@@ -101,11 +104,13 @@ pub struct RunConfig {
     /// bound yet (after the first read otherwise); a warm turn's end reads
     /// them all, since agy is still running.
     pub trailing_polls: u32,
+    /// The pause between those trailing reads.
     pub trailing_interval: Duration,
     /// SIGTERM to SIGKILL.
     pub kill_grace: Duration,
     /// Our own watchdog; agy's `--print-timeout` is set a minute longer.
     pub timeout: Duration,
+    /// How the turn finds its conversation: agy's stream-json, the database directory, or both.
     pub bind: BindMode,
     /// How long a step may sit in WAITING before the turn is declared stalled
     /// on a permission prompt (print mode can never answer one).
@@ -192,12 +197,26 @@ impl RunConfig {
 /// does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvError {
+    /// `AGY_BIND` is not a bind mode.
     #[error("AGY_BIND={value:?} is not a bind mode; use one of: auto, discovery, stream-json")]
-    Bind { value: String },
+    Bind {
+        /// The variable's value.
+        value: String,
+    },
+    /// `AGY_WAKE` is not a wake mode.
     #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
-    Wake { value: String },
+    Wake {
+        /// The variable's value.
+        value: String,
+    },
+    /// `AGY_EXTRA_ARGS` holds a flag the bridge sets itself.
     #[error("AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself on every turn; remove it ({hint})")]
-    ExtraArgs { flag: String, hint: &'static str },
+    ExtraArgs {
+        /// The flag.
+        flag: String,
+        /// What to do instead.
+        hint: &'static str,
+    },
 }
 
 use crate::state::file::env_nonempty;
@@ -205,16 +224,22 @@ use crate::state::file::env_nonempty;
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
 pub struct TurnRequest {
+    /// The user's message.
     pub prompt: String,
+    /// Where agy runs; `None` keeps the bridge's working directory.
     pub cwd: Option<PathBuf>,
+    /// The model to ask for; `None` leaves agy's default.
     pub model: Option<String>,
+    /// The thinking effort to ask for.
     pub effort: Option<Effort>,
+    /// agy's mode (plan, accept edits, ...).
     pub mode: Option<Mode>,
     /// Resume this conversation.
     pub conversation: Option<ConversationId>,
     /// Stream steps after this idx. With `conversation` and no cursor, the
     /// current last idx is used, so a resumed turn streams only new steps.
     pub after_idx: Option<i64>,
+    /// Directories agy may read and write besides `cwd` (`--add-dir`).
     pub add_dirs: Vec<PathBuf>,
     /// Directories the bridge made for this turn alone (e.g. the MCP
     /// config of pi's tools), also in `add_dirs`: the guardian removes them
@@ -226,11 +251,16 @@ pub struct TurnRequest {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunEvent {
+    /// agy started.
     Started {
+        /// agy's pid (or its guardian's).
         pid: u32,
     },
+    /// The turn found its conversation.
     Bound {
+        /// The conversation.
         conversation_id: String,
+        /// How it was found.
         method: BindMethod,
     },
     /// Sent the moment an abort is requested, before agy is reaped.
@@ -240,25 +270,31 @@ pub enum RunEvent {
     /// The database cannot be followed; from here on the answer text and
     /// tool steps come from agy's stream-json alone (no thinking or edits).
     Degraded {
+        /// Why the database cannot be followed.
         reason: String,
     },
     /// agy did not have the conversation the turn resumed (`requested`) and
     /// began a new one without its earlier context; the turn follows the
     /// new one. Sent once, when it is bound.
     ConversationReplaced {
+        /// The conversation the turn asked for.
         requested: String,
+        /// The new conversation agy began instead.
         conversation_id: String,
     },
     /// The database gave less (or other) answer text than agy printed;
     /// agy's own answer follows as text events.
     AnswerFromAgy {
+        /// Why the database's answer is not used.
         reason: String,
     },
     /// agy's `init` reports another permission mode (`reported`) than its
     /// command line asks for (`expected`): agy's own settings may decide
     /// for it. Sent once per agy process, when its `init` arrives.
     PermissionMode {
+        /// The mode agy's `init` reported.
         reported: String,
+        /// The mode the command line asked for.
         expected: String,
     },
     /// A decoded agy event (serialised as the event itself).
@@ -305,20 +341,30 @@ pub(crate) fn answer_from_agy_notice(reason: &str) -> String {
 /// Everything known about a finished turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// agy's exit code, if it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended agy, if one did.
     pub signal: Option<i32>,
+    /// The conversation the turn ran in, once bound.
     pub conversation_id: Option<String>,
+    /// How that conversation was found.
     pub bind_method: Option<BindMethod>,
     /// The conversation this turn asked to resume, which agy did not have:
     /// it began `conversation_id` instead, without the earlier context.
     pub lost_conversation: Option<String>,
+    /// The last step idx the turn streamed.
     pub last_idx: Option<i64>,
+    /// Whether the turn was aborted.
     pub aborted: bool,
+    /// Whether the bridge's watchdog stopped it.
     pub timed_out: bool,
+    /// The end of agy's stderr.
     pub stderr_tail: String,
     /// agy's stdout (its final answer in text mode), capped.
     pub stdout: String,
+    /// How long the turn took.
     pub duration_ms: u64,
+    /// How many events it streamed.
     pub events: u64,
     /// The poller's counters (row SELECTs, version checks) for this turn.
     pub poll_stats: PollStats,
@@ -336,6 +382,7 @@ pub struct RunResult {
     pub permission_mode: Option<String>,
     /// Things the user should know about a turn that still succeeded.
     pub notices: Vec<String>,
+    /// Why the turn failed; `None` when it succeeded.
     pub failure: Option<Failure>,
 }
 
@@ -388,6 +435,7 @@ impl RunResult {
         }
     }
 
+    /// Whether the turn succeeded.
     pub fn ok(&self) -> bool {
         self.failure.is_none()
     }

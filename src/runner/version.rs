@@ -55,9 +55,13 @@ pub fn parse_version(s: &str) -> Option<Version> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BinaryKey {
+    /// The binary's path, symlinks followed.
     pub path: PathBuf,
+    /// Its size in bytes.
     pub size: u64,
+    /// Its modification time, whole seconds.
     pub mtime_s: i64,
+    /// Its modification time's nanoseconds.
     pub mtime_nsec: i64,
 }
 

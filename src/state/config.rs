@@ -91,6 +91,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// Every mode, in the order the CLI lists them.
     pub const ALL: [PermissionMode; 3] = [
         PermissionMode::Ask,
         PermissionMode::Allow,
@@ -212,8 +213,11 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// Nothing set it: the built-in default.
     Default,
+    /// The state directory's `config.json`.
     File,
+    /// An environment variable, which wins over the file.
     Env,
 }
 
@@ -221,9 +225,13 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Setting {
+    /// agy's mode (`AGY_MODE`).
     Mode,
+    /// Who decides on agy's tools (`AGY_PERMISSIONS`).
     Permissions,
+    /// The default model (`AGY_DEFAULT_MODEL`).
     Model,
+    /// The default thinking effort (`AGY_DEFAULT_THINKING`).
     Thinking,
 }
 
@@ -286,13 +294,18 @@ pub(crate) const ALLOW_KEY: &str = "allow";
 /// One explicit change by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigChange {
+    /// Set agy's mode.
     Mode(Mode),
+    /// Set who decides on agy's tools.
     Permissions(PermissionMode),
+    /// Set the default model, by its alias.
     DefaultModel(String),
+    /// Set the default thinking effort.
     DefaultThinking(Effort),
 }
 
 impl ConfigChange {
+    /// The setting it changes.
     pub fn setting(&self) -> Setting {
         match self {
             ConfigChange::Mode(_) => Setting::Mode,
@@ -362,6 +375,7 @@ impl ConfigStore {
         Ok(ConfigStore::open(state_dir()?))
     }
 
+    /// The `config.json` it reads and writes.
     pub fn path(&self) -> &Path {
         self.file.path()
     }

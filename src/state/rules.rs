@@ -51,7 +51,9 @@ pub(crate) const RUN_COMMAND: &str = "run_command";
 /// One allow rule: calls of `tool` whose subject matches `glob`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rule {
+    /// The tool the rule allows, in agy's name.
     pub tool: String,
+    /// The pattern the call's subject must match (`*` for any).
     pub glob: String,
 }
 
@@ -59,7 +61,9 @@ pub struct Rule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an allow rule: {reason} (a rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test*`)")]
 pub struct RuleError {
+    /// The text given.
     pub text: String,
+    /// What is wrong with it.
     pub reason: &'static str,
 }
 

@@ -101,6 +101,7 @@ fn fnv1a(key: &str) -> u64 {
 /// One binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionEntry {
+    /// The agy conversation the session is bound to.
     pub conversation_id: ConversationId,
     /// The last agy step idx already streamed (-1: none).
     pub last_step_idx: i64,
@@ -241,6 +242,7 @@ impl SessionStore {
         Ok(SessionStore::open(state_dir()?))
     }
 
+    /// The sessions file it reads and writes.
     pub fn path(&self) -> &Path {
         self.file.path()
     }

@@ -89,6 +89,7 @@ impl PrivateDir {
         Ok(PrivateDir { dir })
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
