@@ -65,7 +65,7 @@ pub(crate) struct ChildPid(u32);
 
 impl ChildPid {
     /// `None` for 0 and 1, and for what does not fit a `pid_t`.
-    pub fn new(raw: u32) -> Option<ChildPid> {
+    pub(crate) fn new(raw: u32) -> Option<ChildPid> {
         (raw > 1 && i32::try_from(raw).is_ok()).then_some(ChildPid(raw))
     }
 

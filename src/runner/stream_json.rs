@@ -284,7 +284,7 @@ pub(crate) struct TextDigest {
 }
 
 impl TextDigest {
-    pub fn new() -> TextDigest {
+    pub(crate) fn new() -> TextDigest {
         TextDigest::default()
     }
 
