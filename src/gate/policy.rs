@@ -112,7 +112,7 @@ const AGY_BRAIN: &str = ".gemini/antigravity-cli/brain";
 
 impl Policy {
     /// The call agy is about to make, as its hook payload shows it.
-    pub fn decide(&self, payload: &ToolPayload) -> Verdict {
+    pub(crate) fn decide(&self, payload: &ToolPayload) -> Verdict {
         let tool = payload.tool_call.name.as_str();
         let args = match read_args(&payload.tool_call.args) {
             Ok(args) => args,

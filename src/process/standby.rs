@@ -446,7 +446,7 @@ impl Guardian {
 
     /// Start `launch` under a guardian: the standby if there is one and it
     /// takes the command, else a fresh one. Needs a tokio runtime context.
-    pub async fn launch(&self, launch: &Launch) -> io::Result<Spawned> {
+    pub(crate) async fn launch(&self, launch: &Launch) -> io::Result<Spawned> {
         let standby = self.standby.lock().ok().and_then(|mut slot| slot.take());
         if let Some(standby) = standby {
             if let Ok(spawned) = standby.launch(launch).await {

@@ -516,7 +516,7 @@ impl Prelude {
     }
 
     /// [`Prelude::blocking`] on a blocking thread.
-    pub async fn new(cfg: &RunConfig) -> Prelude {
+    pub(crate) async fn new(cfg: &RunConfig) -> Prelude {
         prelude(cfg).await
     }
 

@@ -187,7 +187,7 @@ impl VersionCache {
     }
 
     /// The cache in the bridge's state directory ([`file::state_dir`]).
-    pub fn from_env() -> VersionCache {
+    pub(crate) fn from_env() -> VersionCache {
         VersionCache {
             file: PerBinaryFile::from_env(VERSION_CACHE_FILE),
         }
@@ -240,7 +240,7 @@ impl VersionCache {
     /// version (neither is remembered), or `cancel` fired while agy was
     /// asked (agy is stopped then). File I/O runs on tokio's blocking
     /// threads.
-    pub async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+    pub(crate) async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
         self.features(bin, cancel).await.and_then(|f| f.version)
     }
 

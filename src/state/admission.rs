@@ -126,7 +126,7 @@ impl Admission {
 
     /// The limits given outright; `seats` below 1 is taken as 1 (no seat at
     /// all would block every turn forever).
-    pub fn new(state_dir: &Path, seats: u32, interval: Duration) -> Admission {
+    pub(crate) fn new(state_dir: &Path, seats: u32, interval: Duration) -> Admission {
         Admission {
             dir: state_dir.join(ADMISSION_DIR),
             seats: seats.max(1),
