@@ -29,6 +29,10 @@ pub mod follow {
         crate::follow::discovery::db_path(dir, id)
     }
 
+    /// The follower's mechanisms beyond inotify and `data_version`, which
+    /// the benches switch off one by one to measure each.
+    pub use crate::follow::knobs::{set_mechanisms, Mechanisms};
+
     /// The subagent conversations the conversation in `db_path` started.
     pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
         crate::follow::discovery::subagent_children(db_path)
