@@ -10,14 +10,14 @@
 //! synchronous; the runner decides when to ask again and how long to wait.
 //!
 //! Platforms: the open-file evidence needs Linux's `/proc`. Elsewhere
-//! (macOS) [`open_db_ids`] has none to give, so a run binds by agy's own
+//! (macOS) `open_db_ids` has none to give, so a run binds by agy's own
 //! stream-json `init` line first (the runner's choice), and otherwise by the
 //! snapshot diff, the subagent links and the prompt; the process tree
-//! ([`crate::process::tree`]) comes from `ps` instead of `/proc`.
+//! (`crate::process::tree`) comes from `ps` instead of `/proc`.
 //!
 //! The rule throughout is *fail safe, never guess*: when the evidence does not
-//! single out one database, [`decide`] says so ([`Binding::Waiting`] or
-//! [`Binding::Ambiguous`]) instead of picking one.
+//! single out one database, `decide` says so (`Binding::Waiting` or
+//! `Binding::Ambiguous`) instead of picking one.
 
 use crate::process::tree::{is_alive, process_tree};
 use agy_format::ids::ConversationId;

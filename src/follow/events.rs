@@ -11,7 +11,7 @@
 //! planner's `call_mcp_tool` and its type-38 step), and a subagent is
 //! announced with its role and task and ends with its own event, so that
 //! every view can show each once. What a tool call acted on is worded in
-//! [`super::subject`].
+//! `super::subject`.
 
 use super::calls::{step_call, tool_step_call};
 use super::subject::SUBJECT_MAX_CHARS;

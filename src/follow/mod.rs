@@ -3,8 +3,8 @@
 //!
 //! Owns the tracker that turns successive views of a step into deltas
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
-//! ([`subject`]), the hash that tells a grown text from a rewritten one
-//! ([`text_hash`]), the read-only poller over one database ([`poller`]),
+//! (`subject`), the hash that tells a grown text from a rewritten one
+//! (`text_hash`), the read-only poller over one database ([`poller`]),
 //! with what it reads of agy's WAL files without SQLite (`wal_files`), and the
 //! binding of the database a run created ([`discovery`]). Benches switch
 //! the mechanisms beyond inotify and `data_version` off one by one

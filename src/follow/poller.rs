@@ -14,7 +14,7 @@
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
-//! subagent's final answer ([`subagent_answer`]), the one thing of it a user
+//! subagent's final answer (`subagent_answer`), the one thing of it a user
 //! of the parent conversation sees.
 //!
 //! Memory: a growing step is the largest thing the bridge holds, and it is
@@ -358,7 +358,7 @@ impl Poller {
         }
     }
 
-    /// Whether the last read stopped at [`ROWS_PER_POLL`]: poll again
+    /// Whether the last read stopped at `ROWS_PER_POLL`: poll again
     /// (without waiting for a commit) to read on from the cursor.
     pub fn behind(&self) -> bool {
         self.behind

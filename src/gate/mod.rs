@@ -5,8 +5,8 @@
 //! `<dir>/.agents/hooks.json` whose one hook is this binary in hook mode
 //! (`agy-bridge hook PreToolUse --gate <dir>/gate.json`) and serves that
 //! hook on a Unix socket in the same private directory. The hook ([`client`])
-//! forwards agy's payload with the gate's token; the listener ([`listen`]) lets the
-//! [`policy`] decide what it can (a call it cannot read one way, or one
+//! forwards agy's payload with the gate's token; the listener (`listen`) lets the
+//! `policy` decide what it can (a call it cannot read one way, or one
 //! that reaches the bridge's private directories: deny; the bridge's own
 //! MCP server: allow; inside the workspace, rules and this session's
 //! grants: allow) and hands everything else to whoever asks the user, as a

@@ -7,7 +7,7 @@
 //! and an agy that ignored the hook would run every tool unasked. Never run
 //! skip-permissions with an unproven gate.
 //!
-//! [`prove`] writes a private probe dir with `.agents/hooks.json` holding one
+//! `prove` writes a private probe dir with `.agents/hooks.json` holding one
 //! `PreToolUse` hook (matcher `*`, a harmless marker command that `/hooks`
 //! never runs), asks `AGY_BIN -p /hooks --output-format json --add-dir PROBE`
 //! (a slash command: no model turn, no quota; so never with

@@ -4,10 +4,10 @@
 //! The guardian ([`crate::process::guard`]) reads it from its stdin rather than its
 //! argv, so a guardian can be started before the turn knows agy's command
 //! line and wait for it ([`crate::process::standby`]). It travels as a small
-//! binary frame ([`Launch::encode`]): arguments and paths are bytes on Unix
+//! binary frame (`Launch::encode`): arguments and paths are bytes on Unix
 //! and need not be UTF-8.
 //!
-//! After the launch frame the same pipe carries [`Frame`]s for agy's stdin
+//! After the launch frame the same pipe carries `Frame`s for agy's stdin
 //! when [`Launch::stdin_piped`] asks for a pipe: bytes to write to it, in
 //! order, and the end of agy's input. A turn's prompt travels this way
 //! (never in agy's argv, which every local user can read), and a
@@ -36,7 +36,7 @@ pub struct Launch {
     pub cwd: Option<PathBuf>,
     /// The turn's private directories the guardian removes once agy's tree is gone.
     pub remove_after: Vec<PathBuf>,
-    /// agy's stdin is a pipe fed by [`Frame`]s (else `/dev/null`).
+    /// agy's stdin is a pipe fed by `Frame`s (else `/dev/null`).
     pub stdin_piped: bool,
 }
 

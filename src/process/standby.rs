@@ -11,7 +11,7 @@
 //! (the bridge's death included) tells the guardian to take agy's tree down.
 //!
 //! Two ways to have one ([`Standby`]): start the binary again
-//! ([`Standby::spawn`]: a program image of several megabytes, one to two
+//! (`Standby::spawn`: a program image of several megabytes, one to two
 //! milliseconds of CPU), or fork this process before it has a second thread
 //! ([`Standby::fork`]: about a quarter of a millisecond with its pipes, and
 //! nothing then competes for the CPU with the turn it waits for).
@@ -172,7 +172,7 @@ fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
 
 /// A process a launch started (the guardian, or agy itself without one):
 /// its pid, its pipes, and its exit. It is never reaped behind our back:
-/// its exit is seen first ([`Spawned::exited`]), and only [`Spawned::wait`]
+/// its exit is seen first (`Spawned::exited`), and only [`Spawned::wait`]
 /// reaps it, after which it is never signalled again.
 #[derive(Debug)]
 pub struct Spawned {

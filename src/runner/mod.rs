@@ -23,9 +23,9 @@
 
 //!
 //! Beside the turn itself: why a turn failed ([`failure`]); agy's two
-//! sources besides the database, its stream-json lines ([`stream_json`]);
-//! the prompt, never in agy's argv: on agy's stdin ([`stdin`]) or, for an
-//! agy that cannot read it there, in a private file ([`prompt_file`]);
+//! sources besides the database, its stream-json lines (`stream_json`);
+//! the prompt, never in agy's argv: on agy's stdin (`stdin`) or, for an
+//! agy that cannot read it there, in a private file (`prompt_file`);
 //! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
@@ -458,7 +458,7 @@ pub trait Observer: Send {
 /// call, result and text) without making the runner wait on every event.
 pub(crate) const EVENT_CAPACITY: usize = 64;
 
-/// The channel a turn's events go on ([`EVENT_CAPACITY`]).
+/// The channel a turn's events go on (`EVENT_CAPACITY`).
 pub fn event_channel() -> (mpsc::Sender<RunEvent>, mpsc::Receiver<RunEvent>) {
     mpsc::channel(EVENT_CAPACITY)
 }

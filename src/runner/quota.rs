@@ -135,7 +135,7 @@ impl UsageLoader {
     /// The quota: from the cache when this binary's answer is younger than
     /// `max_age` (zero: always ask agy), else asked now and cached. File
     /// I/O happens on tokio's blocking threads; agy runs as a short program
-    /// ([`short`]), stopped when `cancel` fires.
+    /// (`short`), stopped when `cancel` fires.
     pub async fn load(
         &self,
         max_age: Duration,

@@ -13,13 +13,13 @@
 //!
 //! # How
 //!
-//! - **Seats** ([`SEATS_ENV`], default [`DEFAULT_SEATS`]): the files
+//! - **Seats** (`SEATS_ENV`, default `DEFAULT_SEATS`): the files
 //!   `<state_dir>/admission/seat-<i>.lock`, `i` in `0..seats`. A turn holds
 //!   one by a non-blocking exclusive `flock` on it ([`Seat`]). Dropping the
 //!   [`Seat`] frees it, and so does the holder dying: `flock` locks go with
 //!   the open file, so a crashed bridge never leaves a seat taken.
-//! - **Start interval** ([`START_INTERVAL_ENV`], default
-//!   [`DEFAULT_START_INTERVAL`], i.e. 8 starts per 2 s evenly spaced; 0 turns
+//! - **Start interval** (`START_INTERVAL_ENV`, default
+//!   `DEFAULT_START_INTERVAL`, i.e. 8 starts per 2 s evenly spaced; 0 turns
 //!   the spacing off): `<state_dir>/admission/starts.lock` holds the last
 //!   start time (milliseconds since the Unix epoch, as text), read and
 //!   written only under an exclusive `flock` on that same file.
@@ -33,7 +33,7 @@
 //!
 //! If the admission directory cannot be made at all (a read-only state
 //! directory), every call here fails with an I/O error
-//! ([`AdmissionError::Io`]); the caller then runs agy without admission
+//! (`AdmissionError::Io`); the caller then runs agy without admission
 //! rather than not at all.
 
 use crate::state::file::{env_nonempty, lock_file, BadEnv, StateError, StateLock};
@@ -113,7 +113,7 @@ impl fmt::Debug for Seat {
 }
 
 impl Admission {
-    /// The limits from [`SEATS_ENV`] and [`START_INTERVAL_ENV`] (unset or
+    /// The limits from `SEATS_ENV` and `START_INTERVAL_ENV` (unset or
     /// blank: the defaults). A bad value is a [`BadEnv`] naming the variable
     /// and the values it takes. Touches no file: `state_dir` is only kept.
     pub fn from_env(state_dir: &Path) -> Result<Admission, BadEnv> {

@@ -34,8 +34,8 @@
 //! entry a rule string; an invalid entry is a [`StateWarning::SkippedRule`]
 //! and is skipped (and kept in the file). `AGY_ALLOW` (rules separated by
 //! `;` or newlines) replaces the file's list; an invalid rule in it is an
-//! error. The gate uses [`Config::allow_list`]: the built-in read-only
-//! tools ([`crate::state::rules::DEFAULT_ALLOW`]) and the user's rules.
+//! error. The gate uses `Config::allow_list`: the built-in read-only
+//! tools (`crate::state::rules::DEFAULT_ALLOW`) and the user's rules.
 //!
 //! Every other key (the TypeScript bridge's `engine`, `acp`, `askTool`, `bridgeTools`,
 //! `digest`, `systemPrompt`, `patchCleanupNotified`, ...) is kept as it is
@@ -167,7 +167,7 @@ pub struct Config {
     /// Who decides on agy's tools that need permission.
     pub permissions: PermissionMode,
     /// The user's allow rules (the file's `allow`, or `AGY_ALLOW`), without
-    /// the built-in ones: see [`Config::allow_list`].
+    /// the built-in ones: see `Config::allow_list`.
     pub allow_rules: Vec<Rule>,
     /// AskAntigravity's default model alias.
     pub default_model: String,
@@ -370,7 +370,7 @@ impl ConfigStore {
         }
     }
 
-    /// The store in [`state_dir`].
+    /// The store in `state_dir`.
     pub fn open_default() -> Result<ConfigStore, StateError> {
         Ok(ConfigStore::open(state_dir()?))
     }

@@ -74,7 +74,7 @@ pub(crate) fn state_dir() -> Result<PathBuf, StateError> {
 
 /// The environment variable `name`, unless unset, not UTF-8 or blank; also
 /// the process environment as
-/// [`ConfigStore::load_with_env`](crate::state::config::ConfigStore::load_with_env) wants it.
+/// `ConfigStore::load_with_env` wants it.
 pub fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }

@@ -7,14 +7,14 @@
 //!
 //! - `run_command`: the command line's **words**, as a POSIX shell splits
 //!   them (quotes removed), against the pattern's words, split the same
-//!   way ([`Rule::matches_words`]): word N of the pattern matches word N of
+//!   way (`Rule::matches_words`): word N of the pattern matches word N of
 //!   the command; a last pattern word that is `*` alone takes any words
 //!   after the others (none too), one that ends in `*` matches its word and
 //!   takes any after it; else the command has exactly as many words. The
 //!   gate only hands a rule a line that makes the shell compute nothing
 //!   (see `gate::command`).
 //! - every other tool: the call's subject (a path, an MCP `SERVER/TOOL`)
-//!   as a whole ([`Rule::matches`]).
+//!   as a whole (`Rule::matches`).
 //!
 //! In a pattern, `*` is any run of characters (`/` included: `src/*`
 //! covers every file under `src`; within one word for commands), `?` is
@@ -23,10 +23,10 @@
 //! than one `*` at a time, so its cost is at most the pattern's length
 //! times the subject's, whatever either holds.
 //!
-//! [`DEFAULT_ALLOW`] lists agy's read-only tools, which pass without asking
+//! `DEFAULT_ALLOW` lists agy's read-only tools, which pass without asking
 //! (inside the workspace: the gate decides where); the user's rules
 //! (config.json's `"allow"`, or `AGY_ALLOW`) come on top (see
-//! [`crate::state::config::Config::allow_list`]).
+//! `crate::state::config::Config::allow_list`).
 
 use std::fmt;
 

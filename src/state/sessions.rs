@@ -69,7 +69,7 @@ impl SessionKey {
     }
 }
 
-/// Held while a session's turn runs; see [`SessionStore::try_lock_turn`].
+/// Held while a session's turn runs; see `SessionStore::try_lock_turn`.
 pub struct TurnLock {
     _lock: StateLock,
 }
@@ -237,7 +237,7 @@ impl SessionStore {
         dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)))
     }
 
-    /// The store in [`state_dir`].
+    /// The store in `state_dir`.
     pub fn open_default() -> Result<SessionStore, StateError> {
         Ok(SessionStore::open(state_dir()?))
     }

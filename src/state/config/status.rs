@@ -73,7 +73,7 @@ pub struct AllowStatus {
 pub struct ConfigStatus {
     /// The effective settings.
     pub config: Config,
-    /// In [`Setting::ALL`] order.
+    /// In `Setting::ALL` order.
     pub settings: Vec<SettingStatus>,
     /// The user's allow rules (also in `config.allow_rules`).
     pub allow: AllowStatus,
