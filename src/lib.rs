@@ -24,6 +24,8 @@
 //! `tests/structure.rs` checks the layers' imports and that no modules
 //! import each other in a cycle.
 
+#![warn(missing_docs)]
+
 pub mod follow;
 pub mod gate;
 pub mod maintain;
