@@ -55,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 /// module docs) or never comes (subagent databases), and costs one `PRAGMA
 /// data_version` per database per tick (about 5% of one core in a debug
 /// build).
-pub const CAPTURE_INTERVAL: Duration = Duration::from_millis(5);
+pub(crate) const CAPTURE_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How long `agy --version` may take.
 pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -247,7 +247,7 @@ impl Capturer {
     /// A capturer for a run that resumes conversation `id`: its current
     /// state (and its subagents') becomes `pre` commits at t=0, so a replay
     /// onto an existing conversation skips it.
-    pub fn resume(dir: &Path, id: &ConversationId) -> Capturer {
+    pub(crate) fn resume(dir: &Path, id: &ConversationId) -> Capturer {
         let mut c = Capturer::new(dir);
         let root = id.as_str().to_string();
         c.root = Some(root.clone());
@@ -288,12 +288,12 @@ impl Capturer {
 
     /// The next stdin turn of the same agy begins now: later commits are
     /// that turn's, timed from here (the recording format's `turn`).
-    pub fn next_turn(&mut self) {
+    pub(crate) fn next_turn(&mut self) {
         self.turn += 1;
         self.start();
     }
 
-    pub fn stats(&self) -> CaptureStats {
+    pub(crate) fn stats(&self) -> CaptureStats {
         self.stats
     }
 
@@ -305,7 +305,7 @@ impl Capturer {
     }
 
     /// Look at every database once (what a wake-up does).
-    pub fn capture(&mut self, dir: &Path, root_db: &Path) {
+    pub(crate) fn capture(&mut self, dir: &Path, root_db: &Path) {
         self.stats.wakes += 1;
         let t_ms = self.t0.elapsed().as_millis() as u64;
         let root = root_db
@@ -394,7 +394,7 @@ impl Capturer {
     }
 
     /// The root conversation's schema as `sqlite_master` holds it.
-    pub fn schema(&self) -> Vec<String> {
+    pub(crate) fn schema(&self) -> Vec<String> {
         self.root
             .as_ref()
             .and_then(|r| self.dbs.iter().find(|d| &d.id == r))
@@ -412,7 +412,7 @@ impl Capturer {
             .collect()
     }
 
-    pub fn root(&self) -> Option<&str> {
+    pub(crate) fn root(&self) -> Option<&str> {
         self.root.as_deref()
     }
 }

@@ -77,7 +77,7 @@ impl Asks {
 
     /// The gate's queue back (a warm session keeps its gate between turns);
     /// questions still open are denied.
-    pub fn into_questions(self) -> mpsc::Receiver<Question> {
+    pub(crate) fn into_questions(self) -> mpsc::Receiver<Question> {
         for (_, q) in self.open {
             q.answer(Decision::deny("the turn ended before the user decided"));
         }

@@ -96,7 +96,7 @@ pub fn transcript(path: &Path) -> Result<Transcript, LoadError> {
 
 /// Counts over a decoded conversation, for the end of the text view.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub steps: usize,
     /// Step type -> number of steps, by raw type number.
     pub by_type: BTreeMap<i64, (StepType, usize)>,
@@ -130,7 +130,7 @@ impl Decoded {
         Transcript::from_events(self.events().cloned())
     }
 
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let mut summary = Summary {
             steps: self.steps.len(),
             ..Summary::default()

@@ -317,7 +317,7 @@ pub(crate) struct Turn {
 
 impl Suite {
     /// A fresh directory for one scenario (`cwd`, `add`) under the root.
-    pub fn workspace(&self, name: &str) -> std::io::Result<(PathBuf, PathBuf)> {
+    pub(crate) fn workspace(&self, name: &str) -> std::io::Result<(PathBuf, PathBuf)> {
         let cwd = self.root.path().join(name).join("workspace");
         let add = self.root.path().join(name).join("added");
         std::fs::create_dir_all(&cwd)?;
@@ -326,7 +326,7 @@ impl Suite {
     }
 
     /// The runner's configuration for a scenario.
-    pub fn config(&self, sc: &Scenario) -> RunConfig {
+    pub(crate) fn config(&self, sc: &Scenario) -> RunConfig {
         self.config_for(sc.recording)
     }
 
@@ -340,7 +340,7 @@ impl Suite {
     }
 
     /// A request in `cwd` with the suite's model.
-    pub fn request(&self, prompt: &str, cwd: &Path) -> TurnRequest {
+    pub(crate) fn request(&self, prompt: &str, cwd: &Path) -> TurnRequest {
         TurnRequest {
             prompt: prompt.to_string(),
             cwd: Some(cwd.to_path_buf()),
@@ -367,7 +367,12 @@ impl Suite {
     /// Run one turn (unless the suite stopped), recorded as `label` when
     /// the suite writes recordings; a quota failure stops the suite.
     /// `None`: it did not run.
-    pub async fn turn(&mut self, cfg: &RunConfig, req: &TurnRequest, label: &str) -> Option<Turn> {
+    pub(crate) async fn turn(
+        &mut self,
+        cfg: &RunConfig,
+        req: &TurnRequest,
+        label: &str,
+    ) -> Option<Turn> {
         if self.stopped.is_some() {
             return None;
         }

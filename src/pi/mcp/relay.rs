@@ -108,7 +108,7 @@ impl Control {
 
 /// A `tool_result` no parked call takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Stale {
+pub(crate) enum Stale {
     #[error("pi sent a second result for tool call {id:?}, which was already answered; agy-bridge ignored it")]
     Repeated { id: String },
     #[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting}); agy-bridge ignored it")]
@@ -122,7 +122,7 @@ fn note(text: &str) -> String {
 }
 
 /// [`batch_window`] when `AGY_PI_TOOL_BATCH_MS` is unset.
-pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
+pub(crate) const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
 
 /// `AGY_PI_TOOL_BATCH_MS`: how long after a call further calls join its
 /// message (default 2 ms: calls agy sends together reach the loopback
@@ -150,7 +150,7 @@ pub fn batch_window() -> Result<Duration, crate::state::file::BadEnv> {
 /// once) and a `release`; a flood beyond this is not pi's protocol, and the
 /// stdin reader drops it rather than stop reading (an abort line behind it
 /// must still be seen).
-pub const CONTROL_CAPACITY: usize = 64;
+pub(crate) const CONTROL_CAPACITY: usize = 64;
 
 /// The tool side of a turn: calls from the MCP server, control lines from pi.
 pub struct ToolLines {
@@ -183,7 +183,7 @@ impl ToolLines {
     }
 
     /// With the gate's questions.
-    pub fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
+    pub(crate) fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
         self.asks = asks;
         self
     }

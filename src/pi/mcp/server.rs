@@ -68,7 +68,7 @@ const LINGER_TIME: Duration = Duration::from_millis(500);
 
 /// The server's caps; [`Limits::default`] is what the bridge uses.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections served at once (agy opens a handful).
     pub connections: usize,
     /// From accept to a complete first head.

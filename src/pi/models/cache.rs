@@ -50,7 +50,7 @@ pub enum Unavailable {
 /// Run `BIN models` (a short program: stdin closed, its tree ended after
 /// `timeout` or when `cancel` fires). Returns stdout of a successful run
 /// that listed at least one model. Blocking: not for a runtime worker.
-pub fn fetch(
+pub(crate) fn fetch(
     bin: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -134,7 +134,7 @@ fn sign_in_sentence(line: &str) -> String {
 /// `$AGY_BRIDGE_STATE_DIR`, else `~/.pi/agent/antigravity-bridge` (the
 /// original's directory, so its `models-cache.json` is reused); `None`
 /// without HOME.
-pub fn state_dir() -> Option<PathBuf> {
+pub(crate) fn state_dir() -> Option<PathBuf> {
     crate::state::file::state_dir().ok()
 }
 
@@ -177,7 +177,7 @@ pub(super) fn now_ms() -> u64 {
 
 impl CacheEntry {
     /// Age; an entry from the future counts as infinitely old.
-    pub fn age(&self) -> Duration {
+    pub(crate) fn age(&self) -> Duration {
         match now_ms().checked_sub(self.saved_at) {
             Some(diff) => Duration::from_millis(diff),
             None => Duration::MAX,
@@ -306,7 +306,7 @@ impl Loader {
     }
 
     /// The cache entry, if there is a readable one.
-    pub fn read_cache(&self) -> Option<CacheEntry> {
+    pub(crate) fn read_cache(&self) -> Option<CacheEntry> {
         let text = std::fs::read_to_string(self.cache_path()?).ok()?;
         serde_json::from_str(&text).ok()
     }

@@ -38,7 +38,7 @@ pub struct Model {
 
 /// Model families, for context sizes and defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     Gemini,
     Claude,
     GptOss,
@@ -51,7 +51,7 @@ impl Model {
         self.efforts.is_empty()
     }
 
-    pub fn family(&self) -> Family {
+    pub(crate) fn family(&self) -> Family {
         if self.id.starts_with("gemini") {
             Family::Gemini
         } else if self.id.starts_with("claude") {
@@ -73,7 +73,7 @@ impl Model {
     }
 
     /// The full tier slug for `effort` (`gemini-3.7-flash-high`).
-    pub fn tier_slug(&self, effort: Effort) -> Option<&str> {
+    pub(crate) fn tier_slug(&self, effort: Effort) -> Option<&str> {
         self.efforts
             .iter()
             .position(|e| *e == effort)
@@ -83,7 +83,7 @@ impl Model {
 
     /// (context window, max output tokens). agy does not report them; these
     /// are the families' documented sizes.
-    pub fn limits(&self) -> (u64, u64) {
+    pub(crate) fn limits(&self) -> (u64, u64) {
         match self.family() {
             Family::Gemini => (1_048_576, 65_536),
             Family::Claude => (200_000, 64_000),
@@ -249,7 +249,7 @@ impl Catalog {
     /// listed); every other slug (Claude, GPT-OSS, a Gemini base with a
     /// single tier) is a fixed model under agy's own slug. First-seen order
     /// is kept; duplicate slugs are dropped.
-    pub fn from_raw(raw: &[RawModel]) -> Catalog {
+    pub(crate) fn from_raw(raw: &[RawModel]) -> Catalog {
         struct Group {
             base: String,
             lines: Vec<(String, String, Option<Effort>)>,
@@ -344,7 +344,7 @@ impl Catalog {
     /// A model by id, or by something naming it: one of its tier slugs
     /// (with that tier), its display name (any case), or the TypeScript bridge's
     /// punctuation-free id (`gemini-3-7-flash`), so old configs keep working.
-    pub fn find(&self, name: &str) -> Option<(&Model, Option<Effort>)> {
+    pub(crate) fn find(&self, name: &str) -> Option<(&Model, Option<Effort>)> {
         let name = name.trim();
         if let Some(m) = self.models.iter().find(|m| m.id == name) {
             return Some((m, None));

@@ -16,8 +16,8 @@ use crate::runner::TurnUsage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub mod context;
-pub mod mapper;
+pub(crate) mod context;
+pub(crate) mod mapper;
 pub mod pipe;
 pub mod stream;
 
@@ -144,7 +144,7 @@ pub struct PiUsage {
 
 impl PiUsage {
     /// agy's last model call of the turn: what pi's context meter shows.
-    pub fn from_turn(usage: &TurnUsage) -> PiUsage {
+    pub(crate) fn from_turn(usage: &TurnUsage) -> PiUsage {
         let u = &usage.last_call;
         PiUsage {
             input: u.input_tokens,
