@@ -66,15 +66,29 @@ pub(crate) const MODELS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why a recording could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// agy's version, which the recording's header names, could not be had.
     #[error("cannot run {bin} --version: {message}")]
-    Version { bin: String, message: String },
+    Version {
+        /// The agy binary run.
+        bin: String,
+        /// Why it failed.
+        message: String,
+    },
+    /// The run ended without the recorder finding agy's conversation.
     #[error("agy ran but no conversation database could be bound: {reason}")]
-    NotBound { reason: String },
+    NotBound {
+        /// Why no database was bound.
+        reason: String,
+    },
+    /// A conversation database could not be read whole.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A query on a conversation database failed.
     #[error("cannot read {path}: {source}")]
     Sql {
+        /// The database.
         path: PathBuf,
+        /// SQLite's error.
         source: rusqlite::Error,
     },
 }
@@ -207,7 +221,9 @@ impl Tracked {
 /// Counters for the record summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CaptureStats {
+    /// Times the recorder looked at the databases (a change seen, or the tick).
     pub wakes: u64,
+    /// `PRAGMA data_version` queries: the cheap check before a read.
     pub version_checks: u64,
     /// Whole-database reads (one per observed change).
     pub reads: u64,
@@ -426,14 +442,18 @@ impl Observer for Capturer {
 /// What `record` asks agy to do, beyond the runner's own config.
 #[derive(Debug, Clone, Default)]
 pub struct RecordRequest {
+    /// The prompt and agy's options for the one turn recorded.
     pub turn: TurnRequest,
 }
 
 /// A finished recording and the run it came from.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// The recording, ready to be written (and redacted).
     pub recording: Recording,
+    /// How agy's run ended.
     pub result: RunResult,
+    /// What capturing cost.
     pub stats: CaptureStats,
     /// Problems that did not stop the recording (e.g. `agy models` failed).
     pub warnings: Vec<String>,

@@ -236,27 +236,38 @@ pub fn planned_turns(scenarios: &[Scenario]) -> u32 {
 /// One fact, as checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Checked {
+    /// The fact's id.
     pub fact: String,
+    /// The docs/agy-format.md section that states it.
     pub section: String,
     /// `None`: not checked (the evidence says why).
     pub ok: Option<bool>,
     /// What was seen: the line, field or exit code, shortened.
     pub evidence: String,
+    /// The scenario that checked it.
     pub scenario: String,
 }
 
 /// What a run of the suite found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The agy binary checked.
     pub agy_bin: String,
+    /// What it says its version is.
     pub agy_version: String,
+    /// The operating system and architecture the suite ran on.
     pub platform: String,
+    /// The model the turns ran on, if one was named.
     pub model: Option<String>,
+    /// The model turns the chosen scenarios would spend.
     pub planned_turns: u32,
+    /// The model turns spent.
     pub spent_turns: u32,
+    /// Every fact of the chosen scenarios, checked or not.
     pub facts: Vec<Checked>,
     /// Why the suite stopped early (a quota error), if it did.
     pub stopped: Option<String>,
+    /// What went wrong beside the facts (a file that could not be written).
     pub notes: Vec<String>,
     /// The recordings written, relative to the output directory.
     pub recordings: Vec<String>,
@@ -281,6 +292,7 @@ pub struct Options {
     pub cfg: RunConfig,
     /// agy's --model; `None`: the cheapest `agy models` lists.
     pub model: Option<String>,
+    /// The scenarios to run, in order.
     pub scenarios: Vec<Scenario>,
     /// Where recordings go (`DIR/recordings/`); `None`: none are written.
     pub out: Option<PathBuf>,

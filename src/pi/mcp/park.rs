@@ -15,7 +15,9 @@ use tokio::sync::oneshot;
 /// image blocks have the same shape) and whether it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
+    /// The result's content blocks, as MCP passes them to agy.
     pub content: Vec<Value>,
+    /// Whether the tool failed; agy sees the content as the error.
     pub is_error: bool,
 }
 
@@ -119,8 +121,11 @@ pub(crate) const STEER_HEAD: &str =
 /// A call agy made, waiting for pi. `id` is the pi `toolCall` id.
 #[derive(Debug)]
 pub struct ToolCall {
+    /// The id pi's tool result quotes back.
     pub id: String,
+    /// The pi tool called.
     pub name: String,
+    /// The arguments agy gave, as JSON.
     pub arguments: Value,
     reply: Option<oneshot::Sender<ToolOutcome>>,
 }

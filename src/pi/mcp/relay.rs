@@ -39,7 +39,9 @@ pub enum Control {
     /// the contents of pi's steering messages that came after the results:
     /// they follow this result's content (see [`ToolOutcome::with_steer`]).
     ToolResult {
+        /// The call answered (`toolCallId`).
         id: String,
+        /// The result for agy, or why the line's content could not be read.
         outcome: Result<ToolOutcome, BadContent>,
     },
     /// `{"type":"permission","id","decision","scope","reason"}`: the user's
@@ -47,12 +49,18 @@ pub enum Control {
     Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
-    Release { reason: String },
+    Release {
+        /// pi's reason, passed on to the calls released.
+        reason: String,
+    },
     /// stdin ended: pi (or the extension) is gone.
     Closed,
     /// A line that is none of these: pi hears why it was ignored, and no
     /// call is touched.
-    Unreadable { why: String },
+    Unreadable {
+        /// What was wrong with the line.
+        why: String,
+    },
 }
 
 impl Control {
@@ -154,8 +162,11 @@ pub(crate) const CONTROL_CAPACITY: usize = 64;
 
 /// The tool side of a turn: calls from the MCP server, control lines from pi.
 pub struct ToolLines {
+    /// agy's calls, from the MCP server.
     pub calls: mpsc::Receiver<ToolCall>,
+    /// pi's control lines, from the stdin reader.
     pub control: mpsc::Receiver<Control>,
+    /// How long the first call waits for others to join its batch.
     pub window: Duration,
     /// Ids pi has answered this turn: a repeat is told from a stranger.
     answered: HashSet<String>,
@@ -167,6 +178,7 @@ pub struct ToolLines {
 }
 
 impl ToolLines {
+    /// The tool side over these channels, batching calls within `window`.
     pub fn new(
         calls: mpsc::Receiver<ToolCall>,
         control: mpsc::Receiver<Control>,

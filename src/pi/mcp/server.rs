@@ -104,7 +104,9 @@ struct Shared {
 
 /// A running server; drop it to stop it.
 pub struct McpServer {
+    /// Where it listens: 127.0.0.1 and the port it got.
     pub addr: SocketAddr,
+    /// The secret every request must carry, written into agy's MCP config.
     pub token: String,
     accept: JoinHandle<()>,
 }

@@ -63,12 +63,19 @@ pub(crate) const REFRESH_LOCK_FILE: &str = "models-cache.json.refreshing";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingLevel {
+    /// No thinking: a tiered model runs at its lowest tier.
     Off,
+    /// Runs at the lowest tier, as `off` does.
     Minimal,
+    /// agy's `low` tier, or the nearest one offered.
     Low,
+    /// agy's `medium` tier, or the nearest one offered.
     Medium,
+    /// agy's `high` tier, or the nearest one offered.
     High,
+    /// Runs at the highest tier offered.
     Xhigh,
+    /// Runs at the highest tier offered, as `xhigh` does.
     Max,
 }
 
@@ -83,6 +90,7 @@ impl ThinkingLevel {
         ThinkingLevel::Max,
     ];
 
+    /// The level as pi spells it in a request (`off` ... `max`).
     pub fn as_str(self) -> &'static str {
         match self {
             ThinkingLevel::Off => "off",

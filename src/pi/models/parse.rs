@@ -15,7 +15,9 @@ use agy_format::agy_args::Effort;
 /// elsewhere, else one spelled from the slug).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawModel {
+    /// agy's slug (what `--model` takes), when the format gives one.
     pub slug: Option<String>,
+    /// The label agy shows people.
     pub display: String,
 }
 

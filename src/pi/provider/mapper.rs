@@ -133,6 +133,8 @@ fn call_key(id: &str, name: &str, arguments: &str) -> String {
 }
 
 impl EventMapper {
+    /// A mapper for one turn in `cwd`, against which agy's edited paths are
+    /// shown and diffed.
     pub fn new(cwd: &Path) -> Self {
         EventMapper {
             edits: TurnEdits::new(cwd),
@@ -370,6 +372,8 @@ impl EventMapper {
         out.hold_error(&sentence, &format!("\n[agy error: {sentence}]\n"));
     }
 
+    /// Writes what `event` means to pi on `out`: text, thinking lines, a
+    /// tool's note or diff, an error held for the end.
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
         let e = match event {
             RunEvent::Agy(e) => e,

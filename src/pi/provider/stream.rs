@@ -38,6 +38,8 @@ pub struct PiStream<W: Write> {
 }
 
 impl<W: Write> PiStream<W> {
+    /// A stream that writes pi's events to `out`; nothing is written until [`Self::start`] or
+    /// the first event.
     pub fn new(out: W) -> Self {
         PiStream {
             out,
@@ -87,6 +89,7 @@ impl<W: Write> PiStream<W> {
         }
     }
 
+    /// Writes `start`, once: pi expects it at once, before agy has said anything.
     pub fn start(&mut self) {
         if !self.started {
             self.started = true;
