@@ -23,6 +23,14 @@
 //! `pub(crate)` or private, so a helper cannot become API by accident;
 //! `tests/structure.rs` checks the layers' imports and that no modules
 //! import each other in a cycle.
+//!
+//! `unsafe` is kept to the few calls with no safe form (forking, a child's
+//! set-up before exec, signal handlers, registering a descriptor with the
+//! reactor, ...), each once, behind a small helper, with a `// SAFETY:`
+//! comment; `tests/structure.rs` counts them (at most 8 in `src/`). An
+//! `unsafe fn`'s body is no exception: its unsafe calls are blocks too.
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 #![warn(missing_docs)]
 

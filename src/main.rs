@@ -6,6 +6,8 @@
 //! [`Commands`], an args struct and a `cmd_*` function in `src/cli/`, and
 //! one match arm in [`run`].
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod cli;
 
 use clap::{Parser, Subcommand};

@@ -25,8 +25,8 @@
 //!   `stream` aborts the turn at its end ([`crate::pi::turn`]).
 //!   One-shot use from a script is `run`'s job; `stream` is pi's protocol.
 
-use nix::sys::signal::{self, SigHandler, Signal};
-use std::sync::atomic::{AtomicI32, Ordering};
+use crate::process::signals;
+use nix::sys::signal::{self, Signal};
 use tokio_util::sync::CancellationToken;
 
 /// The stop signals a command ends on (see [`stop_token`]).
@@ -37,40 +37,12 @@ const STOP_SIGNALS: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-/// The first stop signal that came (0: none yet).
-static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
-/// The write end of the pipe that wakes [`stop_token`]'s watcher (-1: no
-/// watcher yet; a stop is then only noted).
-static WAKE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn note_stop(sig: nix::libc::c_int) {
-    let _ = STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-    let fd = WAKE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // A write may change errno under the code this handler interrupted.
-        let errno = nix::errno::Errno::last_raw();
-        // SAFETY: write(2) is async-signal-safe; the buffer outlives the call.
-        let _ = unsafe { nix::libc::write(fd, [1u8].as_ptr().cast(), 1) };
-        nix::errno::Errno::set_raw(errno);
-    }
-}
-
 /// First thing in `main` for the commands that run agy: a stop signal is
 /// noted, not fatal, and from then on cancels [`stop_token`]. Later
 /// handlers (tokio's for job control) chain to this one. Installed once.
 pub fn hold_early_stops() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        let action = signal::SigAction::new(
-            SigHandler::Handler(note_stop),
-            signal::SaFlags::SA_RESTART,
-            signal::SigSet::empty(),
-        );
-        for sig in STOP_SIGNALS {
-            // SAFETY: the handler only stores to atomics and writes a byte.
-            let _ = unsafe { signal::sigaction(sig, &action) };
-        }
-    });
+    INSTALLED.call_once(|| signals::note_stops(&STOP_SIGNALS));
 }
 
 /// This command's stop: cancelled by the first SIGTERM, SIGINT, SIGHUP or
@@ -96,7 +68,6 @@ pub fn stop_token() -> CancellationToken {
 /// falls between).
 fn watch_stops(token: CancellationToken) {
     use std::io::Read;
-    use std::os::fd::IntoRawFd;
     if let Ok((read, write)) = cloexec_pipe() {
         let mut read = std::fs::File::from(read);
         let watcher = token.clone();
@@ -115,7 +86,7 @@ fn watch_stops(token: CancellationToken) {
             });
         if started.is_ok() {
             // Kept open for the life of the process: the handler's end.
-            WAKE.store(write.into_raw_fd(), Ordering::SeqCst);
+            let _ = signals::wake_on_stop(write);
         }
     }
     if stopped_by().is_some() {
@@ -144,7 +115,7 @@ fn cloexec_pipe() -> nix::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 
 /// The stop signal this command got first, if any.
 pub fn stopped_by() -> Option<Signal> {
-    Signal::try_from(STOPPED_BY.load(Ordering::SeqCst)).ok()
+    signals::noted_stop()
 }
 
 /// When a stop signal ended the command: say so and give the shell's code

@@ -201,11 +201,11 @@ fn feed_agy(mut stdin: std::process::ChildStdin) -> std::sync::mpsc::Sender<Vec<
 const KILL_PERSISTENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 mod os {
-    use nix::sys::signal::{self, SigHandler, Signal};
+    use crate::process::signals;
+    use nix::sys::signal::{self, Signal};
     use nix::sys::wait::{waitpid, WaitStatus};
     use nix::unistd::Pid;
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
 
     /// Orphans of agy's tree come to us instead of init; whether they do.
     pub(crate) fn become_subreaper() -> bool {
@@ -232,46 +232,24 @@ mod os {
         )
     }
 
-    extern "C" fn ignore(_: nix::libc::c_int) {}
-
     /// Terminal and termination signals reach the whole process group; the
     /// guardian outlives them so it can clean up after agy. A handler (not
     /// SIG_IGN) is reset by exec, so agy still gets them normally.
     pub(crate) fn hold_terminal_signals() {
-        let action = signal::SigAction::new(
-            SigHandler::Handler(ignore),
-            signal::SaFlags::SA_RESTART,
-            signal::SigSet::empty(),
-        );
         for sig in [
             Signal::SIGTERM,
             Signal::SIGINT,
             Signal::SIGHUP,
             Signal::SIGQUIT,
         ] {
-            // SAFETY: installs a handler that does nothing.
-            let _ = unsafe { signal::sigaction(sig, &action) };
+            signals::outlive(sig);
         }
     }
 
     /// agy starts with default dispositions and an empty signal mask, and
     /// dies if the guardian does.
     pub(crate) fn reset_signals_in_child(cmd: &mut std::process::Command) {
-        // SAFETY: only async-signal-safe calls (sigprocmask, prctl).
-        unsafe {
-            cmd.pre_exec(|| {
-                let _ = signal::sigprocmask(
-                    signal::SigmaskHow::SIG_SETMASK,
-                    Some(&signal::SigSet::empty()),
-                    None,
-                );
-                #[cfg(target_os = "linux")]
-                {
-                    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-                }
-                Ok(())
-            });
-        }
+        signals::die_with_parent(cmd, true);
     }
 
     pub(crate) fn wait_for_eof(input: &mut impl Read) {
@@ -344,8 +322,7 @@ mod os {
     pub(crate) fn exit_like(status: WaitStatus) -> i32 {
         match status {
             WaitStatus::Signaled(_, sig, _) => {
-                // SAFETY: restores the default action before re-raising.
-                let _ = unsafe { signal::signal(sig, SigHandler::SigDfl) };
+                signals::restore_default(sig);
                 let _ = signal::raise(sig);
                 128 + sig as i32
             }

@@ -11,7 +11,10 @@
 //! terminal's Ctrl-Z and `fg`; [`blocking`] runs a call that must block (a
 //! file read, pi's bounded stdout) without stalling the runtime; [`caller`]
 //! is the bridge's own lifetime: stop signals from the first millisecond,
-//! its parent's death, its stdout's reader gone.
+//! its parent's death, its stdout's reader gone; `reactor` registers a
+//! descriptor with the runtime's reactor (pi's stdout, inotify);
+//! [`signals`] installs this crate's signal handlers and sets up a child's
+//! signals before it execs (it dies with its parent).
 //!
 //! This is the lowest layer of the crate beside [`crate::state`]: it knows
 //! processes, not agy's files or events.
@@ -23,6 +26,8 @@ pub mod caller;
 pub mod guard;
 pub mod job_control;
 pub mod launch;
+pub(crate) mod reactor;
 pub mod short;
+pub mod signals;
 pub mod standby;
 pub mod tree;

@@ -374,18 +374,7 @@ pub(crate) fn spawn_unguarded(launch: &Launch) -> io::Result<Spawned> {
 /// spawned it (Linux); its own children are then the drop guard's and the
 /// tree kill's.
 fn die_with_parent(cmd: &mut std::process::Command) {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cmd;
+    crate::process::signals::die_with_parent(cmd, false);
 }
 
 /// Reap `pid`, which has exited (no waiting).

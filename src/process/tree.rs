@@ -204,14 +204,7 @@ pub(crate) fn run_with_timeout_capped(
         .process_group(0);
     // It dies with the thread waiting for it, so a bridge killed outright
     // (SIGKILL runs no code) does not leave it running.
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-            Ok(())
-        });
-    }
+    crate::process::signals::die_with_parent(cmd, false);
     let mut child = retry_while_busy(|| cmd.spawn()).map_err(RunError::Spawn)?;
     let pipes = read_pipe(child.stdout.take(), cap).and_then(|out| {
         let err = read_pipe(child.stderr.take(), cap)?;
@@ -280,9 +273,13 @@ pub(crate) fn exited_unreaped(pid: ChildPid, block: bool) -> std::io::Result<boo
     use nix::libc;
     let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
     loop {
-        // SAFETY: waitid writes only into `info`, which outlives the call.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::waitid(libc::P_PID, pid.get() as libc::id_t, &mut info, flags) };
+        // SAFETY: `siginfo_t` is a plain C struct, valid all zeroes, and
+        // waitid writes only into `info`, which outlives the call.
+        let (r, info) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(libc::P_PID, pid.get() as libc::id_t, &mut info, flags);
+            (r, info)
+        };
         if r == 0 {
             // With WNOHANG, a child still running leaves `si_pid` zero.
             return Ok(info.si_pid != 0);

@@ -6,49 +6,31 @@
 //! looked at.
 
 use super::*;
-use crate::follow::poller::Settle;
 
 /// How long a settling poll looks for the commit a notification
 /// announced. A WAL write notifies before the commit is visible to readers
 /// (SQLite writes the WAL, syncs it, then publishes the commit in shared
 /// memory, which notifies nobody), so the poll a notification starts keeps
-/// looking ([`Poller::poll_settling`]) until the commit is visible: up to
-/// `written` when the WAL was written since the last commit read (agy's
-/// fsync, typically under a millisecond, at times several, is caught
-/// within 0.1 ms of its end, 0.2 ms when it ends in the first 0.2 ms), and
-/// only briefly for writes already read.
-/// What outlasts that (a long write) is caught by the follower's re-checks
-/// 2, 4, … 64 ms later, which stop once a poll finds every write to the WAL
-/// read ([`Poller::written_since_read`]): then the next write notifies.
-/// While agy holds no write transaction a look is one look, never a
-/// window; each is a `pread` of the WAL-index header, SQLite asked only
-/// when it moved.
-pub(super) const SETTLE_FINE: Settle = Settle {
-    written: Duration::from_millis(4),
-    unwritten: Duration::from_micros(1500),
-};
+/// looking ([`Poller::poll_settling`]) while agy holds the WAL's write
+/// lock, up to this long (agy's fsync, typically under a millisecond, at
+/// times several, is caught within 0.1 ms of its end, 0.2 ms when it ends
+/// in the first 0.2 ms). What outlasts that (a long write) is caught by the
+/// follower's re-checks 2, 4, … 64 ms later, which stop once the reader is
+/// caught up ([`Poller::written_since_read`]): then the next write
+/// notifies. While agy holds no write transaction a look is one look,
+/// never a window; each is a `pread` of the WAL-index header, SQLite asked
+/// only when it moved.
+pub(super) const SETTLE_FINE: Duration = Duration::from_millis(4);
+
 /// Wake-up source: file notifications from the conversations directory.
 /// On Linux, inotify read by the runtime's own I/O driver: one `read`
 /// brings every waiting notification, with no thread or channel between
 /// the kernel and the turn (a commit notifies once per WAL write).
 #[cfg(target_os = "linux")]
 pub(super) struct Watcher {
-    fd: tokio::io::unix::AsyncFd<InotifyFd>,
+    fd: crate::process::reactor::Watched<nix::sys::inotify::Inotify>,
     /// Names read but not yet handed out, oldest first.
     pending: VecDeque<PathBuf>,
-}
-
-/// The inotify instance, owning its descriptor, as the runtime's reactor
-/// registers it.
-#[cfg(target_os = "linux")]
-struct InotifyFd(nix::sys::inotify::Inotify);
-
-#[cfg(target_os = "linux")]
-impl std::os::fd::AsRawFd for InotifyFd {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsFd;
-        self.0.as_fd().as_raw_fd()
-    }
 }
 
 /// A non-blocking inotify watch of the conversations directory (the
@@ -71,11 +53,7 @@ pub(super) fn inotify_on(dir: &Path) -> Option<nix::sys::inotify::Inotify> {
 fn watch(dir: &Path) -> Option<Watcher> {
     let inotify = inotify_on(dir)?;
     let readable = tokio::io::Interest::READABLE;
-    // SAFETY: the descriptor is the Inotify's own, moved into the AsyncFd
-    // with it: it stays open and the same until the AsyncFd is dropped.
-    let fd =
-        unsafe { tokio::io::unix::AsyncFd::register_with_interest(InotifyFd(inotify), readable) }
-            .ok()?;
+    let fd = crate::process::reactor::watch(inotify, readable).ok()?;
     Some(Watcher {
         fd,
         pending: VecDeque::new(),
@@ -91,7 +69,12 @@ impl Watcher {
                 return Some(name);
             }
             let mut ready = self.fd.readable().await.ok()?;
-            match ready.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
+            match ready.try_io(|fd| {
+                fd.get_ref()
+                    .get()
+                    .read_events()
+                    .map_err(std::io::Error::from)
+            }) {
                 Ok(Ok(events)) => {
                     let names = events.into_iter().filter_map(|e| e.name).map(PathBuf::from);
                     self.pending.extend(names);
