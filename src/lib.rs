@@ -31,7 +31,6 @@
 //! `unsafe fn`'s body is no exception: its unsafe calls are blocks too.
 
 #![deny(unsafe_op_in_unsafe_fn)]
-
 #![warn(missing_docs)]
 
 pub mod follow;

@@ -39,7 +39,11 @@ pub struct Knobs {
 /// first thing).
 const VARIANTS: [(&str, Mechanisms, bool); 3] = [
     ("all on", Mechanisms::ALL, true),
-    ("wal_files off: inotify+data_version alone", Mechanisms::NONE, true),
+    (
+        "wal_files off: inotify+data_version alone",
+        Mechanisms::NONE,
+        true,
+    ),
     ("guardian at turn time", Mechanisms::ALL, false),
 ];
 

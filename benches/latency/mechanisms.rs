@@ -19,7 +19,10 @@ use std::time::Duration;
 /// The variants, every mechanism on first (the ratios' base).
 const VARIANTS: [(&str, Mechanisms); 2] = [
     ("all on", Mechanisms::ALL),
-    ("wal_files off: inotify+data_version alone", Mechanisms::NONE),
+    (
+        "wal_files off: inotify+data_version alone",
+        Mechanisms::NONE,
+    ),
 ];
 
 /// One variant's latencies (ms), CPU (ms) and turns.
