@@ -40,7 +40,7 @@ pub fn check_words() -> Result<(), String> {
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
     agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;
     agy_bridge::session::warm_policy::warm_policy()?;
-    agy_bridge::pi::mcp::relay::batch_window().map_err(|e| e.to_string())?;
+    agy_bridge::pi::mcp::batch_window().map_err(|e| e.to_string())?;
     // Reads only the variables: the path is kept, never touched, so no
     // state directory (or HOME) is needed to check them.
     agy_bridge::state::admission::Admission::from_env(std::path::Path::new(""))

@@ -17,9 +17,13 @@
 
 pub mod agy_command;
 pub mod delegate;
-pub mod dialog;
+pub(crate) mod dialog;
 pub mod diff;
 pub mod mcp;
 pub mod models;
 pub mod provider;
 pub mod turn;
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;

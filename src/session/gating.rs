@@ -38,7 +38,7 @@ pub fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
 
 /// The standing policy of a gate for `plan`: the workspace is the turn's
 /// directory (agy's own), else this process's.
-pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
+pub(crate) fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
@@ -63,7 +63,7 @@ pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> 
 /// process, agy is not installed, which the turn says itself, or `cancel`
 /// stopped the proof, which ends the turn too); agy then runs without the
 /// flag, as `deny`.
-pub async fn open_gate(
+pub(crate) async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,

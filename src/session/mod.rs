@@ -14,6 +14,6 @@
 pub mod gating;
 pub mod seat;
 pub mod setup;
-pub mod turn_lock;
+pub(crate) mod turn_lock;
 pub mod unattended;
 pub mod warm_policy;

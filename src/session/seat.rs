@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 /// The admission of this user's state directory; `None` when there is no
 /// state directory (the turn then runs without admission). Its variables
 /// were checked before the command acted (the binary checks every variable first).
-pub fn admission() -> Option<Admission> {
+pub(crate) fn admission() -> Option<Admission> {
     let dir = crate::state::file::state_dir().ok()?;
     Admission::from_env(&dir).ok()
 }
@@ -24,7 +24,7 @@ fn unavailable(e: &AdmissionError) {
 /// One of the account's seats for a turn, held while the turn runs.
 /// `waiting` hears the sentence to show when all are taken. `Err(())`:
 /// cancelled while waiting; `Ok(None)`: no admission (no state directory).
-pub async fn wait_seat(
+pub(crate) async fn wait_seat(
     cancel: &CancellationToken,
     mut waiting: impl FnMut(&str),
 ) -> Result<Option<Seat>, ()> {

@@ -5,9 +5,9 @@ use crate::state::file::env_nonempty;
 use std::time::Duration;
 
 /// `AGY_WARM=off` runs every turn on an agy of its own, as before.
-pub const WARM_ENV: &str = "AGY_WARM";
+pub(crate) const WARM_ENV: &str = "AGY_WARM";
 /// How long an idle session keeps its agy, in seconds (default 600).
-pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
+pub(crate) const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
 const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
 /// Whether warm sessions are on, and how long an idle one keeps its agy.
 #[derive(Debug, Clone, Copy)]

@@ -49,6 +49,7 @@ const CYAN: &str = "\x1b[36m";
 const RESET: &str = "\x1b[0m";
 
 impl<W: Write> LiveView<W> {
+    /// A view writing to `out`, with ANSI colours when `color` is set.
     pub fn new(out: W, color: bool) -> Self {
         LiveView {
             out,
@@ -107,6 +108,7 @@ impl<W: Write> LiveView<W> {
         self.release_held()
     }
 
+    /// Prints one of the runner's events as it arrives.
     pub fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         let quiet = matches!(
             event,

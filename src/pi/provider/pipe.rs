@@ -44,7 +44,7 @@ enum How {
 
 /// The most of one event's lines kept waiting for room; past it, they are
 /// written blocking.
-pub const MAX_PENDING: usize = 1 << 20;
+pub(crate) const MAX_PENDING: usize = 1 << 20;
 
 /// A sink for [`super::stream::PiStream`]: stdout, or a pipe written
 /// only as far as it has room.
@@ -133,7 +133,7 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, Watched<OwnedFd>)> {
     Some((pending, watched))
 }
 
-pub use crate::process::caller::{pipe_kind, PipeKind};
+pub(crate) use crate::process::caller::{pipe_kind, PipeKind};
 
 /// The pipe `fd` opened again, write-only and non-blocking: a file of its
 /// own, so the flag is not stdout's.
@@ -196,7 +196,7 @@ impl Drop for PipeOut {
 impl Room {
     /// Return once every line written so far is in the pipe, or the pipe
     /// failed (the next write says so).
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         loop {
             {
                 let mut p = lock(&self.shared);
