@@ -18,7 +18,7 @@
 //! between two wake-ups are captured as one commit (the later state, at the
 //! later time); nothing half-written is ever captured. Wake-ups are the
 //! runner's: an inotify event on the bound database's files, plus the
-//! fallback tick, which the recorder shortens to [`CAPTURE_INTERVAL`] (5 ms).
+//! fallback tick, which the recorder shortens to `CAPTURE_INTERVAL` (5 ms).
 //! The tick matters more than it seems: agy's WAL write raises the inotify
 //! event *before* the commit is published in the `-shm` index (a memory
 //! write, which raises no event), so the event-driven poll often runs a few

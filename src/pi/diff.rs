@@ -3,7 +3,7 @@
 //! The provider never emits pi `toolCall` blocks (pi would try to run them),
 //! so pi's own diff viewer never sees agy's edits. This module owns the
 //! replacement: it recognises an edit from a tool call's argument keys
-//! ([`edit_target`]) and, once agy has written, renders what changed on disk
+//! (`edit_target`) and, once agy has written, renders what changed on disk
 //! ([`TurnEdits::render`]) against the content seen earlier in the same turn,
 //! else against git HEAD. Whatever cannot be diffed sensibly (binary, outside
 //! the workspace, no repo, deleted, unchanged) gets a one-line note instead.
@@ -249,7 +249,7 @@ impl TurnEdits {
     }
 
     /// Renders one finished edit: `[agy edit: LABEL]\n` then either a
-    /// numbered diff (see [`numbered_diff`]) or a one-line note, ending in
+    /// numbered diff (see `numbered_diff`) or a one-line note, ending in
     /// `\n`. Remembers the file's new content for its next edit this turn.
     pub fn render(&mut self, target: &EditTarget) -> String {
         let abs = self.resolve(&target.path);

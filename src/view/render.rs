@@ -5,7 +5,7 @@
 //! plain words, and a summary at the end. This module owns only presentation;
 //! it consumes [`RunEvent`]s and never looks at the database.
 //!
-//! Tools and subagents read as in pi ([`crate::follow::subject`] words both),
+//! Tools and subagents read as in pi (`crate::follow::subject` words both),
 //! and a failure is said once: a failed tool step's reason is not repeated as
 //! an error, and agy's error line that the turn's own failure repeats (which
 //! the caller prints) is held back.

@@ -16,7 +16,7 @@
 //!
 //! It is why [`crate::maintain`] sits above pi: it reads `agy models` with
 //! [`crate::pi::models`]' parser (the only parser of that listing) and
-//! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
+//! serves agy the bridge's own MCP server (`crate::pi::mcp::ToolBridge`).
 
 mod commands;
 mod report;

@@ -1,15 +1,15 @@
 //! pi's tools for agy: agy calls a tool of pi's over MCP, pi runs it as it
 //! runs any model's tool call, and the result goes back to agy, which waits.
 //!
-//! For one `agy-bridge stream` turn with tools in its request, [`ToolBridge`]
-//! serves them ([`server`], over [`http`]) on loopback and writes the
+//! For one `agy-bridge stream` turn with tools in its request, `ToolBridge`
+//! serves them (`server`, over `http`) on loopback and writes the
 //! private `<dir>/.agents/mcp_config.json` that agy reads for each
-//! `--add-dir` directory (docs/agy-format.md, "MCP"); [`park`] holds each
-//! call until pi answers it; [`relay`] is the pi side: it ends the current
+//! `--add-dir` directory (docs/agy-format.md, "MCP"); `park` holds each
+//! call until pi answers it; `relay` is the pi side: it ends the current
 //! assistant message with the calls as pi `toolCall`s (stop reason
 //! `toolUse`), waits for the extension's `tool_result` lines and then
 //! streams the rest of agy's turn as a new message. Everything here lives as
-//! long as the turn: dropping the [`ToolBridge`] closes the port, removes the
+//! long as the turn: dropping the `ToolBridge` closes the port, removes the
 //! directory and answers every call still waiting.
 
 pub(crate) mod http;

@@ -234,7 +234,7 @@ pub enum Source {
         age: Duration,
     },
     /// The built-in catalog. `age` is set when the failure is a remembered
-    /// one (a failure of the same agy binary younger than [`FAILURE_TTL`]).
+    /// one (a failure of the same agy binary younger than `FAILURE_TTL`).
     Fallback {
         /// Why there is no catalog from agy.
         reason: String,
@@ -300,7 +300,7 @@ pub(super) fn human(d: Duration) -> String {
 pub enum Policy {
     /// Fresh entry: served. Stale entry (or one from another agy binary):
     /// served, `stale` set. A failure of this same binary younger than
-    /// [`FAILURE_TTL`]: fallback. Otherwise run agy now.
+    /// `FAILURE_TTL`: fallback. Otherwise run agy now.
     CacheFirst,
     /// Run agy now; on failure show the last good cache entry, else the
     /// fallback.
@@ -323,7 +323,7 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
+    /// `AGY_BIN` (else `agy`) and the cache in `state_dir`.
     pub fn from_env() -> Loader {
         let agy_bin = crate::state::file::env_nonempty("AGY_BIN")
             .map(PathBuf::from)

@@ -276,7 +276,7 @@ pub(super) fn is_thinking_name(s: &str) -> bool {
 
 impl Catalog {
     /// Parse `agy models` output and fold it ([`parse_models_output`] then
-    /// [`Catalog::from_raw`]).
+    /// `Catalog::from_raw`).
     pub fn from_output(stdout: &str) -> Catalog {
         Catalog::from_raw(&parse_models_output(stdout))
     }
@@ -353,7 +353,7 @@ impl Catalog {
     }
 
     /// The built-in fallback catalog: agy 1.1.24's listing
-    /// ([`LISTING_1_1_24`]) folded as agy's own output is.
+    /// (`LISTING_1_1_24`) folded as agy's own output is.
     pub fn fallback() -> Catalog {
         let raw: Vec<RawModel> = LISTING_1_1_24
             .iter()
@@ -426,7 +426,7 @@ impl Catalog {
 
     /// The `--model` / `--effort` pair for pi model `model_id` at pi thinking
     /// level `thinking`. An effort model always gets an effort: the level
-    /// clamped to its tiers (see [`clamp_effort`]); a tier slug given as the
+    /// clamped to its tiers (see `clamp_effort`); a tier slug given as the
     /// id pins that tier. A fixed model never gets one.
     pub fn resolve(
         &self,
@@ -450,7 +450,7 @@ impl Catalog {
 
     /// Resolve an AskAntigravity model alias.
     ///
-    /// Accepted: an exact id, tier slug or display name (as [`Catalog::find`]);
+    /// Accepted: an exact id, tier slug or display name (as `Catalog::find`);
     /// `flash`, `pro`, `gemini` (= flash), `sonnet`, `opus`, `claude`
     /// (= sonnet), `gpt-oss`; with an optional version (`3.5 flash`,
     /// `sonnet 4.6`) and tier (`flash low`, `pro high`), in any order. Without

@@ -4,7 +4,7 @@
 //!
 //! - [`parse_models_output`] reads `agy models` stdout, skipping the
 //!   progress line, glog and sign-in lines.
-//! - [`Catalog::from_raw`] folds Gemini tiers (`gemini-3.7-flash-low/-high`)
+//! - `Catalog::from_raw` folds Gemini tiers (`gemini-3.7-flash-low/-high`)
 //!   into one model whose id is the base slug (`gemini-3.7-flash`) and whose
 //!   efforts are the tiers agy listed. Everything else is a *fixed* model
 //!   keyed by agy's own slug; fixed models never get `--effort` (Claude and

@@ -23,8 +23,8 @@ pub struct RawModel {
 
 impl RawModel {
     /// The agy slug. For format 1 (a label only): the slug a real listing
-    /// pairs with that label ([`slug_for_label`]); only a label no listing
-    /// has is spelled into a slug ([`slug_from_display`], a guess).
+    /// pairs with that label (`slug_for_label`); only a label no listing
+    /// has is spelled into a slug (`slug_from_display`, a guess).
     pub fn slug(&self) -> String {
         match (&self.slug, slug_for_label(&self.display)) {
             (Some(slug), _) => slug.clone(),

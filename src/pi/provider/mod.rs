@@ -8,8 +8,8 @@
 //! (`done` or `error`) ends every stream, whatever happens.
 //!
 //! This file holds pi's side of the protocol (the request, the events, the
-//! usage); the work is in [`context`] (pi's messages to agy's prompt),
-//! [`mapper`] (the runner's events to pi's) and [`stream`] (the writer that
+//! usage); the work is in `context` (pi's messages to agy's prompt),
+//! `mapper` (the runner's events to pi's) and [`stream`] (the writer that
 //! keeps pi's invariants).
 
 use crate::runner::TurnUsage;
@@ -44,7 +44,7 @@ pub struct StreamRequest {
     pub cwd: Option<String>,
     /// pi's `context.messages`, as pi serialises them: since pi 0.86 a
     /// transcript whose system messages carry pi's prompt and tools (see
-    /// [`context`]).
+    /// `context`).
     #[serde(default)]
     pub messages: Vec<Value>,
     /// pi's current tools (`getCurrentTools(context.messages)`), offered to

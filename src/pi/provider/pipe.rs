@@ -7,10 +7,10 @@
 //! would then hold every task of the turn, its abort and its watchdog
 //! among them, and a stalled pi must never keep agy running. So a line
 //! goes out only as far as pi's pipe takes it now, without waiting; the
-//! rest waits here, and the relay awaits [`Room::wait`] before the next
+//! rest waits here, and the relay awaits `Room::wait` before the next
 //! event, so pi's pace is still the turn's, with the turn's other tasks
 //! running meanwhile. What waits here is at most one event's lines, and at
-//! most [`MAX_PENDING`] of them: a bigger event (a long text block's end,
+//! most `MAX_PENDING` of them: a bigger event (a long text block's end,
 //! which carries the whole block) is written through, waiting, past that,
 //! so memory stays bounded whatever pi does.
 //!

@@ -19,7 +19,7 @@ enum BlockKind {
 /// after it.
 ///
 /// It also keeps the rule that a failure is said once: agy's error lines
-/// are held ([`Self::hold_error`]) until agy goes on or the message ends,
+/// are held (`Self::hold_error`) until agy goes on or the message ends,
 /// and one that the turn's own failure repeats is not shown, since pi shows
 /// that failure as the message's error ([`Self::fail`]).
 pub struct PiStream<W: Write> {
@@ -53,7 +53,7 @@ impl<W: Write> PiStream<W> {
         }
     }
 
-    /// Await `room` in the sink's pipe before each event ([`Self::room`]):
+    /// Await `room` in the sink's pipe before each event (`Self::room`):
     /// a pi that reads slowly then holds the turn's relay, never the
     /// runtime it shares with the turn (its abort, its watchdog).
     pub fn with_room(mut self, room: Option<Room>) -> Self {
