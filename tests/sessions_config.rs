@@ -3,9 +3,10 @@
 //! environment overrides that are never saved, unknown keys kept, the
 //! binding rule, and several processes updating sessions.json at once.
 
-use agy_bridge::state::config::{ConfigChange, ConfigStore, Setting, Source, CONFIG_FILE};
-use agy_bridge::state::file::{StateWarning, SESSIONS_FILE};
+use agy_bridge::state::config::{ConfigChange, ConfigStore, Setting, Source};
+use agy_bridge::state::file::StateWarning;
 use agy_bridge::state::sessions::{SessionEntry, SessionKey, SessionStore};
+use agy_bridge::testing::state::{ConfigStoreWithEnv, CONFIG_FILE, SESSIONS_FILE};
 use agy_format::agy_args::Effort;
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;

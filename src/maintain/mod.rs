@@ -18,3 +18,7 @@
 pub mod conformance;
 pub mod demo;
 pub mod record;
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;

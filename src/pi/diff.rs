@@ -3,7 +3,7 @@
 //! The provider never emits pi `toolCall` blocks (pi would try to run them),
 //! so pi's own diff viewer never sees agy's edits. This module owns the
 //! replacement: it recognises an edit from a tool call's argument keys
-//! ([`edit_target`]) and, once agy has written, renders what changed on disk
+//! (`edit_target`) and, once agy has written, renders what changed on disk
 //! ([`TurnEdits::render`]) against the content seen earlier in the same turn,
 //! else against git HEAD. Whatever cannot be diffed sensibly (binary, outside
 //! the workspace, no repo, deleted, unchanged) gets a one-line note instead.
@@ -20,13 +20,13 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Diff lines shown for one edit; the rest become one `… K more lines` line.
-pub const MAX_DIFF_LINES: usize = 100;
+pub(crate) const MAX_DIFF_LINES: usize = 100;
 /// Unchanged lines shown around each change.
-pub const CONTEXT_LINES: usize = 3;
+pub(crate) const CONTEXT_LINES: usize = 3;
 /// Files (and HEAD blobs) larger than this get a note instead of a diff.
 pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Each git call is killed after this long.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Characters of one displayed line (a minified file must not flood pi).
 const MAX_LINE_CHARS: usize = 240;
@@ -61,7 +61,7 @@ pub struct EditTarget {
 /// `newText`, `edits`, ...). Tools named like readers (`view_*`, `read_*`,
 /// `grep*`, `search*`, `find*`, `list*`, `glob*`) are never edits. Anything
 /// else, malformed JSON included, is `None`.
-pub fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
+pub(crate) fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
     let name = tool_name.trim().to_ascii_lowercase();
     if READ_ONLY_PREFIXES.iter().any(|p| name.starts_with(p)) {
         return None;
@@ -224,7 +224,7 @@ impl TurnEdits {
     }
 
     /// The turn's working directory, as labels are shown relative to it.
-    pub fn cwd(&self) -> &Path {
+    pub(crate) fn cwd(&self) -> &Path {
         &self.cwd
     }
 
@@ -244,7 +244,7 @@ impl TurnEdits {
     /// before agy writes. Best effort: the first snapshot before a render wins,
     /// and a snapshot that turns out to equal the result (taken too late, or
     /// the edit changed nothing) is passed over for older knowledge.
-    pub fn before_edit(&mut self, path: &Path) {
+    pub(crate) fn before_edit(&mut self, path: &Path) {
         let abs = self.resolve(path);
         if self.outside_note(&abs).is_some() {
             return;
@@ -259,7 +259,7 @@ impl TurnEdits {
     }
 
     /// Renders one finished edit: `[agy edit: LABEL]\n` then either a
-    /// numbered diff (see [`numbered_diff`]) or a one-line note, ending in
+    /// numbered diff (see `numbered_diff`) or a one-line note, ending in
     /// `\n`. Remembers the file's new content for its next edit this turn.
     pub fn render(&mut self, target: &EditTarget) -> String {
         let abs = self.resolve(&target.path);
@@ -564,7 +564,7 @@ fn split_lines(s: &str) -> Vec<&str> {
 /// Texts differing only in line endings or the final newline give the note
 /// `(only line endings or the final newline changed)`; equal texts give
 /// `(no change)`.
-pub fn numbered_diff(old: &str, new: &str) -> String {
+pub(crate) fn numbered_diff(old: &str, new: &str) -> String {
     if old == new {
         return "(no change)".into();
     }

@@ -31,7 +31,7 @@ pub(crate) fn go_duration(d: Duration) -> String {
 /// ([`agy_format::features`]), whether the turn reads its stream-json,
 /// and whether agy reads the prompt on its stdin ([`crate::runner::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Surface {
+pub(crate) struct Surface {
     pub stream_json: bool,
     pub stdin_input: bool,
     pub features: AgyFeatures,
@@ -41,7 +41,7 @@ pub struct Surface {
 /// prompt is never an agy slash command. With `--disable-slash-commands`
 /// (where agy has it) it goes as it is; else a prompt starting with `/`
 /// gets one leading space, which agy does not expand.
-pub fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, str> {
+pub(crate) fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, str> {
     match (!features.disable_slash_commands)
         .then(|| shield_slash(prompt))
         .flatten()
@@ -52,7 +52,7 @@ pub fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, s
 }
 
 /// The argument list for one turn (docs/agy-format.md, "CLI surface").
-pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<String> {
+pub(crate) fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     for dir in &req.add_dirs {
         args.push("--add-dir".into());

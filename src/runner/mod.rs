@@ -23,9 +23,9 @@
 
 //!
 //! Beside the turn itself: why a turn failed ([`failure`]); agy's two
-//! sources besides the database, its stream-json lines ([`stream_json`]);
-//! the prompt, never in agy's argv: on agy's stdin ([`stdin`]) or, for an
-//! agy that cannot read it there, in a private file ([`prompt_file`]);
+//! sources besides the database, its stream-json lines (`stream_json`);
+//! the prompt, never in agy's argv: on agy's stdin (`stdin`) or, for an
+//! agy that cannot read it there, in a private file (`prompt_file`);
 //! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
@@ -56,15 +56,15 @@ mod follow;
 mod follower;
 mod merge;
 mod outbox;
-pub mod prompt_file;
+pub(crate) mod prompt_file;
 pub mod quota;
-pub mod stdin;
-pub mod stream_json;
+pub(crate) mod stdin;
+pub(crate) mod stream_json;
 pub mod version;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
-pub use args::{agy_args, agy_prompt, Surface};
+pub(crate) use args::{agy_args, agy_prompt, Surface};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -72,19 +72,22 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 pub(crate) use warm::run_warm_observed;
-pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
+pub(crate) use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
 
 pub use crate::settings::WakeMode;
 
 /// Process-wide settings: where agy is, how to wake, how long to wait.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// The agy binary to run.
     pub agy_bin: PathBuf,
+    /// The directory agy keeps its conversation databases in.
     pub conversations_dir: PathBuf,
     /// Extra arguments for every agy run (`AGY_EXTRA_ARGS`, whitespace-split).
     pub extra_args: Vec<String>,
     /// Pass `--dangerously-skip-permissions` (print mode stalls without it).
     pub skip_permissions: bool,
+    /// How the follower learns of new steps.
     pub wake: WakeMode,
     /// The fallback interval (and the only one in poll-only mode).
     pub poll_interval: Duration,
@@ -93,11 +96,13 @@ pub struct RunConfig {
     /// bound yet (after the first read otherwise); a warm turn's end reads
     /// them all, since agy is still running.
     pub trailing_polls: u32,
+    /// The pause between those trailing reads.
     pub trailing_interval: Duration,
     /// SIGTERM to SIGKILL.
     pub kill_grace: Duration,
     /// Our own watchdog; agy's `--print-timeout` is set a minute longer.
     pub timeout: Duration,
+    /// How the turn finds its conversation: agy's stream-json, the database directory, or both.
     pub bind: BindMode,
     /// How long a step may sit in WAITING before the turn is declared stalled
     /// on a permission prompt (print mode can never answer one).
@@ -178,16 +183,22 @@ impl RunConfig {
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
 pub struct TurnRequest {
+    /// The user's message.
     pub prompt: String,
+    /// Where agy runs; `None` keeps the bridge's working directory.
     pub cwd: Option<PathBuf>,
+    /// The model to ask for; `None` leaves agy's default.
     pub model: Option<String>,
+    /// The thinking effort to ask for.
     pub effort: Option<Effort>,
+    /// agy's mode (plan, accept edits, ...).
     pub mode: Option<Mode>,
     /// Resume this conversation.
     pub conversation: Option<ConversationId>,
     /// Stream steps after this idx. With `conversation` and no cursor, the
     /// current last idx is used, so a resumed turn streams only new steps.
     pub after_idx: Option<i64>,
+    /// Directories agy may read and write besides `cwd` (`--add-dir`).
     pub add_dirs: Vec<PathBuf>,
     /// Directories the bridge made for this turn alone (e.g. the MCP
     /// config of pi's tools), also in `add_dirs`: the guardian removes them
@@ -199,11 +210,16 @@ pub struct TurnRequest {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunEvent {
+    /// agy started.
     Started {
+        /// agy's pid (or its guardian's).
         pid: u32,
     },
+    /// The turn found its conversation.
     Bound {
+        /// The conversation.
         conversation_id: String,
+        /// How it was found.
         method: BindMethod,
     },
     /// Sent the moment an abort is requested, before agy is reaped.
@@ -213,25 +229,31 @@ pub enum RunEvent {
     /// The database cannot be followed; from here on the answer text and
     /// tool steps come from agy's stream-json alone (no thinking or edits).
     Degraded {
+        /// Why the database cannot be followed.
         reason: String,
     },
     /// agy did not have the conversation the turn resumed (`requested`) and
     /// began a new one without its earlier context; the turn follows the
     /// new one. Sent once, when it is bound.
     ConversationReplaced {
+        /// The conversation the turn asked for.
         requested: String,
+        /// The new conversation agy began instead.
         conversation_id: String,
     },
     /// The database gave less (or other) answer text than agy printed;
     /// agy's own answer follows as text events.
     AnswerFromAgy {
+        /// Why the database's answer is not used.
         reason: String,
     },
     /// agy's `init` reports another permission mode (`reported`) than its
     /// command line asks for (`expected`): agy's own settings may decide
     /// for it. Sent once per agy process, when its `init` arrives.
     PermissionMode {
+        /// The mode agy's `init` reported.
         reported: String,
+        /// The mode the command line asked for.
         expected: String,
     },
     /// A decoded agy event (serialised as the event itself).
@@ -255,7 +277,7 @@ pub fn new_conversation_notice(requested: &str, new: &str) -> String {
 
 /// The one sentence for an agy whose `init` reports another permission
 /// mode than the bridge's flags ask for, naming both.
-pub fn permission_mode_notice(reported: &str, expected: &str) -> String {
+pub(crate) fn permission_mode_notice(reported: &str, expected: &str) -> String {
     use agy_format::stream_json::{ALWAYS_PROCEED, REQUEST_REVIEW};
     let meaning = |mode: &str| match mode {
         ALWAYS_PROCEED => "every tool runs without asking",
@@ -278,20 +300,30 @@ pub(crate) fn answer_from_agy_notice(reason: &str) -> String {
 /// Everything known about a finished turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// agy's exit code, if it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended agy, if one did.
     pub signal: Option<i32>,
+    /// The conversation the turn ran in, once bound.
     pub conversation_id: Option<String>,
+    /// How that conversation was found.
     pub bind_method: Option<BindMethod>,
     /// The conversation this turn asked to resume, which agy did not have:
     /// it began `conversation_id` instead, without the earlier context.
     pub lost_conversation: Option<String>,
+    /// The last step idx the turn streamed.
     pub last_idx: Option<i64>,
+    /// Whether the turn was aborted.
     pub aborted: bool,
+    /// Whether the bridge's watchdog stopped it.
     pub timed_out: bool,
+    /// The end of agy's stderr.
     pub stderr_tail: String,
     /// agy's stdout (its final answer in text mode), capped.
     pub stdout: String,
+    /// How long the turn took.
     pub duration_ms: u64,
+    /// How many events it streamed.
     pub events: u64,
     /// The poller's counters (row SELECTs, version checks) for this turn.
     pub poll_stats: PollStats,
@@ -309,6 +341,7 @@ pub struct RunResult {
     pub permission_mode: Option<String>,
     /// Things the user should know about a turn that still succeeded.
     pub notices: Vec<String>,
+    /// Why the turn failed; `None` when it succeeded.
     pub failure: Option<Failure>,
 }
 
@@ -361,6 +394,7 @@ impl RunResult {
         }
     }
 
+    /// Whether the turn succeeded.
     pub fn ok(&self) -> bool {
         self.failure.is_none()
     }
@@ -381,9 +415,9 @@ pub trait Observer: Send {
 /// resumes where its cursor is when there is room, instead of queueing
 /// events in memory. A few dozen absorb the bursts of one poll (a step's
 /// call, result and text) without making the runner wait on every event.
-pub const EVENT_CAPACITY: usize = 64;
+pub(crate) const EVENT_CAPACITY: usize = 64;
 
-/// The channel a turn's events go on ([`EVENT_CAPACITY`]).
+/// The channel a turn's events go on (`EVENT_CAPACITY`).
 pub fn event_channel() -> (mpsc::Sender<RunEvent>, mpsc::Receiver<RunEvent>) {
     mpsc::channel(EVENT_CAPACITY)
 }
@@ -442,18 +476,18 @@ impl Prelude {
     }
 
     /// [`Prelude::blocking`] on a blocking thread.
-    pub async fn new(cfg: &RunConfig) -> Prelude {
+    pub(crate) async fn new(cfg: &RunConfig) -> Prelude {
         prelude(cfg).await
     }
 
     /// What this agy offers, when it is remembered (no agy run).
-    pub fn features(&self) -> Option<AgyFeatures> {
+    pub(crate) fn features(&self) -> Option<AgyFeatures> {
         self.features
     }
 
     /// Set what this agy offers, asked of it since (the turn then does not
     /// ask again).
-    pub fn set_features(&mut self, features: AgyFeatures) {
+    pub(crate) fn set_features(&mut self, features: AgyFeatures) {
         self.features = Some(features);
     }
 
@@ -573,7 +607,7 @@ async fn run_after<'a>(
 /// Wait for the account's start spacing ([`RunConfig::admission`]);
 /// `false` when `cancel` fired while waiting. Lock files that cannot be
 /// used never stop a turn.
-pub async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
+pub(crate) async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
     use crate::state::admission::AdmissionError;
     match &cfg.admission {
         Some(admission) => !matches!(

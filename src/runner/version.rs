@@ -25,8 +25,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The first agy version known to print its conversation id with
-/// `--output-format stream-json` (docs/agy-format.md, "stream-json").
-pub const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
+/// `--output-format stream-json` (docs/agy-format.md, "stream-json"); the
+/// unit tests hold the version parser to it.
+#[cfg(test)]
+pub(crate) const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
 pub(crate) const VERSION_CACHE_FILE: &str = "agy-version.json";
@@ -53,9 +55,13 @@ pub fn parse_version(s: &str) -> Option<Version> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BinaryKey {
+    /// The binary's path, symlinks followed.
     pub path: PathBuf,
+    /// Its size in bytes.
     pub size: u64,
+    /// Its modification time, whole seconds.
     pub mtime_s: i64,
+    /// Its modification time's nanoseconds.
     pub mtime_nsec: i64,
 }
 
@@ -63,7 +69,7 @@ impl BinaryKey {
     /// The key of the binary `bin` names, found as the OS would run it: a
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
-    pub fn of(bin: &Path) -> Option<BinaryKey> {
+    pub(crate) fn of(bin: &Path) -> Option<BinaryKey> {
         let found = crate::process::tree::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
@@ -117,6 +123,7 @@ pub(crate) struct PerBinaryFile {
 
 impl PerBinaryFile {
     /// The file `name` in `dir`.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn at(dir: &Path, name: &'static str) -> PerBinaryFile {
         PerBinaryFile {
             file: Some(StateFile::new(dir, name)),
@@ -196,7 +203,7 @@ impl VersionCache {
 
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
-    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
+    pub(crate) fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
         self.store_entry(Entry {
             binary: key.clone(),
             version,
@@ -229,7 +236,7 @@ impl VersionCache {
     /// version (neither is remembered), or `cancel` fired while agy was
     /// asked (agy is stopped then). File I/O runs on tokio's blocking
     /// threads.
-    pub async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+    pub(crate) async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
         self.features(bin, cancel).await.and_then(|f| f.version)
     }
 
@@ -237,7 +244,11 @@ impl VersionCache {
     /// (`--version` and `--help` at once) and remembered. `None` when agy is
     /// not there or its `--version` is not a version, or `cancel` fired
     /// while agy was asked (nothing is remembered then).
-    pub async fn features(&self, bin: &Path, cancel: &CancellationToken) -> Option<AgyFeatures> {
+    pub(crate) async fn features(
+        &self,
+        bin: &Path,
+        cancel: &CancellationToken,
+    ) -> Option<AgyFeatures> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
         let (key, known) = tokio::task::spawn_blocking(move || {
             let key = BinaryKey::of(&bin)?;
@@ -313,29 +324,6 @@ pub async fn agy_features(
 pub fn features_remembered(state_dir: Option<&Path>, bin: &Path) -> Option<AgyFeatures> {
     let cache = VersionCache::in_dir(state_dir);
     cache.lookup_features(&BinaryKey::of(bin)?)
-}
-
-/// The installed agy's version, through the cache in the state directory
-/// `state_dir`.
-pub async fn agy_version(
-    state_dir: Option<&Path>,
-    bin: &Path,
-    cancel: &CancellationToken,
-) -> Option<Version> {
-    VersionCache::in_dir(state_dir).version(bin, cancel).await
-}
-
-/// Whether the agy `bin` names prints its conversation id with
-/// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
-/// version cannot be had is treated as an old one.
-pub async fn stream_json_supported(
-    state_dir: Option<&Path>,
-    bin: &Path,
-    cancel: &CancellationToken,
-) -> bool {
-    agy_version(state_dir, bin, cancel)
-        .await
-        .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
 }
 
 #[cfg(test)]

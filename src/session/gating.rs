@@ -68,7 +68,7 @@ pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> 
 /// process, agy is not installed, which the turn says itself, or `cancel`
 /// stopped the proof, which ends the turn too); agy then runs without the
 /// flag, as `deny`.
-pub async fn open_gate(
+pub(crate) async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,

@@ -1,7 +1,7 @@
 //! **session**: what a front end needs around the runner to serve an agy
 //! session, whoever its user is (pi today, an ACP editor next): the runner's
 //! settings with this binary as agy's guardian ([`setup`]), one turn per
-//! session at a time across processes ([`turn_lock`]), the account's seats
+//! session at a time across processes (`turn_lock`), the account's seats
 //! ([`seat`]), the permission gate a turn opens in `ask` mode ([`gating`]),
 //! and the turns nobody watches ([`unattended`]). What it takes from the
 //! environment (whether a session keeps agy warm among the rest) comes
@@ -16,5 +16,5 @@
 pub mod gating;
 pub mod seat;
 pub mod setup;
-pub mod turn_lock;
+pub(crate) mod turn_lock;
 pub mod unattended;

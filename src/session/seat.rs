@@ -1,6 +1,6 @@
 //! The account-wide admission of agy turns, as the turn commands use it
 //! (the limits themselves are the library's, [`crate::state::admission`]; the
-//! spacing of agy starts is the runner's, [`crate::runner::spaced_start`]):
+//! spacing of agy starts is the runner's, `crate::runner::spaced_start`):
 //! a wait for a seat is said, and a state directory that cannot hold the
 //! lock files never stops a turn (it runs without admission, with one
 //! warning).

@@ -71,27 +71,52 @@ pub enum SettingsError {
     /// [`StateError::Env`]'s words.
     #[error("{var}={value:?} is not valid: {reason}; unset it or give one of the values it takes")]
     Config {
+        /// The variable.
         var: &'static str,
+        /// Its value.
         value: String,
+        /// Why it is not valid.
         reason: String,
     },
     /// A switch or a bounded number.
     #[error(transparent)]
     Bad(#[from] BadEnv),
+    /// `AGY_BIND` is not a bind mode.
     #[error("AGY_BIND={value:?} is not a bind mode; use one of: auto, discovery, stream-json")]
-    Bind { value: String },
+    Bind {
+        /// Its value.
+        value: String,
+    },
+    /// `AGY_WAKE` is not a wake mode.
     #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
-    Wake { value: String },
+    Wake {
+        /// Its value.
+        value: String,
+    },
+    /// `AGY_EXTRA_ARGS` holds a flag the bridge sets itself.
     #[error("AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself on every turn; remove it ({hint})")]
-    ExtraArgs { flag: String, hint: &'static str },
+    ExtraArgs {
+        /// The flag.
+        flag: String,
+        /// Where to set it instead.
+        hint: &'static str,
+    },
+    /// A variable that takes a whole number holds something else.
     #[error("{var}={value:?} is not a whole number of {unit}; unset it or give e.g. {var}=10")]
     WholeNumber {
+        /// The variable.
         var: &'static str,
+        /// Its value.
         value: String,
+        /// What the number counts.
         unit: &'static str,
     },
+    /// `AGY_WARM` is not a switch.
     #[error("AGY_WARM={value:?} is not on or off (also 1/0, true/false, yes/no)")]
-    Warm { value: String },
+    Warm {
+        /// Its value.
+        value: String,
+    },
 }
 
 impl SettingsError {

@@ -32,8 +32,8 @@
 //! entry a rule string; an invalid entry is a [`StateWarning::SkippedRule`]
 //! and is skipped (and kept in the file). `AGY_ALLOW` (rules separated by
 //! `;` or newlines) replaces the file's list; an invalid rule in it is an
-//! error. The gate uses [`Config::allow_list`]: the built-in read-only
-//! tools ([`crate::state::rules::DEFAULT_ALLOW`]) and the user's rules.
+//! error. The gate uses `Config::allow_list`: the built-in read-only
+//! tools (`crate::state::rules::DEFAULT_ALLOW`) and the user's rules.
 //!
 //! Every other key (the TypeScript bridge's `engine`, `acp`, `askTool`, `bridgeTools`,
 //! `digest`, `systemPrompt`, `patchCleanupNotified`, ...) is kept as it is
@@ -60,7 +60,7 @@ pub mod env;
 pub mod status;
 
 use self::env::{check_env_with, env_allow, env_setting};
-use self::status::{AllowStatus, ConfigStatus, SettingStatus};
+pub use self::status::{AllowStatus, ConfigStatus, SettingStatus};
 use crate::state::file::{json_kind, StateError, StateFile, StateWarning, SESSIONS_FILE};
 use crate::state::rules::{self, Rule};
 use agy_format::agy_args::{Effort, Mode};
@@ -70,7 +70,7 @@ use std::fmt;
 use std::path::Path;
 
 /// The settings file's name inside the state directory.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 
 /// Who decides whether agy may run a tool that needs permission.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
@@ -87,6 +87,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// Every mode, in the order the CLI lists them.
     pub const ALL: [PermissionMode; 3] = [
         PermissionMode::Ask,
         PermissionMode::Allow,
@@ -103,7 +104,7 @@ impl PermissionMode {
     }
 
     /// What the mode means for safety, in one sentence.
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             PermissionMode::Ask => {
                 "each agy tool call waits for your decision in pi; read-only tools and your allow rules pass without asking, and where pi has no UI (pi -p, JSON mode) only those pass and the rest is denied"
@@ -161,7 +162,7 @@ pub struct Config {
     /// Who decides on agy's tools that need permission.
     pub permissions: PermissionMode,
     /// The user's allow rules (the file's `allow`, or `AGY_ALLOW`), without
-    /// the built-in ones: see [`Config::allow_list`].
+    /// the built-in ones: see `Config::allow_list`.
     pub allow_rules: Vec<Rule>,
     /// AskAntigravity's default model alias.
     pub default_model: String,
@@ -184,7 +185,7 @@ impl Default for Config {
 impl Config {
     /// The rules the permission gate lets through without asking: the
     /// built-in read-only tools ([`DEFAULT_ALLOW`](rules::DEFAULT_ALLOW)), then the user's.
-    pub fn allow_list(&self) -> Vec<Rule> {
+    pub(crate) fn allow_list(&self) -> Vec<Rule> {
         let mut list = rules::default_allow();
         list.extend(self.allow_rules.iter().cloned());
         list
@@ -195,8 +196,11 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// Nothing set it: the built-in default.
     Default,
+    /// The state directory's `config.json`.
     File,
+    /// An environment variable, which wins over the file.
     Env,
 }
 
@@ -204,14 +208,18 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Setting {
+    /// agy's mode (`AGY_MODE`).
     Mode,
+    /// Who decides on agy's tools (`AGY_PERMISSIONS`).
     Permissions,
+    /// The default model (`AGY_DEFAULT_MODEL`).
     Model,
+    /// The default thinking effort (`AGY_DEFAULT_THINKING`).
     Thinking,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 4] = [
+    pub(crate) const ALL: [Setting; 4] = [
         Setting::Mode,
         Setting::Permissions,
         Setting::Model,
@@ -245,7 +253,7 @@ impl Setting {
     }
 
     /// The environment variable that overrides it.
-    pub fn env_var(self) -> &'static str {
+    pub(crate) fn env_var(self) -> &'static str {
         match self {
             Setting::Mode => "AGY_MODE",
             Setting::Permissions => "AGY_PERMISSIONS",
@@ -263,13 +271,18 @@ pub(crate) const ALLOW_KEY: &str = "allow";
 /// One explicit change by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigChange {
+    /// Set agy's mode.
     Mode(Mode),
+    /// Set who decides on agy's tools.
     Permissions(PermissionMode),
+    /// Set the default model, by its alias.
     DefaultModel(String),
+    /// Set the default thinking effort.
     DefaultThinking(Effort),
 }
 
 impl ConfigChange {
+    /// The setting it changes.
     pub fn setting(&self) -> Setting {
         match self {
             ConfigChange::Mode(_) => Setting::Mode,
@@ -334,12 +347,13 @@ impl ConfigStore {
         }
     }
 
+    /// The `config.json` it reads and writes.
     pub fn path(&self) -> &Path {
         self.file.path()
     }
 
     /// The file merged with `env` (a lookup returning non-empty values).
-    pub fn load_with_env(
+    pub(crate) fn load_with_env(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ConfigStatus, StateError> {

@@ -39,7 +39,9 @@ pub enum Control {
     /// the contents of pi's steering messages that came after the results:
     /// they follow this result's content (see [`ToolOutcome::with_steer`]).
     ToolResult {
+        /// The call answered (`toolCallId`).
         id: String,
+        /// The result for agy, or why the line's content could not be read.
         outcome: Result<ToolOutcome, BadContent>,
     },
     /// `{"type":"permission","id","decision","scope","reason"}`: the user's
@@ -47,12 +49,18 @@ pub enum Control {
     Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
-    Release { reason: String },
+    Release {
+        /// pi's reason, passed on to the calls released.
+        reason: String,
+    },
     /// stdin ended: pi (or the extension) is gone.
     Closed,
     /// A line that is none of these: pi hears why it was ignored, and no
     /// call is touched.
-    Unreadable { why: String },
+    Unreadable {
+        /// What was wrong with the line.
+        why: String,
+    },
 }
 
 impl Control {
@@ -108,7 +116,7 @@ impl Control {
 
 /// A `tool_result` no parked call takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Stale {
+pub(crate) enum Stale {
     #[error("pi sent a second result for tool call {id:?}, which was already answered; agy-bridge ignored it")]
     Repeated { id: String },
     #[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting}); agy-bridge ignored it")]
@@ -121,22 +129,20 @@ fn note(text: &str) -> String {
     format!("\n[agy-bridge: {text}]\n")
 }
 
-/// How long after a call further calls join its message when
-/// `AGY_PI_TOOL_BATCH_MS` is unset ([`crate::settings::Settings::tool_batch`]
-/// is the window a turn uses).
-pub const DEFAULT_BATCH_WINDOW: Duration = crate::settings::vars::DEFAULT_BATCH_WINDOW;
-
 /// pi's control lines waiting for the relay. The extension writes one
 /// `tool_result` per parked call (at most [`super::CALL_CAPACITY`] park at
 /// once) and a `release`; a flood beyond this is not pi's protocol, and the
 /// stdin reader drops it rather than stop reading (an abort line behind it
 /// must still be seen).
-pub const CONTROL_CAPACITY: usize = 64;
+pub(crate) const CONTROL_CAPACITY: usize = 64;
 
 /// The tool side of a turn: calls from the MCP server, control lines from pi.
 pub struct ToolLines {
+    /// agy's calls, from the MCP server.
     pub calls: mpsc::Receiver<ToolCall>,
+    /// pi's control lines, from the stdin reader.
     pub control: mpsc::Receiver<Control>,
+    /// How long the first call waits for others to join its batch.
     pub window: Duration,
     /// Ids pi has answered this turn: a repeat is told from a stranger.
     answered: HashSet<String>,
@@ -148,6 +154,7 @@ pub struct ToolLines {
 }
 
 impl ToolLines {
+    /// The tool side over these channels, batching calls within `window`.
     pub fn new(
         calls: mpsc::Receiver<ToolCall>,
         control: mpsc::Receiver<Control>,
@@ -164,7 +171,7 @@ impl ToolLines {
     }
 
     /// With the gate's questions.
-    pub fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
+    pub(crate) fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
         self.asks = asks;
         self
     }
