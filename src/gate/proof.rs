@@ -139,16 +139,7 @@ pub(crate) fn prove_at(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<Proven, Unproven> {
-    let asking = Asking {
-        env,
-        timeout,
-        cancel,
-    };
-    prove_in(
-        &PerBinaryFile::at(state_dir, PROOF_CACHE_FILE),
-        agy_bin,
-        &asking,
-    )
+    prove(Some(state_dir), agy_bin, env, timeout, cancel)
 }
 
 /// How agy is asked: its environment additions, its time limit, and what
@@ -164,7 +155,7 @@ struct Asking<'a> {
 /// answered (or is not an executable file). Blocking file I/O, no agy run.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
-    remembered_in(&PerBinaryFile::at(state_dir, PROOF_CACHE_FILE), agy_bin)
+    remembered_in(&PerBinaryFile::in_dir(Some(state_dir), PROOF_CACHE_FILE), agy_bin)
 }
 
 #[cfg(any(test, feature = "testing"))]

@@ -122,14 +122,6 @@ pub(crate) struct PerBinaryFile {
 }
 
 impl PerBinaryFile {
-    /// The file `name` in `dir`.
-    #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn at(dir: &Path, name: &'static str) -> PerBinaryFile {
-        PerBinaryFile {
-            file: Some(StateFile::new(dir, name)),
-        }
-    }
-
     /// The file `name` in the bridge's state directory, if there is one
     /// (`None`: nothing is remembered).
     pub(crate) fn in_dir(dir: Option<&Path>, name: &'static str) -> PerBinaryFile {
