@@ -12,8 +12,8 @@ mod common;
 use common::workspace_bin;
 
 use agy_bridge::maintain::record::Capturer;
-use agy_bridge::maintain::testing::CAPTURE_INTERVAL;
 use agy_bridge::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::testing::maintain::CAPTURE_INTERVAL;
 use agy_corpus::recording::{self, Recording};
 use agy_format::agy_args::BindMode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -145,3 +145,11 @@ pub mod state {
         }
     }
 }
+
+/// What the benches reach of `maintain` beyond its API.
+pub mod maintain {
+    use std::time::Duration;
+
+    /// How often the live recorder copies agy's conversation database.
+    pub const CAPTURE_INTERVAL: Duration = crate::maintain::record::CAPTURE_INTERVAL;
+}

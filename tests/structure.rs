@@ -950,3 +950,58 @@ fn f() {
     }
     assert_eq!(env_readers(src), ["low/mod.rs: std::env::var_os"]);
 }
+
+/// Every `.rs` file name under `dir` but `mod.rs`, with how many files
+/// bear it.
+fn file_name_counts(dir: &Path, counts: &mut BTreeMap<String, usize>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            file_name_counts(&path, counts);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if let Some(name) = name.filter(|n| n != "mod.rs") {
+                *counts.entry(name).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// The names that more than one file of `counts` bears.
+fn repeated(counts: &BTreeMap<String, usize>) -> Vec<&str> {
+    counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// A file's name says which concept it holds: at most 4 names are borne
+/// by more than one file of `src/` (a command's file in `cli/` and the
+/// library module it drives, say), so a name found in a path tells the
+/// layer apart only where it must.
+#[test]
+fn few_file_names_repeat_across_src() {
+    let mut counts = BTreeMap::new();
+    file_name_counts(&workspace().join("src"), &mut counts);
+    assert!(counts.len() > 50, "read too few files: {counts:?}");
+    let names = repeated(&counts);
+    assert!(
+        names.len() <= 4,
+        "file names repeated across src/: {names:?}"
+    );
+}
+
+/// The counting sees a repeat and ignores `mod.rs`.
+#[test]
+fn the_repeat_check_counts_names_not_folders() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for rel in ["a/x.rs", "b/x.rs", "a/mod.rs", "b/mod.rs", "c.rs"] {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        std::fs::write(path, "").expect("write");
+    }
+    let mut counts = BTreeMap::new();
+    file_name_counts(dir.path(), &mut counts);
+    assert_eq!(repeated(&counts), ["x.rs"]);
+}

@@ -33,7 +33,7 @@ pub struct AskArgs {
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
 fn ask_turn(args: &AskArgs, settings: &Settings) -> Result<AskTurn, String> {
-    super::env::check_all(settings)?;
+    super::checks::check_all(settings)?;
     let config = agy_bridge::session::setup::config(settings)?;
     let alias = args
         .model

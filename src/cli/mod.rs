@@ -4,10 +4,10 @@
 //! dispatches here.
 
 pub mod ask;
+pub mod checks;
 pub mod conformance;
 pub mod decode;
 pub mod drift;
-pub mod env;
 pub mod hook;
 pub mod models;
 pub mod out;

@@ -70,7 +70,7 @@ pub fn cmd_record(args: RecordArgs, settings: &agy_bridge::settings::Settings) -
         };
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
-        super::env::check_all(settings)?;
+        super::checks::check_all(settings)?;
         let config = agy_bridge::session::setup::config(settings)?;
         let mut cfg = agy_bridge::session::setup::configured(&config, settings);
         if let Some(secs) = args.timeout {

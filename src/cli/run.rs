@@ -158,7 +158,7 @@ fn print_events(
 }
 
 pub fn cmd_run(args: RunArgs, settings: &Settings) -> CmdResult {
-    super::env::check_all(settings)?;
+    super::checks::check_all(settings)?;
     let settings = settings.clone().with_flags(Flags {
         bind: args.bind,
         poll_only: args.poll_only,

@@ -122,7 +122,7 @@ fn write_state_output(text: &str) -> CmdResult {
 
 pub fn cmd_config(args: ConfigArgs, settings: &Settings) -> CmdResult {
     use agy_bridge::state::config::ConfigChange;
-    super::env::check_all(settings)?;
+    super::checks::check_all(settings)?;
     // No state directory: the same error as before anything is read.
     settings.state_dir()?;
     let change = match args.change {

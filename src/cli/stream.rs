@@ -111,7 +111,7 @@ fn ends_cancel(token: &CancellationToken) {
 /// The settings with `--timeout-min` applied (the watchdog), every
 /// variable checked before pi's request is even read.
 fn stream_settings(args: &StreamArgs, settings: &Settings) -> Result<Settings, String> {
-    super::env::check_words(settings)?;
+    super::checks::check_words(settings)?;
     Ok(settings.clone().with_flags(Flags {
         timeout_min: args.timeout_min,
         ..Flags::default()

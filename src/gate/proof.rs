@@ -155,7 +155,10 @@ struct Asking<'a> {
 /// answered (or is not an executable file). Blocking file I/O, no agy run.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
-    remembered_in(&PerBinaryFile::in_dir(Some(state_dir), PROOF_CACHE_FILE), agy_bin)
+    remembered_in(
+        &PerBinaryFile::in_dir(Some(state_dir), PROOF_CACHE_FILE),
+        agy_bin,
+    )
 }
 
 #[cfg(any(test, feature = "testing"))]

@@ -18,7 +18,3 @@
 pub mod conformance;
 pub mod demo;
 pub mod record;
-
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod testing;

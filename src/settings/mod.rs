@@ -117,7 +117,7 @@ impl Settings {
             .filter_map(|&var| env.text(var).map(|v| (var, v)))
             .collect();
         let lookup = |name: &str| config_vars.get(name).cloned();
-        if let Err(e) = crate::state::config::env::check_env_with(&lookup) {
+        if let Err(e) = crate::state::config::overrides::check_env_with(&lookup) {
             problems.push(SettingsError::from(e));
         }
         let p = &mut problems;

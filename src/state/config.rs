@@ -2,7 +2,7 @@
 //! ([`crate::state::file`] says where that is and how the file is written,
 //! locked and recovered): what each setting is, where its value comes from,
 //! and how one change is saved. Reading the settings variables is in
-//! [`env`](mod@env), the status `agy-bridge config` prints in [`status`].
+//! [`overrides`], the status `agy-bridge config` prints in [`status`].
 //!
 //! # config.json
 //!
@@ -56,10 +56,10 @@
 //! [`ConfigStore::save_change_with_env`] and [`ConfigStore::edit_allow_with_env`] re-read the
 //! file under the lock, change only the one key and write the file back.
 
-pub mod env;
+pub mod overrides;
 pub mod status;
 
-use self::env::{check_env_with, env_allow, env_setting};
+use self::overrides::{check_env_with, env_allow, env_setting};
 pub use self::status::{AllowStatus, ConfigStatus, SettingStatus};
 use crate::state::file::{json_kind, StateError, StateFile, StateWarning, SESSIONS_FILE};
 use crate::state::rules::{self, Rule};

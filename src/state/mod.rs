@@ -2,7 +2,7 @@
 //!
 //! Owns the state directory and its locked, atomic JSON state files
 //! ([`file`](mod@file)), the settings in `config.json` ([`config`]: the variables
-//! that override them in [`config::env`], what `agy-bridge config` shows in
+//! that override them in [`config::overrides`], what `agy-bridge config` shows in
 //! [`config::status`]) with the permission gate's allow rules ([`rules`]),
 //! and the map from pi sessions to agy conversations with the
 //! per-session turn lock ([`sessions`]), the temporary directory its

@@ -22,7 +22,7 @@ mod tools;
 mod warm_session;
 
 #[cfg(test)]
-mod tests;
+mod channel_tests;
 
 pub use prepare::{check_default_model, check_settings};
 pub use single::one_turn;
