@@ -24,6 +24,7 @@
 //! `tests/structure.rs` checks the layers' imports and that no modules
 //! import each other in a cycle.
 
+pub mod acp;
 pub mod corpus;
 pub mod follow;
 pub mod pi;

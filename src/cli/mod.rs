@@ -4,6 +4,7 @@
 //! `stream` and `stream --session`. `main.rs` parses the arguments and
 //! dispatches here.
 
+pub mod acp;
 pub mod admission;
 pub mod ask;
 pub mod caller;

@@ -1,0 +1,24 @@
+//! Layer 5, **acp**: agy as an Agent Client Protocol agent (`agy-bridge
+//! acp`), the second front end beside [`crate::pi`]. It owns the protocol
+//! side only: the mapping of the provider-neutral events to ACP session
+//! updates and stop reasons ([`map`]), agy's edits as ACP diffs ([`edits`]),
+//! the gate's questions as `session/request_permission` ([`permission`]), a
+//! conversation's history replayed for `session/load` ([`replay`]), the
+//! turn it runs behind a small trait of its own so the shared session core
+//! can be plugged in ([`engine`]), and the ACP connection itself, on the
+//! official `agent-client-protocol` crate ([`agent`]).
+//!
+//! It speaks protocol version 1 over the crate's stdio transport; nothing
+//! here hand-writes JSON-RPC. It knows nothing of pi: what both front ends
+//! need lives in the layers below (events and subjects in `follow`, the
+//! runner and the gate in `run`, bindings and rules in `state`).
+//!
+//! May import: every layer below ([`agy_format`](mod@agy_format), [`crate::follow`],
+//! [`crate::state`], [`crate::run`]); never the pi layer.
+
+pub mod agent;
+pub mod edits;
+pub mod engine;
+pub mod map;
+pub mod permission;
+pub mod replay;

@@ -1,0 +1,111 @@
+//! `agy-bridge acp`: agy as an Agent Client Protocol agent over stdio, for
+//! ACP editors (Zed's `agent_servers`, ...). A thin shell over the
+//! library's `acp` layer: the settings and runner configuration every turn
+//! command uses, agy's model catalog as the session's model choices (the
+//! catalog is pi's module, which this binary may use and the `acp` layer
+//! may not), the account's admission, then the protocol on stdin/stdout
+//! until the editor closes it or a stop signal ends it. Nothing but ACP's
+//! JSON lines goes to stdout; warnings go to stderr.
+
+use agy_bridge::acp::agent::{serve, AgentSetup, ModelChoice};
+use agy_bridge::acp::engine::RunnerEngine;
+use agy_bridge::state::config::PermissionMode;
+use agy_bridge::state::sessions::SessionStore;
+use clap::Args;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Speaks ACP protocol version 1 as JSON lines on stdin and stdout. Permissions \
+come from the settings (`agy-bridge config`): with `ask`, agy's tool calls are put to the editor \
+(session/request_permission). Sessions are kept in sessions.json beside pi's, so session/load \
+finds them after a restart."
+)]
+pub struct AcpArgs {
+    /// Our own watchdog per turn, in minutes (default: AGY_TIMEOUT_MIN, else 10).
+    #[arg(long)]
+    timeout_min: Option<u64>,
+}
+
+pub fn cmd_acp(args: AcpArgs) -> CmdResult {
+    super::env::check_all()?;
+    let settings = super::turn::settings()?;
+    let mut cfg = super::turn::configured(&settings)?;
+    let minutes = match args.timeout_min {
+        Some(m) => m,
+        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
+            .unwrap_or(super::turn::TIMEOUT_MIN_DEFAULT),
+    };
+    cfg.timeout = super::turn::watchdog(minutes);
+    let stop = super::caller::stop_token();
+    let models = model_choices(&stop);
+    let ask = (settings.permissions == PermissionMode::Ask).then(|| settings.allow_list());
+    let engine = RunnerEngine {
+        cfg,
+        ask,
+        exe: std::env::current_exe()?,
+        admission: super::admission::admission(),
+    };
+    let default_model =
+        Some(settings.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
+    let setup = AgentSetup {
+        engine: Arc::new(engine),
+        store: SessionStore::open_default().ok().map(Arc::new),
+        default_mode: settings.mode,
+        models,
+        default_model,
+    };
+    let rt = super::turn::runtime()?;
+    let served = rt.block_on(async move {
+        tokio::select! {
+            served = serve(setup, agent_client_protocol::Stdio::new()) => served.map_err(|e| e.to_string()),
+            _ = stop.cancelled() => Ok(()),
+        }
+    });
+    // Turns still running end with the runtime: their agy trees are
+    // stopped by the runner's drop guards and the guardians' lifelines.
+    rt.shutdown_timeout(std::time::Duration::from_secs(3));
+    if let Some(code) = super::caller::stopped_exit() {
+        return Ok(code);
+    }
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// agy's catalog (cached, refreshed in the background when stale) as the
+/// model option's choices: a fixed model once, a model with efforts once
+/// per tier (agy's tier slug, `--model` the base slug with `--effort`).
+fn model_choices(stop: &tokio_util::sync::CancellationToken) -> Vec<ModelChoice> {
+    use agy_bridge::pi::models::{Loader, Policy};
+    let loader = Loader::from_env();
+    let loaded = loader.load(Policy::CacheFirst, stop);
+    if loaded.stale {
+        if let Ok(exe) = std::env::current_exe() {
+            loader.spawn_refresh(&exe);
+        }
+    }
+    let mut choices = Vec::new();
+    for model in &loaded.catalog.models {
+        if model.efforts.is_empty() || model.tier_slugs.len() != model.efforts.len() {
+            choices.push(ModelChoice {
+                id: model.slug.clone(),
+                name: model.name.clone(),
+                model: model.slug.clone(),
+                effort: None,
+            });
+            continue;
+        }
+        for (effort, tier) in model.efforts.iter().zip(&model.tier_slugs) {
+            choices.push(ModelChoice {
+                id: tier.clone(),
+                name: format!("{} ({})", model.name, effort.as_arg()),
+                model: model.slug.clone(),
+                effort: Some(*effort),
+            });
+        }
+    }
+    choices
+}
