@@ -247,7 +247,7 @@ impl Bridge {
                 for event in &events {
                     for out in mapper.event(event) {
                         if let super::map::Out::Update(update) = out {
-                            notify(cx, &req.session_id, update)?;
+                            notify(cx, &req.session_id, *update)?;
                         }
                     }
                 }
@@ -389,9 +389,8 @@ fn modes(current: Mode) -> SessionModeState {
         current.as_arg(),
         vec![
             SessionMode::new(Mode::AcceptEdits.as_arg(), "Accept edits")
-                .description("agy edits files and runs its tools"),
-            SessionMode::new(Mode::Plan.as_arg(), "Plan")
-                .description("agy plans and asks before it changes anything"),
+                .description("agy's --mode accept-edits"),
+            SessionMode::new(Mode::Plan.as_arg(), "Plan").description("agy's --mode plan"),
         ],
     )
 }

@@ -90,18 +90,18 @@ fn is_content_key(key: &str) -> bool {
 
 /// What a file held when it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Text {
+enum Seen {
     Text(String),
     Missing,
     /// Binary, too large, a directory or unreadable: no diff.
-    NotText,
+    Other,
 }
 
 /// One turn's view of the files agy edits: what each held before agy's
 /// first write this turn, and after its last.
 #[derive(Debug, Default, Clone)]
 pub struct FileTexts {
-    inner: Arc<Mutex<HashMap<PathBuf, Text>>>,
+    inner: Arc<Mutex<HashMap<PathBuf, Seen>>>,
 }
 
 impl FileTexts {
@@ -126,15 +126,15 @@ impl FileTexts {
             .lock()
             .ok()
             .and_then(|mut known| known.insert(path.to_path_buf(), now.clone()));
-        let Text::Text(new) = now else {
+        let Seen::Text(new) = now else {
             return None;
         };
         let old = match before {
-            Some(Text::Text(old)) if old != new => Some(old),
+            Some(Seen::Text(old)) if old != new => Some(old),
             // Looked at too late (after agy wrote): no old side is better
             // than a wrong one.
-            Some(Text::Text(_)) | Some(Text::NotText) | None => None,
-            Some(Text::Missing) => None,
+            Some(Seen::Text(_)) | Some(Seen::Other) | None => None,
+            Some(Seen::Missing) => None,
         };
         Some(Diff::new(path, new).old_text(old))
     }
@@ -156,15 +156,15 @@ impl FileTexts {
 }
 
 /// A file as text: missing, or not text (binary, too large, unreadable).
-fn read_text(path: &Path) -> Text {
+fn read_text(path: &Path) -> Seen {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Text::Missing,
-        Err(_) => return Text::NotText,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Seen::Missing,
+        Err(_) => return Seen::Other,
     };
     match file.metadata() {
         Ok(m) if m.is_file() && m.len() <= MAX_FILE_BYTES => {}
-        _ => return Text::NotText,
+        _ => return Seen::Other,
     }
     let mut bytes = Vec::new();
     if file
@@ -172,12 +172,12 @@ fn read_text(path: &Path) -> Text {
         .read_to_end(&mut bytes)
         .is_err()
     {
-        return Text::NotText;
+        return Seen::Other;
     }
     if bytes.contains(&0) {
-        return Text::NotText;
+        return Seen::Other;
     }
-    String::from_utf8(bytes).map_or(Text::NotText, Text::Text)
+    String::from_utf8(bytes).map_or(Seen::Other, Seen::Text)
 }
 
 #[cfg(test)]

@@ -189,7 +189,7 @@ impl Relay {
     async fn send_all(&mut self, outs: Vec<Out>) {
         for out in outs {
             match out {
-                Out::Update(update) => self.send(update),
+                Out::Update(update) => self.send(*update),
                 Out::Before { path } => self.texts.before_off_runtime(path).await,
                 Out::Edited {
                     call,
