@@ -1,7 +1,7 @@
 //! The gate's question as `session/request_permission`, and the client's
 //! answer as the gate's decision.
 //!
-//! A call the gate's policy leaves to a person ([`Verdict::Ask`]) is put to
+//! A call the gate's policy leaves to a person ([`Verdict::Ask`](crate::run::gate::Verdict::Ask)) is put to
 //! the client with four options: allow once, allow always (a session rule
 //! in the session's grants, shared by every gate the session opens, as pi's
 //! "allow for this session"), reject once, reject always (a session rule
