@@ -11,8 +11,8 @@ mod common;
 
 use common::workspace_bin;
 
-use agy_bridge::corpus::record::{self, Capturer};
-use agy_bridge::run::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::maintain::record::{self, Capturer};
+use agy_bridge::runner::{self, RunConfig, TurnRequest};
 use agy_corpus::recording::{self, Recording};
 use agy_format::agy_args::BindMode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -45,7 +45,8 @@
 //! conversation and none reads the WAL a resumed one left (its size
 //! varies from turn to turn); the cold turns set against a warm session
 //! resume one conversation, as pi's turns do. `CPU_ONLY=silence` runs the
-//! last part alone.
+//! last part alone; `CPU_ONLY=mechanisms`, what each of the follower's
+//! mechanisms and the guardian's early fork gain (`cpu/mechanisms.rs`).
 //!
 //! Run with `cargo build --release --workspace && cargo bench --bench cpu`
 //! (`CPU_ROUNDS`, default 3; `CPU_SAVE=DIR` keeps the three recordings;
@@ -55,6 +56,8 @@
 #[path = "cpu/cold_floor.rs"]
 mod cold_floor;
 mod common;
+#[path = "cpu/mechanisms.rs"]
+mod mechanisms;
 #[path = "cpu/runner_turn.rs"]
 mod runner_turn;
 
@@ -223,6 +226,9 @@ fn main() {
     for ((_, bridge), home) in bridges.iter().zip(&homes) {
         // One turn first, so agy's version and help are cached as in use.
         run_once(bridge, home.path(), &short_rec);
+    }
+    if std::env::var("CPU_ONLY").as_deref() == Ok("mechanisms") {
+        return mechanisms::compare(&short_rec);
     }
     let idle_s: u64 = common::env_num("CPU_IDLE_S", 30).max(1);
     let paused_rec = save(paused(growth(SHORT), idle_s), "paused.jsonl");

@@ -28,6 +28,10 @@
 //! 7. commit to pi's line through `agy-bridge stream` (`latency/pi_line.rs`;
 //!    `LATENCY_ONLY=pi`, `LATENCY_BEFORE_BIN` for another build beside).
 //!
+//! 8. what each of the follower's mechanisms gains, fsync on: every one
+//!    on, each off alone, inotify and `data_version` alone, and the floor
+//!    (`latency/mechanisms.rs`; `LATENCY_ONLY=mechanisms`).
+//!
 //! Run with `cargo bench --bench latency` (after `cargo build -p fake-agy
 //! --release` or `cargo build -p fake-agy`; the bench finds the binary in the
 //! target directory). Results go to stdout; README quotes them.
@@ -35,6 +39,8 @@
 mod common;
 #[path = "latency/floor.rs"]
 mod floor;
+#[path = "latency/mechanisms.rs"]
+mod mechanisms;
 #[path = "latency/pi_line.rs"]
 mod pi_line;
 
@@ -42,7 +48,7 @@ use common::{fake_agy, workspace_bin};
 
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::poller::{Poll, PollStats, Poller};
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_corpus::db::step_write;
 use agy_corpus::recording::Recording;
 use agy_format::agy_args::BindMode;
@@ -553,6 +559,7 @@ fn main() {
 
     match std::env::var("LATENCY_ONLY").as_deref() {
         Ok("floor") => return floor::floor_vs_ours(&rt, &growth, &lengths),
+        Ok("mechanisms") => return mechanisms::mechanisms(&rt, &growth, &lengths),
         Ok("ttft") => return ttft_case("growth recording", &growth, "gemini-3.7-flash", false),
         Ok("pi") => return pi_line::pi_line(&growth, &lengths),
         Ok("idle") => return idle_case(&rt, &idle),

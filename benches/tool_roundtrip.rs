@@ -88,7 +88,7 @@ fn main() {
     rt.block_on(async {
         let (call_tx, calls) = channel(agy_bridge::pi::mcp::CALL_CAPACITY);
         let (control_tx, control) = channel(agy_bridge::pi::mcp::relay::CONTROL_CAPACITY);
-        let (_events_tx, mut events) = agy_bridge::run::runner::event_channel();
+        let (_events_tx, mut events) = agy_bridge::runner::event_channel();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
         let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");

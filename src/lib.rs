@@ -3,16 +3,16 @@
 //! The crate is layered; each folder's `mod.rs` says what it owns and what it
 //! may import. Data flows one way:
 //! [`agy_format`] (its own crate: wire → steps, stream-json) → [`follow`] (events, poller,
-//! discovery) → [`run`] (one turn: runner, failure, guardian) → [`pi`]
+//! discovery) → [`runner`] (one turn), over [`process`] (agy's processes and their guardian), → [`gate`] → [`pi`]
 //! (provider, diffs, models). [`state`] holds the bridge's own files,
-//! [`view`] the readable views and [`corpus`], the top layer, the live
+//! [`view`] the readable views and [`maintain`], the top layer, the live
 //! recorder and the conformance suite. The recordings themselves (their
 //! format, redaction, drift) are the [`agy_corpus`] crate, below this one;
 //! the generators of `recordings/` are agy-synth, a dev-dependency only, so
 //! this binary does not link them. ARCHITECTURE.md has the whole map.
 //!
 //! Every path names its layer (`agy_format::steps`,
-//! `agy_bridge::run::runner`): there are no top-level aliases.
+//! `agy_bridge::runner`): there are no top-level aliases.
 //!
 //! # The API
 //!
@@ -23,11 +23,22 @@
 //! `pub(crate)` or private, so a helper cannot become API by accident;
 //! `tests/structure.rs` checks the layers' imports and that no modules
 //! import each other in a cycle.
+//!
+//! `unsafe` is kept to the few calls with no safe form (forking, a child's
+//! set-up before exec, signal handlers, registering a descriptor with the
+//! reactor, ...), each once, behind a small helper, with a `// SAFETY:`
+//! comment; `tests/structure.rs` counts them (at most 8 in `src/`). An
+//! `unsafe fn`'s body is no exception: its unsafe calls are blocks too.
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod acp;
-pub mod corpus;
 pub mod follow;
+pub mod gate;
+pub mod maintain;
 pub mod pi;
-pub mod run;
+pub mod process;
+pub mod runner;
+pub mod session;
 pub mod state;
 pub mod view;

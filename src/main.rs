@@ -6,6 +6,8 @@
 //! [`Commands`], an args struct and a `cmd_*` function in `src/cli/`, and
 //! one match arm in [`run`].
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod cli;
 
 use clap::{Parser, Subcommand};
@@ -93,7 +95,7 @@ fn release_large_buffers() {
 }
 
 fn main() -> ExitCode {
-    agy_bridge::run::guard::main_if_guard();
+    agy_bridge::process::guard::main_if_guard();
     release_large_buffers();
     // A command that runs agy notes a stop signal from its first
     // instruction on, so even one in the first millisecond ends it in
@@ -114,7 +116,7 @@ fn main() -> ExitCode {
         .any(|c| a == *c)
     });
     if runs_agy {
-        cli::caller::hold_early_stops();
+        agy_bridge::process::caller::hold_early_stops();
     }
     let standby = guardian_for_stream();
     let cli = match Cli::try_parse() {
@@ -151,20 +153,20 @@ fn usage_error(e: clap::Error) -> ExitCode {
 /// `stream` (pi's turn) forks agy's guardian first thing, while this
 /// process still has one thread: it waits while the request is read and the
 /// turn prepared, and agy starts the moment the turn is ready (see
-/// `agy_bridge::run::standby`). If the fork fails, the turn starts one later.
-fn guardian_for_stream() -> Option<agy_bridge::run::standby::Standby> {
+/// `agy_bridge::process::standby`). If the fork fails, the turn starts one later.
+fn guardian_for_stream() -> Option<agy_bridge::process::standby::Standby> {
     if std::env::args_os().nth(1).is_some_and(|a| a == "stream") {
         // SAFETY: nothing has started a thread yet: this is the first thing
         // `main` does after `main_if_guard`, which never returns here with
         // a thread started.
-        unsafe { agy_bridge::run::standby::Standby::fork() }.ok()
+        unsafe { agy_bridge::process::standby::Standby::fork() }.ok()
     } else {
         None
     }
 }
 
 /// `standby`: agy's guardian, already started for `stream`.
-fn run(command: Commands, standby: Option<agy_bridge::run::standby::Standby>) -> CmdResult {
+fn run(command: Commands, standby: Option<agy_bridge::process::standby::Standby>) -> CmdResult {
     match command {
         Commands::Decode(args) => cli::decode::cmd_decode(args),
         Commands::Config(args) => cli::state::cmd_config(args),

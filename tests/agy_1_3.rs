@@ -5,8 +5,8 @@
 
 mod common;
 
-use agy_bridge::run::failure::Failure;
-use agy_bridge::run::runner::{RunConfig, RunResult, TurnRequest};
+use agy_bridge::runner::failure::Failure;
+use agy_bridge::runner::{RunConfig, RunResult, TurnRequest};
 use agy_format::agy_args::BindMode;
 use agy_format::stream_json::DeniedAction;
 use common::{pi_retries, run_with, text_of, Home, Outcome};
@@ -133,7 +133,7 @@ async fn a_refused_effort_names_the_efforts_the_model_takes() {
 /// run them again), and its words do not make pi retry it either.
 #[test]
 fn capacity_after_tools_is_not_retried_and_pi_agrees() {
-    use agy_bridge::run::failure::{classify, AgyReport};
+    use agy_bridge::runner::failure::{classify, AgyReport};
     let rec = common::load("outcomes/no-capacity-1.3.2");
     for ran_tools in [false, true] {
         let f = classify(&AgyReport {

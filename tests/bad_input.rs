@@ -759,7 +759,7 @@ fn demo_output_speaks_of_meaning_not_field_numbers() {
 fn the_guardian_names_a_damaged_launch_and_runs_nothing() {
     let guardian = || {
         let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-        c.arg(agy_bridge::run::guard::GUARD_ARG);
+        c.arg(agy_bridge::process::guard::GUARD_ARG);
         c
     };
     let damaged = feed(guardian(), b"x\x00\x00\x00\x00.");

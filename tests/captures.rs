@@ -16,8 +16,8 @@
 mod common;
 
 use agy_bridge::follow::discovery::BindMethod;
-use agy_bridge::run::failure::{self, AgyReport, Failure};
-use agy_bridge::run::runner::{self, RunEvent, TurnRequest};
+use agy_bridge::runner::failure::{self, AgyReport, Failure};
+use agy_bridge::runner::{self, RunEvent, TurnRequest};
 use agy_format::stream_json::{Line, TurnResult};
 use common::{pi_retries, text_of};
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@ mod common;
 
 use agy_bridge::follow::discovery::BindMethod;
 use agy_bridge::follow::events::Event;
-use agy_bridge::run::failure::{self, AgyReport, Failure};
-use agy_bridge::run::runner::{RunEvent, RunResult, TurnRequest};
+use agy_bridge::runner::failure::{self, AgyReport, Failure};
+use agy_bridge::runner::{RunEvent, RunResult, TurnRequest};
 use agy_format::features::AgyFeatures;
 use agy_format::hooks::ToolPayload;
 use agy_format::ids::ConversationId;

@@ -2,7 +2,8 @@
 //! rendering it against the turn's earlier content or git HEAD, in real
 //! temporary git repositories.
 
-use agy_bridge::pi::diff::{edit_target, numbered_diff, EditTarget, TurnEdits, MAX_DIFF_LINES};
+use agy_bridge::follow::edits::{edit_target, EditTarget};
+use agy_bridge::pi::diff::{numbered_diff, TurnEdits, MAX_DIFF_LINES};
 use proptest::prelude::*;
 use serde_json::json;
 use std::fs;

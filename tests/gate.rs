@@ -3,7 +3,7 @@
 //! shape of the real capture), against a live gate. Whatever goes wrong on
 //! the way, the hook prints an explicit denial.
 
-use agy_bridge::run::gate::{Gate, Policy, Verdict};
+use agy_bridge::gate::{Gate, Policy, Verdict};
 use agy_bridge::state::rules::Rule;
 use agy_format::hooks::{Decision, HookEvent};
 use std::io::Write;
@@ -228,7 +228,7 @@ async fn a_wrong_token_garbage_or_silence_is_denied() {
 /// this session" passes the next call like it without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_is_asked_and_a_session_grant_passes_the_next_call_like_it() {
-    use agy_bridge::pi::ask::{Answer, Asks};
+    use agy_bridge::pi::dialog::{Answer, Asks};
     use agy_bridge::pi::provider::mapper::EventMapper;
     use agy_bridge::pi::provider::stream::PiStream;
     let mut gate = Gate::start(policy(), exe()).await.expect("gate");

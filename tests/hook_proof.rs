@@ -1,10 +1,10 @@
-//! `run::hook_proof` against fake-agy: `agy -p /hooks --add-dir PROBE` must
+//! `gate::proof` against fake-agy: `agy -p /hooks --add-dir PROBE` must
 //! list the probe's hook before the bridge trusts a hook as its gate; the
 //! answer is remembered per binary, a failure to ask is not.
 
 mod common;
 
-use agy_bridge::run::hook_proof::{self, Proven, Unproven};
+use agy_bridge::gate::proof::{self, Proven, Unproven};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ impl Setup {
 
     fn prove(&self, agy: &Path, extra: &[(&str, &str)]) -> Result<Proven, Unproven> {
         std::fs::create_dir_all(self.state()).expect("state dir");
-        hook_proof::prove_at(&self.state(), agy, &self.env(extra), TIMEOUT, &never())
+        proof::prove_at(&self.state(), agy, &self.env(extra), TIMEOUT, &never())
     }
 
     /// The `/hooks` runs fake-agy logged.
@@ -77,13 +77,13 @@ fn fake_agy_proves_once_and_the_answer_is_remembered_per_binary() {
     );
     assert_eq!(s.prove(&agy, &[]), Ok(Proven { cached: true }));
     assert_eq!(s.hooks_runs(), 1, "the second answer came from the cache");
-    assert_eq!(hook_proof::remembered_at(&s.state(), &agy), Some(true));
-    assert!(s.state().join(hook_proof::PROOF_CACHE_FILE).is_file());
+    assert_eq!(proof::remembered_at(&s.state(), &agy), Some(true));
+    assert!(s.state().join(proof::PROOF_CACHE_FILE).is_file());
 
     // Another binary (a copy) is asked again.
     let copy = s.home.path().join("agy-copy");
     std::fs::copy(&agy, &copy).expect("copy fake-agy");
-    assert_eq!(hook_proof::remembered_at(&s.state(), &copy), None);
+    assert_eq!(proof::remembered_at(&s.state(), &copy), None);
     assert_eq!(s.prove(&copy, &[]), Ok(Proven { cached: false }));
     assert_eq!(s.hooks_runs(), 2);
     // The probe dirs are gone.
@@ -103,7 +103,7 @@ fn an_agy_that_ignores_add_dir_hooks_is_unproven_and_that_is_remembered() {
     let e = s.prove(&agy, &ignore).expect_err("unproven");
     assert!(matches!(e, Unproven::NotListed { .. }), "{e:?}");
     assert!(e.to_string().contains("did not list the hook"), "{e}");
-    assert_eq!(hook_proof::remembered_at(&s.state(), &agy), Some(false));
+    assert_eq!(proof::remembered_at(&s.state(), &agy), Some(false));
     let again = s.prove(&agy, &[]).expect_err("still unproven: remembered");
     assert!(matches!(again, Unproven::NotListed { .. }));
     assert_eq!(s.hooks_runs(), 1);
@@ -115,7 +115,7 @@ fn failures_to_ask_are_not_remembered() {
     let agy = common::fake_agy();
     std::fs::create_dir_all(s.state()).expect("state dir");
     let slow = s.env(&[("FAKE_AGY_BOOT_MS", "5000")]);
-    let e = hook_proof::prove_at(
+    let e = proof::prove_at(
         &s.state(),
         &agy,
         &slow,
@@ -124,7 +124,7 @@ fn failures_to_ask_are_not_remembered() {
     )
     .expect_err("timed out");
     assert_eq!(e, Unproven::TimedOut { secs: 1 });
-    assert_eq!(hook_proof::remembered_at(&s.state(), &agy), None);
+    assert_eq!(proof::remembered_at(&s.state(), &agy), None);
     // A bad recording makes fake-agy exit 2: a failure, not an answer.
     let e = s
         .prove(&agy, &[("FAKE_AGY_RECORDING", "/nonexistent.jsonl")])
@@ -135,7 +135,7 @@ fn failures_to_ask_are_not_remembered() {
             .starts_with("agy -p /hooks failed: exited with 2"),
         "{e}"
     );
-    assert_eq!(hook_proof::remembered_at(&s.state(), &agy), None);
+    assert_eq!(proof::remembered_at(&s.state(), &agy), None);
     let missing = s.home.path().join("no-agy");
     let e = s.prove(&missing, &[]).expect_err("not installed");
     assert!(matches!(e, Unproven::NotInstalled { .. }), "{e:?}");

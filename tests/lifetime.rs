@@ -197,26 +197,24 @@ async fn dropping_a_turn_kills_agys_tree() {
             pidfile.display().to_string(),
         ));
         if guardian {
-            cfg.guardian = Some(agy_bridge::run::standby::Guardian::new(env!(
+            cfg.guardian = Some(agy_bridge::process::standby::Guardian::new(env!(
                 "CARGO_BIN_EXE_agy-bridge"
             )));
         }
-        let req = agy_bridge::run::runner::TurnRequest {
+        let req = agy_bridge::runner::TurnRequest {
             prompt: marker.clone(),
             add_dirs: vec![marked_workspace(home.dir.path(), &marker)],
             ..Default::default()
         };
-        let (tx, mut rx) = agy_bridge::run::runner::event_channel();
+        let (tx, mut rx) = agy_bridge::runner::event_channel();
         let turn = tokio::spawn(async move {
-            agy_bridge::run::runner::run(&cfg, &req, Default::default(), tx).await
+            agy_bridge::runner::run(&cfg, &req, Default::default(), tx).await
         });
         // Wait for agy's first text, then drop the turn.
         while let Some(ev) = rx.recv().await {
             if matches!(
                 ev,
-                agy_bridge::run::runner::RunEvent::Agy(
-                    agy_bridge::follow::events::Event::Text { .. }
-                )
+                agy_bridge::runner::RunEvent::Agy(agy_bridge::follow::events::Event::Text { .. })
             ) {
                 break;
             }

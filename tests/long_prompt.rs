@@ -12,7 +12,7 @@
 
 mod common;
 
-use agy_bridge::run::runner::{self, RunEvent, TurnRequest};
+use agy_bridge::runner::{self, RunEvent, TurnRequest};
 use common::{bridge, fake_agy, Home};
 use serde_json::{json, Value};
 use std::io::Write;

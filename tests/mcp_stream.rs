@@ -10,7 +10,7 @@ use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
 use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
 use agy_bridge::pi::provider::mapper::EventMapper;
 use agy_bridge::pi::provider::stream::PiStream;
-use agy_bridge::run::runner::RunEvent;
+use agy_bridge::runner::RunEvent;
 use agy_corpus::recording;
 use agy_format::steps;
 use agy_synth as synth;
@@ -755,7 +755,7 @@ impl Write for Lines {
 
 #[tokio::test]
 async fn the_watchdog_answers_a_parked_call_and_ends_the_turn() {
-    let (ev_tx, mut events) = agy_bridge::run::runner::event_channel();
+    let (ev_tx, mut events) = agy_bridge::runner::event_channel();
     let (call_tx, calls) = tokio::sync::mpsc::channel::<ToolCall>(1);
     let (_ctl_tx, control) = tokio::sync::mpsc::channel::<Control>(1);
     let (out_tx, mut out) = tokio::sync::mpsc::unbounded_channel::<Value>();

@@ -1,7 +1,7 @@
 //! The poller's contract, against a real WAL database and a real writer.
 
 use agy_bridge::follow::events::{Channel, Event};
-use agy_bridge::follow::poller::{Poll, Poller, Settle};
+use agy_bridge::follow::poller::{Poll, Poller};
 use agy_format::database::ReadError;
 use agy_format::steps::{
     Body, PlannerResponse, RunCommandResult, Step, StepStatus, StepType, ToolCall,
@@ -289,7 +289,7 @@ fn no_read_transaction_is_held_between_polls() {
 #[test]
 fn commits_after_the_wal_restarts_are_seen() {
     let (_dir, w, mut p) = one_growing_step("a");
-    let look = |p: &mut Poller| match p.poll_settling(Settle::always(std::time::Duration::ZERO)) {
+    let look = |p: &mut Poller| match p.poll_settling(std::time::Duration::ZERO) {
         Poll::Ready(e) => e,
         Poll::NotReady(e) => panic!("not ready: {e}"),
     };
@@ -425,7 +425,7 @@ fn a_settling_poll_reads_a_commit_that_lands_during_its_window() {
     let mut writer = settling_writer(&dir.path().join("c.db"), "one two");
     let window = std::time::Duration::from_secs(20);
     let started = std::time::Instant::now();
-    let events = match p.poll_settling(Settle::always(window)) {
+    let events = match p.poll_settling(window) {
         Poll::Ready(e) => e,
         Poll::NotReady(e) => panic!("not ready: {e}"),
     };
@@ -466,7 +466,7 @@ fn with_no_writer_a_settling_poll_looks_once() {
     let before = p.stats();
     let window = std::time::Duration::from_secs(20);
     let started = std::time::Instant::now();
-    match p.poll_settling(Settle::always(window)) {
+    match p.poll_settling(window) {
         Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
         Poll::NotReady(e) => panic!("not ready: {e}"),
     }
@@ -492,7 +492,7 @@ fn a_commit_read_as_it_was_written_leaves_nothing_unread_once_the_writer_is_gone
     let (dir, w, mut p) = one_growing_step("one");
     drop(w);
     let mut writer = settling_writer(&dir.path().join("c.db"), "one two");
-    match p.poll_settling(Settle::always(std::time::Duration::from_secs(20))) {
+    match p.poll_settling(std::time::Duration::from_secs(20)) {
         Poll::Ready(e) => assert_eq!(e.len(), 1, "{e:?}"),
         Poll::NotReady(e) => panic!("not ready: {e}"),
     }
@@ -619,48 +619,6 @@ fn a_growing_step_past_the_byte_budget_leaves_the_reader_caught_up() {
     assert!(!p.behind(), "behind on a step it read whole");
     assert!(ready(&mut p).is_empty());
     assert_eq!(p.stats().row_selects, before.row_selects + 1);
-}
-
-/// A notification for writes already read (one commit notifies more than
-/// once) looks only for the short window; one after a new WAL write reads
-/// the commit it announced at once.
-#[test]
-fn a_settling_poll_looks_long_only_after_a_new_wal_write() {
-    let (dir, w, mut p) = one_growing_step("one");
-    let settle = Settle {
-        written: std::time::Duration::from_secs(20),
-        unwritten: std::time::Duration::from_millis(50),
-    };
-    put(&w, &text(0, StepStatus::Generating, "one two"));
-    drop(w);
-    // Written since the last read: read at once.
-    let started = std::time::Instant::now();
-    match p.poll_settling(settle) {
-        Poll::Ready(e) => assert_eq!(
-            e,
-            vec![Event::Text {
-                idx: 0,
-                text: " two".into()
-            }]
-        ),
-        Poll::NotReady(e) => panic!("not ready: {e}"),
-    }
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    // Nothing written to the WAL since (agy, another process, holds a
-    // write transaction for 100 ms): the short window, not the long one.
-    let mut writer = settling_writer(&dir.path().join("c.db"), "one two three");
-    let started = std::time::Instant::now();
-    match p.poll_settling(settle) {
-        Poll::Ready(e) => assert!(e.is_empty(), "{e:?}"),
-        Poll::NotReady(e) => panic!("not ready: {e}"),
-    }
-    let took = started.elapsed();
-    assert!(writer.wait().expect("writer").success());
-    assert!(took >= settle.unwritten, "{took:?}");
-    assert!(
-        took < std::time::Duration::from_secs(10),
-        "waited the long window: {took:?}"
-    );
 }
 
 /// Caught up: every commit read and none on its way, known without SQLite.

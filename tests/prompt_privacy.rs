@@ -232,7 +232,7 @@ async fn the_library_sends_the_prompt_on_stdin_with_and_without_a_guardian() {
                 .push((var.into(), logs.path().join(file).display().to_string()));
         }
         if guardian {
-            cfg.guardian = Some(agy_bridge::run::standby::Guardian::new(env!(
+            cfg.guardian = Some(agy_bridge::process::standby::Guardian::new(env!(
                 "CARGO_BIN_EXE_agy-bridge"
             )));
         }

@@ -7,8 +7,8 @@ mod common;
 use agy_bridge::follow::discovery::BindMethod;
 use agy_bridge::follow::events::Event;
 use agy_bridge::follow::transcript::Transcript;
-use agy_bridge::run::failure::Failure;
-use agy_bridge::run::runner::{RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::failure::Failure;
+use agy_bridge::runner::{RunEvent, TurnRequest, WakeMode};
 use agy_corpus::recording;
 use agy_format::agy_args::BindMode;
 use agy_format::ids::ConversationId;
@@ -335,13 +335,13 @@ async fn abort_during_generation_kills_the_whole_tree() {
         pidfile.display().to_string(),
     ));
     let cancel = CancellationToken::new();
-    let (tx, mut rx) = agy_bridge::run::runner::event_channel();
+    let (tx, mut rx) = agy_bridge::runner::event_channel();
     let req = TurnRequest {
         prompt: "Write a long report".into(),
         ..TurnRequest::default()
     };
     let c2 = cancel.clone();
-    let task = tokio::spawn(async move { agy_bridge::run::runner::run(&cfg, &req, c2, tx).await });
+    let task = tokio::spawn(async move { agy_bridge::runner::run(&cfg, &req, c2, tx).await });
     let mut agy_pid = 0;
     let mut saw_text = false;
     while let Some(ev) = rx.recv().await {
@@ -560,11 +560,10 @@ async fn without_an_init_id_discovery_binds_on_proof_inside_the_grace() {
         prompt: "Say hello".into(),
         ..TurnRequest::default()
     };
-    let (tx, mut rx) = agy_bridge::run::runner::event_channel();
+    let (tx, mut rx) = agy_bridge::runner::event_channel();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    let turn =
-        tokio::spawn(async move { agy_bridge::run::runner::run(&cfg, &req, stop, tx).await });
+    let turn = tokio::spawn(async move { agy_bridge::runner::run(&cfg, &req, stop, tx).await });
     let started = Instant::now();
     let bound = tokio::time::timeout(Duration::from_millis(2500), async {
         while let Some(ev) = rx.recv().await {

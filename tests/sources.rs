@@ -6,7 +6,7 @@
 mod common;
 
 use agy_bridge::follow::events::Event;
-use agy_bridge::run::runner::RunEvent;
+use agy_bridge::runner::RunEvent;
 use agy_format::agy_args::BindMode;
 use common::*;
 use std::path::{Path, PathBuf};

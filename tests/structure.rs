@@ -10,15 +10,21 @@
 //!   submodules are one concept (a split file), so edges between a module
 //!   and its ancestors or descendants do not count.
 //!
+//! A third rule is the crate's own: **`unsafe` is rare and explained.**
+//! `src/` holds at most 8 `unsafe` blocks (its test code included), each
+//! right after a `// SAFETY:` comment, and the workspace's other crates
+//! (`crates/*`, fake-agy) forbid `unsafe` at their roots.
+//!
 //! The parser is deliberately small: `use` trees, `crate::`/`super::` paths
 //! in code, test code skipped (`#[cfg(test)]` items). The checker's own
 //! tests at the end feed it a made-up tree with a cycle and a forbidden
-//! import, so a parser that finds nothing fails.
+//! import, and made-up code with unexplained and too many `unsafe` blocks,
+//! so a parser that finds nothing fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A module path inside its crate, e.g. `["run", "runner", "bind"]`.
+/// A module path inside its crate, e.g. `["runner", "bind"]`.
 type ModPath = Vec<String>;
 
 /// One crate's modules, each with the code that is not test code.
@@ -448,7 +454,7 @@ fn no_import_cycles_in_any_crate() {
         ("agy-bridge bin", {
             let mut t = Tree::read(&src, "main.rs", &[]);
             t.modules
-                .retain(|m, _| m.first().map_or(true, |f| f == "cli"));
+                .retain(|m, _| m.first().is_none_or(|f| f == "cli"));
             t
         }),
         (
@@ -494,9 +500,9 @@ fn the_parser_reads_known_edges() {
         edges.get(&from).is_some_and(|e| e.contains(&to))
     };
     // A `use crate::…`, a `super::` path and a path written inline.
-    assert!(has("run::runner", "follow::poller"), "{:#?}", edges.keys());
+    assert!(has("runner", "follow::poller"), "{:#?}", edges.keys());
     assert!(has("pi::models::catalog", "pi::models::listed"));
-    assert!(has("corpus::record", "view::decode"));
+    assert!(has("maintain::record", "view::decode"));
 }
 
 /// A made-up crate with a cycle (`a` ↔ `b`, one of them through a grouped
@@ -536,4 +542,269 @@ fn the_checks_fail_on_a_cycle_and_a_forbidden_import() {
         vec![vec!["low::a".to_string(), "low::b".to_string()]]
     );
     assert_eq!(layer_violations(&tree, src), vec!["low::a -> high::x"]);
+}
+
+/// The most `unsafe` blocks `src/` may hold, its test code included.
+const MAX_UNSAFE_BLOCKS: usize = 8;
+
+/// An `unsafe` block (or `unsafe impl`) in some code: its line (from 1),
+/// and whether a `// SAFETY:` comment says why right before it.
+#[derive(Debug, PartialEq)]
+struct UnsafeSite {
+    line: usize,
+    explained: bool,
+}
+
+/// The `unsafe` blocks of `code`, outside comments and string literals. An
+/// `unsafe fn` is a contract, not a block: with `unsafe_op_in_unsafe_fn`
+/// denied, the unsafe calls in its body are blocks of their own.
+fn unsafe_sites(code: &str) -> Vec<UnsafeSite> {
+    let raw: Vec<&str> = code.lines().collect();
+    let stripped = strip_comments(code);
+    let mut sites = Vec::new();
+    for (i, line) in stripped.lines().enumerate() {
+        let mut first_on_line = true;
+        let mut from = 0;
+        while let Some(at) = line[from..].find("unsafe").map(|at| from + at) {
+            from = at + "unsafe".len();
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            if word(line[..at].chars().next_back()) || word(line[from..].chars().next()) {
+                continue;
+            }
+            let next = line[from..].split_whitespace().next().or_else(|| {
+                stripped
+                    .lines()
+                    .skip(i + 1)
+                    .find_map(|l| l.split_whitespace().next())
+            });
+            if next.is_some_and(|w| w == "fn" || w.starts_with("fn(")) {
+                continue;
+            }
+            sites.push(UnsafeSite {
+                line: i + 1,
+                explained: first_on_line && safety_comment_above(&raw[..i]),
+            });
+            first_on_line = false;
+        }
+    }
+    sites
+}
+
+/// Whether the lines before an `unsafe` end, going up within its statement
+/// (past attributes and the statement's own earlier lines), in a comment
+/// that holds `SAFETY:`.
+fn safety_comment_above(before: &[&str]) -> bool {
+    let mut in_comment = false;
+    for line in before.iter().rev().map(|l| l.trim()) {
+        if line.starts_with("//") {
+            if line.contains("SAFETY:") {
+                return true;
+            }
+            in_comment = true;
+            continue;
+        }
+        let ends_statement = !line.starts_with("#[") && line.ends_with([';', '{', '}', ',']);
+        if in_comment || line.is_empty() || ends_statement {
+            return false;
+        }
+        // An attribute, or an earlier line of the same statement
+        // (`let x =`): on up.
+    }
+    false
+}
+
+/// What is wrong with the `unsafe` blocks of `files` (path, code): each
+/// one without its reason, and too many of them.
+fn unsafe_problems(files: &[(String, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut count = 0;
+    let mut all = Vec::new();
+    for (path, code) in files {
+        for site in unsafe_sites(code) {
+            count += 1;
+            all.push(format!("  {path}:{}", site.line));
+            if !site.explained {
+                problems.push(format!(
+                    "{path}:{}: an unsafe block without a `// SAFETY:` comment right before it",
+                    site.line
+                ));
+            }
+        }
+    }
+    if count > MAX_UNSAFE_BLOCKS {
+        problems.push(format!(
+            "{count} unsafe blocks, at most {MAX_UNSAFE_BLOCKS}: one small documented helper per mechanism\n{}",
+            all.join("\n")
+        ));
+    }
+    problems
+}
+
+/// Every `.rs` file under `dir`, as (path relative to `base`, code).
+fn rust_files(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(base, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(base).expect("under base");
+            out.push((rel.display().to_string(), read(&path)));
+        }
+    }
+}
+
+/// Whether `code` opens (before its first item: past doc comments,
+/// comments and other inner attributes) with the inner attribute `attr`.
+fn opens_with(code: &str, attr: &str) -> bool {
+    for line in code.lines().map(str::trim) {
+        if line == attr {
+            return true;
+        }
+        if !(line.is_empty() || line.starts_with("//") || line.starts_with("#![")) {
+            return false;
+        }
+    }
+    false
+}
+
+/// The crate roots of the workspace's other crates (`crates/*` and
+/// fake-agy): libraries, binaries, tests, benches and examples.
+fn other_crate_roots(root: &Path) -> Vec<PathBuf> {
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    packages.push(root.join("fake-agy"));
+    let mut roots = Vec::new();
+    for package in packages {
+        for file in ["src/lib.rs", "src/main.rs"] {
+            roots.push(package.join(file));
+        }
+        for dir in ["src/bin", "tests", "benches", "examples"] {
+            if let Ok(entries) = std::fs::read_dir(package.join(dir)) {
+                roots.extend(entries.map(|e| e.expect("directory entry").path()));
+            }
+        }
+    }
+    roots.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "rs"));
+    roots.sort();
+    roots
+}
+
+/// `unsafe` in `src/` is rare and explained: at most
+/// [`MAX_UNSAFE_BLOCKS`] blocks (test code included), each right after a
+/// `// SAFETY:` comment, and no `unsafe fn` body without blocks of its
+/// own. The workspace's other crates forbid `unsafe` outright.
+#[test]
+fn unsafe_is_rare_explained_and_forbidden_outside_src() {
+    let root = workspace();
+    let mut files = Vec::new();
+    rust_files(&root, &root.join("src"), &mut files);
+    assert!(files.len() > 50, "{} files in src/", files.len());
+    let mut problems = unsafe_problems(&files);
+    for file in ["src/lib.rs", "src/main.rs"] {
+        if !opens_with(&read(&root.join(file)), "#![deny(unsafe_op_in_unsafe_fn)]") {
+            problems.push(format!(
+                "{file}: no #![deny(unsafe_op_in_unsafe_fn)] at the top"
+            ));
+        }
+    }
+    let roots = other_crate_roots(&root);
+    for crate_lib in ["crates/format", "crates/corpus", "crates/synth"] {
+        let lib = root.join(crate_lib).join("src/lib.rs");
+        assert!(roots.contains(&lib), "{} not read", lib.display());
+    }
+    assert!(roots.contains(&root.join("fake-agy/src/main.rs")));
+    for path in roots {
+        if !opens_with(&read(&path), "#![forbid(unsafe_code)]") {
+            let rel = path.strip_prefix(&root).expect("under the workspace");
+            problems.push(format!(
+                "{}: no #![forbid(unsafe_code)] at the top",
+                rel.display()
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Made-up code: the blocks explained right before them pass; one whose
+/// comment comes after it, a second block on a line, one past a blank
+/// line, and one more than the limit, fail. Comments, strings,
+/// `unsafe_code` and an `unsafe fn` are no blocks.
+#[test]
+fn the_unsafe_checks_fail_on_an_unexplained_block_and_on_too_many() {
+    let code = r#"// SAFETY: explained.
+let a = unsafe { f() };
+let b =
+    // SAFETY: explained, inside the statement.
+    unsafe { g() };
+#[cfg(unix)]
+// SAFETY: explained, under an attribute.
+unsafe { h() }
+let c = unsafe { i() }; // SAFETY: after it does not count
+// SAFETY: the fork explained, not the child's block.
+match unsafe { fork() } { Child => unsafe { j() } }
+// unsafe in a comment; #![forbid(unsafe_code)]
+let s = "unsafe { }";
+/// # Safety
+///
+/// One thread.
+pub unsafe fn k() {}
+// SAFETY: a blank line apart.
+
+unsafe { l() }
+"#;
+    let sites: Vec<(usize, bool)> = unsafe_sites(code)
+        .iter()
+        .map(|s| (s.line, s.explained))
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            (2, true),
+            (5, true),
+            (8, true),
+            (9, false),
+            (11, true),
+            (11, false),
+            (20, false)
+        ]
+    );
+    let one = |code: &str| vec![("a.rs".to_string(), code.to_string())];
+    assert_eq!(
+        unsafe_problems(&one(code)),
+        [
+            "a.rs:9: an unsafe block without a `// SAFETY:` comment right before it",
+            "a.rs:11: an unsafe block without a `// SAFETY:` comment right before it",
+            "a.rs:20: an unsafe block without a `// SAFETY:` comment right before it",
+        ]
+    );
+    let explained = "// SAFETY: why.\nunsafe { f() }\n".repeat(MAX_UNSAFE_BLOCKS);
+    assert!(unsafe_problems(&one(&explained)).is_empty());
+    let too_many = explained + "// SAFETY: why.\nunsafe { f() }\n";
+    let problems = unsafe_problems(&one(&too_many));
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].starts_with("9 unsafe blocks, at most 8"),
+        "{problems:?}"
+    );
+
+    let forbid = "#![forbid(unsafe_code)]";
+    assert!(opens_with(
+        "//! Docs.\n\n#![allow(dead_code)]\n#![forbid(unsafe_code)]\n\nmod a;\n",
+        forbid
+    ));
+    assert!(!opens_with(
+        "//! Docs.\n\nmod a;\n#![forbid(unsafe_code)]\n",
+        forbid
+    ));
+    assert!(!opens_with(
+        "//! Docs.\n#![deny(unsafe_code)]\nmod a;\n",
+        forbid
+    ));
 }

@@ -20,7 +20,7 @@
 //!
 //! [`Variant::Guarded`] is the same turn with agy started as the bridge
 //! starts it: under the library's guardian
-//! ([`agy_bridge::run::standby::Standby::fork`], forked first thing while
+//! ([`agy_bridge::process::standby::Standby::fork`], forked first thing while
 //! the process has one thread, as `stream` does), on a current-thread
 //! runtime, agy's stdout and stderr read to their end. The guardian is the
 //! one part of the bridge's extra that no cold turn of ours may leave out
@@ -77,9 +77,13 @@ pub fn run_if_asked() {
         .into_iter()
         .find(|v| value == v.env_value())
         .unwrap_or_else(|| panic!("{CHILD_ENV}={value:?}: not plain, guarded or runner"));
-    let standby = (variant != Variant::Plain).then(|| {
+    // Which mechanisms the runner's follower runs, and whether its
+    // guardian is forked now or started at the turn (`mechanisms.rs`).
+    let knobs = crate::mechanisms::Knobs::from_env();
+    agy_bridge::follow::knobs::set_mechanisms(knobs.follow);
+    let standby = (variant != Variant::Plain && knobs.early_guardian).then(|| {
         // SAFETY: the first thing the bench's `main` does: no thread yet.
-        unsafe { agy_bridge::run::standby::Standby::fork() }.expect("the guardian")
+        unsafe { agy_bridge::process::standby::Standby::fork() }.expect("the guardian")
     });
     turn(variant, standby);
     std::process::exit(0);
@@ -87,7 +91,7 @@ pub fn run_if_asked() {
 
 /// The turn: pi's request read, agy run, a line per step or event, the
 /// binding stored.
-fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
+fn turn(variant: Variant, standby: Option<agy_bridge::process::standby::Standby>) {
     let mut line = String::new();
     std::io::stdin()
         .lock()
@@ -99,10 +103,12 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
         .as_str()
         .expect("a prompt");
     let mut out = std::io::stdout().lock();
+    let session = &request["sessionId"];
     let (ok, conversation, last) = match (variant, standby) {
-        (Variant::Runner, Some(standby)) => {
+        (Variant::Runner, standby) => {
             let cwd = request["cwd"].as_str();
-            crate::runner_turn::run(standby, prompt, cwd, &mut out)
+            let resume = bound_conversation(&home, session);
+            crate::runner_turn::run(standby, prompt, cwd, resume, &mut out)
         }
         (_, standby) => read_once(&home, prompt, standby, &mut out),
     };
@@ -112,7 +118,7 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
     let end = if ok { "done" } else { "error" };
     writeln!(out, "{}", json!({"type": end})).expect("stdout");
     out.flush().expect("stdout");
-    store_binding(&home, &request["sessionId"], conversation, last);
+    store_binding(&home, session, conversation, last);
 }
 
 /// agy run to its end (under `standby` if there is one), then its new
@@ -121,7 +127,7 @@ fn turn(variant: Variant, standby: Option<agy_bridge::run::standby::Standby>) {
 fn read_once(
     home: &Path,
     prompt: &str,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
     let dir = home.join(".gemini/antigravity-cli/conversations");
@@ -153,10 +159,10 @@ fn run_plain(prompt: &str) -> bool {
 
 /// agy under the guardian `standby`, as the bridge starts it: whether it
 /// succeeded.
-fn run_guarded(standby: agy_bridge::run::standby::Standby, prompt: &str) -> bool {
+fn run_guarded(standby: agy_bridge::process::standby::Standby, prompt: &str) -> bool {
     use tokio::io::AsyncReadExt;
     let agy = std::env::var_os("AGY_BIN").expect("AGY_BIN");
-    let launch = agy_bridge::run::launch::Launch {
+    let launch = agy_bridge::process::launch::Launch {
         program: agy,
         args: vec!["-p".into(), prompt.into()],
         ..Default::default()
@@ -218,8 +224,8 @@ fn print_steps(db: &Path, out: &mut impl Write) -> i64 {
 /// The session's binding, written as the bridge writes its state: a
 /// temporary file `fsync`ed, renamed over the old, the directory `fsync`ed.
 fn store_binding(home: &Path, session: &serde_json::Value, db: Option<String>, last: i64) {
-    let state = home.join("cold-floor-sessions.json");
-    let tmp = home.join("cold-floor-sessions.json.tmp");
+    let state = binding_file(home, session);
+    let tmp = state.with_extension("json.tmp");
     let binding = json!({"session": session, "conversation": db, "lastStepIdx": last});
     let mut f = std::fs::File::create(&tmp).expect("state file");
     f.write_all(binding.to_string().as_bytes())
@@ -229,4 +235,23 @@ fn store_binding(home: &Path, session: &serde_json::Value, db: Option<String>, l
     std::fs::File::open(home)
         .and_then(|d| d.sync_all())
         .expect("state's directory synced");
+}
+
+/// Where pi session `session`'s binding is stored: a file of its own.
+fn binding_file(home: &Path, session: &serde_json::Value) -> PathBuf {
+    let name: String = session
+        .as_str()
+        .unwrap_or("none")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    home.join(format!("cold-floor-{name}.json"))
+}
+
+/// The conversation pi session `session` is bound to (the runner's turns
+/// store its id), to resume as pi's next turn would.
+fn bound_conversation(home: &Path, session: &serde_json::Value) -> Option<String> {
+    let text = std::fs::read_to_string(binding_file(home, session)).ok()?;
+    let binding: serde_json::Value = serde_json::from_str(&text).ok()?;
+    binding["conversation"].as_str().map(str::to_string)
 }

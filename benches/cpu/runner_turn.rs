@@ -13,27 +13,37 @@
 //! mapping to pi's events, no stdin reader or stdout watcher.
 
 use agy_bridge::follow::events::Event;
-use agy_bridge::run::runner::{self, Prelude, RunConfig, RunEvent, TurnRequest};
-use agy_bridge::run::standby::{Guardian, Standby};
+use agy_bridge::process::standby::{Guardian, Standby};
+use agy_bridge::runner::{self, Prelude, RunConfig, RunEvent, TurnRequest};
 use serde_json::json;
 use std::io::Write;
 use tokio_util::sync::CancellationToken;
 
-/// Run pi's prompt (in `cwd`, if it names one) through the runner, agy
-/// under `standby`; each event a line on `out`: whether the turn
-/// succeeded, its conversation and the last step's idx.
+/// Run pi's prompt (in `cwd`, if it names one; resuming conversation
+/// `resume`, if any) through the runner, agy under `standby`, or without
+/// one under a guardian started at the turn as `stream` starts one when
+/// its fork failed (the `agy-bridge` binary again); each event a line on
+/// `out`: whether the turn succeeded, its conversation and the last
+/// step's idx.
 pub fn run(
-    standby: Standby,
+    standby: Option<Standby>,
     prompt: &str,
     cwd: Option<&str>,
+    resume: Option<String>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
-    let this = std::env::current_exe().expect("the bench's own binary");
     let mut cfg = RunConfig::from_env().expect("the runner's settings");
-    cfg.guardian = Some(Guardian::new(this).with_standby(standby));
+    let bridge = crate::common::workspace_bin("agy-bridge");
+    cfg.guardian = Some(match standby {
+        Some(standby) => Guardian::new(bridge).with_standby(standby),
+        None => Guardian::new(bridge),
+    });
+    let conversation = resume
+        .map(|id| agy_format::ids::ConversationId::parse(&id).expect("a stored conversation id"));
     let req = TurnRequest {
         prompt: prompt.to_string(),
         cwd: cwd.map(Into::into),
+        conversation,
         ..Default::default()
     };
     let prelude = Prelude::blocking(&cfg);

@@ -9,7 +9,7 @@
 use super::common::env_num;
 use super::{cpu_ms, fake_agy, growth_latencies, measure_with, now_ns, pct, Measured};
 use agy_bridge::follow::poller::PollStats;
-use agy_bridge::run::runner::WakeMode;
+use agy_bridge::runner::WakeMode;
 use agy_format::steps::{self, Body, StepRow};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};

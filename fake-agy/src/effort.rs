@@ -26,7 +26,7 @@ const DEFAULT_MODEL: &str = "gemini-3.8-flash";
 pub fn refusal(args: &PrintArgs, rec: &Recording) -> Option<String> {
     let effort = args.effort.as_deref()?;
     let model = args.model.as_deref().unwrap_or("");
-    let version = agy_bridge::run::agy_version::parse_version(&rec.header.agy_version);
+    let version = agy_bridge::runner::version::parse_version(&rec.header.agy_version);
     let newer = version.is_some_and(|v| v >= (1, 3, 1));
     let detail = detail(model, effort, newer, &rec.header.models_output)?;
     Some(format!(

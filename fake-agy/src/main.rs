@@ -6,6 +6,8 @@
 //! The recording format, the schema and the decoder all come from the
 //! `agy_bridge` library, so the fake cannot drift from what the bridge reads.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod effort;
 mod ending;

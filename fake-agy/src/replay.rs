@@ -162,7 +162,7 @@ impl<'a> Run<'a> {
         for c in rec.conversations().into_iter().filter(|c| *c != root_rec) {
             id_map.push((c, fresh()));
         }
-        let version = agy_bridge::run::agy_version::parse_version(&rec.header.agy_version)
+        let version = agy_bridge::runner::version::parse_version(&rec.header.agy_version)
             .unwrap_or(NEWEST_KNOWN);
         let commit_log = match &knobs.commit_log {
             Some(p) => Some(

@@ -116,7 +116,7 @@ fn next_line(input: &mut impl BufRead) -> Option<String> {
 /// (verified), 2 ("malformed stream input") on 1.3.3 (docs/agy-format.md,
 /// "Exit codes (1.3.3)"); in between unknown, so from 1.3.3.
 fn refusal_exit(rec: &Recording) -> i32 {
-    let version = agy_bridge::run::agy_version::parse_version(&rec.header.agy_version);
+    let version = agy_bridge::runner::version::parse_version(&rec.header.agy_version);
     if version.is_some_and(|v| v >= (1, 3, 3)) {
         2
     } else {

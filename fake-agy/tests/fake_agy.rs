@@ -2,6 +2,8 @@
 //! own types, replays it with a temporary HOME and checks what fake-agy
 //! wrote and printed. Nothing here is timing-precise; bounds are generous.
 
+#![forbid(unsafe_code)]
+
 use agy_corpus::recording::{Commit, Gate, Header, Op, Provenance, Recording, SqlValue, Write};
 use agy_format::schema;
 use agy_format::steps::{

@@ -4,6 +4,8 @@
 //! `tools` recording (view_file 3, grep_search 4, list_dir 5, run_command 7,
 //! replace_file_content 9, run_command 11).
 
+#![forbid(unsafe_code)]
+
 use agy_corpus::recording::{self, Recording};
 use agy_format::hooks::{listed_sources, Decision, ToolPayload};
 use serde_json::Value;

@@ -9,6 +9,8 @@
 //! Every line fake-agy prints must round-trip through the library's
 //! `stream_json::Line`, the reader the bridge uses.
 
+#![forbid(unsafe_code)]
+
 use agy_format::stream_json::Line;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::path::PathBuf;

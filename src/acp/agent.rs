@@ -253,8 +253,11 @@ impl Bridge {
                 }
             }
             Err(e @ ReplayError::Pruned { .. }) => {
+                // The next turn begins a new conversation: the saved
+                // binding goes too, so no turn resumes what agy lost.
                 session.conversation = None;
                 session.last_idx = None;
+                self.forget(&id).await;
                 notify(
                     cx,
                     &req.session_id,
@@ -278,6 +281,15 @@ impl Bridge {
             .await
             .ok()
             .flatten()
+    }
+
+    /// Forget session `id`'s binding (a file write, off the runtime).
+    async fn forget(&self, id: &str) {
+        let Some(store) = self.setup.store.clone() else {
+            return;
+        };
+        let key = session_key(id);
+        let _ = tokio::task::spawn_blocking(move || store.remove(&key)).await;
     }
 
     fn set_mode(&self, req: &SetSessionModeRequest) -> Result<(), Error> {

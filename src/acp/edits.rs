@@ -1,16 +1,15 @@
-//! agy's file edits as ACP `diff` content: which calls are edits (by
-//! argument keys, as pi's diffs recognise them) and the file's text before
-//! agy wrote and after.
+//! agy's file edits as ACP `diff` content: which calls are edits (the
+//! rule pi's diffs use, [`crate::follow::edits`]) and the file's text
+//! before agy wrote and after.
 //!
 //! ACP wants whole texts (`oldText`, `newText`), not a rendered diff, so
-//! this is apart from pi's `diff` module (which renders numbered diffs and
-//! falls back to git HEAD): the recognition rule is the same, the output
-//! is not. [`FileTexts`] reads files: blocking, for a blocking thread
+//! the output is apart from pi's `diff` module (which renders numbered
+//! diffs and falls back to git HEAD). [`FileTexts`] reads files: blocking, for a blocking thread
 //! ([`FileTexts::before_off_runtime`], [`FileTexts::diff_off_runtime`]).
 //! File contents are outside data: nothing here unwraps them.
 
+use crate::follow::edits::edit_target;
 use agent_client_protocol::v1::schema::Diff;
-use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,12 +19,7 @@ use std::sync::{Arc, Mutex};
 /// nobody, and the update would be huge).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// Tool-name prefixes that never write, whatever their argument keys say.
-const READ_ONLY_PREFIXES: &[&str] = &["view", "read", "grep", "search", "find", "list", "glob"];
-
-/// Whether a call writes a file: a path key (ending in `file` or `path`)
-/// and a content key (`CodeContent`, `ReplacementContent`,
-/// `ReplacementChunks`, `new_string`, ...), and not a reader's name.
+/// Whether a call writes a file ([`edit_target`]: the rule pi's diffs use).
 pub fn is_edit(name: &str, arguments: &str) -> bool {
     edit_target(name, arguments).is_some()
 }
@@ -33,59 +27,12 @@ pub fn is_edit(name: &str, arguments: &str) -> bool {
 /// The file an edit writes, absolute against `cwd`; `None` for any other
 /// call (malformed arguments included).
 pub fn edit_path(name: &str, arguments: &str, cwd: &Path) -> Option<PathBuf> {
-    let raw = edit_target(name, arguments)?;
-    let raw = raw.strip_prefix("file://").unwrap_or(&raw);
-    let path = Path::new(raw);
+    let path = edit_target(name, arguments)?.path;
     Some(if path.is_absolute() {
-        path.to_path_buf()
+        path
     } else {
         cwd.join(path)
     })
-}
-
-fn edit_target(name: &str, arguments: &str) -> Option<String> {
-    let lower = name.trim().to_ascii_lowercase();
-    if READ_ONLY_PREFIXES.iter().any(|p| lower.starts_with(p)) {
-        return None;
-    }
-    let Ok(Value::Object(args)) = serde_json::from_str::<Value>(arguments) else {
-        return None;
-    };
-    let (path_key, path) = path_arg(&args)?;
-    let has_content = args.iter().any(|(k, v)| {
-        k != path_key
-            && is_content_key(k)
-            && matches!(v, Value::String(_) | Value::Array(_) | Value::Object(_))
-    });
-    has_content.then(|| path.trim().to_string())
-}
-
-/// The path argument: a key ending in `file` before one ending in `path`.
-fn path_arg(args: &Map<String, Value>) -> Option<(&str, &str)> {
-    let ranked = |suffix: &str| {
-        args.iter().find_map(|(k, v)| {
-            let s = v.as_str().filter(|s| !s.trim().is_empty())?;
-            k.to_ascii_lowercase()
-                .ends_with(suffix)
-                .then_some((k.as_str(), s))
-        })
-    };
-    ranked("file").or_else(|| ranked("path"))
-}
-
-fn is_content_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase().replace(['_', '-'], "");
-    [
-        "content",
-        "code",
-        "chunks",
-        "newstring",
-        "newtext",
-        "newstr",
-    ]
-    .iter()
-    .any(|w| k.contains(w))
-        || k == "edits"
 }
 
 /// What a file held when it was read.

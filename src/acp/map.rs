@@ -26,8 +26,8 @@ use crate::follow::events::{permission_line, Channel, Event};
 use crate::follow::subject::{
     self, failure_reason, rule_subject, subagent_ended, subagent_started, FILE_KEYS, WHERE_KEYS,
 };
-use crate::run::failure::Failure;
-use crate::run::runner::{
+use crate::runner::failure::Failure;
+use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
     RunEvent, RunResult,
 };

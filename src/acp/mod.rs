@@ -4,17 +4,19 @@
 //! updates and stop reasons ([`map`]), agy's edits as ACP diffs ([`edits`]),
 //! the gate's questions as `session/request_permission` ([`permission`]), a
 //! conversation's history replayed for `session/load` ([`replay`]), the
-//! turn it runs behind a small trait of its own so the shared session core
-//! can be plugged in ([`engine`]), and the ACP connection itself, on the
-//! official `agent-client-protocol` crate ([`agent`]).
+//! turn it runs on the session core pi's turns share, behind a small trait
+//! of its own ([`engine`]), and the ACP connection itself, on the official
+//! `agent-client-protocol` crate ([`agent`]).
 //!
 //! It speaks protocol version 1 over the crate's stdio transport; nothing
 //! here hand-writes JSON-RPC. It knows nothing of pi: what both front ends
-//! need lives in the layers below (events and subjects in `follow`, the
-//! runner and the gate in `run`, bindings and rules in `state`).
+//! need lives in the layers below (events, subjects and the edit rule in
+//! `follow`, bindings and rules in `state`, the runner, the gate, and the
+//! session core: turn lock, seat, gating).
 //!
-//! May import: every layer below ([`agy_format`](mod@agy_format), [`crate::follow`],
-//! [`crate::state`], [`crate::run`]); never the pi layer.
+//! May import: [`agy_format`](mod@agy_format), [`crate::follow`],
+//! [`crate::state`], [`crate::process`], [`crate::runner`], [`crate::gate`],
+//! [`crate::session`]; never the pi layer.
 
 pub mod agent;
 pub mod edits;

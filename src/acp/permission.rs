@@ -1,7 +1,7 @@
 //! The gate's question as `session/request_permission`, and the client's
 //! answer as the gate's decision.
 //!
-//! A call the gate's policy leaves to a person ([`Verdict::Ask`](crate::run::gate::Verdict::Ask)) is put to
+//! A call the gate's policy leaves to a person ([`Verdict::Ask`](crate::gate::Verdict::Ask)) is put to
 //! the client with four options: allow once, allow always (a session rule
 //! in the session's grants, shared by every gate the session opens, as pi's
 //! "allow for this session"), reject once, reject always (a session rule
@@ -10,8 +10,8 @@
 //! answer naming no option we offered, or no answer at all is a denial.
 
 use crate::follow::subject::rule_subject;
-use crate::run::gate::policy::session_rule;
-use crate::run::gate::Grants;
+use crate::gate::policy::session_rule;
+use crate::gate::Grants;
 use crate::state::rules::Rule;
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome,

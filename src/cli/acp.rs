@@ -1,15 +1,15 @@
 //! `agy-bridge acp`: agy as an Agent Client Protocol agent over stdio, for
 //! ACP editors (Zed's `agent_servers`, ...). A thin shell over the
 //! library's `acp` layer: the settings and runner configuration every turn
-//! command uses, agy's model catalog as the session's model choices (the
+//! command uses (`session::setup`), the gate's plan with the editor as the
+//! one asked, agy's model catalog as the session's model choices (the
 //! catalog is pi's module, which this binary may use and the `acp` layer
-//! may not), the account's admission, then the protocol on stdin/stdout
+//! may not), then the protocol on stdin/stdout
 //! until the editor closes it or a stop signal ends it. Nothing but ACP's
 //! JSON lines goes to stdout; warnings go to stderr.
 
 use agy_bridge::acp::agent::{serve, AgentSetup, ModelChoice};
 use agy_bridge::acp::engine::RunnerEngine;
-use agy_bridge::state::config::PermissionMode;
 use agy_bridge::state::sessions::SessionStore;
 use clap::Args;
 use std::process::ExitCode;
@@ -32,28 +32,27 @@ pub struct AcpArgs {
 
 pub fn cmd_acp(args: AcpArgs) -> CmdResult {
     super::env::check_all()?;
-    let settings = super::turn::settings()?;
-    let mut cfg = super::turn::configured(&settings)?;
+    let settings = agy_bridge::session::setup::settings()?;
+    let mut cfg = agy_bridge::session::setup::configured(&settings)?;
     let minutes = match args.timeout_min {
         Some(m) => m,
         None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(super::turn::TIMEOUT_MIN_DEFAULT),
+            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
     };
-    cfg.timeout = super::turn::watchdog(minutes);
-    let stop = super::caller::stop_token();
+    cfg.timeout = agy_bridge::session::setup::watchdog(minutes);
+    let stop = agy_bridge::process::caller::stop_token();
     let models = model_choices(&stop);
-    let ask = (settings.permissions == PermissionMode::Ask).then(|| settings.allow_list());
+    let store = SessionStore::open_default().ok().map(Arc::new);
     let engine = RunnerEngine {
         cfg,
-        ask,
-        exe: std::env::current_exe()?,
-        admission: super::admission::admission(),
+        gating: agy_bridge::session::gating::gate_plan(&settings, true),
+        store: store.clone(),
     };
     let default_model =
         Some(settings.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
     let setup = AgentSetup {
         engine: Arc::new(engine),
-        store: SessionStore::open_default().ok().map(Arc::new),
+        store,
         default_mode: settings.mode,
         models,
         default_model,
@@ -68,7 +67,7 @@ pub fn cmd_acp(args: AcpArgs) -> CmdResult {
     // Turns still running end with the runtime: their agy trees are
     // stopped by the runner's drop guards and the guardians' lifelines.
     rt.shutdown_timeout(std::time::Duration::from_secs(3));
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     served?;

@@ -3,7 +3,9 @@
 //! as text or one JSON object.
 
 use super::turn::TurnOpts;
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::pi::delegate::{strip_add_dirs, AskReport, SELF_DELEGATION};
+use agy_bridge::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::session::unattended::{final_answer, run_collecting};
 use clap::Args;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -27,83 +29,16 @@ pub struct AskArgs {
     caller_provider: Option<String>,
 }
 
-/// What `ask` tells its caller: the answer, the conversation to continue,
-/// the model, notices and the failure, as text or one JSON object.
-struct AskReport<'a> {
-    answer: &'a str,
-    id: Option<&'a str>,
-    error: Option<String>,
-    model: Option<&'a str>,
-    notices: &'a [String],
-}
-
-impl AskReport<'_> {
-    fn failed(error: String) -> AskReport<'static> {
-        AskReport {
-            answer: "",
-            id: None,
-            error: Some(error),
-            model: None,
-            notices: &[],
-        }
-    }
-
-    /// Print the report; a reader gone from stdout is not reported (the
-    /// exit code still says whether agy succeeded).
-    fn print(&self, json: bool) -> ExitCode {
-        let mut text = String::new();
-        if json {
-            let v = serde_json::json!({
-                "answer": self.answer,
-                "conversationId": self.id,
-                "model": self.model,
-                "ok": self.error.is_none(),
-                "error": self.error,
-                "notices": self.notices,
-            });
-            text = format!("{v}\n");
-        } else {
-            if !self.answer.is_empty() {
-                text.push_str(&format!("{}\n", self.answer));
-            }
-            if let Some(id) = self.id {
-                text.push_str(&format!(
-                    "\n[agy conversation: {id}; continue with --conversation {id}]\n"
-                ));
-            }
-        }
-        match super::out::print(&text) {
-            Err(e) if !super::out::reader_gone(&e) => {
-                eprintln!("agy-bridge: error: cannot write output: {e}");
-            }
-            _ => {}
-        }
-        if !json {
-            for notice in self.notices {
-                eprintln!("agy-bridge: note: {notice}");
-            }
-            if let Some(e) = &self.error {
-                eprintln!("agy-bridge: error: {e}");
-            }
-        }
-        if self.error.is_some() {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        }
-    }
-}
-
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
 fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
     super::env::check_all()?;
-    let settings = super::turn::settings()?;
+    let settings = agy_bridge::session::setup::settings()?;
     let alias = args
         .model
         .clone()
         .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = agy_bridge::pi::models::catalog(&super::caller::stop_token())
+    let resolved = agy_bridge::pi::models::catalog(&agy_bridge::process::caller::stop_token())
         .resolve_alias(&alias, Some(settings.default_thinking))
         .map_err(|e| e.to_string())?;
     let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &settings)?;
@@ -118,7 +53,7 @@ fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
         cfg,
         turn,
         label,
-        gating: super::gate::gate_plan(&settings, false),
+        gating: agy_bridge::session::gating::gate_plan(&settings, false),
     })
 }
 
@@ -128,15 +63,12 @@ struct AskTurn {
     cfg: RunConfig,
     turn: TurnRequest,
     label: String,
-    gating: Option<super::gate::GatePlan>,
+    gating: Option<agy_bridge::session::gating::GatePlan>,
 }
 
 pub fn cmd_ask(args: AskArgs) -> CmdResult {
     if args.caller_provider.as_deref() == Some(agy_bridge::pi::provider::PROVIDER_ID) {
-        return Ok(AskReport::failed(
-            "AskAntigravity is not available while the current model is itself antigravity: agy would be delegating to itself".into(),
-        )
-        .print(args.json));
+        return Ok(print(&AskReport::failed(SELF_DELEGATION.into()), args.json));
     }
     let AskTurn {
         cfg,
@@ -145,9 +77,13 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         gating,
     } = match ask_turn(&args) {
         Ok(t) => t,
-        Err(e) => return Ok(AskReport::failed(e).print(args.json)),
+        Err(e) => return Ok(print(&AskReport::failed(e), args.json)),
     };
-    let (result, events) = super::turn::runtime()?.block_on(run_collecting(cfg, turn, gating));
+    let (result, events) = super::turn::runtime()?.block_on(async {
+        let cancel = CancellationToken::new();
+        super::turn::cancel_on_signals(cancel.clone());
+        run_collecting(cfg, turn, gating, cancel).await
+    });
     let answer = final_answer(&result, &events);
     let mut notices = result.notices.clone();
     if let Some(reason) = &result.degraded {
@@ -156,80 +92,33 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
     if let (Some(lost), Some(id)) = (&result.lost_conversation, &result.conversation_id) {
         notices.push(runner::new_conversation_notice(lost, id));
     }
-    let code = AskReport {
+    let report = AskReport {
         answer: &answer,
         id: result.conversation_id.as_deref(),
         error: result.failure.as_ref().map(|f| f.to_string()),
         model: Some(&label),
         notices: &notices,
-    }
-    .print(args.json);
-    // Stopped by a signal: the shell's code for it (130 for Ctrl-C).
-    Ok(super::caller::stopped_exit().unwrap_or(code))
-}
-
-/// Run one turn to the end, keeping agy's events (Ctrl-C and the other
-/// signals abort it).
-async fn run_collecting(
-    mut cfg: RunConfig,
-    mut turn: TurnRequest,
-    gating: Option<super::gate::GatePlan>,
-) -> (runner::RunResult, Vec<agy_bridge::follow::events::Event>) {
-    let cancel = CancellationToken::new();
-    super::turn::cancel_on_signals(cancel.clone());
-    let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
-        return (runner::RunResult::aborted_before_start(), Vec::new());
     };
-    let (tx, mut rx) = runner::event_channel();
-    let collect = tokio::spawn(async move {
-        let mut v = Vec::new();
-        while let Some(ev) = rx.recv().await {
-            if let RunEvent::Agy(e) = ev {
-                v.push(e);
-            }
-        }
-        v
-    });
-    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut turn, &cancel).await;
-    let result = runner::run(&cfg, &turn, cancel, tx).await;
-    (result, collect.await.unwrap_or_default())
+    let code = print(&report, args.json);
+    // Stopped by a signal: the shell's code for it (130 for Ctrl-C).
+    Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(code))
 }
 
-/// agy's answer: its stream-json `result.response` when it printed one,
-/// else the last planner step's text, else its plain stdout.
-fn final_answer(
-    result: &runner::RunResult,
-    events: &[agy_bridge::follow::events::Event],
-) -> String {
-    if let Some(r) = result
-        .agy_result
-        .as_ref()
-        .filter(|r| !r.response.is_empty())
-    {
-        return r.response.trim_end().to_string();
+/// Print the report; a reader gone from stdout is not reported (the exit
+/// code still says whether agy succeeded).
+fn print(report: &AskReport<'_>, json: bool) -> ExitCode {
+    match super::out::print(&report.stdout_text(json)) {
+        Err(e) if !super::out::reader_gone(&e) => {
+            eprintln!("agy-bridge: error: cannot write output: {e}");
+        }
+        _ => {}
     }
-    let t = agy_bridge::follow::transcript::Transcript::from_events(events.iter().cloned());
-    t.last_answer()
-        .map(str::to_string)
-        .unwrap_or_else(|| result.stdout.trim().to_string())
-}
-
-fn strip_add_dirs(args: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if a == "--add-dir" {
-            skip = true;
-            continue;
-        }
-        if a.starts_with("--add-dir=") {
-            continue;
-        }
-        out.push(a.clone());
+    for line in report.stderr_lines(json) {
+        eprintln!("{line}");
     }
-    out
+    if report.error.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -1,8 +1,8 @@
 //! `agy-bridge conformance`: the library's conformance suite
-//! (`agy_bridge::corpus::conformance`) against the agy on PATH or
+//! (`agy_bridge::maintain::conformance`) against the agy on PATH or
 //! `AGY_BIN`, its report written to `--out DIR`.
 
-use agy_bridge::corpus::conformance::{self, Options};
+use agy_bridge::maintain::conformance::{self, Options};
 use agy_bridge::state::tmp::PrivateDir;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
         Err(e) => return cannot_run(&format!("cannot create a state directory: {e}")),
     };
     std::env::set_var("AGY_BRIDGE_STATE_DIR", state.path());
-    let mut cfg = match super::turn::run_config() {
+    let mut cfg = match agy_bridge::session::setup::run_config() {
         Ok(cfg) => cfg,
         Err(e) => return cannot_run(&e.to_string()),
     };
@@ -100,10 +100,10 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
     }
     // After `set_var`: the runtime and the stop token start threads.
     let runtime = super::turn::runtime()?;
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     // Asked once: named here, and recorded by the suite.
     let listed = runtime.block_on(conformance::list_models(&cfg, &stop)).ok();
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     let model = args.model.clone().or_else(|| {
@@ -136,7 +136,7 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
         Err(e) => cannot_run(&e),
     };
     // Stopped: what was checked is reported, and the code says why it ended.
-    match super::caller::stopped_exit() {
+    match agy_bridge::process::caller::stopped_exit() {
         Some(stopped) => code.map(|_| stopped),
         None => code,
     }

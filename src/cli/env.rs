@@ -8,7 +8,6 @@
 //! `stream` would have caught.
 
 use agy_bridge::state::file::env_nonempty;
-use std::time::Duration;
 
 /// The watchdog's variable, in minutes.
 pub const TIMEOUT_MIN: &str = "AGY_TIMEOUT_MIN";
@@ -36,11 +35,11 @@ pub fn whole_number(name: &str, unit: &str) -> Result<Option<u64>, String> {
 /// runner's, the watchdog's, pi's tools', admission's. Reads no file and runs nothing.
 pub fn check_words() -> Result<(), String> {
     agy_bridge::state::config::env::check_env_settings().map_err(|e| e.to_string())?;
-    agy_bridge::run::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
+    agy_bridge::runner::RunConfig::from_env().map_err(|e| e.to_string())?;
     whole_number(TIMEOUT_MIN, "minutes")?;
     whole_number(REQUEST_TIMEOUT_SECS, "seconds")?;
     agy_bridge::pi::mcp::disabled_by_env().map_err(|e| e.to_string())?;
-    warm_policy()?;
+    agy_bridge::session::warm_policy::warm_policy()?;
     agy_bridge::pi::mcp::relay::batch_window().map_err(|e| e.to_string())?;
     // Reads only the variables: the path is kept, never touched, so no
     // state directory (or HOME) is needed to check them.
@@ -49,53 +48,14 @@ pub fn check_words() -> Result<(), String> {
     Ok(())
 }
 
-/// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
-/// the cache, else `agy models`, else the built-in catalog): an alias no
-/// model answers to is an error naming the ones there are.
-pub fn check_default_model(catalog: &agy_bridge::pi::models::Catalog) -> Result<(), String> {
-    let Some(alias) = env_nonempty(DEFAULT_MODEL) else {
-        return Ok(());
-    };
-    catalog
-        .resolve_alias(&alias, None)
-        .map(drop)
-        .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
-}
-
-/// [`check_words`], then [`check_default_model`] (which loads the catalog
+/// [`check_words`], then `AGY_DEFAULT_MODEL` against the catalog (which loads the catalog
 /// only when the variable is set; an `agy models` it runs ends on the
 /// command's stop signals).
 pub fn check_all() -> Result<(), String> {
     check_words()?;
     if env_nonempty(DEFAULT_MODEL).is_some() {
-        let stop = super::caller::stop_token();
-        check_default_model(&agy_bridge::pi::models::catalog(&stop))?;
+        let stop = agy_bridge::process::caller::stop_token();
+        agy_bridge::pi::turn::check_default_model(&agy_bridge::pi::models::catalog(&stop))?;
     }
     Ok(())
-}
-
-/// `AGY_WARM=off` runs every turn on an agy of its own, as before.
-pub const WARM_ENV: &str = "AGY_WARM";
-/// How long an idle session keeps its agy, in seconds (default 600).
-pub const WARM_IDLE_ENV: &str = "AGY_WARM_IDLE_SECS";
-const WARM_IDLE_DEFAULT: Duration = Duration::from_secs(600);
-/// Whether warm sessions are on, and how long an idle one keeps its agy.
-#[derive(Debug, Clone, Copy)]
-pub struct WarmPolicy {
-    pub on: bool,
-    pub idle: Duration,
-}
-
-/// `AGY_WARM` and `AGY_WARM_IDLE_SECS`, or the sentence naming a bad value.
-pub fn warm_policy() -> Result<WarmPolicy, String> {
-    let on = match env_nonempty(WARM_ENV) {
-        None => true,
-        Some(v) => agy_bridge::state::file::on_off(&v).ok_or_else(|| {
-            format!("{WARM_ENV}={v:?} is not on or off (also 1/0, true/false, yes/no)")
-        })?,
-    };
-    let idle = whole_number(WARM_IDLE_ENV, "seconds")?
-        .map(Duration::from_secs)
-        .unwrap_or(WARM_IDLE_DEFAULT);
-    Ok(WarmPolicy { on, idle })
 }

@@ -1,6 +1,6 @@
 //! `agy-bridge hook EVENT --gate FILE`: the command agy runs before each
 //! tool call in `ask` mode (the bridge writes it into a private hooks.json;
-//! see `agy_bridge::run::gate`). agy's payload comes on stdin; one decision
+//! see `agy_bridge::gate`). agy's payload comes on stdin; one decision
 //! line goes to stdout, always, and the exit code is 0 so that agy reads
 //! the decision rather than a failure (both would deny; the line says why).
 
@@ -21,7 +21,7 @@ pub struct HookArgs {
 
 pub fn cmd_hook(args: HookArgs) -> ExitCode {
     let decision = if HookEvent::parse(&args.event) == Some(HookEvent::PreToolUse) {
-        agy_bridge::run::gate::hook::decide(&args.event, &args.gate, std::io::stdin().lock())
+        agy_bridge::gate::client::decide(&args.event, &args.gate, std::io::stdin().lock())
     } else {
         Decision::deny(format!(
             "agy-bridge's hook only gates PreToolUse, not {:?}",

@@ -33,10 +33,10 @@ pub struct ModelsArgs {
 pub fn cmd_models(args: ModelsArgs) -> CmdResult {
     use agy_bridge::pi::models::{Loader, Policy};
     let loader = Loader::from_env();
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     if args.quiet && args.refresh {
         let _ = loader.refresh_quietly(&stop);
-        return Ok(super::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS));
+        return Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS));
     }
     let policy = if args.refresh {
         Policy::Refresh
@@ -44,7 +44,7 @@ pub fn cmd_models(args: ModelsArgs) -> CmdResult {
         Policy::CacheFirst
     };
     let loaded = loader.load(policy, &stop);
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     if loaded.stale {

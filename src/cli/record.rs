@@ -57,7 +57,7 @@ pub struct RecordArgs {
 }
 
 pub fn cmd_record(args: RecordArgs) -> CmdResult {
-    use agy_bridge::{corpus::record, run::runner};
+    use agy_bridge::{maintain::record, runner};
     use agy_corpus::{recording::Recording, redact};
     let mut workspaces: Vec<String> = Vec::new();
     let recording = if let Some(db) = &args.db {
@@ -71,8 +71,8 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
         super::env::check_all()?;
-        let settings = super::turn::settings()?;
-        let mut cfg = super::turn::configured(&settings)?;
+        let settings = agy_bridge::session::setup::settings()?;
+        let mut cfg = agy_bridge::session::setup::configured(&settings)?;
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
@@ -109,8 +109,8 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
         // Stopped before agy ran (`--version` is asked first): nothing to
         // keep.
         let recorded = match recorded {
-            Err(_) if super::caller::stopped_by().is_some() => {
-                return Ok(super::caller::stopped_exit().unwrap_or(ExitCode::FAILURE))
+            Err(_) if agy_bridge::process::caller::stopped_by().is_some() => {
+                return Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(ExitCode::FAILURE))
             }
             recorded => recorded?,
         };
@@ -147,5 +147,5 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
         recording.commits.len()
     );
     // Stopped mid-run: what was captured is written, and the code says so.
-    Ok(super::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS))
+    Ok(agy_bridge::process::caller::stopped_exit().unwrap_or(ExitCode::SUCCESS))
 }

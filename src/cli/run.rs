@@ -4,7 +4,7 @@
 //! protocol: the printing and the exit code are the whole interface.
 
 use super::turn::TurnOpts;
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
 use agy_bridge::view::render::LiveView;
 use agy_format::agy_args::BindMode;
 use agy_format::agy_args::Effort;
@@ -72,14 +72,14 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 async fn drive(
     mut cfg: RunConfig,
     mut req: TurnRequest,
-    gating: Option<super::gate::GatePlan>,
+    gating: Option<agy_bridge::session::gating::GatePlan>,
     json: bool,
 ) -> io::Result<(ExitCode, runner::RunResult)> {
     use super::out;
     let cancel = CancellationToken::new();
     super::turn::cancel_on_signals(cancel.clone());
-    let Ok(_seat) = super::admission::admit_one_shot(&cancel).await else {
-        let code = failed(&agy_bridge::run::failure::Failure::Aborted);
+    let Ok(_seat) = agy_bridge::session::seat::admit_one_shot(&cancel).await else {
+        let code = failed(&agy_bridge::runner::failure::Failure::Aborted);
         return Ok((code, runner::RunResult::aborted_before_start()));
     };
     let (tx, rx) = runner::event_channel();
@@ -87,7 +87,9 @@ async fn drive(
     // own, so the runner waits (its channel full), not a runtime worker.
     let printing = cancel.clone();
     let printer = tokio::task::spawn_blocking(move || print_events(rx, json, printing));
-    let _gate = super::gate::open_unattended(gating.as_ref(), &mut cfg, &mut req, &cancel).await;
+    let _gate =
+        agy_bridge::session::gating::open_unattended(gating.as_ref(), &mut cfg, &mut req, &cancel)
+            .await;
     let result = runner::run(&cfg, &req, cancel, tx).await;
     let (mut view, gone) = printer.await.map_err(io::Error::other)?;
     let written = if gone {
@@ -115,8 +117,8 @@ async fn drive(
 
 /// A turn that failed: its sentence and exit 1, or, stopped by a signal,
 /// that and the shell's code for it (130 for Ctrl-C).
-fn failed(failure: &agy_bridge::run::failure::Failure) -> ExitCode {
-    super::caller::stopped_exit().unwrap_or_else(|| {
+fn failed(failure: &agy_bridge::runner::failure::Failure) -> ExitCode {
+    agy_bridge::process::caller::stopped_exit().unwrap_or_else(|| {
         eprintln!("agy-bridge: error: {failure}");
         ExitCode::FAILURE
     })
@@ -154,9 +156,9 @@ fn print_events(
 
 pub fn cmd_run(args: RunArgs) -> CmdResult {
     super::env::check_all()?;
-    let settings = super::turn::settings()?;
+    let settings = agy_bridge::session::setup::settings()?;
     let (mut cfg, mut req) = super::turn::turn_setup(&args.turn, &settings)?;
-    let gating = super::gate::gate_plan(&settings, false);
+    let gating = agy_bridge::session::gating::gate_plan(&settings, false);
     req.model = args.model;
     req.effort = args.effort;
     if let Some(bind) = args.bind {
@@ -190,60 +192,19 @@ fn find_fake_agy() -> Result<PathBuf, String> {
 
 pub fn cmd_demo(args: DemoArgs) -> CmdResult {
     let fake = find_fake_agy()?;
-    let recording = resolve_demo_recording(&args.recording)?;
-    let rec = agy_corpus::recording::Recording::load(&recording)?;
-    let home = tempfile_dir()?;
-    let conversations = home.join(".gemini/antigravity-cli/conversations");
+    let demo = agy_bridge::maintain::demo::Demo::prepare(&args.recording, args.speed, fake)?;
     if !args.json {
         // Not the recording's description: it is written for developers
         // (step types, field numbers).
         let intro = format!(
             "agy-bridge demo: replaying recording {:?} with the bundled fake agy at {}x; no real agy, no network.\nprompt: {}\n\n",
-            args.recording, args.speed, rec.header.prompt
+            args.recording, args.speed, demo.req.prompt
         );
         if let Err(e) = super::out::print(&intro) {
-            let _ = std::fs::remove_dir_all(&home);
             return super::out::finish(Err(e), ExitCode::SUCCESS);
         }
     }
-    let cfg = RunConfig {
-        agy_bin: fake,
-        conversations_dir: conversations,
-        env: vec![
-            ("HOME".into(), home.display().to_string()),
-            ("FAKE_AGY_RECORDING".into(), recording.display().to_string()),
-            ("FAKE_AGY_SPEED".into(), args.speed.to_string()),
-        ],
-        ..RunConfig::default()
-    };
-    let req = TurnRequest {
-        prompt: rec.header.prompt.clone(),
-        ..TurnRequest::default()
-    };
     let rt = super::turn::runtime()?;
-    let outcome = rt.block_on(drive(cfg, req, None, args.json));
-    let _ = std::fs::remove_dir_all(&home);
+    let outcome = rt.block_on(drive(demo.cfg.clone(), demo.req.clone(), None, args.json));
     Ok(outcome?.0)
-}
-
-/// The recording `name` names (a bundled name or a file); when there is
-/// none, the error lists the bundled ones.
-fn resolve_demo_recording(name: &str) -> Result<PathBuf, String> {
-    use agy_corpus::recording;
-    let dir = recording::bundled_dir();
-    recording::resolve(name, &dir).map_err(|e| match recording::list(&dir) {
-        Ok(names) if !names.is_empty() => format!(
-            "no recording named {name:?}; the bundled recordings are: {} (or give the path of a .jsonl recording)",
-            names.join(", ")
-        ),
-        _ => format!("{e}; no bundled recordings were found in {}", dir.display()),
-    })
-}
-
-/// A private temporary directory (removed by the caller).
-fn tempfile_dir() -> io::Result<PathBuf> {
-    let dir = agy_bridge::state::tmp::temp_dir()
-        .join(format!("agy-bridge-demo-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

@@ -196,7 +196,7 @@ fn cmd_config_allow(
     action: Option<AllowCommand>,
     json: bool,
 ) -> CmdResult {
-    use agy_bridge::state::config::{AllowEdit, Source};
+    use agy_bridge::state::config::AllowEdit;
     use agy_bridge::state::rules::Rule;
     let edit = match action {
         None => None,
@@ -210,117 +210,21 @@ fn cmd_config_allow(
         Some(edit) => store.edit_allow(edit)?,
     };
     report_state_warnings(&status.warnings);
-    let list = status.config.allow_list();
-    let env_wins = status.allow.source == Source::Env;
-    if json {
-        let rules: Vec<serde_json::Value> = list
-            .iter()
-            .map(|r| serde_json::json!({ "rule": r, "builtIn": r.is_default() }))
-            .collect();
-        let mut out = serde_json::json!({
-            "rules": rules,
-            "source": status.allow.source,
-            "envVar": status.allow.env_var,
-            "permissions": status.config.permissions,
-            "configPath": status.config_path,
-        });
-        if let (Some(edit), Some(obj)) = (&edit, out.as_object_mut()) {
-            let (word, rule) = match edit {
-                AllowEdit::Add(r) => ("add", r),
-                AllowEdit::Remove(r) => ("remove", r),
-            };
-            obj.insert(
-                "saved".into(),
-                serde_json::json!({ word: rule, "changed": changed,
-                    "overriddenByEnv": env_wins.then_some(status.allow.env_var) }),
-            );
-        }
-        return write_state_output(&format!("{out}\n"));
-    }
-    let mut text = String::new();
-    match &edit {
-        Some(AllowEdit::Add(r)) if changed => text.push_str(&format!("added {r}\n")),
-        Some(AllowEdit::Add(r)) => text.push_str(&format!("{r} is already there\n")),
-        Some(AllowEdit::Remove(r)) if changed => text.push_str(&format!("removed {r}\n")),
-        Some(AllowEdit::Remove(r)) if r.is_default() => text.push_str(&format!(
-            "{r} is built in (a read-only tool) and cannot be removed\n"
-        )),
-        Some(AllowEdit::Remove(r)) => {
-            text.push_str(&format!("{r} is not in config.json's allow list\n"))
-        }
-        None => {}
-    }
-    if env_wins {
-        text.push_str(&format!(
-            "note: {} is set in the environment and replaces config.json's rules\n",
-            status.allow.env_var
-        ));
-    }
-    text.push_str(&format!(
-        "allow rules (permissions is {}; config file {}):\n",
-        status.config.permissions,
-        status.config_path.display()
-    ));
-    for rule in &list {
-        let mark = if rule.is_default() {
-            "  (built in)"
-        } else {
-            ""
-        };
-        text.push_str(&format!("  {rule}{mark}\n"));
-    }
-    write_state_output(&text)
+    write_state_output(&agy_bridge::view::listing::allow_text(
+        &status,
+        edit.as_ref(),
+        changed,
+        json,
+    ))
 }
 
 pub fn cmd_sessions(args: SessionsArgs) -> CmdResult {
     use agy_bridge::state::sessions::{SessionEntry, SessionStore};
     let store = SessionStore::open_default()?;
     let result = match args.action.unwrap_or(SessionsCommand::List) {
-        SessionsCommand::List => store.list().map(|list| {
-            if args.json {
-                let sessions: Vec<serde_json::Value> = list
-                    .iter()
-                    .map(|(key, e)| {
-                        serde_json::json!({
-                            "key": key,
-                            "conversationId": e.conversation_id.as_str(),
-                            "lastStepIdx": e.last_step_idx,
-                            "lastMessageCount": e.message_count,
-                        })
-                    })
-                    .collect();
-                format!(
-                    "{}\n",
-                    serde_json::json!({ "path": store.path(), "sessions": sessions })
-                )
-            } else if list.is_empty() {
-                format!("no sessions ({})\n", store.path().display())
-            } else {
-                let shown: Vec<String> = list
-                    .iter()
-                    .map(|(k, _)| k.escape_debug().to_string())
-                    .collect();
-                let width = shown.iter().map(|k| k.chars().count()).max().unwrap_or(0);
-                let mut text = format!(
-                    "{:<width$}  {:<36}  {:>8}  {:>8}\n",
-                    "KEY", "CONVERSATION", "LAST IDX", "MESSAGES"
-                );
-                for (key, (_, e)) in shown.iter().zip(&list) {
-                    text.push_str(&format!(
-                        "{key:<width$}  {:<36}  {:>8}  {:>8}\n",
-                        e.conversation_id.as_str(),
-                        e.last_step_idx,
-                        e.message_count
-                    ));
-                }
-                text.push_str(&format!(
-                    "{} session(s) in {}\n",
-                    list.len(),
-                    store.path().display()
-                ));
-                text
-            }
-        }),
+        SessionsCommand::List => store
+            .list()
+            .map(|list| agy_bridge::view::listing::sessions_text(&list, store.path(), args.json)),
         SessionsCommand::Clear => store.clear().map(|n| {
             if args.json {
                 format!(

@@ -1,12 +1,11 @@
-//! `agy-bridge stream`: the pi provider boundary. The command's entry (its
-//! flags, its runtime, one turn or a `--session`) and pi's stdin (the request
-//! line, then abort and control lines; the pipe itself is [`super::pi_io`]). What a turn does once its request is read lives in
-//! [`super::start`], [`super::prepare`], [`super::cold`],
-//! [`super::pi_tools`] and [`super::end`], which `--session` shares.
+//! `agy-bridge stream`: the pi provider boundary. Its flags, its runtime,
+//! the limits checked before anything is read, and the process's ends wired
+//! to the turn's cancellation (a stop signal, pi's death, stdout's reader
+//! gone); the turn itself is the library's ([`agy_bridge::pi::turn`]).
 
-use super::pi_io::{is_abort_line, keep_control};
-use super::start::{bad_request, StreamStart};
-use agy_bridge::pi::mcp::relay::Control;
+use agy_bridge::pi::provider::pipe::PipeOut;
+use agy_bridge::pi::provider::stream::PiStream;
+use agy_bridge::pi::turn::Limits;
 use clap::Args;
 use std::io;
 use std::process::ExitCode;
@@ -39,73 +38,6 @@ pub struct StreamArgs {
 /// `AGY_REQUEST_TIMEOUT_SECS` is not set.
 const REQUEST_TIMEOUT_SECS: u64 = 30;
 
-/// The first stdin line, or why there is none.
-type RequestLine = Result<String, String>;
-
-/// Read stdin on a plain thread: the first line is the request (or, without
-/// a newline, everything up to the end of stdin); later lines are
-/// `{"type":"abort"}` (cancels at once) or the control lines of pi's tool
-/// results (see [`agy_bridge::pi::mcp::relay::Control`]). The end of stdin
-/// cancels the turn: the caller is gone.
-fn stdin_reader(
-    cancel: CancellationToken,
-) -> (
-    tokio::sync::oneshot::Receiver<RequestLine>,
-    tokio::sync::mpsc::Receiver<Control>,
-) {
-    use agy_bridge::pi::mcp::relay::CONTROL_CAPACITY;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let (control_tx, control) = tokio::sync::mpsc::channel(CONTROL_CAPACITY);
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut stdin = io::stdin().lock();
-        let mut buf = Vec::new();
-        let first = match stdin.read_until(b'\n', &mut buf) {
-            Ok(0) => Err("no request line on stdin (it closed before any input)".to_string()),
-            Ok(_) => request_text(buf),
-            Err(e) => Err(format!("cannot read the request from stdin: {e}")),
-        };
-        let _ = tx.send(first);
-        loop {
-            let mut line = Vec::new();
-            match stdin.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) if is_abort_line(&line) => cancel.cancel(),
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&line);
-                    if let Some(c) = Control::parse(text.trim_end()) {
-                        keep_control(&control_tx, c);
-                    }
-                }
-            }
-        }
-        // pi keeps stdin open for the whole turn (tool results come on it):
-        // its end means pi is gone, and the turn is aborted. A parked tool
-        // call hears why first, if the queue has room; never waited for:
-        // with pi's tools off nothing reads the queue, and the abort must
-        // not wait on it.
-        let _ = control_tx.try_send(Control::Closed);
-        cancel.cancel();
-    });
-    (rx, control)
-}
-
-/// The request line's text, without its line ending.
-fn request_text(mut line: Vec<u8>) -> RequestLine {
-    while matches!(line.last(), Some(b'\n' | b'\r')) {
-        line.pop();
-    }
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Err("the request line is empty; send one JSON object".into());
-    }
-    String::from_utf8(line).map_err(|e| {
-        format!(
-            "the request line is not UTF-8 text (invalid byte at offset {}); send one JSON object in UTF-8",
-            e.utf8_error().valid_up_to()
-        )
-    })
-}
-
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
 /// one `error` naming what was wrong.
 pub fn stream_fails_early(message: &str) -> ExitCode {
@@ -118,7 +50,7 @@ pub fn stream_fails_early(message: &str) -> ExitCode {
 /// `standby`: agy's guardian, forked by `main` before anything else.
 pub fn cmd_stream(
     args: StreamArgs,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
 ) -> CmdResult {
     let rt = match super::turn::stream_runtime() {
         Ok(rt) => rt,
@@ -148,108 +80,75 @@ pub fn cmd_stream(
 /// `stream --session`: its limits checked first, as `stream`'s are.
 async fn stream_session(
     args: StreamArgs,
-    standby: Option<agy_bridge::run::standby::Standby>,
+    standby: Option<agy_bridge::process::standby::Standby>,
 ) -> bool {
-    match stream_limits(&args) {
-        Ok((timeout, _)) => super::session::serve(timeout, standby).await,
+    let gone = CancellationToken::new();
+    ends_cancel(&gone);
+    let checked = stream_limits(&args).and_then(|limits| {
+        agy_bridge::session::warm_policy::warm_policy().map(|policy| (limits, policy))
+    });
+    let (limits, policy) = match checked {
+        Ok(checked) => checked,
         Err(message) => {
-            let mut pi = agy_bridge::pi::provider::stream::PiStream::new(io::stdout());
+            let mut pi = PiStream::new(io::stdout());
             pi.start();
             pi.fail(false, &format!("agy-bridge: {message}"));
-            false
+            return false;
         }
-    }
+    };
+    let out: agy_bridge::pi::turn::Output = Box::new(|| {
+        let (out, room) = PipeOut::stdout();
+        PiStream::new(Box::new(out) as Box<dyn io::Write>).with_room(room)
+    });
+    agy_bridge::pi::turn::serve_session(io::stdin(), out, limits.timeout, policy, standby, gone)
+        .await;
+    true
+}
+
+/// A stop signal, pi's death and pi no longer reading stdout each cancel
+/// `token`: the turn (or the session) ends, agy's tree with it.
+fn ends_cancel(token: &CancellationToken) {
+    super::turn::cancel_on_signals(token.clone());
+    agy_bridge::process::caller::stop_with_parent();
+    agy_bridge::process::caller::cancel_when_stdout_closes(token.clone());
 }
 
 /// The watchdog and the request-line wait from flags and environment.
-pub(super) fn stream_limits(args: &StreamArgs) -> Result<(Duration, Duration), String> {
+pub(super) fn stream_limits(args: &StreamArgs) -> Result<Limits, String> {
     use super::env;
     let minutes = match args.timeout_min {
         Some(m) => m,
         None => env::whole_number(env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(super::turn::TIMEOUT_MIN_DEFAULT),
+            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
     };
     let request_secs =
         env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
     // Every other variable too, before pi's request is even read.
     env::check_words()?;
-    Ok((
-        super::turn::watchdog(minutes),
-        Duration::from_secs(request_secs.max(1)),
-    ))
-}
-
-/// Wait for the request line: it, or the sentence pi shows instead.
-async fn read_request(
-    mut request_line: tokio::sync::oneshot::Receiver<RequestLine>,
-    wait: Duration,
-    cancel: &CancellationToken,
-) -> Result<String, (bool, String)> {
-    tokio::select! {
-        // A line that is there wins over a timer that is also done.
-        biased;
-        line = &mut request_line => taken_request(line),
-        _ = tokio::time::sleep(wait) => Err(bad_request(format!(
-            "no complete request line on stdin after {} s: the request is one JSON object followed by a newline (or the end of stdin); AGY_REQUEST_TIMEOUT_SECS sets how long to wait",
-            wait.as_secs()
-        ))),
-        // stdin's end cancels just after the stdin thread sends the line
-        // (or why there is none), and both can land between this select's
-        // look at the line and its look here: the line, when it came,
-        // still says more than "aborted".
-        _ = cancel.cancelled() => match request_line.try_recv() {
-            Ok(line) => taken_request(Ok(line)),
-            Err(_) => Err((true, "Operation aborted".into())),
-        },
-    }
-}
-
-/// The request line as the stdin thread sent it, or the sentence pi shows.
-fn taken_request(
-    line: Result<RequestLine, tokio::sync::oneshot::error::RecvError>,
-) -> Result<String, (bool, String)> {
-    match line {
-        Ok(line) => line.map_err(bad_request),
-        Err(_) => Err(bad_request("stdin could not be read".into())),
-    }
-}
-
-/// Read and check the request, take the session's turn lock (waiting for a
-/// turn before it) and prepare the turn; the sentence pi shows otherwise,
-/// and whether it was an abort.
-async fn stream_start(
-    args: &StreamArgs,
-    request_line: tokio::sync::oneshot::Receiver<RequestLine>,
-    cancel: &CancellationToken,
-) -> Result<StreamStart, (bool, String)> {
-    let (timeout, request_wait) =
-        stream_limits(args).map_err(|message| (false, format!("agy-bridge: {message}")))?;
-    let line = read_request(request_line, request_wait, cancel).await?;
-    super::start::start_from_line(&line, timeout, cancel).await
+    Ok(Limits {
+        timeout: agy_bridge::session::setup::watchdog(minutes),
+        request_wait: Duration::from_secs(request_secs.max(1)),
+    })
 }
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
-async fn stream_turn(args: StreamArgs, standby: Option<agy_bridge::run::standby::Standby>) -> bool {
-    use agy_bridge::pi::provider::stream::PiStream;
+async fn stream_turn(
+    args: StreamArgs,
+    standby: Option<agy_bridge::process::standby::Standby>,
+) -> bool {
     let cancel = CancellationToken::new();
-    // The request is read on a thread of its own, from the start: the rest
-    // of the set-up happens while it comes.
-    let (request_line, control) = stdin_reader(cancel.clone());
     // pi may be slow to read: the relay awaits room in the pipe, so the
     // turn's other tasks go on meanwhile.
-    let (out, room) = agy_bridge::pi::provider::pipe::PipeOut::stdout();
+    let (out, room) = PipeOut::stdout();
     let mut pi = PiStream::new(out).with_room(room);
     pi.start();
-    super::turn::cancel_on_signals(cancel.clone());
-    // pi gone (killed, or no longer reading) ends the turn and agy's tree.
-    super::caller::stop_with_parent();
-    super::caller::cancel_when_stdout_closes(cancel.clone());
-    let start = match stream_start(&args, request_line, &cancel).await {
-        Ok(start) => start,
-        Err((aborted, message)) => {
-            pi.fail(aborted, &message);
+    ends_cancel(&cancel);
+    let limits = match stream_limits(&args) {
+        Ok(limits) => limits,
+        Err(message) => {
+            pi.fail(false, &format!("agy-bridge: {message}"));
             return false;
         }
     };
-    super::cold::run_cold(start, standby, control, &mut pi, &cancel).await
+    agy_bridge::pi::turn::one_turn(io::stdin(), &mut pi, limits, standby, cancel).await
 }

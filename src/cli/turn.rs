@@ -4,13 +4,12 @@
 //! the runtime and the signals that end a turn. Kept apart from the
 //! commands so each command's file holds only what is its own.
 
-use agy_bridge::run::runner::{self, RunConfig, TurnRequest};
+use agy_bridge::runner::{RunConfig, TurnRequest};
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use clap::Args;
 use std::io;
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// What every turn-running command shares: the mode, the conversation to
@@ -43,14 +42,14 @@ pub fn turn_setup(
     opts: &TurnOpts,
     settings: &agy_bridge::state::config::Config,
 ) -> Result<(RunConfig, TurnRequest), String> {
-    let mut cfg = configured(settings)?;
+    let mut cfg = agy_bridge::session::setup::configured(settings)?;
     cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
     let minutes = match opts.timeout_min {
         Some(m) => m,
         None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(TIMEOUT_MIN_DEFAULT),
+            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
     };
-    cfg.timeout = watchdog(minutes);
+    cfg.timeout = agy_bridge::session::setup::watchdog(minutes);
     let conversation = opts
         .conversation
         .as_deref()
@@ -101,70 +100,16 @@ pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// The environment's runner settings, with this binary as agy's guardian
-/// (so agy's tree dies with us, however we die).
-pub fn run_config() -> Result<RunConfig, runner::EnvError> {
-    let mut cfg = RunConfig::from_env()?;
-    cfg.guardian = std::env::current_exe()
-        .ok()
-        .map(agy_bridge::run::standby::Guardian::new);
-    cfg.admission = super::admission::admission();
-    cfg.usage = Some(agy_bridge::run::quota::UsageLoader {
-        agy_bin: cfg.agy_bin.clone(),
-        ..agy_bridge::run::quota::UsageLoader::from_env()
-    });
-    Ok(cfg)
-}
-
-/// [`run_config`] with the configured permissions: every command that runs
-/// agy (run, ask, stream, record) starts here.
-pub fn configured(settings: &agy_bridge::state::config::Config) -> Result<RunConfig, String> {
-    let mut cfg = run_config().map_err(|e| e.to_string())?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
-    Ok(cfg)
-}
-
-/// The watchdog for `minutes` (at least one), saturating instead of
-/// overflowing: a huge value means "no limit worth speaking of".
-pub(super) fn watchdog(minutes: u64) -> Duration {
-    Duration::from_secs(minutes.max(1).saturating_mul(60))
-}
-
 /// Cancel `token` on Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the
 /// parent shell died) or SIGQUIT: each ends the turn the same way, terminal
 /// event first. One that came before this was called is not lost (see
-/// [`super::caller::stop_token`]).
+/// [`agy_bridge::process::caller::stop_token`]).
 pub fn cancel_on_signals(token: CancellationToken) {
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     tokio::spawn(async move {
         stop.cancelled().await;
         token.cancel();
     });
     // Ctrl-Z stops agy's tree with the bridge, `fg` resumes both.
-    super::caller::forward_job_control();
+    agy_bridge::process::caller::forward_job_control();
 }
-
-/// The saved settings merged with the environment, warnings on stderr. A
-/// settings variable with a value it does not take is an error (the turn
-/// must not run in a mode nobody asked for); a state directory that cannot
-/// be read only costs the file's values.
-pub fn settings() -> Result<agy_bridge::state::config::Config, String> {
-    use agy_bridge::state::config::Config;
-    use agy_bridge::state::file::StateError;
-    match Config::load() {
-        Ok(status) => {
-            for w in &status.warnings {
-                eprintln!("agy-bridge: warning: {w}");
-            }
-            Ok(status.config)
-        }
-        Err(e @ StateError::Env { .. }) => Err(e.to_string()),
-        Err(e) => {
-            eprintln!("agy-bridge: warning: using default settings: {e}");
-            Ok(Config::default())
-        }
-    }
-}
-
-/// The watchdog's default, in minutes.
-pub(super) const TIMEOUT_MIN_DEFAULT: u64 = 10;

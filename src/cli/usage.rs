@@ -1,8 +1,8 @@
 //! `agy-bridge usage`: agy's quota, in words or as JSON, for the user and
 //! for the pi extension's `/agy usage` and footer. A thin shell over
-//! `agy_bridge::run::quota`, which asks agy and keeps the cache.
+//! `agy_bridge::runner::quota`, which asks agy and keeps the cache.
 
-use agy_bridge::run::quota::UsageLoader;
+use agy_bridge::runner::quota::UsageLoader;
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -38,13 +38,13 @@ pub fn cmd_usage(args: UsageArgs) -> CmdResult {
     let loader = UsageLoader::from_env();
     // agy (`--version`, then `-p /usage`) ends on our stop signals: Ctrl-C
     // ends the command at once, exit 130.
-    let stop = super::caller::stop_token();
+    let stop = agy_bridge::process::caller::stop_token();
     let answer = runtime.block_on(loader.load(Duration::from_secs(max_age_secs), &stop));
-    if let Some(code) = super::caller::stopped_exit() {
+    if let Some(code) = agy_bridge::process::caller::stopped_exit() {
         return Ok(code);
     }
     let answer = answer?;
-    let now = agy_bridge::run::quota::now_secs();
+    let now = agy_bridge::runner::quota::now_secs();
     let text = if json {
         let value = serde_json::json!({
             "buckets": answer.quota.buckets,

@@ -12,13 +12,14 @@
 //! Platforms: the open-file evidence needs Linux's `/proc`. Elsewhere
 //! (macOS) [`open_db_ids`] has none to give, so a run binds by agy's own
 //! stream-json `init` line first (the runner's choice), and otherwise by the
-//! snapshot diff, the subagent links and the prompt; the process tree the
-//! runner and the guardian signal comes from `ps` instead of `/proc`.
+//! snapshot diff, the subagent links and the prompt; the process tree
+//! ([`crate::process::tree`]) comes from `ps` instead of `/proc`.
 //!
 //! The rule throughout is *fail safe, never guess*: when the evidence does not
 //! single out one database, [`decide`] says so ([`Binding::Waiting`] or
 //! [`Binding::Ambiguous`]) instead of picking one.
 
+use crate::process::tree::{is_alive, process_tree};
 use agy_format::ids::ConversationId;
 use agy_format::steps::{self, Body, StepRow};
 use serde::Serialize;
@@ -123,103 +124,6 @@ pub fn new_since(dir: &Path, before: &Snapshot) -> io::Result<Vec<ConversationId
     new.sort();
     new.dedup();
     Ok(new)
-}
-
-/// The fields of `/proc/<pid>/stat` after the command name: the command may
-/// contain spaces and parentheses, so split after the *last* `)`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn proc_stat_tail(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.rfind(')')?;
-    stat.get(close + 1..).map(|s| s.trim_start().to_owned())
-}
-
-/// `(state, ppid)` of a process, from `/proc/<pid>/stat`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn proc_state_ppid(pid: u32) -> Option<(char, u32)> {
-    let tail = proc_stat_tail(pid)?;
-    let mut fields = tail.split_ascii_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-/// Whether `pid` is a live process (not gone, not a zombie) whose open files
-/// can be inspected.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn is_alive(pid: u32) -> bool {
-    matches!(proc_state_ppid(pid), Some((state, _)) if !matches!(state, 'Z' | 'X' | 'x'))
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn is_alive(_pid: u32) -> bool {
-    false
-}
-
-/// Each process's children, from the parent links in `/proc/*/stat`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
-    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Some((_, ppid)) = proc_state_ppid(pid) {
-                children.entry(ppid).or_default().push(pid);
-            }
-        }
-    }
-    children
-}
-
-/// Each process's children, from POSIX `ps -A -o pid=,ppid=` where there is
-/// no `/proc` (macOS, the BSDs); none when `ps` cannot run.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn children_by_parent() -> BTreeMap<u32, Vec<u32>> {
-    std::process::Command::new("ps")
-        .args(["-A", "-o", "pid=,ppid="])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map(|out| parse_ps_links(&String::from_utf8_lossy(&out.stdout)))
-        .unwrap_or_default()
-}
-
-/// `ps -o pid=,ppid=` output as each parent's children; a line that is not
-/// two numbers is skipped.
-#[cfg(any(test, not(any(target_os = "linux", target_os = "android"))))]
-fn parse_ps_links(ps_output: &str) -> BTreeMap<u32, Vec<u32>> {
-    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for line in ps_output.lines() {
-        let mut fields = line.split_ascii_whitespace().map(str::parse::<u32>);
-        if let (Some(Ok(pid)), Some(Ok(ppid)), None) = (fields.next(), fields.next(), fields.next())
-        {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
-    children
-}
-
-/// `root_pid` followed by all its descendants, breadth first: parent links
-/// from `/proc/*/stat`, or from `ps` where there is no `/proc`. Where neither
-/// can be read, only `root_pid`. A process reparented away (a daemonised
-/// grandchild) is not found; neither is one that has already exited.
-pub fn process_tree(root_pid: u32) -> Vec<u32> {
-    let children = children_by_parent();
-    let mut seen = BTreeSet::from([root_pid]);
-    let mut tree = vec![root_pid];
-    let mut queue = VecDeque::from([root_pid]);
-    while let Some(pid) = queue.pop_front() {
-        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if seen.insert(child) {
-                tree.push(child);
-                queue.push_back(child);
-            }
-        }
-    }
-    tree
 }
 
 /// The conversation a file name belongs to: `<uuid>.db`, `<uuid>.db-wal` or
@@ -543,6 +447,7 @@ fn descendants(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::tree::parse_ps_links;
     use agy_format::steps::{Step, StepStatus, StepType, Subagent};
     use rusqlite::Connection;
     use std::process::{Child, Command, Stdio};

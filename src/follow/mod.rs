@@ -3,20 +3,22 @@
 //!
 //! Owns the tracker that turns successive views of a step into deltas
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
-//! ([`subject`]), the hash that tells a grown text from a rewritten one
+//! ([`subject`]), which calls are file edits ([`edits`]), the hash that tells a grown text from a rewritten one
 //! ([`text_hash`]), the read-only poller over one database ([`poller`]),
-//! with the connection it keeps open between reads (`kept_open`), what
-//! it reads of agy's WAL files without SQLite (`wal_files`) and when it
-//! looks again for a commit announced (`pace`), and the
-//! binding of the database a run created ([`discovery`]).
+//! with what it reads of agy's WAL files without SQLite (`wal_files`), and the
+//! binding of the database a run created ([`discovery`]). Benches switch
+//! the mechanisms beyond inotify and `data_version` off one by one
+//! (`knobs`).
 //!
-//! May import: [`agy_format`](mod@agy_format).
+//! May import: [`agy_format`](mod@agy_format), [`crate::process`] (the
+//! process-tree walker, for which databases agy holds open).
 
 mod calls;
 pub mod discovery;
+pub mod edits;
 pub mod events;
-mod kept_open;
-mod pace;
+#[doc(hidden)]
+pub mod knobs;
 pub mod poller;
 pub mod subject;
 pub mod text_hash;

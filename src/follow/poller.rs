@@ -24,10 +24,9 @@
 //! large buffers resident: `main`'s `release_large_buffers`).
 
 use crate::follow::events::{self, Event, Tracker};
-use crate::follow::kept_open;
-use crate::follow::pace::Pace;
+use crate::follow::knobs::{mechanisms, Mechanisms};
 use crate::follow::transcript::Transcript;
-use crate::follow::wal_files::{self, WalFiles, WalMark, INDEX_HEADER};
+use crate::follow::wal_files::{file_id, FileId, WalFiles, INDEX_HEADER};
 use agy_format::database::{open_read_only, read_all, to_row_ref, ReadError, StepColumns};
 use agy_format::ids::ConversationId;
 use agy_format::steps::{self, Step};
@@ -36,43 +35,51 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How long a settling poll ([`Poller::poll_settling`]) keeps looking for
-/// the commit a notification announced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settle {
-    /// The database's WAL was written since the last read: a commit is on
-    /// its way and becomes visible once agy's fsync returns (SQLite's
-    /// default syncs every commit; typically under a millisecond, at times
-    /// several): look this long.
-    pub written: Duration,
-    /// It was not (a notification for writes already read): this long.
-    pub unwritten: Duration,
-}
-
-impl Settle {
-    /// Both the same: `window` whatever was written.
-    pub fn always(window: Duration) -> Settle {
-        Settle {
-            written: window,
-            unwritten: window,
-        }
-    }
-}
+/// A settling poll's pauses between looks: the first, then every later
+/// one. agy's commit is visible with the notification when it does not
+/// fsync, and a quarter of a millisecond or more later when it does
+/// (SQLite's default); looks every 0.1 ms once that is due see it within
+/// 0.1 ms (docs/benchmarks.md, "Looks every 0.1 ms once agy's fsync is
+/// due"). A pause learnt from agy's recent commits gained under 10% CPU
+/// per turn and went (docs/benchmarks.md, "Follower mechanisms").
+const SETTLE_PAUSES: [Duration; 2] = [Duration::from_micros(200), Duration::from_micros(100)];
 
 /// The highest step idx in a conversation database, if it can be read
-/// (blocking: a SQLite read). Its connection is kept open for the poller
-/// that follows the database next (`follow::kept_open`).
+/// (blocking: a SQLite read).
 pub fn last_idx(path: &Path) -> Option<i64> {
-    let opened = kept_open::open(path).ok()?;
-    let idx = opened
-        .conn
+    open_read_only(path)
+        .ok()?
         .query_row("SELECT MAX(idx) FROM steps", [], |r| {
             r.get::<_, Option<i64>>(0)
         })
         .ok()
-        .flatten();
-    kept_open::keep(opened);
-    idx
+        .flatten()
+}
+
+/// A read-only connection and the file it opened (`None`: not known for
+/// sure).
+#[derive(Debug)]
+struct Opened {
+    conn: Connection,
+    file: Option<FileId>,
+}
+
+impl Opened {
+    fn open(path: &Path) -> Result<Opened, ReadError> {
+        let file = file_id(path);
+        let conn = open_read_only(path)?;
+        // Replaced between the look and the open: which file this is is
+        // not known.
+        let file = file.filter(|id| file_id(path) == Some(*id));
+        Ok(Opened { conn, file })
+    }
+
+    /// Whether the file this connection opened is still the one at `path`
+    /// (one `stat`): a connection to a file since removed or replaced reads
+    /// the old file. Not known which file it opened: no.
+    fn still_at(&self, path: &Path) -> bool {
+        self.file.is_some() && file_id(path) == self.file
+    }
 }
 
 /// The final answer of the subagent conversation `child`, read once from
@@ -98,11 +105,10 @@ pub struct PollStats {
     pub row_selects: u64,
     pub rows_read: u64,
     /// Timed pauses slept between a settling poll's looks: each a wake-up
-    /// of its own, what waiting for agy's fsync costs (`follow::pace`).
+    /// of its own, what waiting for agy's fsync costs.
     pub pauses: u64,
-    /// Connections the poller took to read the database: a new one, or the
-    /// one an earlier read kept (`follow::kept_open`). Each new connection
-    /// reads the schema again, so a database agy has created but not yet
+    /// Connections the poller opened to read the database. Each new
+    /// connection reads the schema again, so a database agy has created but not yet
     /// given its table must not cost one per look.
     pub opens: u64,
 }
@@ -114,16 +120,6 @@ pub enum Poll {
     Ready(Vec<Event>),
     /// Not readable yet (missing file or table, locked): try again later.
     NotReady(ReadError),
-}
-
-/// The next read of the database (the next turn's, in a session) takes
-/// the connection instead of opening the database again (`follow::kept_open`).
-impl Drop for Poller {
-    fn drop(&mut self) {
-        if let Some(opened) = self.conn.take() {
-            kept_open::keep(opened);
-        }
-    }
 }
 
 /// What one look ([`Poller::look`]) found.
@@ -142,7 +138,7 @@ enum Looked {
 #[derive(Debug)]
 pub struct Poller {
     path: PathBuf,
-    conn: Option<kept_open::Opened>,
+    conn: Option<Opened>,
     sql: Sql,
     data_version: Option<i64>,
     cursor: i64,
@@ -154,9 +150,6 @@ pub struct Poller {
     usage: std::collections::BTreeMap<i64, (steps::Usage, bool)>,
     /// The last read stopped at [`ROWS_PER_POLL`] new rows; more are there.
     behind: bool,
-    /// The WAL as it was before the last look that found every write to
-    /// it read (a commit read, or nothing new and no writer).
-    read_mark: WalMark,
     /// The database's WAL files, once it has been read.
     files: Option<WalFiles>,
     /// The connection of the last look that found the database without its
@@ -164,13 +157,12 @@ pub struct Poller {
     /// database's file, its switch to WAL and its tables one after another,
     /// each announced (seen with fake-agy), and a connection apiece read
     /// the schema afresh each time.
-    tableless: Option<kept_open::Opened>,
+    tableless: Option<Opened>,
     /// The WAL-index header as read just before the last `PRAGMA
     /// data_version`.
     header_seen: Option<[u8; INDEX_HEADER]>,
-    /// When a settling poll looks again: a first pause learnt from how
-    /// agy's recent commits went (`follow::pace`).
-    pace: Pace,
+    /// The mechanisms this reader runs (all, unless a bench said otherwise).
+    mechanisms: Mechanisms,
 }
 
 /// New rows one poll reads at most. A poll's decoded steps and their
@@ -356,11 +348,10 @@ impl Poller {
             stats: PollStats::default(),
             usage: std::collections::BTreeMap::new(),
             behind: false,
-            read_mark: None,
             files: None,
             tableless: None,
             header_seen: None,
-            pace: Pace::default(),
+            mechanisms: mechanisms(),
         }
     }
 
@@ -383,30 +374,13 @@ impl Poller {
         (self.cursor >= 0).then_some(self.cursor)
     }
 
-    /// Whether agy's WAL was written since the last poll that read a commit
-    /// (one `stat`), by writes that poll may not have seen. When it was
-    /// not, every write so far has been read, and only a new file
-    /// notification can bring more.
-    ///
-    /// A settling look counts as read only the writes the notification
-    /// announced (a commit's first: its others come while it waits for the
-    /// commit). So when the WAL moved since, this asks whether the poller
-    /// is [caught up](Self::caught_up) after taking the mark: with no
-    /// writer then, every write before the mark is of a commit published
-    /// before, and with the WAL-index header as the last read saw it, that
-    /// read saw them all; the mark becomes the read one. Otherwise every
-    /// commit paid a re-check (a wake-up and a read transaction) for its
-    /// own later writes.
+    /// Whether agy's WAL may hold writes the last read did not see: the
+    /// poller is not [caught up](Self::caught_up) (a writer holds the WAL's
+    /// write lock, or something was published since the last look, or the
+    /// WAL files cannot be asked). When it is, every write so far has been
+    /// read, and only a new file notification can bring more.
     pub fn written_since_read(&mut self) -> bool {
-        let mark = self.wal_mark();
-        if mark.is_none() || mark == self.read_mark {
-            return false;
-        }
-        if self.caught_up() {
-            self.read_mark = mark;
-            return false;
-        }
-        true
+        !self.caught_up()
     }
 
     /// Whether every commit is read and none is on its way, known without
@@ -427,14 +401,6 @@ impl Poller {
         // The lock first: free then, every earlier write is published, and
         // the header read after it shows whether any was since our look.
         files.writer_held() == Some(false) && files.index_header() == self.header_seen
-    }
-
-    /// The WAL's mark: from its open file once known, else by its path.
-    fn wal_mark(&self) -> WalMark {
-        match self.files {
-            Some(files) => files.mark(),
-            None => wal_files::mark_by_path(&self.path),
-        }
     }
 
     /// Steps seen but not yet in a terminal status.
@@ -472,8 +438,7 @@ impl Poller {
 
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
-        let mark = self.wal_mark();
-        match self.look(mark, false) {
+        match self.look(false) {
             Looked::Read(events) => Poll::Ready(events),
             Looked::Nothing { .. } => Poll::Ready(Vec::new()),
             Looked::Failed(e) => self.not_ready(e),
@@ -482,26 +447,14 @@ impl Poller {
 
     /// One look: the writer lock asked first, then (when settling) the
     /// WAL-index header, then `PRAGMA data_version`, and the rows when it
-    /// moved. `mark`: the WAL as it was before this look began, which
-    /// becomes [`Self::read_mark`] when the look shows every write to the
-    /// WAL read.
-    fn look(&mut self, mark: WalMark, settling: bool) -> Looked {
+    /// moved.
+    fn look(&mut self, settling: bool) -> Looked {
         // Asked before the look: a writer that lets the lock go after this
         // has published its commit, which the look then sees.
         let writing = self.files.and_then(WalFiles::writer_held);
         match self.poll_inner(settling) {
-            Ok(Some(events)) => {
-                self.read_mark = mark;
-                Looked::Read(events)
-            }
-            Ok(None) => {
-                if writing == Some(false) {
-                    // No write transaction was open: every write before
-                    // the mark is published, and nothing new was.
-                    self.read_mark = mark;
-                }
-                Looked::Nothing { writing }
-            }
+            Ok(Some(events)) => Looked::Read(events),
+            Ok(None) => Looked::Nothing { writing },
             Err(e) => Looked::Failed(e),
         }
     }
@@ -509,47 +462,43 @@ impl Poller {
     /// [`poll`](Self::poll) right after a file notification: when nothing
     /// has been committed yet, keep asking `PRAGMA data_version` (short
     /// sleeps) and read as soon as it moves, while a write transaction is
-    /// open (agy holds the WAL's writer lock, `follow::wal_files`): for
-    /// `settle.written` at most when the WAL was written since the last
-    /// commit this read, else for `settle.unwritten`. With no writer, one
-    /// look: every commit is visible already.
+    /// open (agy holds the WAL's writer lock, `follow::wal_files`), for
+    /// `window` at most. With no writer, one look: every commit is visible
+    /// already.
     ///
     /// Why: agy's WAL write is what notifies, and its commit becomes visible
     /// only when SQLite then publishes it in shared memory, after the fsync
     /// of each commit, which notifies nobody: usually well under a
     /// millisecond later, at times several. The runtime's timers tick in
     /// whole milliseconds; this thread can look again sooner. A notification
-    /// for writes already read (one commit notifies several times) looks
-    /// only briefly, so it costs a few checks, not the whole window.
-    pub fn poll_settling(&mut self, settle: Settle) -> Poll {
-        let mark = self.wal_mark();
-        let window = if mark.is_some() && mark != self.read_mark {
-            settle.written
-        } else {
-            settle.unwritten
-        };
+    /// for writes already read (one commit notifies several times) finds no
+    /// writer, so it costs one look, not the window.
+    pub fn poll_settling(&mut self, window: Duration) -> Poll {
         let deadline = Instant::now() + window;
         self.stats.polls += 1;
-        // The pauses between looks: `follow::pace`.
+        // The pauses between looks: [`SETTLE_PAUSES`].
         let mut sleeps = 0;
         loop {
-            match self.look(mark, true) {
-                Looked::Read(events) => {
-                    self.pace.saw(sleeps);
-                    return Poll::Ready(events);
-                }
+            match self.look(true) {
+                Looked::Read(events) => return Poll::Ready(events),
                 Looked::Nothing { writing } => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() || writing == Some(false) {
                         return Poll::Ready(Vec::new());
                     }
-                    std::thread::sleep(self.pace.pause(sleeps).min(left));
+                    std::thread::sleep(self.pause(sleeps).min(left));
                     sleeps += 1;
                     self.stats.pauses += 1;
                 }
                 Looked::Failed(e) => return self.not_ready(e),
             }
         }
+    }
+
+    /// The pause before a settling poll's look after `sleeps` pauses:
+    /// [`SETTLE_PAUSES`].
+    fn pause(&self, sleeps: usize) -> Duration {
+        SETTLE_PAUSES[sleeps.min(1)]
     }
 
     fn not_ready(&mut self, e: ReadError) -> Poll {
@@ -574,7 +523,7 @@ impl Poller {
             // read anew.
             Some(opened) if opened.still_at(&self.path) => opened,
             _ => {
-                let opened = kept_open::open(&self.path)?;
+                let opened = Opened::open(&self.path)?;
                 self.stats.opens += 1;
                 opened
             }
@@ -590,7 +539,11 @@ impl Poller {
         self.conn = Some(opened);
         // Once the database has been read it has its WAL files (in WAL
         // mode); a database opened again may have new ones.
-        self.files = WalFiles::of(&self.path);
+        self.files = if self.mechanisms.wal_files {
+            WalFiles::of(&self.path)
+        } else {
+            None
+        };
         self.header_seen = None;
         Ok(())
     }
@@ -766,9 +719,8 @@ pub(crate) mod tests {
     fn a_commit_read_with_no_writer_left_counts_every_write() {
         let dir = tempfile::tempdir().expect("tmp");
         let (w, mut p) = followed(dir.path());
-        let announced = p.wal_mark();
         put(&w, 0, "an answer");
-        assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
+        assert!(matches!(p.look(true), Looked::Read(e) if !e.is_empty()));
         assert!(!p.written_since_read(), "a commit's own writes re-checked");
         put(&w, 1, "an answer");
         assert!(p.written_since_read(), "a commit not read");
@@ -777,13 +729,13 @@ pub(crate) mod tests {
     /// With a writer at work (another process holds the WAL's write
     /// lock), the writes since the notification may be the next commit's:
     /// they are not taken as read, and the re-checks go on.
+    #[cfg(target_os = "linux")]
     #[test]
     fn writes_past_those_announced_count_while_a_writer_works() {
         let dir = tempfile::tempdir().expect("tmp");
         let (w, mut p) = followed(dir.path());
-        let announced = p.wal_mark();
         put(&w, 0, "an answer");
-        assert!(matches!(p.look(announced, true), Looked::Read(e) if !e.is_empty()));
+        assert!(matches!(p.look(true), Looked::Read(e) if !e.is_empty()));
         let writer = crate::follow::wal_files::tests::held_elsewhere(p.path());
         assert!(p.written_since_read());
         drop(writer);

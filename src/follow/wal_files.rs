@@ -10,8 +10,6 @@
 //!   read costs one look instead of a window of them ([`WalFiles::writer_held`]).
 //! - **Was anything committed since?** The WAL-index header at the start of
 //!   `-shm` changes with every commit ([`WalFiles::index_header`]).
-//! - **Was the WAL written since?** Its length and modification time
-//!   ([`WalFiles::mark`]), from the open file rather than its path.
 //!
 //! The danger is the descriptor: POSIX locks belong to the process and the
 //! file, and closing *any* descriptor of a file drops every lock the
@@ -38,7 +36,7 @@ const SHM_WRITE_LOCK: nix::libc::off_t = 120;
 /// counter (sqlite3.c, `WalIndexHdr`).
 pub(crate) const INDEX_HEADER: usize = 48;
 
-/// Files kept open at most: two per conversation followed by this process,
+/// Files kept open at most: one per conversation followed by this process,
 /// which even a long pi session stays far below; a descriptor apiece.
 const MAX_FILES: usize = 512;
 
@@ -85,28 +83,12 @@ fn open_for_good(path: &Path) -> Option<&'static File> {
     Some(file)
 }
 
-/// What a write to a database's WAL changes: the WAL's length and
-/// modification time (a restarted WAL keeps its length, not its mtime).
-pub(crate) type WalMark = Option<(u64, std::time::SystemTime)>;
-
-fn mark_of(meta: std::fs::Metadata) -> WalMark {
-    Some((meta.len(), meta.modified().ok()?))
-}
-
-/// The mark of database `db`'s WAL, by its path (one `stat`): for a
-/// database whose files are not known yet ([`WalFiles::mark`] once they
-/// are).
-pub(crate) fn mark_by_path(db: &Path) -> WalMark {
-    mark_of(std::fs::metadata(sibling(db, "-wal")).ok()?)
-}
-
-/// One database's `-shm` and `-wal`, as the database is now (recreated
+/// One database's `-shm`, as the database is now (recreated
 /// files are other files: ask [`WalFiles::of`] again after reopening the
 /// database; while any connection of ours is open, SQLite keeps both).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WalFiles {
     shm: &'static File,
-    wal: &'static File,
 }
 
 impl WalFiles {
@@ -115,7 +97,6 @@ impl WalFiles {
     pub(crate) fn of(db: &Path) -> Option<WalFiles> {
         Some(WalFiles {
             shm: open_for_good(&sibling(db, "-shm"))?,
-            wal: open_for_good(&sibling(db, "-wal"))?,
         })
     }
 
@@ -147,11 +128,6 @@ impl WalFiles {
         self.shm.read_exact_at(&mut header, 0).ok()?;
         Some(header)
     }
-
-    /// The WAL's mark (one `fstat`, no path to walk).
-    pub(crate) fn mark(self) -> WalMark {
-        mark_of(self.wal.metadata().ok()?)
-    }
 }
 
 #[cfg(test)]
@@ -179,13 +155,14 @@ pub(crate) mod tests {
         let (_conn, path) = wal_db(dir.path());
         let a = WalFiles::of(&path).unwrap();
         let b = WalFiles::of(&path).unwrap();
-        assert!(std::ptr::eq(a.shm, b.shm) && std::ptr::eq(a.wal, b.wal));
+        assert!(std::ptr::eq(a.shm, b.shm));
     }
 
-    /// Another process's write transaction is seen as held, and none once it
+    /// Another owner's write transaction is seen as held, and none once it
     /// ends; ours never is (POSIX locks do not conflict within a process).
+    #[cfg(target_os = "linux")]
     #[test]
-    fn another_process_holding_the_write_byte_is_seen() {
+    fn another_owner_holding_the_write_byte_is_seen() {
         let dir = tempfile::tempdir().unwrap();
         let (_conn, path) = wal_db(dir.path());
         let lock = WalFiles::of(&path).unwrap();
@@ -196,13 +173,13 @@ pub(crate) mod tests {
         assert_eq!(lock.writer_held(), Some(false));
     }
 
-    /// Every commit rewrites the index header and moves the WAL's mark.
+    /// Every commit rewrites the index header.
     #[test]
-    fn a_commit_changes_the_index_header_and_the_mark() {
+    fn a_commit_changes_the_index_header() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, path) = wal_db(dir.path());
         let files = WalFiles::of(&path).unwrap();
-        let (header, mark) = (files.index_header().unwrap(), files.mark().unwrap());
+        let header = files.index_header().unwrap();
         assert_eq!(
             files.index_header(),
             Some(header),
@@ -210,60 +187,46 @@ pub(crate) mod tests {
         );
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
         assert_ne!(files.index_header(), Some(header));
-        assert_ne!(files.mark(), Some(mark));
-        assert_eq!(files.mark(), mark_by_path(&path));
     }
 
-    /// A process holding `db`'s WAL write lock the way SQLite's writer does,
-    /// until dropped.
-    pub(crate) struct HeldElsewhere {
-        release: std::os::fd::OwnedFd,
-        child: nix::unistd::Pid,
+    /// `db`'s WAL write lock held as agy's writer holds it, by another owner
+    /// than this process's POSIX locks, until dropped: a lock of an open file
+    /// description of its own (Linux), which `F_GETLK` reports and SQLite's
+    /// locks in this process conflict with, as with another process's.
+    #[cfg(target_os = "linux")]
+    pub(crate) struct HeldElsewhere(std::mem::ManuallyDrop<File>);
+
+    #[cfg(target_os = "linux")]
+    fn set_ofd_lock(shm: &File, kind: nix::libc::c_int) -> nix::Result<()> {
+        use nix::fcntl::{fcntl, FcntlArg};
+        let lock = nix::libc::flock {
+            l_type: kind as _,
+            l_whence: nix::libc::SEEK_SET as _,
+            l_start: SHM_WRITE_LOCK,
+            l_len: 1,
+            l_pid: 0,
+        };
+        fcntl(shm, FcntlArg::F_OFD_SETLK(&lock)).map(drop)
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn held_elsewhere(db: &Path) -> HeldElsewhere {
-        use nix::unistd::{fork, pipe, read, write, ForkResult};
-        let mut shm = db.as_os_str().to_owned();
-        shm.push("-shm");
-        let shm = std::ffi::CString::new(shm.into_encoded_bytes()).unwrap();
-        let (ready_r, ready_w) = pipe().unwrap();
-        let (release_r, release_w) = pipe().unwrap();
-        // SAFETY: the child only makes system calls (open, fcntl, write, read,
-        // _exit) on memory prepared before the fork, as a forked child of a
-        // multi-threaded process may.
-        match unsafe { fork() }.unwrap() {
-            ForkResult::Child => unsafe {
-                let fd = nix::libc::open(shm.as_ptr(), nix::libc::O_RDWR);
-                let lock = nix::libc::flock {
-                    l_type: nix::libc::F_WRLCK as _,
-                    l_whence: nix::libc::SEEK_SET as _,
-                    l_start: SHM_WRITE_LOCK,
-                    l_len: 1,
-                    l_pid: 0,
-                };
-                let ok = fd >= 0 && nix::libc::fcntl(fd, nix::libc::F_SETLK, &lock) == 0;
-                let _ = write(&ready_w, &[u8::from(ok)]);
-                let mut byte = [0u8; 1];
-                let _ = read(&release_r, &mut byte);
-                nix::libc::_exit(0);
-            },
-            ForkResult::Parent { child } => {
-                drop((ready_w, release_r));
-                let mut ok = [0u8; 1];
-                assert_eq!(read(&ready_r, &mut ok).unwrap(), 1);
-                assert_eq!(ok[0], 1, "the child could not take the lock");
-                HeldElsewhere {
-                    release: release_w,
-                    child,
-                }
-            }
-        }
+        let shm = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(sibling(db, "-shm"))
+            .unwrap();
+        set_ofd_lock(&shm, nix::libc::F_WRLCK).expect("the write lock was free");
+        HeldElsewhere(std::mem::ManuallyDrop::new(shm))
     }
 
+    /// Released, and the descriptor left open: closing any descriptor of
+    /// the file would drop this process's POSIX locks on it, SQLite's
+    /// connections' included (see the module comment).
+    #[cfg(target_os = "linux")]
     impl Drop for HeldElsewhere {
         fn drop(&mut self) {
-            let _ = nix::unistd::write(&self.release, &[0]);
-            let _ = nix::sys::wait::waitpid(self.child, None);
+            set_ofd_lock(&self.0, nix::libc::F_UNLCK).expect("released");
         }
     }
 }

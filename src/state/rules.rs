@@ -12,7 +12,7 @@
 //!   after the others (none too), one that ends in `*` matches its word and
 //!   takes any after it; else the command has exactly as many words. The
 //!   gate only hands a rule a line that makes the shell compute nothing
-//!   (see `run::gate::command`).
+//!   (see `gate::command`).
 //! - every other tool: the call's subject (a path, an MCP `SERVER/TOOL`)
 //!   as a whole ([`Rule::matches`]).
 //!

@@ -12,7 +12,7 @@
 
 use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
-use crate::run::runner::{
+use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
     RunEvent, RunResult,
 };

@@ -4,7 +4,7 @@
 
 use agy_bridge::follow::events::{self, Event};
 use agy_bridge::follow::transcript::Transcript;
-use agy_bridge::run::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
+use agy_bridge::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use agy_corpus::recording::{self, Recording};
 use agy_format::steps;
 use std::path::{Path, PathBuf};

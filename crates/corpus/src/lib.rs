@@ -12,6 +12,8 @@
 //! `redact` commands), fake-agy replays its recordings, and agy-synth
 //! writes the synthesized ones in `recordings/`.
 
+#![forbid(unsafe_code)]
+
 pub mod db;
 pub mod drift;
 pub mod recording;

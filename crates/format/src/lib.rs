@@ -14,6 +14,8 @@
 //! opening a conversation database read-only and reading its step rows). Everything above
 //! builds on it.
 
+#![forbid(unsafe_code)]
+
 pub mod agy_args;
 #[cfg(feature = "sqlite")]
 pub mod database;

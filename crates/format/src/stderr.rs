@@ -1,7 +1,7 @@
 //! Lines agy prints on stderr that the bridge acts on while agy runs.
 //!
 //! Most of agy's stderr is read once, at the end, to classify a failure
-//! (`crate::run::failure`). One line matters live: resuming a conversation agy
+//! (`crate::runner::failure`). One line matters live: resuming a conversation agy
 //! does not have is not an error; agy warns and starts a new conversation
 //! (docs/agy-format.md, "Resume"), and a turn bound to the old id would
 //! follow a database nobody writes.

@@ -16,6 +16,8 @@
 //! (private `scenarios` and `outcomes`, listed by [`corpus`]) and [`mcp`]
 //! (recordings that call an MCP server, in `recordings/mcp/`).
 
+#![forbid(unsafe_code)]
+
 use agy_corpus::recording::Recording;
 
 pub mod builder;

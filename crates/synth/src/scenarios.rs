@@ -1,6 +1,6 @@
 //! The corpus's recordings, one function each: what agy writes for a
 //! greeting, thinking, tools, a resumed conversation, unicode, errors,
-//! subagents, unknown steps and the other cases [`crate::corpus`] lists.
+//! subagents, unknown steps and the other cases [`crate::maintain`] lists.
 
 use crate::builder::{blob, call, row_write, Builder};
 use crate::bulk::chunks;

@@ -2,16 +2,16 @@
 //! the turn started on the engine, its events, notes and the gate's
 //! questions relayed as they come (a question's wait for the client on a
 //! task of its own, so events and a cancel still flow), agy's edits read
-//! off the runtime, then the binding saved and the stop reason (or the
-//! failure as a JSON-RPC error) sent.
+//! off the runtime, then the stop reason (or the failure as a JSON-RPC
+//! error) sent. The engine saves the binding, under the session's turn lock.
 
 use super::{notify, session_key, thought_update, Bridge, Session};
 use crate::acp::edits::FileTexts;
 use crate::acp::engine::{TurnHandle, TurnSpec};
 use crate::acp::map::{edited_update, ending, refused, Ending, Out, TurnFailure, TurnMapper};
 use crate::acp::permission::{self, Choice, SessionRules};
-use crate::run::gate::{Question, Verdict};
-use crate::run::runner::RunResult;
+use crate::gate::{Question, Verdict};
+use crate::runner::RunResult;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, EmbeddedResourceResource, PromptRequest, PromptResponse,
     RequestPermissionRequest, SessionId, SessionUpdate, TextContent, ToolCallId,
@@ -56,7 +56,9 @@ pub(super) async fn prompt(
     };
     let result = relay.run(handle).await;
     bridge.end(&sid, Some(&result));
-    bridge.save(&sid, &result).await;
+    for notice in &result.notices {
+        notify(&cx, &sid, thought_update(&format!("\n[{notice}]\n")))?;
+    }
     match ending(&result, cancel.is_cancelled()) {
         Ending::Stop { reason, say } => {
             if let Some(words) = say {
@@ -94,6 +96,7 @@ fn begin(
         .as_deref()
         .and_then(|id| bridge.setup.models.iter().find(|m| m.id == id));
     let spec = TurnSpec {
+        session_key: session_key(&req.session_id.0),
         prompt: text,
         cwd: session.cwd.clone(),
         mode: session.mode,
@@ -124,21 +127,6 @@ impl Bridge {
             session.conversation = Some(id);
             session.last_idx = result.last_idx.or(session.last_idx);
         }
-    }
-
-    /// The binding in `sessions.json`, for `session/load` after a restart
-    /// (a file write, off the runtime). A failure to save costs only that.
-    async fn save(&self, sid: &SessionId, result: &RunResult) {
-        let Some(store) = self.setup.store.clone() else {
-            return;
-        };
-        let key = session_key(&sid.0);
-        let id = result.conversation_id.clone();
-        let last = result.last_idx.unwrap_or(-1);
-        let _ = tokio::task::spawn_blocking(move || {
-            store.update_if_bound(&key, id.as_deref(), last, 0)
-        })
-        .await;
     }
 }
 
@@ -177,7 +165,7 @@ impl Relay {
             Ok(result) => result,
             Err(e) => {
                 let mut result = RunResult::aborted_before_start();
-                result.failure = Some(crate::run::failure::Failure::SpawnFailed {
+                result.failure = Some(crate::runner::failure::Failure::SpawnFailed {
                     bin: "agy".into(),
                     message: format!("the turn's task stopped: {e}"),
                 });

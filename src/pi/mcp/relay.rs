@@ -17,11 +17,11 @@
 //! come (issue 17, item 14).
 
 use super::park::{BadContent, Delivery, Mismatch, Parked, ToolCall, ToolOutcome};
-use crate::pi::ask::{Answer, Asks};
+use crate::gate::Question;
+use crate::pi::dialog::{Answer, Asks};
 use crate::pi::provider::mapper::EventMapper;
 use crate::pi::provider::stream::PiStream;
-use crate::run::gate::Question;
-use crate::run::runner::RunEvent;
+use crate::runner::RunEvent;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::io::Write;
@@ -43,7 +43,7 @@ pub enum Control {
         outcome: Result<ToolOutcome, BadContent>,
     },
     /// `{"type":"permission","id","decision","scope","reason"}`: the user's
-    /// decision on a tool call agy waits for (see [`crate::pi::ask`]).
+    /// decision on a tool call agy waits for (see [`crate::pi::dialog`]).
     Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
@@ -342,7 +342,7 @@ async fn forward<W: Write>(
     }
     // Off the runtime's workers where the runtime allows it: an event's
     // lines past `pipe::MAX_PENDING` still wait for pi to read them.
-    crate::run::blocking::in_place(|| mapper.map(ev, pi));
+    crate::process::blocking::in_place(|| mapper.map(ev, pi));
     if pi.broken {
         cancel.cancel();
     }

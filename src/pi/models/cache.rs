@@ -1,5 +1,5 @@
 //! Running `agy models` (8 s, as a short program under the guardian:
-//! `crate::run::short`) behind the 5-minute
+//! `crate::process::short`) behind the 5-minute
 //! cache in `models-cache.json`, with the built-in fallback when agy cannot
 //! be asked.
 //!
@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
-use crate::run::agy_version::BinaryKey;
-use crate::run::short::{self, NoOutput, Program};
+use crate::process::short::{self, NoOutput, Program};
+use crate::runner::version::BinaryKey;
 use crate::state::file::{lock_file, StateError, StateFile};
 
 // --- running `agy models` --------------------------------------------------------

@@ -321,7 +321,7 @@ pub fn has_own_turns(messages: &[Value]) -> bool {
 /// The full prompt agy receives: digest (if any), then the user's text.
 ///
 /// Nothing is trimmed for length: the prompt never goes on agy's command
-/// line, but on its stdin or in a private file ([`crate::run::runner::prompt_file`]),
+/// line, but on its stdin or in a private file ([`crate::runner::prompt_file`]),
 /// and the digest is bounded when it is made ([`context_digest`]).
 pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     compose_prompt_for(prompt, digest, AgyContext::Kept)

@@ -12,7 +12,7 @@
 //! [`mapper`] (the runner's events to pi's) and [`stream`] (the writer that
 //! keeps pi's invariants).
 
-use crate::run::runner::TurnUsage;
+use crate::runner::TurnUsage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

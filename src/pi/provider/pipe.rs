@@ -23,6 +23,7 @@
 //! room takes a page whole). Anything else (a terminal, a file) is written
 //! straight through: there is nothing to wait for there.
 
+use crate::process::reactor::{watch, Watched};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,7 +58,7 @@ pub struct PipeOut {
 pub struct Room {
     shared: Arc<Mutex<Pending>>,
     /// The descriptor registered with the runtime's reactor.
-    watched: tokio::io::unix::AsyncFd<OwnedFd>,
+    watched: Watched<OwnedFd>,
 }
 
 /// Lines not yet in the pipe.
@@ -96,11 +97,7 @@ impl PipeOut {
 }
 
 /// The writer and its room, sharing `pending`.
-fn piped(
-    pending: Pending,
-    watched: tokio::io::unix::AsyncFd<OwnedFd>,
-    direct: io::Stdout,
-) -> (PipeOut, Room) {
+fn piped(pending: Pending, watched: Watched<OwnedFd>, direct: io::Stdout) -> (PipeOut, Room) {
     let shared = Arc::new(Mutex::new(pending));
     let room = Room {
         shared: shared.clone(),
@@ -115,7 +112,7 @@ fn piped(
 
 /// A descriptor of pi's pipe to write without waiting, and one for the
 /// reactor, when `fd` is a pipe or socket and a runtime is current.
-fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<OwnedFd>)> {
+fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, Watched<OwnedFd>)> {
     let (write_fd, how) = match pipe_kind(fd)? {
         PipeKind::Socket => (fd.try_clone_to_owned().ok()?, How::Socket),
         PipeKind::Fifo => match reopen_nonblocking(fd) {
@@ -125,13 +122,7 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<Ow
     };
     tokio::runtime::Handle::try_current().ok()?;
     let copy = fd.try_clone_to_owned().ok()?;
-    // SAFETY: `copy` is a descriptor of its own, owned by the `AsyncFd` and
-    // closed only when it is dropped, so it stays open and the same for the
-    // registration's whole life.
-    let watched = unsafe {
-        tokio::io::unix::AsyncFd::register_with_interest(copy, tokio::io::Interest::WRITABLE)
-    }
-    .ok()?;
+    let watched = watch(copy, tokio::io::Interest::WRITABLE).ok()?;
     let pending = Pending {
         fd: write_fd,
         how,
@@ -142,26 +133,7 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, tokio::io::unix::AsyncFd<Ow
     Some((pending, watched))
 }
 
-/// What a descriptor with a reader at its other end is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PipeKind {
-    Fifo,
-    Socket,
-}
-
-/// Whether `fd` is a pipe or a socket (`None`: a file, a terminal, or
-/// unknown), from its `fstat`.
-pub fn pipe_kind(fd: BorrowedFd<'_>) -> Option<PipeKind> {
-    use nix::sys::stat::{fstat, SFlag};
-    let kind = SFlag::from_bits_truncate(fstat(fd).ok()?.st_mode) & SFlag::S_IFMT;
-    if kind == SFlag::S_IFIFO {
-        Some(PipeKind::Fifo)
-    } else if kind == SFlag::S_IFSOCK {
-        Some(PipeKind::Socket)
-    } else {
-        None
-    }
-}
+pub use crate::process::caller::{pipe_kind, PipeKind};
 
 /// The pipe `fd` opened again, write-only and non-blocking: a file of its
 /// own, so the flag is not stdout's.
@@ -367,7 +339,7 @@ fn poll_out(fd: BorrowedFd<'_>, wait: nix::poll::PollTimeout) -> bool {
     use nix::poll::{poll, PollFd, PollFlags};
     let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
     match poll(&mut fds, wait) {
-        Ok(_) => fds[0].revents().map_or(true, |r| !r.is_empty()),
+        Ok(_) => fds[0].revents().is_none_or(|r| !r.is_empty()),
         // Nothing to wait for that could be known: let the write say.
         Err(_) => true,
     }
