@@ -11,7 +11,8 @@ mod common;
 
 use common::workspace_bin;
 
-use agy_bridge::maintain::record::{self, Capturer};
+use agy_bridge::maintain::record::Capturer;
+use agy_bridge::maintain::testing::CAPTURE_INTERVAL;
 use agy_bridge::runner::{self, RunConfig, TurnRequest};
 use agy_corpus::recording::{self, Recording};
 use agy_format::agy_args::BindMode;
@@ -49,7 +50,7 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .map(Duration::from_millis)
-            .unwrap_or(record::CAPTURE_INTERVAL),
+            .unwrap_or(CAPTURE_INTERVAL),
         ..RunConfig::default()
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -9,11 +9,9 @@
 //! median and p95 of 300 round trips on one keep-alive connection; the
 //! budget is 5 ms).
 
-use agy_bridge::pi::mcp::relay::{batch_window, relay, Control, ToolLines};
-use agy_bridge::pi::mcp::server::McpServer;
-use agy_bridge::pi::provider::mapper::EventMapper;
 use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::pi::provider::PiTool;
+use agy_bridge::pi::testing::{relay, Control, EventMapper, McpServer, ToolLines};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -86,12 +84,16 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let (call_tx, calls) = channel(agy_bridge::pi::mcp::CALL_CAPACITY);
-        let (control_tx, control) = channel(agy_bridge::pi::mcp::relay::CONTROL_CAPACITY);
+        let (call_tx, calls) = channel(agy_bridge::pi::testing::CALL_CAPACITY);
+        let (control_tx, control) = channel(agy_bridge::pi::testing::CONTROL_CAPACITY);
         let (_events_tx, mut events) = agy_bridge::runner::event_channel();
         let tool = PiTool { name: "noop".into(), description: "does nothing".into(), parameters: json!({"type":"object"}) };
         let server = McpServer::start(vec![tool], call_tx).await.expect("server");
-        let window = batch_window().expect("AGY_PI_TOOL_BATCH_MS");
+        let settings = agy_bridge::settings::Settings::from_process();
+        if let Some(bad) = settings.problem("AGY_PI_TOOL_BATCH_MS") {
+            panic!("{bad}");
+        }
+        let window = settings.tool_batch;
         tokio::spawn(async move {
             let mut lines = ToolLines::new(calls, control, window);
             let mut pi = PiStream::new(InstantPi { control: control_tx, ids: Vec::new() });

@@ -5,6 +5,8 @@
 //! [`agy_format`] (its own crate: wire → steps, stream-json) → [`follow`] (events, poller,
 //! discovery) → [`runner`] (one turn), over [`process`] (agy's processes and their guardian), → [`gate`] → [`pi`]
 //! (provider, diffs, models). [`state`] holds the bridge's own files,
+//! [`settings`], beside it, every environment variable the bridge reads
+//! (resolved once by the binary's `main` and passed down),
 //! [`view`] the readable views and [`maintain`], the top layer, the live
 //! recorder and the conformance suite. The recordings themselves (their
 //! format, redaction, drift) are the [`agy_corpus`] crate, below this one;
@@ -18,9 +20,13 @@
 //!
 //! The public modules are the layers. What is `pub` inside them is what
 //! the crate's users name: the `agy-bridge` binary (its commands drive the
-//! runner, the provider's stream, the state files), fake-agy, the tests
-//! and benches, and the types a public signature carries. The rest is
-//! `pub(crate)` or private, so a helper cannot become API by accident;
+//! runner, the provider's stream, the state files), fake-agy, and the types
+//! a public signature carries, each documented (`missing_docs` warns). The
+//! rest is `pub(crate)` or private, so a helper cannot become API by
+//! accident. Internals the crate's own tests and benches pin (file names,
+//! limits, the calls that take the environment as an argument) are reached
+//! through `agy_bridge::testing`, built only with the `testing` feature,
+//! which the package's dev-dependency on itself turns on for them.
 //! `tests/structure.rs` checks the layers' imports and that no modules
 //! import each other in a cycle.
 //!
@@ -31,6 +37,7 @@
 //! `unsafe fn`'s body is no exception: its unsafe calls are blocks too.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod acp;
 pub mod follow;
@@ -40,5 +47,9 @@ pub mod pi;
 pub mod process;
 pub mod runner;
 pub mod session;
+pub mod settings;
 pub mod state;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 pub mod view;

@@ -123,7 +123,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    match run(cli.command, standby) {
+    // The environment, read once: every command gets it as one typed value.
+    let settings = agy_bridge::settings::Settings::from_process();
+    // agy runs the hook with the environment it was given: a notice there
+    // would be said once per tool call, into agy's output.
+    if !matches!(cli.command, Commands::Hook(_)) {
+        for notice in settings.notices() {
+            eprintln!("agy-bridge: warning: {notice}");
+        }
+    }
+    match run(cli.command, standby, &settings) {
         Ok(code) => code,
         Err(e) => {
             // One line, whatever the error's own text holds.
@@ -165,24 +174,29 @@ fn guardian_for_stream() -> Option<agy_bridge::process::standby::Standby> {
     }
 }
 
-/// `standby`: agy's guardian, already started for `stream`.
-fn run(command: Commands, standby: Option<agy_bridge::process::standby::Standby>) -> CmdResult {
+/// `standby`: agy's guardian, already started for `stream`; `settings`:
+/// the environment, resolved (a command that acts on it checks it first).
+fn run(
+    command: Commands,
+    standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &agy_bridge::settings::Settings,
+) -> CmdResult {
     match command {
         Commands::Decode(args) => cli::decode::cmd_decode(args),
-        Commands::Config(args) => cli::state::cmd_config(args),
-        Commands::Sessions(args) => cli::state::cmd_sessions(args),
-        Commands::Slash(args) => Ok(cli::slash::cmd_slash(args)),
+        Commands::Config(args) => cli::state::cmd_config(args, settings),
+        Commands::Sessions(args) => cli::state::cmd_sessions(args, settings),
+        Commands::Slash(args) => Ok(cli::slash::cmd_slash(args, settings)),
         Commands::Hook(args) => Ok(cli::hook::cmd_hook(args)),
-        Commands::Run(args) => cli::run::cmd_run(args),
-        Commands::Demo(args) => cli::run::cmd_demo(args),
-        Commands::Stream(args) => cli::stream::cmd_stream(args, standby),
-        Commands::Ask(args) => cli::ask::cmd_ask(args),
-        Commands::Models(args) => cli::models::cmd_models(args),
-        Commands::Usage(args) => cli::usage::cmd_usage(args),
-        Commands::PiTools(args) => cli::tools_switch::cmd_pi_tools(args),
-        Commands::Record(args) => cli::record::cmd_record(args),
+        Commands::Run(args) => cli::run::cmd_run(args, settings),
+        Commands::Demo(args) => cli::run::cmd_demo(args, settings),
+        Commands::Stream(args) => cli::stream::cmd_stream(args, standby, settings),
+        Commands::Ask(args) => cli::ask::cmd_ask(args, settings),
+        Commands::Models(args) => cli::models::cmd_models(args, settings),
+        Commands::Usage(args) => cli::usage::cmd_usage(args, settings),
+        Commands::PiTools(args) => cli::tools_switch::cmd_pi_tools(args, settings),
+        Commands::Record(args) => cli::record::cmd_record(args, settings),
         Commands::Drift(args) => cli::drift::cmd_drift(args),
-        Commands::Conformance(args) => cli::conformance::cmd_conformance(args),
-        Commands::Acp(args) => cli::acp::cmd_acp(args),
+        Commands::Conformance(args) => cli::conformance::cmd_conformance(args, settings),
+        Commands::Acp(args) => cli::acp::cmd_acp(args, settings),
     }
 }

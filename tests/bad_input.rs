@@ -426,7 +426,6 @@ fn run_ask_and_record_refuse_unknown_bind_and_wake_words() {
 /// sentence must hold.
 const BAD_ENV: &[(&str, &str, &str)] = &[
     ("AGY_MODE", "plna", "accept-edits, plan"),
-    ("AGY_SKIP_PERMISSIONS", "bogus", "on or off"),
     ("AGY_PERMISSIONS", "bogus", "ask, allow or deny"),
     ("AGY_ALLOW", "run command: x", "TOOL: PATTERN"),
     ("AGY_DEFAULT_THINKING", "max", "low, medium, high"),
@@ -484,6 +483,30 @@ fn every_bad_environment_value_is_a_sentence_in_every_command() {
         "agy ran despite a bad setting"
     );
     assert!(!out_file.exists());
+}
+
+/// `AGY_SKIP_PERMISSIONS` is no longer read: whatever it holds, the
+/// command runs as without it, and one warning line says so.
+#[test]
+fn agy_skip_permissions_is_one_warning_and_never_an_error() {
+    let env = Env::new();
+    let warning =
+        "agy-bridge: warning: AGY_SKIP_PERMISSIONS is no longer read; set AGY_PERMISSIONS=allow|deny|ask";
+    for value in ["bogus", "on"] {
+        let mut cmd = env.cmd("run");
+        cmd.env("AGY_SKIP_PERMISSIONS", value);
+        let out = run(cmd, &["hi"]);
+        assert!(out.success, "{value}: {}", out.stderr);
+        assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
+        let mut cmd = env.cmd("config");
+        cmd.env("AGY_SKIP_PERMISSIONS", value)
+            .env_remove("AGY_PERMISSIONS");
+        let out = run(cmd, &["--json"]);
+        assert!(out.success, "{value}: {}", out.stderr);
+        let status: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        assert_eq!(status["permissions"], "ask", "{value}: not read");
+        assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
+    }
 }
 
 #[test]
@@ -759,7 +782,7 @@ fn demo_output_speaks_of_meaning_not_field_numbers() {
 fn the_guardian_names_a_damaged_launch_and_runs_nothing() {
     let guardian = || {
         let mut c = Command::new(env!("CARGO_BIN_EXE_agy-bridge"));
-        c.arg(agy_bridge::process::guard::GUARD_ARG);
+        c.arg(agy_bridge::testing::process::GUARD_ARG);
         c
     };
     let damaged = feed(guardian(), b"x\x00\x00\x00\x00.");

@@ -367,7 +367,9 @@ fn interactive_prompt_offers_what_the_denial_sentence_names() {
     let prompt = read(&dir, "other/permission-prompt-1.1.18.txt");
     assert!(prompt.contains("Requesting permission for:"));
     assert!(prompt.contains("Persist to settings.json"));
-    assert!(failure::HOW_TO_ALLOW.contains("print mode cannot ask for permission"));
+    assert!(
+        agy_bridge::testing::runner::HOW_TO_ALLOW.contains("print mode cannot ask for permission")
+    );
 }
 
 /// `agy mcp list` names each server with its transport; the bridge's own

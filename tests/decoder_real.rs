@@ -742,8 +742,8 @@ fn every_load_bearing_path_decodes_from_literal_bytes() {
 // ---------------------------------------------------------------------------
 
 fn pi_thinking(cwd: &std::path::Path, events: Vec<Event>) -> String {
-    use agy_bridge::pi::provider::mapper::EventMapper;
     use agy_bridge::pi::provider::stream::PiStream;
+    use agy_bridge::pi::testing::EventMapper;
     use agy_bridge::runner::RunEvent;
     let mut buf = Vec::new();
     {

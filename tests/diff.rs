@@ -2,8 +2,9 @@
 //! rendering it against the turn's earlier content or git HEAD, in real
 //! temporary git repositories.
 
-use agy_bridge::follow::edits::{edit_target, EditTarget};
-use agy_bridge::pi::diff::{numbered_diff, TurnEdits, MAX_DIFF_LINES};
+use agy_bridge::follow::edits::EditTarget;
+use agy_bridge::pi::diff::TurnEdits;
+use agy_bridge::pi::testing::{before_edit, edit_target, numbered_diff, MAX_DIFF_LINES};
 use proptest::prelude::*;
 use serde_json::json;
 use std::fs;
@@ -210,7 +211,7 @@ fn modified_tracked_file_diffs_against_head() {
     let path = ws.path().join("notes.txt");
     let target = edit(&path, "tweak line six");
     let mut turn = TurnEdits::new(ws.path());
-    turn.before_edit(&target.path);
+    before_edit(&mut turn, &target.path);
     write(
         &path,
         numbered(1..11).replace("line 6\n", "LINE SIX\n").as_bytes(),
@@ -256,14 +257,14 @@ fn second_edit_in_a_turn_diffs_against_the_first_result() {
     let target = edit(&path, "s");
     let mut turn = TurnEdits::new(ws.path());
 
-    turn.before_edit(&target.path);
+    before_edit(&mut turn, &target.path);
     write(&path, b"one\nTWO\nthree\n");
     assert_eq!(
         turn.render(&target),
         "[agy edit: f.txt (s)]\n 1 one\n-2 two\n+2 TWO\n 3 three\n"
     );
 
-    turn.before_edit(&target.path);
+    before_edit(&mut turn, &target.path);
     write(&path, b"one\nTWO\nTHREE\n");
     assert_eq!(
         turn.render(&target),
@@ -293,7 +294,7 @@ fn snapshot_taken_after_the_write_falls_back_to_head() {
     let target = edit(&path, "s");
     let mut turn = TurnEdits::new(ws.path());
     write(&path, b"new\n");
-    turn.before_edit(&target.path); // too late: agy already wrote
+    before_edit(&mut turn, &target.path); // too late: agy already wrote
     assert_eq!(
         turn.render(&target),
         "[agy edit: f.txt (s)]\n-1 old\n+1 new\n"
@@ -397,7 +398,7 @@ fn files_outside_the_repo_get_a_note() {
     write(&path, b"# plan\n");
     let target = edit(&path, "s");
     let mut turn = TurnEdits::new(ws.path());
-    turn.before_edit(&target.path);
+    before_edit(&mut turn, &target.path);
     let out = turn.render(&target);
     assert_eq!(
         out,
@@ -441,7 +442,7 @@ fn directories_that_are_not_repos_get_a_note() {
     );
 
     // What this turn saw earlier still gives a diff without git.
-    turn.before_edit(&path);
+    before_edit(&mut turn, &path);
     write(&path, b"hello\nworld\n");
     assert_eq!(
         turn.render(&edit(&path, "s")),
@@ -449,7 +450,7 @@ fn directories_that_are_not_repos_get_a_note() {
     );
 
     // An edit that changed nothing, with no repo to ask: no change.
-    turn.before_edit(&path);
+    before_edit(&mut turn, &path);
     assert_eq!(
         turn.render(&edit(&path, "s")),
         "[agy edit: notes.txt (s)]\n(no change)\n"
@@ -458,7 +459,7 @@ fn directories_that_are_not_repos_get_a_note() {
     // So does a snapshot taken before the edit.
     let other = plain.path().join("other.txt");
     write(&other, b"1\n");
-    turn.before_edit(&other);
+    before_edit(&mut turn, &other);
     write(&other, b"2\n");
     assert_eq!(
         turn.render(&edit(&other, "s")),
@@ -472,7 +473,7 @@ fn deleted_and_unchanged_files_get_a_note() {
     let mut turn = TurnEdits::new(ws.path());
 
     let gone = ws.path().join("gone.txt");
-    turn.before_edit(&gone);
+    before_edit(&mut turn, &gone);
     fs::remove_file(&gone).expect("rm");
     assert_eq!(
         turn.render(&edit(&gone, "s")),
@@ -480,7 +481,7 @@ fn deleted_and_unchanged_files_get_a_note() {
     );
 
     let same = ws.path().join("same.txt");
-    turn.before_edit(&same);
+    before_edit(&mut turn, &same);
     assert_eq!(
         turn.render(&edit(&same, "s")),
         "[agy edit: same.txt (s)]\n(no change)\n"

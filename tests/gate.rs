@@ -228,9 +228,8 @@ async fn a_wrong_token_garbage_or_silence_is_denied() {
 /// this session" passes the next call like it without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pi_is_asked_and_a_session_grant_passes_the_next_call_like_it() {
-    use agy_bridge::pi::dialog::{Answer, Asks};
-    use agy_bridge::pi::provider::mapper::EventMapper;
     use agy_bridge::pi::provider::stream::PiStream;
+    use agy_bridge::pi::testing::{Answer, Asks, EventMapper};
     let mut gate = Gate::start(policy(), exe()).await.expect("gate");
     let gate_file = gate.dir().join("gate.json");
     let questions = std::mem::replace(&mut gate.questions, tokio::sync::mpsc::channel(1).1);
@@ -355,7 +354,7 @@ impl Scene {
     }
 
     fn policy(&self, can_ask: bool) -> Policy {
-        let mut rules = agy_bridge::state::rules::DEFAULT_ALLOW
+        let mut rules = agy_bridge::testing::state::DEFAULT_ALLOW
             .iter()
             .map(|r| Rule::parse(r).expect("rule"))
             .collect::<Vec<_>>();

@@ -4,7 +4,8 @@
 
 mod common;
 
-use agy_bridge::gate::proof::{self, Proven, Unproven};
+use agy_bridge::gate::proof::{Proven, Unproven};
+use agy_bridge::testing::gate as proof;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

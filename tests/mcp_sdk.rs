@@ -8,9 +8,8 @@
 //! in a plain `cargo test` and fail without that variable when run
 //! (`.ci/run` installs the SDK and runs them with `--include-ignored`).
 
-use agy_bridge::pi::mcp::server::McpServer;
-use agy_bridge::pi::mcp::ToolOutcome;
 use agy_bridge::pi::provider::PiTool;
+use agy_bridge::pi::testing::{McpServer, ToolOutcome};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -27,7 +26,7 @@ async fn sdk_run(mode: &str) -> (Value, Vec<Value>) {
         description: "say it back".into(),
         parameters: json!({"type":"object","properties":{"text":{"type":"string"}}}),
     };
-    let (tx, mut rx) = mpsc::channel(agy_bridge::pi::mcp::CALL_CAPACITY);
+    let (tx, mut rx) = mpsc::channel(agy_bridge::pi::testing::CALL_CAPACITY);
     let server = McpServer::start(vec![tool], tx).await.expect("server");
     // pi's side: answer each call with its text.
     let answering = tokio::spawn(async move {

@@ -6,10 +6,8 @@
 
 mod common;
 
-use agy_bridge::pi::mcp::relay::{relay, Control, ToolLines};
-use agy_bridge::pi::mcp::{ToolCall, ToolOutcome};
-use agy_bridge::pi::provider::mapper::EventMapper;
 use agy_bridge::pi::provider::stream::PiStream;
+use agy_bridge::pi::testing::{relay, Control, EventMapper, ToolCall, ToolLines, ToolOutcome};
 use agy_bridge::runner::RunEvent;
 use agy_corpus::recording;
 use agy_format::steps;
@@ -31,7 +29,7 @@ type McpStep = (i64, String, Option<String>);
 fn mcp_recordings_match_their_builder() {
     let dir = recording::bundled_dir();
     let update = std::env::var_os("AGY_BRIDGE_UPDATE_CORPUS").is_some();
-    for (name, rec) in synth::mcp::corpus(agy_bridge::pi::mcp::SERVER_NAME) {
+    for (name, rec) in synth::mcp::corpus(agy_bridge::pi::testing::SERVER_NAME) {
         let path = dir.join(format!("{name}.jsonl"));
         let want = rec.to_jsonl();
         if update {

@@ -6,9 +6,10 @@
 mod common;
 
 use agy_bridge::pi::models::{
-    self, clamp_effort, parse_models_output, Catalog, Loader, ModelError, Policy, RawModel, Source,
+    self, parse_models_output, Catalog, Loader, ModelError, Policy, RawModel, Source,
     ThinkingLevel, Unavailable,
 };
+use agy_bridge::pi::testing::{self, clamp_effort};
 use agy_format::agy_args::Effort;
 use agy_synth::{MODELS_FORMAT_1, MODELS_FORMAT_2, MODELS_FORMAT_3};
 use assert_cmd::Command;
@@ -592,8 +593,8 @@ fn loader(bin: &Path, state: &Path) -> Loader {
         agy_bin: bin.to_path_buf(),
         state_dir: Some(state.to_path_buf()),
         timeout: Duration::from_millis(500),
-        ttl: models::CACHE_TTL,
-        failure_ttl: models::FAILURE_TTL,
+        ttl: testing::CACHE_TTL,
+        failure_ttl: testing::FAILURE_TTL,
     }
 }
 
@@ -616,7 +617,7 @@ fn a_hung_agy_is_killed_with_its_group_and_reported() {
         &format!("sleep 30 &\necho $! > {}\nwait", pidfile.display()),
     );
     let started = Instant::now();
-    let err = models::fetch(&bin, Duration::from_millis(1500), &never()).unwrap_err();
+    let err = testing::fetch(&bin, Duration::from_millis(1500), &never()).unwrap_err();
     assert_eq!(err, Unavailable::TimedOut { secs: 2 });
     assert!(
         started.elapsed() < Duration::from_secs(8),
@@ -641,7 +642,7 @@ fn a_hung_agy_is_killed_with_its_group_and_reported() {
     assert!(loaded.is_fallback());
     assert_eq!(loaded.catalog, Catalog::fallback());
     assert!(loaded.note().unwrap().contains("did not finish within 1s"));
-    let entry = l.read_cache().unwrap();
+    let entry = testing::read_cache(&l).unwrap();
     assert_eq!(entry.raw, "");
     assert!(entry.unavailable.is_some());
     let again = l.load(Policy::CacheFirst, &never());
@@ -656,7 +657,7 @@ fn failures_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     let boom = script(dir.path(), "boom", "echo 'boom: quota' >&2\nexit 3");
     assert_eq!(
-        models::fetch(&boom, Duration::from_secs(5), &never()).unwrap_err(),
+        testing::fetch(&boom, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::Exited {
             code: "status 3".into(),
             detail: "boom: quota".into()
@@ -668,7 +669,7 @@ fn failures_are_classified() {
         "echo 'Please sign in to view available models'\nexit 0",
     );
     assert_eq!(
-        models::fetch(&signed_out, Duration::from_secs(5), &never()).unwrap_err(),
+        testing::fetch(&signed_out, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::SignedOut {
             message: "Please sign in to view available models".into()
         }
@@ -680,19 +681,19 @@ fn failures_are_classified() {
         "echo 'Fetching available models...' >&2\necho 'Error: backend unavailable' >&2\nexit 1",
     );
     assert_eq!(
-        models::fetch(&failed, Duration::from_secs(5), &never())
+        testing::fetch(&failed, Duration::from_secs(5), &never())
             .unwrap_err()
             .to_string(),
         "`agy models` exited with status 1: Error: backend unavailable"
     );
     let empty = script(dir.path(), "empty", "echo 'Fetching available models...'");
     assert_eq!(
-        models::fetch(&empty, Duration::from_secs(5), &never()).unwrap_err(),
+        testing::fetch(&empty, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::NoModels
     );
     let missing = dir.path().join("no-such-agy");
     assert!(matches!(
-        models::fetch(&missing, Duration::from_secs(5), &never()).unwrap_err(),
+        testing::fetch(&missing, Duration::from_secs(5), &never()).unwrap_err(),
         Unavailable::NotInstalled { .. }
     ));
     let ok = script(
@@ -701,7 +702,7 @@ fn failures_are_classified() {
         &format!("cat <<'EOF'\n{MODELS_FORMAT_3}EOF"),
     );
     assert_eq!(
-        models::fetch(&ok, Duration::from_secs(5), &never()).unwrap(),
+        testing::fetch(&ok, Duration::from_secs(5), &never()).unwrap(),
         MODELS_FORMAT_3
     );
 }
@@ -727,11 +728,11 @@ fn a_failed_refresh_keeps_the_good_cache() {
         .unwrap()
         .contains("showing the catalog cached"));
     assert!(bad.refresh_quietly(&never()).is_err());
-    let entry = bad.read_cache().unwrap();
+    let entry = testing::read_cache(&bad).unwrap();
     assert_eq!(entry.raw, MODELS_FORMAT_3);
     assert_eq!(entry.unavailable, None);
     // A corrupt cache is ignored and replaced.
-    std::fs::write(state.join(models::CACHE_FILE), "{not json").unwrap();
+    std::fs::write(state.join(testing::CACHE_FILE), "{not json").unwrap();
     let loaded = loader(&ok, &state).load(Policy::CacheFirst, &never());
     assert_eq!(loaded.source, Source::Agy);
 }
@@ -801,7 +802,7 @@ impl Env {
     }
 
     fn cache(&self) -> PathBuf {
-        self.state().join(models::CACHE_FILE)
+        self.state().join(testing::CACHE_FILE)
     }
 
     fn cmd(&self, agy: &Path) -> Command {
@@ -1061,7 +1062,7 @@ fn cli_stale_cache_is_served_and_refreshed_in_the_background() {
     assert!(saved > old, "the cache was not refreshed within 20 s");
     assert!(saved >= now_ms - 1000.0);
     // The refresh held its lock while it ran, and let go of it when done.
-    let lock = env.state().join(models::REFRESH_LOCK_FILE);
+    let lock = env.state().join(testing::REFRESH_LOCK_FILE);
     assert!(lock.is_file(), "no refresh lock was taken");
     let deadline = Instant::now() + Duration::from_secs(5);
     while !lock_is_free(&lock) && Instant::now() < deadline {
@@ -1105,7 +1106,7 @@ fn a_running_refresh_keeps_others_from_starting() {
     );
     let l = loader(&agy, &state);
     std::fs::create_dir_all(&state).unwrap();
-    let file = std::fs::File::create(state.join(models::REFRESH_LOCK_FILE)).unwrap();
+    let file = std::fs::File::create(state.join(testing::REFRESH_LOCK_FILE)).unwrap();
     let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
     // Another refresh holds the lock: none starts, none runs agy.
     assert_eq!(
@@ -1120,7 +1121,7 @@ fn a_running_refresh_keeps_others_from_starting() {
         Catalog::from_output(MODELS_FORMAT_3)
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
-    assert!(lock_is_free(&state.join(models::REFRESH_LOCK_FILE)));
+    assert!(lock_is_free(&state.join(testing::REFRESH_LOCK_FILE)));
 }
 
 // --- real agy output ------------------------------------------------------------------
@@ -1159,7 +1160,7 @@ fn real_agy_models_captures() {
                     ),
                 );
                 assert_eq!(
-                    models::fetch(&bin, Duration::from_secs(10), &never()).unwrap(),
+                    testing::fetch(&bin, Duration::from_secs(10), &never()).unwrap(),
                     text
                 );
             }
@@ -1237,7 +1238,7 @@ fn check_1_1_24_merged(text: &str) {
         .iter()
         .map(|r| (r.slug.clone().unwrap(), r.display.clone()))
         .collect();
-    let listing: Vec<(String, String)> = models::LISTING_1_1_24
+    let listing: Vec<(String, String)> = testing::LISTING_1_1_24
         .iter()
         .map(|(s, l)| (s.to_string(), l.to_string()))
         .collect();
@@ -1257,7 +1258,7 @@ fn check_signed_out(capture: &Path, tmp: &Path) {
         "agy-signed-out",
         &format!("cat '{}' >&2\nexit 1", capture.display()),
     );
-    let err = models::fetch(&bin, Duration::from_secs(10), &never()).unwrap_err();
+    let err = testing::fetch(&bin, Duration::from_secs(10), &never()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "agy is not signed in: Please sign in to view available models. Launch the CLI \

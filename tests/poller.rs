@@ -540,7 +540,7 @@ fn a_finished_subagent_carries_the_answer_of_its_own_conversation() {
     );
     // An id that is not a conversation id is never a path.
     assert_eq!(
-        agy_bridge::follow::poller::subagent_answer(&path, "../root"),
+        agy_bridge::testing::follow::subagent_answer(&path, "../root"),
         None
     );
 }
@@ -560,7 +560,7 @@ fn texts(events: &[Event]) -> Vec<(i64, String)> {
 /// from the cursor without a new commit, until it has caught up.
 #[test]
 fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
-    use agy_bridge::follow::poller::{BYTES_PER_POLL, ROWS_PER_POLL};
+    use agy_bridge::testing::follow::{BYTES_PER_POLL, ROWS_PER_POLL};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("c.db");
     let w = writer(&path);
@@ -598,7 +598,7 @@ fn a_backlog_is_read_in_bounded_batches_from_the_cursor() {
 /// while it grew.)
 #[test]
 fn a_growing_step_past_the_byte_budget_leaves_the_reader_caught_up() {
-    use agy_bridge::follow::poller::BYTES_PER_POLL;
+    use agy_bridge::testing::follow::BYTES_PER_POLL;
     let big = "x".repeat(BYTES_PER_POLL + 1);
     let (_dir, w, mut p) = one_growing_step(&big);
     // A new row that large is a batch of its own: one more poll sees that

@@ -12,7 +12,8 @@
 
 mod common;
 
-use agy_bridge::{follow::discovery, view::decode};
+use agy_bridge::testing::follow as discovery;
+use agy_bridge::view::decode;
 use agy_corpus::db::{read_tables, TableRows};
 use agy_corpus::recording::{self, Commit, Header, Provenance, Recording, SqlValue, Write};
 use agy_corpus::redact::{self, RedactOptions};

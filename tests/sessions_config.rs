@@ -3,9 +3,10 @@
 //! environment overrides that are never saved, unknown keys kept, the
 //! binding rule, and several processes updating sessions.json at once.
 
-use agy_bridge::state::config::{ConfigChange, ConfigStore, Setting, Source, CONFIG_FILE};
-use agy_bridge::state::file::{StateWarning, SESSIONS_FILE};
+use agy_bridge::state::config::{ConfigChange, ConfigStore, Setting, Source};
+use agy_bridge::state::file::StateWarning;
 use agy_bridge::state::sessions::{SessionEntry, SessionKey, SessionStore};
+use agy_bridge::testing::state::{ConfigStoreWithEnv, CONFIG_FILE, SESSIONS_FILE};
 use agy_format::agy_args::Effort;
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
@@ -554,10 +555,11 @@ fn config_status_defaults_file_and_env() {
         ]
     );
 
-    // --json, for the pi extension's /agy command.
+    // --json, for the pi extension's /agy command (the old switch's words
+    // in AGY_PERMISSIONS).
     let out = bin(dir.path())
         .args(["config", "--json"])
-        .env("AGY_SKIP_PERMISSIONS", "1")
+        .env("AGY_PERMISSIONS", "1")
         .output()
         .expect("run");
     assert!(out.status.success());
@@ -572,7 +574,7 @@ fn config_status_defaults_file_and_env() {
     assert_eq!(
         v["settings"][1],
         json!({ "setting": "permissions", "key": "skipPermissions", "value": "allow",
-                "source": "env", "envVar": "AGY_SKIP_PERMISSIONS", "fileValue": "deny" })
+                "source": "env", "envVar": "AGY_PERMISSIONS", "fileValue": "deny" })
     );
     assert_eq!(v["settings"][2]["source"], json!("default"));
 }
@@ -584,7 +586,7 @@ fn env_values_win_and_are_never_saved() {
     let out = bin(dir.path())
         .args(["config", "thinking", "high"])
         .env("AGY_MODE", "plan")
-        .env("AGY_SKIP_PERMISSIONS", "0")
+        .env("AGY_PERMISSIONS", "0")
         .env("AGY_DEFAULT_MODEL", "pro")
         .output()
         .expect("run");
@@ -628,7 +630,7 @@ fn env_values_win_and_are_never_saved() {
     // The same in JSON.
     let out = bin(dir.path())
         .args(["config", "permissions", "off", "--json"])
-        .env("AGY_SKIP_PERMISSIONS", "true")
+        .env("AGY_PERMISSIONS", "true")
         .output()
         .expect("run");
     assert!(out.status.success());
@@ -636,7 +638,7 @@ fn env_values_win_and_are_never_saved() {
     assert_eq!(
         v["saved"],
         json!({ "setting": "permissions", "key": "permissions", "value": "deny",
-                "overriddenByEnv": "AGY_SKIP_PERMISSIONS" })
+                "overriddenByEnv": "AGY_PERMISSIONS" })
     );
     assert_eq!(v["permissions"], json!("allow"));
     assert_eq!(read_json(&path)["permissions"], json!("deny"));
@@ -692,7 +694,6 @@ fn invalid_config_values_and_env_values_are_reported() {
     // its values, never a default (AGY_MODE=plna must not allow file edits).
     for (var, value, takes) in [
         ("AGY_MODE", "plna", "expected one of: accept-edits, plan"),
-        ("AGY_SKIP_PERMISSIONS", "maybe", "expected on or off"),
         ("AGY_PERMISSIONS", "maybe", "expected ask, allow or deny"),
         ("AGY_ALLOW", "view_file; run command", "TOOL: PATTERN"),
         (
@@ -787,23 +788,30 @@ fn config_permissions_takes_the_three_words_and_the_old_switch() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("expected ask, allow or deny"));
-    // AGY_PERMISSIONS wins over the old variable, and says it ignored it.
-    let out = bin(dir.path())
-        .arg("config")
-        .env("AGY_PERMISSIONS", "deny")
-        .env("AGY_SKIP_PERMISSIONS", "on")
-        .output()
-        .expect("run");
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("permissions  deny          env AGY_PERMISSIONS (file has ask)\n"));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains(
-            "AGY_SKIP_PERMISSIONS=\"on\": ignored: AGY_PERMISSIONS=\"deny\" is set and wins"
+    // The old variable is no longer read: one warning line says so, and
+    // the setting is what it would be without it.
+    let warning =
+        "agy-bridge: warning: AGY_SKIP_PERMISSIONS is no longer read; set AGY_PERMISSIONS=allow|deny|ask\n";
+    for (with_new, value, shown) in [
+        (
+            true,
+            "on",
+            "permissions  deny          env AGY_PERMISSIONS (file has ask)\n",
         ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        (false, "on", "permissions  ask           file\n"),
+        (false, "maybe", "permissions  ask           file\n"),
+    ] {
+        let mut cmd = bin(dir.path());
+        cmd.arg("config").env("AGY_SKIP_PERMISSIONS", value);
+        if with_new {
+            cmd.env("AGY_PERMISSIONS", "deny");
+        }
+        let out = cmd.output().expect("run");
+        assert!(out.status.success(), "{value}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(shown), "{value}: {stdout}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), warning);
+    }
 }
 
 #[test]

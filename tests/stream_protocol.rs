@@ -581,6 +581,7 @@ fn waits_on_flock(pid: u32, path: &std::path::Path) -> bool {
 #[test]
 fn a_turn_waiting_for_the_session_lock_can_be_aborted_and_takes_it_when_let_go() {
     use agy_bridge::state::sessions::SessionStore;
+    use agy_bridge::testing::state::SessionStoreTurnLock;
     let env = Env::new();
     let argv_log = env.home.path().join("argv.log");
     let store = SessionStore::open(env.home.path().join(".pi/agent/antigravity-bridge"));

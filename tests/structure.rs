@@ -808,3 +808,145 @@ unsafe { l() }
         forbid
     ));
 }
+
+/// The functions of `std::env` that read or change the process
+/// environment.
+const ENV_FUNCTIONS: [&str; 6] = ["var", "var_os", "vars", "vars_os", "set_var", "remove_var"];
+
+/// Where `code` reads or changes the process environment: a call written
+/// as a path ending in `env::FUNCTION`, or such a function imported by a
+/// `use` tree. Comments and string literals do not count.
+fn env_reads(code: &str) -> Vec<String> {
+    let stripped = strip_comments(code);
+    let mut found = Vec::new();
+    for word in stripped.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+        let parts: Vec<&str> = word.split("::").collect();
+        if let [.., "env", name] = parts.as_slice() {
+            if ENV_FUNCTIONS.contains(name) {
+                found.push(word.to_string());
+            }
+        }
+    }
+    let mut rest = stripped.as_str();
+    while let Some(at) = find_use(rest) {
+        let after = &rest[at..];
+        let end = after.find(';').unwrap_or(after.len());
+        let tree = after[..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut paths = Vec::new();
+        expand(&tree, &mut Vec::new(), &mut paths);
+        for path in paths {
+            if let [first, env, name] = path.as_slice() {
+                if first == "std" && env == "env" && ENV_FUNCTIONS.contains(&name.as_str()) {
+                    found.push(path.join("::"));
+                }
+            }
+        }
+        rest = &after[end..];
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Every file under `src` outside the settings module, `main.rs` and the
+/// binary's `cli/` that reads or changes the environment, as
+/// `"file: what"` lines.
+fn env_readers(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            let rel = path
+                .strip_prefix(src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if ["settings", "cli", "main.rs"].contains(&rel.as_str()) {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push((rel, path));
+            }
+        }
+    }
+    files.sort();
+    let mut bad = Vec::new();
+    for (rel, path) in files {
+        for what in env_reads(&read(&path)) {
+            bad.push(format!("{rel}: {what}"));
+        }
+    }
+    bad
+}
+
+/// Only the settings module reads the environment: the library takes what
+/// it needs from `agy_bridge::settings::Settings`, which the binary's
+/// `main` resolves once and passes down.
+#[test]
+fn only_the_settings_module_reads_the_environment() {
+    let src = workspace().join("src");
+    let bad = env_readers(&src);
+    assert!(
+        bad.is_empty(),
+        "the environment read outside src/settings (take it from Settings):\n{}",
+        bad.join("\n")
+    );
+    // The settings module itself is seen by the same reader.
+    let settings = read(&src.join("settings/env.rs"));
+    assert_eq!(env_reads(&settings), ["std::env::vars_os"]);
+}
+
+/// Made-up code reading the environment every way the check knows, beside
+/// comments and strings that only mention it: each read is found, the
+/// mentions are not, and a file outside `settings/` and `cli/` is named.
+#[test]
+fn the_environment_check_fails_on_made_up_reads() {
+    let code = r#"
+use std::env::{self, set_var};
+use std::env::var_os as get;
+// std::env::var("IN_A_COMMENT")
+fn f() {
+    let _ = "std::env::remove_var(\"IN_A_STRING\")";
+    let _ = std::env::var("A");
+    let _ = env::vars();
+    set_var("B", "1");
+    std::env::remove_var("C");
+    let _ = std::env::args();
+}
+"#;
+    assert_eq!(
+        env_reads(code),
+        [
+            "env::vars",
+            "std::env::remove_var",
+            "std::env::set_var",
+            "std::env::var",
+            "std::env::var_os",
+        ]
+    );
+    assert!(env_reads("fn g() { let _ = std::env::current_dir(); }").is_empty());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    for (rel, text) in [
+        ("lib.rs", "pub mod low;\n"),
+        (
+            "low/mod.rs",
+            "pub fn home() { std::env::var_os(\"HOME\"); }\n",
+        ),
+        ("settings/mod.rs", "pub fn all() { std::env::vars_os(); }\n"),
+        ("cli/run.rs", "fn f() { std::env::var(\"X\"); }\n"),
+        ("main.rs", "fn main() { std::env::set_var(\"Y\", \"\"); }\n"),
+    ] {
+        let path = src.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    assert_eq!(env_readers(src), ["low/mod.rs: std::env::var_os"]);
+}

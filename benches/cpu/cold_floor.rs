@@ -80,7 +80,7 @@ pub fn run_if_asked() {
     // Which mechanisms the runner's follower runs, and whether its
     // guardian is forked now or started at the turn (`mechanisms.rs`).
     let knobs = crate::mechanisms::Knobs::from_env();
-    agy_bridge::follow::knobs::set_mechanisms(knobs.follow);
+    agy_bridge::testing::follow::set_mechanisms(knobs.follow);
     let standby = (variant != Variant::Plain && knobs.early_guardian).then(|| {
         // SAFETY: the first thing the bench's `main` does: no thread yet.
         unsafe { agy_bridge::process::standby::Standby::fork() }.expect("the guardian")

@@ -10,7 +10,7 @@
 //! variants run round by round, in an order that moves each round:
 //!
 //! - every mechanism on, the guardian forked first thing (the bridge);
-//! - each mechanism off alone ([`agy_bridge::follow::knobs::Mechanisms`]);
+//! - each mechanism off alone ([`agy_bridge::testing::follow::Mechanisms`]);
 //! - inotify and `data_version` alone (both off);
 //! - every mechanism on, the guardian started at the turn (the
 //!   `agy-bridge` binary run again, as `stream` does when its fork fails).
@@ -20,7 +20,7 @@
 //! to its first answer text (p50 and the slowest), each against every
 //! mechanism on. `CPU_MECH_ROUNDS` (default 12).
 
-use agy_bridge::follow::knobs::Mechanisms;
+use agy_bridge::testing::follow::Mechanisms;
 use std::path::Path;
 use std::time::Instant;
 

@@ -32,7 +32,11 @@ pub fn run(
     resume: Option<String>,
     out: &mut impl Write,
 ) -> (bool, Option<String>, i64) {
-    let mut cfg = RunConfig::from_env().expect("the runner's settings");
+    let settings = agy_bridge::settings::Settings::from_process();
+    if let Err(bad) = settings.check() {
+        panic!("the runner's settings: {bad}");
+    }
+    let mut cfg = RunConfig::from_settings(&settings);
     let bridge = crate::common::workspace_bin("agy-bridge");
     cfg.guardian = Some(match standby {
         Some(standby) => Guardian::new(bridge).with_standby(standby),

@@ -2,7 +2,7 @@
 //! `data_version` gains on the latency from agy's commit to the event and
 //! on the CPU of following (issue 51, item 8), fake-agy fsyncing every
 //! commit: every mechanism on, each off alone
-//! ([`agy_bridge::follow::knobs::Mechanisms`]), both off (inotify and
+//! ([`agy_bridge::testing::follow::Mechanisms`]), both off (inotify and
 //! `data_version` alone), and the floor (`floor.rs`), batch by batch in
 //! one run, the order moving each batch. `LATENCY_ONLY=mechanisms`;
 //! `MECH_BATCHES` (default 8) batches of the 60-commit growth recording.
@@ -11,8 +11,8 @@
 
 use super::common::env_num;
 use super::{floor, measure_with, pct};
-use agy_bridge::follow::knobs::{set_mechanisms, Mechanisms};
 use agy_bridge::runner::WakeMode;
+use agy_bridge::testing::follow::{set_mechanisms, Mechanisms};
 use std::path::Path;
 use std::time::Duration;
 

@@ -41,8 +41,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-/// The model option's id, and its value for agy's own default.
+/// The model option's id.
 pub const MODEL_OPTION: &str = "model";
+/// The model option's value for agy's own default.
 pub const DEFAULT_MODEL: &str = "default";
 
 /// A model the session may choose: the choice's id (agy's slug, a tier's
@@ -50,18 +51,24 @@ pub const DEFAULT_MODEL: &str = "default";
 /// (`--model`, `--effort`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelChoice {
+    /// The choice's id: agy's slug, or a tier's slug.
     pub id: String,
+    /// The name the editor shows.
     pub name: String,
+    /// agy's `--model`.
     pub model: String,
+    /// agy's `--effort`, for a model with tiers.
     pub effort: Option<agy_format::agy_args::Effort>,
 }
 
 /// What the agent is started with.
 pub struct AgentSetup {
+    /// What runs the turns.
     pub engine: Arc<dyn TurnEngine>,
     /// Where bindings are kept (`None`: no state directory; sessions then
     /// live as long as the connection).
     pub store: Option<Arc<SessionStore>>,
+    /// The mode a session starts in (the configured one).
     pub default_mode: Mode,
     /// agy's catalog (empty: no model selection offered).
     pub models: Vec<ModelChoice>,
@@ -85,7 +92,7 @@ struct Session {
 }
 
 /// The agent's state, shared by its handlers.
-pub struct Bridge {
+pub(crate) struct Bridge {
     setup: AgentSetup,
     sessions: Mutex<HashMap<String, Session>>,
 }

@@ -3,10 +3,10 @@
 //! engine `agy-bridge acp` runs: one agy per turn through the library's
 //! runner, around which it uses the session core pi's turns use
 //! ([`crate::session`]): the session's turn lock across processes
-//! ([`wait_turn_lock`]), the binding read under it and saved before it is
-//! let go ([`SessionStore::record_turn`], as pi's turn end saves it), an
+//! (`wait_turn_lock`), the binding read under it and saved before it is
+//! let go (`SessionStore::record_turn`, as pi's turn end saves it), an
 //! account seat ([`crate::session::seat::wait_seat`]) and, with `ask`, the
-//! permission gate ([`gating::open_gate`], the client being the one asked).
+//! permission gate (`gating::open_gate`, the client being the one asked).
 //!
 //! A turn is a stream of the runner's events, the gate's questions (each
 //! answered through [`Question::answer`]), notes for the user, and its
@@ -36,9 +36,11 @@ const QUESTIONS: usize = 16;
 pub struct TurnSpec {
     /// The session's key in `sessions.json` (its turn lock's too).
     pub session_key: String,
+    /// The prompt, as agy's text.
     pub prompt: String,
     /// The session's working directory: agy's workspace.
     pub cwd: PathBuf,
+    /// agy's `--mode`.
     pub mode: Mode,
     /// agy's model (a slug or name from its catalog); `None`: agy's default.
     pub model: Option<String>,
@@ -55,7 +57,7 @@ pub struct TurnSpec {
 
 /// A turn that started.
 pub struct TurnHandle {
-    /// The runner's events, bounded ([`runner::EVENT_CAPACITY`]): a slow
+    /// The runner's events, bounded (`runner::EVENT_CAPACITY`): a slow
     /// reader makes the runner wait, never queue.
     pub events: mpsc::Receiver<RunEvent>,
     /// The gate's questions; `None` when agy runs without the gate.
@@ -184,8 +186,10 @@ impl RunnerEngine {
             after_idx,
             ..TurnRequest::default()
         };
-        let Ok(_seat) =
-            crate::session::seat::wait_seat(&cancel, |words| note(words.to_string())).await
+        let Ok(_seat) = crate::session::seat::wait_seat(cfg.admission.as_ref(), &cancel, |words| {
+            note(words.to_string())
+        })
+        .await
         else {
             return RunResult::aborted_before_start();
         };

@@ -114,11 +114,6 @@ impl TurnMapper {
         }
     }
 
-    /// The conversation this turn was bound to, once it is.
-    pub fn conversation(&self) -> Option<&str> {
-        self.conversation.as_deref()
-    }
-
     /// What the runner reported, as updates.
     pub fn run_event(&mut self, e: &RunEvent) -> Vec<Out> {
         let note = match e {

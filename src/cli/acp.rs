@@ -10,6 +10,7 @@
 
 use agy_bridge::acp::agent::{serve, AgentSetup, ModelChoice};
 use agy_bridge::acp::engine::RunnerEngine;
+use agy_bridge::settings::{Flags, Settings};
 use agy_bridge::state::sessions::SessionStore;
 use clap::Args;
 use std::process::ExitCode;
@@ -30,30 +31,31 @@ pub struct AcpArgs {
     timeout_min: Option<u64>,
 }
 
-pub fn cmd_acp(args: AcpArgs) -> CmdResult {
-    super::env::check_all()?;
-    let settings = agy_bridge::session::setup::settings()?;
-    let mut cfg = agy_bridge::session::setup::configured(&settings)?;
-    let minutes = match args.timeout_min {
-        Some(m) => m,
-        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
-    };
-    cfg.timeout = agy_bridge::session::setup::watchdog(minutes);
+pub fn cmd_acp(args: AcpArgs, settings: &Settings) -> CmdResult {
+    super::env::check_all(settings)?;
+    let settings = settings.clone().with_flags(Flags {
+        timeout_min: args.timeout_min,
+        ..Flags::default()
+    });
+    let config = agy_bridge::session::setup::config(&settings)?;
+    let cfg = agy_bridge::session::setup::configured(&config, &settings);
     let stop = agy_bridge::process::caller::stop_token();
-    let models = model_choices(&stop);
-    let store = SessionStore::open_default().ok().map(Arc::new);
+    let models = model_choices(&settings, &stop);
+    let store = settings
+        .state_dir
+        .as_ref()
+        .map(|dir| Arc::new(SessionStore::open(dir)));
     let engine = RunnerEngine {
         cfg,
-        gating: agy_bridge::session::gating::gate_plan(&settings, true),
+        gating: agy_bridge::session::gating::gate_plan(&config, true, &settings),
         store: store.clone(),
     };
     let default_model =
-        Some(settings.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
+        Some(config.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
     let setup = AgentSetup {
         engine: Arc::new(engine),
         store,
-        default_mode: settings.mode,
+        default_mode: config.mode,
         models,
         default_model,
     };
@@ -77,9 +79,12 @@ pub fn cmd_acp(args: AcpArgs) -> CmdResult {
 /// agy's catalog (cached, refreshed in the background when stale) as the
 /// model option's choices: a fixed model once, a model with efforts once
 /// per tier (agy's tier slug, `--model` the base slug with `--effort`).
-fn model_choices(stop: &tokio_util::sync::CancellationToken) -> Vec<ModelChoice> {
+fn model_choices(
+    settings: &Settings,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Vec<ModelChoice> {
     use agy_bridge::pi::models::{Loader, Policy};
-    let loader = Loader::from_env();
+    let loader = Loader::from_settings(settings);
     let loaded = loader.load(Policy::CacheFirst, stop);
     if loaded.stale {
         if let Ok(exe) = std::env::current_exe() {

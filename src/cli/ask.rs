@@ -6,6 +6,7 @@ use super::turn::TurnOpts;
 use agy_bridge::pi::delegate::{strip_add_dirs, AskReport, SELF_DELEGATION};
 use agy_bridge::runner::{self, RunConfig, TurnRequest};
 use agy_bridge::session::unattended::{final_answer, run_collecting};
+use agy_bridge::settings::Settings;
 use clap::Args;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -31,17 +32,18 @@ pub struct AskArgs {
 
 /// The delegated turn `ask` runs: the workspace and nothing else, so it
 /// cannot call back into pi.
-fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
-    super::env::check_all()?;
-    let settings = agy_bridge::session::setup::settings()?;
+fn ask_turn(args: &AskArgs, settings: &Settings) -> Result<AskTurn, String> {
+    super::env::check_all(settings)?;
+    let config = agy_bridge::session::setup::config(settings)?;
     let alias = args
         .model
         .clone()
-        .unwrap_or_else(|| settings.default_model.clone());
-    let resolved = agy_bridge::pi::models::catalog(&agy_bridge::process::caller::stop_token())
-        .resolve_alias(&alias, Some(settings.default_thinking))
+        .unwrap_or_else(|| config.default_model.clone());
+    let stop = agy_bridge::process::caller::stop_token();
+    let resolved = agy_bridge::pi::models::catalog(settings, &stop)
+        .resolve_alias(&alias, Some(config.default_thinking))
         .map_err(|e| e.to_string())?;
-    let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &settings)?;
+    let (mut cfg, mut turn) = super::turn::turn_setup(&args.turn, &config, settings)?;
     cfg.extra_args = strip_add_dirs(&cfg.extra_args);
     let label = match resolved.effort {
         Some(e) => format!("{} ({})", resolved.model, e.as_arg()),
@@ -53,7 +55,7 @@ fn ask_turn(args: &AskArgs) -> Result<AskTurn, String> {
         cfg,
         turn,
         label,
-        gating: agy_bridge::session::gating::gate_plan(&settings, false),
+        gating: agy_bridge::session::gating::gate_plan(&config, false, settings),
     })
 }
 
@@ -66,7 +68,7 @@ struct AskTurn {
     gating: Option<agy_bridge::session::gating::GatePlan>,
 }
 
-pub fn cmd_ask(args: AskArgs) -> CmdResult {
+pub fn cmd_ask(args: AskArgs, settings: &Settings) -> CmdResult {
     if args.caller_provider.as_deref() == Some(agy_bridge::pi::provider::PROVIDER_ID) {
         return Ok(print(&AskReport::failed(SELF_DELEGATION.into()), args.json));
     }
@@ -75,7 +77,7 @@ pub fn cmd_ask(args: AskArgs) -> CmdResult {
         turn,
         label,
         gating,
-    } = match ask_turn(&args) {
+    } = match ask_turn(&args, settings) {
         Ok(t) => t,
         Err(e) => return Ok(print(&AskReport::failed(e), args.json)),
     };

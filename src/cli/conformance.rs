@@ -3,6 +3,7 @@
 //! `AGY_BIN`, its report written to `--out DIR`.
 
 use agy_bridge::maintain::conformance::{self, Options};
+use agy_bridge::settings::Settings;
 use agy_bridge::state::tmp::PrivateDir;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -71,7 +72,7 @@ fn listing() -> String {
     text
 }
 
-pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
+pub fn cmd_conformance(args: ConformanceArgs, settings: &Settings) -> CmdResult {
     if args.list {
         return super::out::print_then(&listing(), ExitCode::SUCCESS);
     }
@@ -82,23 +83,25 @@ pub fn cmd_conformance(args: ConformanceArgs) -> CmdResult {
         Ok(s) => s,
         Err(e) => return cannot_run(&e),
     };
+    // The runner's own variables, as the runner's settings always were.
+    let runner_vars = ["AGY_EXTRA_ARGS", "AGY_BIND", "AGY_WAKE"];
+    if let Some(e) = runner_vars.iter().find_map(|v| settings.problem(v)) {
+        return cannot_run(&e.to_string());
+    }
     // The bridge's own state (version cache, seats, usage cache) goes to a
-    // throwaway directory, set before any thread starts.
+    // throwaway directory: these settings' state directory.
     let state = match PrivateDir::create(&agy_bridge::state::tmp::temp_dir(), "conformance-state") {
         Ok(dir) => dir,
         Err(e) => return cannot_run(&format!("cannot create a state directory: {e}")),
     };
-    std::env::set_var("AGY_BRIDGE_STATE_DIR", state.path());
-    let mut cfg = match agy_bridge::session::setup::run_config() {
-        Ok(cfg) => cfg,
-        Err(e) => return cannot_run(&e.to_string()),
-    };
+    let mut settings = settings.clone();
+    settings.state_dir = Some(state.path().to_path_buf());
+    let mut cfg = agy_bridge::session::setup::run_config(&settings);
     cfg.skip_permissions = true;
     cfg.timeout = std::time::Duration::from_secs(args.timeout.max(1));
     if let Err(e) = std::fs::create_dir_all(&out) {
         return cannot_run(&format!("cannot create {}: {e}", out.display()));
     }
-    // After `set_var`: the runtime and the stop token start threads.
     let runtime = super::turn::runtime()?;
     let stop = agy_bridge::process::caller::stop_token();
     // Asked once: named here, and recorded by the suite.

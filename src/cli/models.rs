@@ -30,9 +30,9 @@ pub struct ModelsArgs {
 
 /// `agy models` runs as a short program ending on this command's stop
 /// signals: Ctrl-C ends it at once, exit 130, nothing printed but that.
-pub fn cmd_models(args: ModelsArgs) -> CmdResult {
+pub fn cmd_models(args: ModelsArgs, settings: &agy_bridge::settings::Settings) -> CmdResult {
     use agy_bridge::pi::models::{Loader, Policy};
-    let loader = Loader::from_env();
+    let loader = Loader::from_settings(settings);
     let stop = agy_bridge::process::caller::stop_token();
     if args.quiet && args.refresh {
         let _ = loader.refresh_quietly(&stop);

@@ -56,7 +56,7 @@ pub struct RecordArgs {
     prompt: Option<String>,
 }
 
-pub fn cmd_record(args: RecordArgs) -> CmdResult {
+pub fn cmd_record(args: RecordArgs, settings: &agy_bridge::settings::Settings) -> CmdResult {
     use agy_bridge::{maintain::record, runner};
     use agy_corpus::{recording::Recording, redact};
     let mut workspaces: Vec<String> = Vec::new();
@@ -70,9 +70,9 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
         };
         // The same setup as `run`: the environment, the guardian, the
         // configured permissions and mode, the same signals.
-        super::env::check_all()?;
-        let settings = agy_bridge::session::setup::settings()?;
-        let mut cfg = agy_bridge::session::setup::configured(&settings)?;
+        super::env::check_all(settings)?;
+        let config = agy_bridge::session::setup::config(settings)?;
+        let mut cfg = agy_bridge::session::setup::configured(&config, settings);
         if let Some(secs) = args.timeout {
             cfg.timeout = std::time::Duration::from_secs(secs);
         }
@@ -95,7 +95,7 @@ pub fn cmd_record(args: RecordArgs) -> CmdResult {
                 cwd,
                 model: args.model.clone(),
                 effort: args.effort,
-                mode: Some(args.mode.unwrap_or(settings.mode)),
+                mode: Some(args.mode.unwrap_or(config.mode)),
                 conversation,
                 add_dirs: args.add_dirs.clone(),
                 ..runner::TurnRequest::default()

@@ -4,7 +4,8 @@
 //! protocol: the printing and the exit code are the whole interface.
 
 use super::turn::TurnOpts;
-use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest, WakeMode};
+use agy_bridge::runner::{self, RunConfig, RunEvent, TurnRequest};
+use agy_bridge::settings::{Flags, Settings};
 use agy_bridge::view::render::LiveView;
 use agy_format::agy_args::BindMode;
 use agy_format::agy_args::Effort;
@@ -78,7 +79,9 @@ async fn drive(
     use super::out;
     let cancel = CancellationToken::new();
     super::turn::cancel_on_signals(cancel.clone());
-    let Ok(_seat) = agy_bridge::session::seat::admit_one_shot(&cancel).await else {
+    let Ok(_seat) =
+        agy_bridge::session::seat::admit_one_shot(cfg.admission.as_ref(), &cancel).await
+    else {
         let code = failed(&agy_bridge::runner::failure::Failure::Aborted);
         return Ok((code, runner::RunResult::aborted_before_start()));
     };
@@ -154,20 +157,19 @@ fn print_events(
     (view, false)
 }
 
-pub fn cmd_run(args: RunArgs) -> CmdResult {
-    super::env::check_all()?;
-    let settings = agy_bridge::session::setup::settings()?;
-    let (mut cfg, mut req) = super::turn::turn_setup(&args.turn, &settings)?;
-    let gating = agy_bridge::session::gating::gate_plan(&settings, false);
+pub fn cmd_run(args: RunArgs, settings: &Settings) -> CmdResult {
+    super::env::check_all(settings)?;
+    let settings = settings.clone().with_flags(Flags {
+        bind: args.bind,
+        poll_only: args.poll_only,
+        ..Flags::default()
+    });
+    let config = agy_bridge::session::setup::config(&settings)?;
+    let (mut cfg, mut req) = super::turn::turn_setup(&args.turn, &config, &settings)?;
+    let gating = agy_bridge::session::gating::gate_plan(&config, false, &settings);
     req.model = args.model;
     req.effort = args.effort;
-    if let Some(bind) = args.bind {
-        cfg.bind = bind;
-    }
     cfg.poll_interval = Duration::from_millis(args.poll_ms.max(10));
-    if args.poll_only {
-        cfg.wake = WakeMode::PollOnly;
-    }
     let rt = super::turn::runtime()?;
     let (code, _) = rt.block_on(drive(cfg, req, gating, args.json))?;
     Ok(code)
@@ -175,9 +177,9 @@ pub fn cmd_run(args: RunArgs) -> CmdResult {
 
 /// The workspace's fake-agy: next to this binary (cargo puts both in
 /// target/<profile>/), or `$FAKE_AGY_BIN`.
-fn find_fake_agy() -> Result<PathBuf, String> {
-    if let Ok(p) = std::env::var("FAKE_AGY_BIN") {
-        return Ok(PathBuf::from(p));
+fn find_fake_agy(settings: &Settings) -> Result<PathBuf, String> {
+    if let Some(p) = &settings.fake_agy_bin {
+        return Ok(p.clone());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let beside = exe.with_file_name("fake-agy");
@@ -190,8 +192,8 @@ fn find_fake_agy() -> Result<PathBuf, String> {
     ))
 }
 
-pub fn cmd_demo(args: DemoArgs) -> CmdResult {
-    let fake = find_fake_agy()?;
+pub fn cmd_demo(args: DemoArgs, settings: &Settings) -> CmdResult {
+    let fake = find_fake_agy(settings)?;
     let demo = agy_bridge::maintain::demo::Demo::prepare(&args.recording, args.speed, fake)?;
     if !args.json {
         // Not the recording's description: it is written for developers

@@ -28,8 +28,8 @@ pub struct SlashArgs {
 
 /// `agy-bridge slash`: the answer on stdout; exit 1 when the words were
 /// not understood or a change could not be made (the answer says why).
-pub fn cmd_slash(args: SlashArgs) -> ExitCode {
-    let (ok, text) = match answer(&request(args)) {
+pub fn cmd_slash(args: SlashArgs, settings: &agy_bridge::settings::Settings) -> ExitCode {
+    let (ok, text) = match answer(&request(args, settings)) {
         Ok(text) => (true, text),
         Err(text) => (false, text),
     };
@@ -42,13 +42,14 @@ pub fn cmd_slash(args: SlashArgs) -> ExitCode {
 }
 
 /// The library's request from the flags.
-fn request(args: SlashArgs) -> SlashRequest {
+fn request(args: SlashArgs, settings: &agy_bridge::settings::Settings) -> SlashRequest {
     SlashRequest {
         session_id: args.session_id,
         cwd: args.cwd,
         pi_tools: args.pi_tools,
         yes: args.yes,
         words: args.words,
-        check_env: super::env::check_all,
+        settings: settings.clone(),
+        stop: agy_bridge::process::caller::stop_token,
     }
 }

@@ -3,6 +3,7 @@
 //! bindings), shown and changed. Together because both print the state
 //! directory's warnings and write their whole output the same way.
 
+use agy_bridge::settings::Settings;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -10,8 +11,8 @@ type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Environment variables win over config.json: AGY_MODE, AGY_PERMISSIONS (the older \
-AGY_SKIP_PERMISSIONS counts when it is unset), AGY_ALLOW, AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. \
+    after_help = "Environment variables win over config.json: AGY_MODE, AGY_PERMISSIONS, \
+AGY_ALLOW, AGY_DEFAULT_MODEL, AGY_DEFAULT_THINKING. \
 Saving never writes them into the file. \
 The state directory is ~/.pi/agent/antigravity-bridge, $PI_CODING_AGENT_DIR/antigravity-bridge when \
 that is set (AGY_BRIDGE_STATE_DIR overrides both)."
@@ -119,16 +120,17 @@ fn write_state_output(text: &str) -> CmdResult {
     super::out::print_then(text, ExitCode::SUCCESS)
 }
 
-pub fn cmd_config(args: ConfigArgs) -> CmdResult {
-    use agy_bridge::state::config::{ConfigChange, ConfigStore};
-    super::env::check_all()?;
-    let store = ConfigStore::open_default()?;
+pub fn cmd_config(args: ConfigArgs, settings: &Settings) -> CmdResult {
+    use agy_bridge::state::config::ConfigChange;
+    super::env::check_all(settings)?;
+    // No state directory: the same error as before anything is read.
+    settings.state_dir()?;
     let change = match args.change {
         None => None,
         Some(ConfigCommand::Mode { mode }) => Some(ConfigChange::Mode(mode.parse()?)),
         Some(ConfigCommand::Permissions { value }) => Some(ConfigChange::Permissions(value)),
         Some(ConfigCommand::Allow { action }) => {
-            return cmd_config_allow(&store, action, args.json)
+            return cmd_config_allow(settings, action, args.json)
         }
         Some(ConfigCommand::Model { alias }) => Some(ConfigChange::DefaultModel(alias)),
         Some(ConfigCommand::Thinking { tier }) => {
@@ -136,7 +138,7 @@ pub fn cmd_config(args: ConfigArgs) -> CmdResult {
         }
     };
     let Some(change) = change else {
-        let status = store.load()?;
+        let status = settings.load_config()?;
         report_state_warnings(&status.warnings);
         let text = if args.json {
             format!("{}\n", status.to_json())
@@ -146,7 +148,7 @@ pub fn cmd_config(args: ConfigArgs) -> CmdResult {
         return write_state_output(&text);
     };
     let setting = change.setting();
-    let status = store.save_change(change)?;
+    let status = settings.save_config(change)?;
     report_state_warnings(&status.warnings);
     let Some(now) = status.setting(setting) else {
         return Err("internal error: setting missing from the status".into());
@@ -154,8 +156,12 @@ pub fn cmd_config(args: ConfigArgs) -> CmdResult {
     let saved = now.file_value.clone().unwrap_or_default();
     let saved_shown = now.display_file_value().unwrap_or_default();
     // The environment variable's current value, if it still wins.
-    let env_wins = (now.source == agy_bridge::state::config::Source::Env)
-        .then(|| std::env::var(now.env_var).unwrap_or_default());
+    let env_wins = (now.source == agy_bridge::state::config::Source::Env).then(|| {
+        settings
+            .config_var(now.env_var)
+            .unwrap_or_default()
+            .to_string()
+    });
     let text = if args.json {
         let mut json = status.to_json();
         if let Some(obj) = json.as_object_mut() {
@@ -191,11 +197,7 @@ pub fn cmd_config(args: ConfigArgs) -> CmdResult {
 
 /// `agy-bridge config allow [add|remove RULE]`: the effective allow list
 /// (built-in rules marked), after the change if there is one.
-fn cmd_config_allow(
-    store: &agy_bridge::state::config::ConfigStore,
-    action: Option<AllowCommand>,
-    json: bool,
-) -> CmdResult {
+fn cmd_config_allow(settings: &Settings, action: Option<AllowCommand>, json: bool) -> CmdResult {
     use agy_bridge::state::config::AllowEdit;
     use agy_bridge::state::rules::Rule;
     let edit = match action {
@@ -206,8 +208,8 @@ fn cmd_config_allow(
         }
     };
     let (status, changed) = match &edit {
-        None => (store.load()?, false),
-        Some(edit) => store.edit_allow(edit)?,
+        None => (settings.load_config()?, false),
+        Some(edit) => settings.edit_allow(edit)?,
     };
     report_state_warnings(&status.warnings);
     write_state_output(&agy_bridge::view::listing::allow_text(
@@ -218,9 +220,9 @@ fn cmd_config_allow(
     ))
 }
 
-pub fn cmd_sessions(args: SessionsArgs) -> CmdResult {
-    use agy_bridge::state::sessions::{SessionEntry, SessionStore};
-    let store = SessionStore::open_default()?;
+pub fn cmd_sessions(args: SessionsArgs, settings: &Settings) -> CmdResult {
+    use agy_bridge::state::sessions::SessionEntry;
+    let store = settings.session_store()?;
     let result = match args.action.unwrap_or(SessionsCommand::List) {
         SessionsCommand::List => store
             .list()

@@ -6,6 +6,7 @@
 use agy_bridge::pi::provider::pipe::PipeOut;
 use agy_bridge::pi::provider::stream::PiStream;
 use agy_bridge::pi::turn::Limits;
+use agy_bridge::settings::{Flags, Settings};
 use clap::Args;
 use std::io;
 use std::process::ExitCode;
@@ -34,10 +35,6 @@ pub struct StreamArgs {
     session: bool,
 }
 
-/// How long `stream` waits for its request line when
-/// `AGY_REQUEST_TIMEOUT_SECS` is not set.
-const REQUEST_TIMEOUT_SECS: u64 = 30;
-
 /// Report a `stream` failure that comes before any turn: pi's `start`, then
 /// one `error` naming what was wrong.
 pub fn stream_fails_early(message: &str) -> ExitCode {
@@ -51,6 +48,7 @@ pub fn stream_fails_early(message: &str) -> ExitCode {
 pub fn cmd_stream(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> CmdResult {
     let rt = match super::turn::stream_runtime() {
         Ok(rt) => rt,
@@ -64,9 +62,9 @@ pub fn cmd_stream(
     // while the request was on its way.
     drop(rt.spawn_blocking(|| ()));
     let ok = if args.session {
-        rt.block_on(stream_session(args, standby))
+        rt.block_on(stream_session(args, standby, settings))
     } else {
-        rt.block_on(stream_turn(args, standby))
+        rt.block_on(stream_turn(args, standby, settings))
     };
     // The stdin thread may still be blocked reading; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -81,14 +79,12 @@ pub fn cmd_stream(
 async fn stream_session(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> bool {
     let gone = CancellationToken::new();
     ends_cancel(&gone);
-    let checked = stream_limits(&args).and_then(|limits| {
-        agy_bridge::session::warm_policy::warm_policy().map(|policy| (limits, policy))
-    });
-    let (limits, policy) = match checked {
-        Ok(checked) => checked,
+    let settings = match stream_settings(&args, settings) {
+        Ok(settings) => settings,
         Err(message) => {
             let mut pi = PiStream::new(io::stdout());
             pi.start();
@@ -100,8 +96,7 @@ async fn stream_session(
         let (out, room) = PipeOut::stdout();
         PiStream::new(Box::new(out) as Box<dyn io::Write>).with_room(room)
     });
-    agy_bridge::pi::turn::serve_session(io::stdin(), out, limits.timeout, policy, standby, gone)
-        .await;
+    agy_bridge::pi::turn::serve_session(io::stdin(), out, &settings, standby, gone).await;
     true
 }
 
@@ -113,28 +108,21 @@ fn ends_cancel(token: &CancellationToken) {
     agy_bridge::process::caller::cancel_when_stdout_closes(token.clone());
 }
 
-/// The watchdog and the request-line wait from flags and environment.
-pub(super) fn stream_limits(args: &StreamArgs) -> Result<Limits, String> {
-    use super::env;
-    let minutes = match args.timeout_min {
-        Some(m) => m,
-        None => env::whole_number(env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
-    };
-    let request_secs =
-        env::whole_number(env::REQUEST_TIMEOUT_SECS, "seconds")?.unwrap_or(REQUEST_TIMEOUT_SECS);
-    // Every other variable too, before pi's request is even read.
-    env::check_words()?;
-    Ok(Limits {
-        timeout: agy_bridge::session::setup::watchdog(minutes),
-        request_wait: Duration::from_secs(request_secs.max(1)),
-    })
+/// The settings with `--timeout-min` applied (the watchdog), every
+/// variable checked before pi's request is even read.
+fn stream_settings(args: &StreamArgs, settings: &Settings) -> Result<Settings, String> {
+    super::env::check_words(settings)?;
+    Ok(settings.clone().with_flags(Flags {
+        timeout_min: args.timeout_min,
+        ..Flags::default()
+    }))
 }
 
 /// One `stream` turn; `standby` is agy's guardian, already started.
 async fn stream_turn(
     args: StreamArgs,
     standby: Option<agy_bridge::process::standby::Standby>,
+    settings: &Settings,
 ) -> bool {
     let cancel = CancellationToken::new();
     // pi may be slow to read: the relay awaits room in the pipe, so the
@@ -143,12 +131,20 @@ async fn stream_turn(
     let mut pi = PiStream::new(out).with_room(room);
     pi.start();
     ends_cancel(&cancel);
-    let limits = match stream_limits(&args) {
-        Ok(limits) => limits,
+    let settings = match stream_settings(&args, settings) {
+        Ok(settings) => settings,
         Err(message) => {
             pi.fail(false, &format!("agy-bridge: {message}"));
             return false;
         }
     };
-    agy_bridge::pi::turn::one_turn(io::stdin(), &mut pi, limits, standby, cancel).await
+    agy_bridge::pi::turn::one_turn(
+        io::stdin(),
+        &mut pi,
+        Limits::of(&settings),
+        &settings,
+        standby,
+        cancel,
+    )
+    .await
 }

@@ -4,6 +4,7 @@
 //! ones: [`agy_bridge::state::file::on_off`]), and which of pi's tools agy
 //! is never offered ([`agy_bridge::pi::mcp::NATIVE_TOOLS`]).
 
+use agy_bridge::settings::Settings;
 use clap::Args;
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ pub struct PiToolsArgs {
 }
 
 /// What the switch is, or why the word is not one it takes.
-fn state(args: &PiToolsArgs) -> Result<bool, String> {
+fn state(args: &PiToolsArgs, settings: &Settings) -> Result<bool, String> {
     use agy_bridge::state::file::on_off;
     let word = |w: &str| {
         on_off(w).ok_or_else(|| {
@@ -37,9 +38,10 @@ fn state(args: &PiToolsArgs) -> Result<bool, String> {
     };
     match (&args.set, &args.current) {
         (Some(w), _) | (None, Some(w)) => word(w),
-        (None, None) => agy_bridge::pi::mcp::disabled_by_env()
-            .map(|off| !off)
-            .map_err(|e| e.to_string()),
+        (None, None) => match settings.problem(agy_bridge::pi::mcp::ENV_SWITCH) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(settings.pi_tools),
+        },
     }
 }
 
@@ -53,9 +55,9 @@ fn message(on: bool) -> String {
     )
 }
 
-pub fn cmd_pi_tools(args: PiToolsArgs) -> CmdResult {
+pub fn cmd_pi_tools(args: PiToolsArgs, settings: &Settings) -> CmdResult {
     let native = agy_bridge::pi::mcp::NATIVE_TOOLS;
-    let (text, code) = match state(&args) {
+    let (text, code) = match state(&args, settings) {
         Ok(on) if args.json => (
             serde_json::json!({"on": on, "native": native, "message": message(on)}).to_string(),
             ExitCode::SUCCESS,

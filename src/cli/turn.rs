@@ -5,6 +5,7 @@
 //! commands so each command's file holds only what is its own.
 
 use agy_bridge::runner::{RunConfig, TurnRequest};
+use agy_bridge::settings::{Flags, Settings};
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use clap::Args;
@@ -36,20 +37,19 @@ pub struct TurnOpts {
 }
 
 /// A turn's runner settings and request from the shared options: the
-/// environment, this binary as agy's guardian, the configured permissions
-/// and mode, the watchdog; agy's workspace is the turn's directory.
+/// environment's settings (`--timeout-min` over them), this binary as
+/// agy's guardian, the configured permissions and mode, the watchdog;
+/// agy's workspace is the turn's directory.
 pub fn turn_setup(
     opts: &TurnOpts,
-    settings: &agy_bridge::state::config::Config,
+    config: &agy_bridge::state::config::Config,
+    settings: &Settings,
 ) -> Result<(RunConfig, TurnRequest), String> {
-    let mut cfg = agy_bridge::session::setup::configured(settings)?;
-    cfg.skip_permissions = settings.permissions == agy_bridge::state::config::PermissionMode::Allow;
-    let minutes = match opts.timeout_min {
-        Some(m) => m,
-        None => super::env::whole_number(super::env::TIMEOUT_MIN, "minutes")?
-            .unwrap_or(agy_bridge::session::setup::TIMEOUT_MIN_DEFAULT),
-    };
-    cfg.timeout = agy_bridge::session::setup::watchdog(minutes);
+    let settings = settings.clone().with_flags(Flags {
+        timeout_min: opts.timeout_min,
+        ..Flags::default()
+    });
+    let cfg = agy_bridge::session::setup::configured(config, &settings);
     let conversation = opts
         .conversation
         .as_deref()
@@ -70,7 +70,7 @@ pub fn turn_setup(
         prompt,
         cwd: opts.cwd.clone(),
         add_dirs: workspace.into_iter().collect(),
-        mode: Some(opts.mode.unwrap_or(settings.mode)),
+        mode: Some(opts.mode.unwrap_or(config.mode)),
         conversation,
         ..TurnRequest::default()
     };

@@ -30,12 +30,12 @@ pub struct UsageArgs {
 /// Ask (or take from the cache when younger than `max_age_secs`), then print
 /// one line of words per bucket, or with `json` one object:
 /// `{"buckets":[...],"lowest":"<words>"|null,"ageSecs":N|null}`.
-pub fn cmd_usage(args: UsageArgs) -> CmdResult {
+pub fn cmd_usage(args: UsageArgs, settings: &agy_bridge::settings::Settings) -> CmdResult {
     let UsageArgs { json, max_age_secs } = args;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let loader = UsageLoader::from_env();
+    let loader = UsageLoader::from_settings(settings);
     // agy (`--version`, then `-p /usage`) ends on our stop signals: Ctrl-C
     // ends the command at once, exit 130.
     let stop = agy_bridge::process::caller::stop_token();

@@ -10,51 +10,26 @@
 //! synchronous; the runner decides when to ask again and how long to wait.
 //!
 //! Platforms: the open-file evidence needs Linux's `/proc`. Elsewhere
-//! (macOS) [`open_db_ids`] has none to give, so a run binds by agy's own
+//! (macOS) `open_db_ids` has none to give, so a run binds by agy's own
 //! stream-json `init` line first (the runner's choice), and otherwise by the
 //! snapshot diff, the subagent links and the prompt; the process tree
-//! ([`crate::process::tree`]) comes from `ps` instead of `/proc`.
+//! (`crate::process::tree`) comes from `ps` instead of `/proc`.
 //!
 //! The rule throughout is *fail safe, never guess*: when the evidence does not
-//! single out one database, [`decide`] says so ([`Binding::Waiting`] or
-//! [`Binding::Ambiguous`]) instead of picking one.
+//! single out one database, `decide` says so (`Binding::Waiting` or
+//! `Binding::Ambiguous`) instead of picking one.
 
 use crate::process::tree::{is_alive, process_tree};
 use agy_format::ids::ConversationId;
 use agy_format::steps::{self, Body, StepRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Environment variable naming the conversations directory.
-pub(crate) const CONVERSATIONS_DIR_ENV: &str = "AGY_CONVERSATIONS_DIR";
-
-/// The conversations directory: `$AGY_CONVERSATIONS_DIR` when set and
-/// non-empty, else `$HOME/.gemini/antigravity-cli/conversations`; `None` when
-/// neither is available.
-pub fn default_conversations_dir() -> Option<PathBuf> {
-    conversations_dir_from(|name| std::env::var_os(name))
-}
-
-/// [`default_conversations_dir`] over an environment `env`.
-fn conversations_dir_from(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    if let Some(dir) = env(CONVERSATIONS_DIR_ENV).filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let home = env("HOME").filter(|h| !h.is_empty())?;
-    Some(
-        PathBuf::from(home)
-            .join(".gemini")
-            .join("antigravity-cli")
-            .join("conversations"),
-    )
-}
-
 /// The database file of conversation `id` in `dir`.
-pub fn db_path(dir: &Path, id: &ConversationId) -> PathBuf {
+pub(crate) fn db_path(dir: &Path, id: &ConversationId) -> PathBuf {
     dir.join(format!("{}.db", id.as_str()))
 }
 
@@ -62,29 +37,23 @@ pub fn db_path(dir: &Path, id: &ConversationId) -> PathBuf {
 /// taken before agy is spawned. Every stem is kept, UUID-like or not; only
 /// [`new_since`] filters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot(BTreeSet<String>);
+pub(crate) struct Snapshot(BTreeSet<String>);
 
+// What the unit tests ask of a snapshot; the bridge itself only diffs one.
+#[cfg(test)]
 impl Snapshot {
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn contains(&self, stem: &str) -> bool {
+    fn contains(&self, stem: &str) -> bool {
         self.0.contains(stem)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        self.0.iter().map(String::as_str)
     }
 }
 
 /// List the `*.db` stems in `dir` (not `-wal`/`-shm`, not directories). A
 /// missing directory is an empty snapshot: agy creates it on first use.
-pub fn snapshot(dir: &Path) -> io::Result<Snapshot> {
+pub(crate) fn snapshot(dir: &Path) -> io::Result<Snapshot> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Snapshot::default()),
@@ -114,7 +83,7 @@ pub fn snapshot(dir: &Path) -> io::Result<Snapshot> {
 
 /// The conversations whose `<uuid>.db` is in `dir` now but was not in
 /// `before`, in id order. Stems that are not UUID-like are ignored.
-pub fn new_since(dir: &Path, before: &Snapshot) -> io::Result<Vec<ConversationId>> {
+pub(crate) fn new_since(dir: &Path, before: &Snapshot) -> io::Result<Vec<ConversationId>> {
     let now = snapshot(dir)?;
     let mut new: Vec<ConversationId> = now
         .0
@@ -142,7 +111,7 @@ fn id_of_db_file(name: &str) -> Option<ConversationId> {
 /// descriptors cannot be read (gone, another user's) contribute nothing.
 /// `None` when `/proc` is not available at all (not Linux, not mounted), so
 /// the caller can tell "no evidence" from "holds nothing".
-pub fn open_db_ids(pids: &[u32], dir: &Path) -> Option<BTreeSet<ConversationId>> {
+pub(crate) fn open_db_ids(pids: &[u32], dir: &Path) -> Option<BTreeSet<ConversationId>> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         std::fs::read_dir("/proc/self/fd").ok()?;
@@ -184,7 +153,7 @@ pub fn open_db_ids(pids: &[u32], dir: &Path) -> Option<BTreeSet<ConversationId>>
 /// repeats. Opened read-only; a missing, locked or unreadable database, or a
 /// child id that is not UUID-like, gives nothing rather than an error, since
 /// every caller treats "no children known" as the safe answer.
-pub fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
+pub(crate) fn subagent_children(db_path: &Path) -> Vec<ConversationId> {
     match read_step_rows(db_path) {
         Some(rows) => steps::subagent_children(&rows),
         None => Vec::new(),
@@ -266,7 +235,7 @@ pub enum BindMethod {
 
 impl BindMethod {
     /// The snake_case name, as serialised.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             BindMethod::SnapshotDiff => "snapshot_diff",
             BindMethod::ProcessTree => "process_tree",
@@ -286,7 +255,7 @@ impl fmt::Display for BindMethod {
 
 /// What [`decide`] concluded at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Binding {
+pub(crate) enum Binding {
     /// This conversation is ours.
     Bound { id: ConversationId, how: BindMethod },
     /// Nothing to decide yet: no new database that could be ours has
@@ -342,7 +311,7 @@ fn held_by_tree(agy_pid: Option<u32>, dir: &Path) -> Option<BTreeSet<Conversatio
 /// descriptor check is what catches that.
 ///
 /// Errors only when `dir` exists but cannot be listed.
-pub fn decide(dir: &Path, before: &Snapshot, agy_pid: Option<u32>) -> io::Result<Binding> {
+pub(crate) fn decide(dir: &Path, before: &Snapshot, agy_pid: Option<u32>) -> io::Result<Binding> {
     let new = new_since(dir, before)?;
     if new.is_empty() {
         return Ok(Binding::Waiting);
@@ -363,7 +332,7 @@ pub fn decide(dir: &Path, before: &Snapshot, agy_pid: Option<u32>) -> io::Result
 /// out (step 2, then the subagent links among what it holds). Without its
 /// open files (not readable, agy gone) nothing is proven: `Waiting`. What
 /// a turn may bind on before agy names its conversation itself.
-pub fn decide_proven(dir: &Path, before: &Snapshot, agy_pid: u32) -> io::Result<Binding> {
+pub(crate) fn decide_proven(dir: &Path, before: &Snapshot, agy_pid: u32) -> io::Result<Binding> {
     let new = new_since(dir, before)?;
     if new.is_empty() {
         return Ok(Binding::Waiting);
@@ -1059,29 +1028,5 @@ mod tests {
             decide(dir, &before, Some(std::process::id())).unwrap(),
             Binding::Waiting
         );
-    }
-
-    #[test]
-    fn default_dir_prefers_the_env_variable() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| OsString::from(v))
-            }
-        };
-        let dir = |vars| conversations_dir_from(env(vars));
-        assert_eq!(
-            dir(&[(CONVERSATIONS_DIR_ENV, "/c"), ("HOME", "/h")]),
-            Some(PathBuf::from("/c"))
-        );
-        let under_home = Some(PathBuf::from("/h/.gemini/antigravity-cli/conversations"));
-        assert_eq!(
-            dir(&[(CONVERSATIONS_DIR_ENV, ""), ("HOME", "/h")]),
-            under_home
-        );
-        assert_eq!(dir(&[("HOME", "/h")]), under_home);
-        assert_eq!(dir(&[("HOME", "")]), None);
-        assert_eq!(dir(&[]), None);
     }
 }

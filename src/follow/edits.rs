@@ -36,7 +36,7 @@ pub struct EditTarget {
 /// `newText`, `edits`, ...). Tools named like readers (`view_*`, `read_*`,
 /// `grep*`, `search*`, `find*`, `list*`, `glob*`) are never edits. Anything
 /// else, malformed JSON included, is `None`.
-pub fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
+pub(crate) fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
     let name = tool_name.trim().to_ascii_lowercase();
     if READ_ONLY_PREFIXES.iter().any(|p| name.starts_with(p)) {
         return None;

@@ -11,7 +11,7 @@
 //! planner's `call_mcp_tool` and its type-38 step), and a subagent is
 //! announced with its role and task and ends with its own event, so that
 //! every view can show each once. What a tool call acted on is worded in
-//! [`super::subject`].
+//! `super::subject`.
 
 use super::calls::{step_call, tool_step_call};
 use super::subject::SUBJECT_MAX_CHARS;
@@ -25,62 +25,97 @@ use std::collections::{HashMap, HashSet};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Channel {
+    /// The answer the model writes for the user.
     Text,
+    /// The model's thinking, shown apart from the answer.
     Thinking,
 }
 
 /// One thing agy did, in a form no provider owns.
+///
+/// Every event carries `idx`: the step of agy's conversation it comes from,
+/// so events of one step can be grouped and a view can say where each began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// The user's prompt as agy recorded it (type 14). Never thinking.
     UserInput {
+        /// The step it comes from.
         idx: i64,
+        /// The prompt, as agy stored it.
         text: String,
     },
     /// Answer text; consecutive events for one idx concatenate.
     Text {
+        /// The step it comes from.
         idx: i64,
+        /// The new text, a delta to append.
         text: String,
     },
     /// Thinking (20.3); consecutive events for one idx concatenate.
     Thinking {
+        /// The step it comes from.
         idx: i64,
+        /// The new thinking, a delta to append.
         text: String,
     },
+    /// A tool call the model made, announced once its arguments are known.
     ToolCall {
+        /// The step it comes from.
         idx: i64,
+        /// The call's id, which its [`Event::ToolResult`] repeats.
         id: String,
+        /// The tool agy ran, in agy's own name (`run_command`, an MCP tool, ...).
         name: String,
+        /// The call's arguments as a JSON object's text.
         arguments: String,
     },
+    /// How a tool call ended, once its step is finished.
     ToolResult {
+        /// The step it comes from.
         idx: i64,
+        /// The id of the [`Event::ToolCall`] it answers.
         id: String,
+        /// The tool that ran.
         name: String,
+        /// agy's status word for the step (`done`, `error`, `canceled`, ...).
         status: String,
+        /// Whether the tool succeeded.
         ok: bool,
+        /// One line saying what the tool did, for a view to show.
         summary: String,
+        /// What the tool printed or returned, when agy recorded it.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         output: Option<String>,
+        /// A command's exit code, when the tool ran one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         exit_code: Option<i64>,
     },
+    /// The title agy gave the conversation.
     Title {
+        /// The step it comes from.
         idx: i64,
+        /// The conversation's title.
         title: String,
     },
+    /// An error agy recorded in the conversation (a failed model call, ...).
     Error {
+        /// The step it comes from.
         idx: i64,
+        /// agy's message, as it wrote it.
         message: String,
     },
     /// A subagent started (type 127): its own conversation, its role and
     /// the task its call gave it.
     Subagent {
+        /// The step it comes from.
         idx: i64,
+        /// The subagent's own conversation.
         conversation_id: String,
+        /// The role agy gave it, when named.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         role: Option<String>,
+        /// The task its call gave it, when recorded.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         task: Option<String>,
     },
@@ -88,46 +123,67 @@ pub enum Event {
     /// from its own conversation by whoever can (the poller, when the
     /// database is beside the one it follows); `error` is why it failed.
     SubagentEnded {
+        /// The step it comes from.
         idx: i64,
+        /// The subagent's own conversation.
         conversation_id: String,
+        /// The role agy gave it, when named.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         role: Option<String>,
+        /// Whether it finished without an error.
         ok: bool,
+        /// Its final answer, when it could be read.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         answer: Option<String>,
+        /// Why it failed, when it did.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error: Option<String>,
     },
     /// A system message agy wrote into the conversation (type 101): its own
     /// notes and its subagents' reports. Neither answer nor thinking.
     Notice {
+        /// The step it comes from.
         idx: i64,
+        /// The message.
         text: String,
     },
     /// A permission agy asked for before running a tool (56.21), with the
     /// answer it got (147), once the answer is known or the step ended.
     Permission {
+        /// The step it comes from.
         idx: i64,
+        /// What agy asked to do, in its words (`write`, `run`, ...).
         action: String,
+        /// What it would act on: a path, a command line, a URL.
         target: String,
+        /// The reason agy gave, when it gave one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         reason: Option<String>,
+        /// How the request ended.
         decision: PermissionDecision,
     },
     /// A step type this build does not know: carried, never dropped.
     Unknown {
+        /// The step it comes from.
         idx: i64,
+        /// agy's number for the step's type.
         step_type: i64,
     },
+    /// A step whose bytes could not be decoded; the rest of the stream goes on.
     DecodeError {
+        /// The step it comes from.
         idx: i64,
+        /// What was wrong with it.
         message: String,
     },
     /// agy rewrote already-emitted content into something that does not
     /// extend it; `text` is the whole new content of the channel.
     Rewrite {
+        /// The step it comes from.
         idx: i64,
+        /// Which channel was rewritten.
         channel: Channel,
+        /// The channel's whole new content.
         text: String,
     },
 }
@@ -136,8 +192,11 @@ pub enum Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PermissionDecision {
+    /// The user allowed it.
     Allowed,
+    /// The user denied it.
     Denied,
+    /// Nobody answered in time, which agy takes as a denial.
     TimedOut,
     /// The step ended without an answer being recorded.
     NoAnswer,
@@ -157,7 +216,7 @@ impl PermissionDecision {
     }
 
     /// Words for people: "allowed", "denied", "timed out", "no answer".
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             PermissionDecision::Allowed => "allowed",
             PermissionDecision::Denied => "denied",
@@ -176,6 +235,7 @@ pub(crate) fn permission_line(action: &str, target: &str, decision: PermissionDe
 }
 
 impl Event {
+    /// The step the event comes from.
     pub fn idx(&self) -> i64 {
         match self {
             Event::UserInput { idx, .. }
@@ -195,6 +255,7 @@ impl Event {
         }
     }
 
+    /// The event's kind as its JSON form names it (`tool_call`, `text`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
             Event::UserInput { .. } => "user_input",
@@ -251,6 +312,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// A tracker that has seen nothing yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -270,7 +332,7 @@ impl Tracker {
     }
 
     /// The tool a step runs, from its own call (5.4) or its type.
-    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+    pub(crate) fn tool_name(&self, idx: i64) -> Option<&str> {
         self.steps.get(&idx).and_then(|s| s.tool_name.as_deref())
     }
 

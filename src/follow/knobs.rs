@@ -4,12 +4,12 @@
 //! `benches/cpu.rs`, `CPU_ONLY=mechanisms`). Every mechanism is on unless
 //! a bench turns it off; nothing a user sets reaches them.
 //!
-//! Process-wide, so that a bench reaches the readers a turn makes.
+//! Process-wide, so that a bench reaches the readers a turn makes. Only
+//! the reading side is built without the `testing` feature.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Which mechanisms run.
-#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mechanisms {
     /// `-shm` and `-wal` read through descriptors kept open
@@ -21,11 +21,14 @@ pub struct Mechanisms {
 
 impl Mechanisms {
     /// Every mechanism on: what the bridge runs.
+    #[cfg(any(test, feature = "testing"))]
     pub const ALL: Mechanisms = Mechanisms { wal_files: true };
 
     /// inotify and `data_version` alone.
+    #[cfg(any(test, feature = "testing"))]
     pub const NONE: Mechanisms = Mechanisms { wal_files: false };
 
+    #[cfg(any(test, feature = "testing"))]
     fn bits(self) -> u8 {
         u8::from(self.wal_files)
     }
@@ -40,8 +43,8 @@ impl Mechanisms {
 static SET: AtomicU8 = AtomicU8::new(0b1);
 
 /// Turn mechanisms on or off for the readers made from now on (a bench's
-/// switch).
-#[doc(hidden)]
+/// switch), reached through `crate::testing`.
+#[cfg(any(test, feature = "testing"))]
 pub fn set_mechanisms(mechanisms: Mechanisms) {
     SET.store(mechanisms.bits(), Ordering::Relaxed);
 }

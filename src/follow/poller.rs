@@ -14,7 +14,7 @@
 //!
 //! A subagent writes a conversation of its own beside this one; when its
 //! step ends, the poller reads that database once, read-only, for the
-//! subagent's final answer ([`subagent_answer`]), the one thing of it a user
+//! subagent's final answer (`subagent_answer`), the one thing of it a user
 //! of the parent conversation sees.
 //!
 //! Memory: a growing step is the largest thing the bridge holds, and it is
@@ -46,7 +46,7 @@ const SETTLE_PAUSES: [Duration; 2] = [Duration::from_micros(200), Duration::from
 
 /// The highest step idx in a conversation database, if it can be read
 /// (blocking: a SQLite read).
-pub fn last_idx(path: &Path) -> Option<i64> {
+pub(crate) fn last_idx(path: &Path) -> Option<i64> {
     open_read_only(path)
         .ok()?
         .query_row("SELECT MAX(idx) FROM steps", [], |r| {
@@ -86,7 +86,7 @@ impl Opened {
 /// its database beside `root` (the conversation that started it). `None`
 /// when that database is not there, cannot be read or holds no answer, or
 /// `child` is not a conversation id (it never becomes a path then).
-pub fn subagent_answer(root: &Path, child: &str) -> Option<String> {
+pub(crate) fn subagent_answer(root: &Path, child: &str) -> Option<String> {
     let id = ConversationId::parse(child.trim()).ok()?;
     let path = root.parent()?.join(format!("{}.db", id.as_str()));
     let conn = open_read_only(&path).ok()?;
@@ -99,10 +99,13 @@ pub fn subagent_answer(root: &Path, child: &str) -> Option<String> {
 /// Counters, so tests and benches can prove the idle path is free.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PollStats {
+    /// Polls made.
     pub polls: u64,
+    /// Checks of the database's data version (the cheap look that finds nothing new).
     pub version_checks: u64,
     /// Row SELECTs against `steps` (the thing that must be zero when idle).
     pub row_selects: u64,
+    /// Rows those SELECTs returned.
     pub rows_read: u64,
     /// Timed pauses slept between a settling poll's looks: each a wake-up
     /// of its own, what waiting for agy's fsync costs.
@@ -172,12 +175,12 @@ pub struct Poller {
 /// ([`Poller::behind`]), never all at once. Steps still growing are read
 /// again on every poll besides these (there are few: agy finishes a step
 /// before it starts most others).
-pub const ROWS_PER_POLL: usize = 64;
+pub(crate) const ROWS_PER_POLL: usize = 64;
 
 /// Payload bytes of new rows one poll reads at most (it always reads one
 /// row, however large): the same bound for rows of a few megabytes each,
 /// which would make [`ROWS_PER_POLL`] rows hundreds of megabytes.
-pub const BYTES_PER_POLL: usize = 4 << 20;
+pub(crate) const BYTES_PER_POLL: usize = 4 << 20;
 
 /// The steps of the rows from the cursor's on (`reread`: the cursor's own
 /// row too, the newest step read, still growing), in order, up to
@@ -355,16 +358,18 @@ impl Poller {
         }
     }
 
-    /// Whether the last read stopped at [`ROWS_PER_POLL`]: poll again
+    /// Whether the last read stopped at `ROWS_PER_POLL`: poll again
     /// (without waiting for a commit) to read on from the cursor.
     pub fn behind(&self) -> bool {
         self.behind
     }
 
+    /// The database file it follows.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Its counters so far.
     pub fn stats(&self) -> PollStats {
         self.stats
     }
@@ -415,13 +420,13 @@ impl Poller {
     }
 
     /// The tool step `idx` runs, if it is a tool step.
-    pub fn tool_name(&self, idx: i64) -> Option<&str> {
+    pub(crate) fn tool_name(&self, idx: i64) -> Option<&str> {
         self.tracker.tool_name(idx)
     }
 
     /// The newest model call's usage (never a checkpoint's side call: it
     /// is not the context in use) and the sum over every call seen.
-    pub fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
+    pub(crate) fn usage(&self) -> Option<(steps::Usage, steps::Usage)> {
         let mut sum = steps::Usage::default();
         for (u, _) in self.usage.values() {
             sum += u;
@@ -436,6 +441,7 @@ impl Poller {
         Some((last, sum))
     }
 
+    /// Look once for new steps: the events they make, or that there is nothing new yet. Blocking (a SQLite read).
     pub fn poll(&mut self) -> Poll {
         self.stats.polls += 1;
         match self.look(false) {

@@ -15,11 +15,11 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 /// Characters of a tool's subject shown on one line.
-pub const SUBJECT_MAX_CHARS: usize = 80;
+pub(crate) const SUBJECT_MAX_CHARS: usize = 80;
 
 /// Characters of agy's own sentence (an error, a notice, a subagent's
 /// answer) kept on one line.
-pub const SENTENCE_MAX_CHARS: usize = 300;
+pub(crate) const SENTENCE_MAX_CHARS: usize = 300;
 
 /// The tool through which agy's model calls every MCP tool.
 pub(crate) const CALL_MCP_TOOL: &str = "call_mcp_tool";
@@ -198,7 +198,7 @@ pub(crate) struct ToolLine {
 
 impl ToolLine {
     /// `LABEL SUBJECT`, or the label alone.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match &self.subject {
             Some(s) => format!("{} {s}", self.label),
             None => self.label.clone(),
@@ -323,7 +323,7 @@ pub(crate) fn subagent_ended(
 /// agy's own sentence on one line: its first non-blank line (what follows
 /// is, in agy's denials, advice addressed to the model), control characters
 /// made spaces, cut at [`SENTENCE_MAX_CHARS`].
-pub fn sentence(text: &str) -> String {
+pub(crate) fn sentence(text: &str) -> String {
     let first = text.lines().map(str::trim).find(|l| !l.is_empty());
     shorten(&one_line(first.unwrap_or("")), SENTENCE_MAX_CHARS)
 }

@@ -16,7 +16,7 @@
 /// writes. Two texts not written to collide hash alike only when equal
 /// (but for a 2^-64 chance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TextHash {
+pub(crate) struct TextHash {
     state: u64,
     len: usize,
     /// The last `len % 8` bytes, not yet in `state`; the rest zero.
@@ -44,23 +44,23 @@ impl Default for TextHash {
 }
 
 impl TextHash {
-    pub fn of(bytes: &[u8]) -> TextHash {
+    pub(crate) fn of(bytes: &[u8]) -> TextHash {
         let mut h = TextHash::default();
         h.write(bytes);
         h
     }
 
     /// How many bytes were written.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Append `bytes`, in whole words, whatever was written before.
-    pub fn write(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn write(&mut self, mut bytes: &[u8]) {
         let have = self.len % 8;
         self.len += bytes.len();
         if have > 0 {

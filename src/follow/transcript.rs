@@ -31,10 +31,12 @@ pub fn merge(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
 /// equal transcripts whenever agy only ever grew its content.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Transcript {
+    /// Each step's items by idx, in the order they first appeared.
     pub steps: BTreeMap<i64, Vec<Event>>,
 }
 
 impl Transcript {
+    /// The transcript a stream of events amounts to.
     pub fn from_events(events: impl IntoIterator<Item = Event>) -> Transcript {
         let mut t = Transcript::default();
         for event in events {
@@ -85,7 +87,7 @@ impl Transcript {
 
     /// The final answer as agy prints it: the text of the last step whose
     /// answer text is not blank.
-    pub fn last_answer(&self) -> Option<&str> {
+    pub(crate) fn last_answer(&self) -> Option<&str> {
         self.steps.values().rev().find_map(|items| {
             items.iter().find_map(|e| match e {
                 Event::Text { text, .. } if !text.trim().is_empty() => Some(text.as_str()),

@@ -32,15 +32,15 @@ pub(crate) const TOKEN_DEADLINE: Duration = Duration::from_secs(2);
 /// How long the hook may take to send its request once the token matched.
 pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
 /// Hook runs served at once (agy runs one tool at a time, or a few).
-pub const MAX_CONNECTIONS: usize = 32;
+pub(crate) const MAX_CONNECTIONS: usize = 32;
 /// Connections that have not shown the token yet; more are closed at once.
-pub const MAX_PENDING: usize = 256;
+pub(crate) const MAX_PENDING: usize = 256;
 /// The socket's name in the gate's directory (short: a socket's path has
 /// at most 104 bytes on macOS).
 pub(crate) const SOCKET_FILE: &str = "gate.sock";
 
 /// What every connection handler shares.
-pub struct Shared {
+pub(crate) struct Shared {
     token: String,
     policy: Mutex<Policy>,
     /// The directories private for the gate's whole life (its own, and

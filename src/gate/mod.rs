@@ -5,8 +5,8 @@
 //! `<dir>/.agents/hooks.json` whose one hook is this binary in hook mode
 //! (`agy-bridge hook PreToolUse --gate <dir>/gate.json`) and serves that
 //! hook on a Unix socket in the same private directory. The hook ([`client`])
-//! forwards agy's payload with the gate's token; the listener ([`listen`]) lets the
-//! [`policy`] decide what it can (a call it cannot read one way, or one
+//! forwards agy's payload with the gate's token; the listener (`listen`) lets the
+//! `policy` decide what it can (a call it cannot read one way, or one
 //! that reaches the bridge's private directories: deny; the bridge's own
 //! MCP server: allow; inside the workspace, rules and this session's
 //! grants: allow) and hands everything else to whoever asks the user, as a
@@ -25,19 +25,20 @@
 //!   every open question with a denial.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
-//! [`crate::process`], [`crate::runner`].
+//! [`crate::settings`], [`crate::process`], [`crate::runner`].
 
 mod call;
 pub mod client;
 mod command;
-pub mod listen;
+pub(crate) mod listen;
 mod paths;
-pub mod policy;
+pub(crate) mod policy;
 pub mod proof;
 
 use crate::state::tmp::PrivateDir;
 use agy_format::hooks::{self, Decision, Hook, HookEvent, ToolPayload};
 use agy_format::text::shell_word;
+
 pub use policy::{Grants, Policy, Verdict};
 use std::path::Path;
 use std::sync::Arc;
@@ -60,12 +61,15 @@ pub(crate) const QUESTION_CAPACITY: usize = 64;
 /// verdict is [`Verdict::Ask`], agy waits for [`Question::answer`].
 #[derive(Debug)]
 pub struct Question {
+    /// The call as agy's hook sent it.
     pub payload: ToolPayload,
+    /// What the policy said of it: allowed, denied, or to be asked.
     pub verdict: Verdict,
     reply: Option<oneshot::Sender<Decision>>,
 }
 
 impl Question {
+    /// The tool agy is about to run.
     pub fn tool(&self) -> &str {
         &self.payload.tool_call.name
     }
@@ -93,6 +97,7 @@ impl Question {
 /// agy loads the hook from), its loopback server and the questions.
 pub struct Gate {
     dir: PrivateDir,
+    /// The calls agy is about to make, for the front end to show and, when asked, answer.
     pub questions: mpsc::Receiver<Question>,
     shared: Arc<listen::Shared>,
 }

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 pub struct Grants(Arc<Mutex<Vec<Rule>>>);
 
 impl Grants {
-    pub fn grant(&self, rule: Rule) {
+    pub(crate) fn grant(&self, rule: Rule) {
         if let Ok(mut rules) = self.0.lock() {
             if !rules.contains(&rule) {
                 rules.push(rule);
@@ -43,7 +43,7 @@ impl Grants {
     }
 
     /// The first granted rule that `passes`.
-    pub fn find(&self, passes: impl FnMut(&&Rule) -> bool) -> Option<Rule> {
+    pub(crate) fn find(&self, passes: impl FnMut(&&Rule) -> bool) -> Option<Rule> {
         self.0.lock().ok()?.iter().find(passes).cloned()
     }
 }
@@ -112,7 +112,7 @@ const AGY_BRAIN: &str = ".gemini/antigravity-cli/brain";
 
 impl Policy {
     /// The call agy is about to make, as its hook payload shows it.
-    pub fn decide(&self, payload: &ToolPayload) -> Verdict {
+    pub(crate) fn decide(&self, payload: &ToolPayload) -> Verdict {
         let tool = payload.tool_call.name.as_str();
         let args = match read_args(&payload.tool_call.args) {
             Ok(args) => args,

@@ -7,7 +7,7 @@
 //! and an agy that ignored the hook would run every tool unasked. Never run
 //! skip-permissions with an unproven gate.
 //!
-//! [`prove`] writes a private probe dir with `.agents/hooks.json` holding one
+//! `prove` writes a private probe dir with `.agents/hooks.json` holding one
 //! `PreToolUse` hook (matcher `*`, a harmless marker command that `/hooks`
 //! never runs), asks `AGY_BIN -p /hooks --output-format json --add-dir PROBE`
 //! (a slash command: no model turn, no quota; so never with
@@ -33,11 +33,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The cache file's name inside the state directory.
-pub const PROOF_CACHE_FILE: &str = "agy-hooks-proof.json";
+pub(crate) const PROOF_CACHE_FILE: &str = "agy-hooks-proof.json";
 
 /// A sensible bound for `agy -p /hooks` (it answers in about the time
 /// `/usage` does, a few seconds).
-pub const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROOF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The probe hook's name in hooks.json.
 const PROBE_NAME: &str = "agy-bridge-probe";
@@ -61,16 +61,30 @@ pub struct Proven {
 /// Why the hook is not proven: each is one sentence for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unproven {
+    /// agy ran but did not list the probe's hook.
     #[error(
         "agy did not list the hook loaded from --add-dir (agy -p /hooks shows no hooks from {dir}); this agy may be too old to load hooks from --add-dir"
     )]
-    NotListed { dir: String },
+    NotListed {
+        /// The hook directory agy was given.
+        dir: String,
+    },
+    /// agy's binary is not there.
     #[error("agy is not installed: {bin} was not found")]
-    NotInstalled { bin: String },
+    NotInstalled {
+        /// The agy binary that was looked for.
+        bin: String,
+    },
+    /// `agy -p /hooks` failed; what it said.
     #[error("agy -p /hooks failed: {0}")]
     Failed(String),
+    /// `agy -p /hooks` ran out of time.
     #[error("agy -p /hooks timed out after {secs} s")]
-    TimedOut { secs: u64 },
+    TimedOut {
+        /// How long it was given.
+        secs: u64,
+    },
+    /// The probe's hook could not be written; the error.
     #[error("cannot write the hook probe: {0}")]
     Probe(String),
     /// Stopped (an abort, a stop signal) before agy answered; agy's tree is
@@ -89,13 +103,15 @@ struct Entry {
     probe_dir: String,
 }
 
-/// [`prove_at`] with the cache in the bridge's state directory.
+/// [`prove_at`] with the cache in the bridge's state directory
+/// `state_dir`, if there is one (`None`: nothing is remembered).
 ///
 /// Blocking (runs agy, reads and writes files): async callers use
 /// `tokio::task::spawn_blocking`. `env` is set on agy's process (as the
 /// turn's agy would get it); `timeout` bounds agy's run, and `cancel` ends
 /// it at once ([`short`]: agy runs under the guardian).
-pub fn prove(
+pub(crate) fn prove(
+    state_dir: Option<&Path>,
     agy_bin: &Path,
     env: &[(String, String)],
     timeout: Duration,
@@ -106,11 +122,17 @@ pub fn prove(
         timeout,
         cancel,
     };
-    prove_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin, &asking)
+    prove_in(
+        &PerBinaryFile::in_dir(state_dir, PROOF_CACHE_FILE),
+        agy_bin,
+        &asking,
+    )
 }
 
+// Reached only through `crate::testing`: the tests keep their cache apart.
+#[cfg(any(test, feature = "testing"))]
 /// [`prove`] with `agy-hooks-proof.json` in `state_dir` (blocking).
-pub fn prove_at(
+pub(crate) fn prove_at(
     state_dir: &Path,
     agy_bin: &Path,
     env: &[(String, String)],
@@ -137,18 +159,15 @@ struct Asking<'a> {
     cancel: &'a CancellationToken,
 }
 
-/// What is remembered for the agy `agy_bin` names, as it is now: proven or
-/// not; `None` when it was never answered (or is not an executable file).
-/// Blocking file I/O, no agy run.
-pub fn remembered(agy_bin: &Path) -> Option<bool> {
-    remembered_in(&PerBinaryFile::from_env(PROOF_CACHE_FILE), agy_bin)
-}
-
-/// [`remembered`] with `agy-hooks-proof.json` in `state_dir`.
-pub fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
+/// What `agy-hooks-proof.json` in `state_dir` remembers for the agy
+/// `agy_bin` names, as it is now: proven or not; `None` when it was never
+/// answered (or is not an executable file). Blocking file I/O, no agy run.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn remembered_at(state_dir: &Path, agy_bin: &Path) -> Option<bool> {
     remembered_in(&PerBinaryFile::at(state_dir, PROOF_CACHE_FILE), agy_bin)
 }
 
+#[cfg(any(test, feature = "testing"))]
 fn remembered_in(cache: &PerBinaryFile, agy_bin: &Path) -> Option<bool> {
     let key = BinaryKey::of(agy_bin)?;
     cache.get::<Entry>(&key).map(|e| e.proven)

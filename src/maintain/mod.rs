@@ -11,10 +11,14 @@
 //! turns and checks agy against the bridge's own MCP server and the
 //! `agy models` parser.
 //!
-//! May import: every layer of this crate ([`crate::follow`], [`crate::state`],
+//! May import: every layer of this crate ([`crate::follow`], [`crate::state`], [`crate::settings`],
 //! [`crate::process`], [`crate::runner`], [`crate::gate`], [`crate::view`], [`crate::pi`]), [`agy_corpus`] and
 //! [`agy_format`](mod@agy_format). Nothing in this crate imports it.
 
 pub mod conformance;
 pub mod demo;
 pub mod record;
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;

@@ -18,7 +18,7 @@
 //! between two wake-ups are captured as one commit (the later state, at the
 //! later time); nothing half-written is ever captured. Wake-ups are the
 //! runner's: an inotify event on the bound database's files, plus the
-//! fallback tick, which the recorder shortens to [`CAPTURE_INTERVAL`] (5 ms).
+//! fallback tick, which the recorder shortens to `CAPTURE_INTERVAL` (5 ms).
 //! The tick matters more than it seems: agy's WAL write raises the inotify
 //! event *before* the commit is published in the `-shm` index (a memory
 //! write, which raises no event), so the event-driven poll often runs a few
@@ -55,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 /// module docs) or never comes (subagent databases), and costs one `PRAGMA
 /// data_version` per database per tick (about 5% of one core in a debug
 /// build).
-pub const CAPTURE_INTERVAL: Duration = Duration::from_millis(5);
+pub(crate) const CAPTURE_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How long `agy --version` may take.
 pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,15 +66,29 @@ pub(crate) const MODELS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why a recording could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// agy's version, which the recording's header names, could not be had.
     #[error("cannot run {bin} --version: {message}")]
-    Version { bin: String, message: String },
+    Version {
+        /// The agy binary run.
+        bin: String,
+        /// Why it failed.
+        message: String,
+    },
+    /// The run ended without the recorder finding agy's conversation.
     #[error("agy ran but no conversation database could be bound: {reason}")]
-    NotBound { reason: String },
+    NotBound {
+        /// Why no database was bound.
+        reason: String,
+    },
+    /// A conversation database could not be read whole.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A query on a conversation database failed.
     #[error("cannot read {path}: {source}")]
     Sql {
+        /// The database.
         path: PathBuf,
+        /// SQLite's error.
         source: rusqlite::Error,
     },
 }
@@ -207,7 +221,9 @@ impl Tracked {
 /// Counters for the record summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CaptureStats {
+    /// Times the recorder looked at the databases (a change seen, or the tick).
     pub wakes: u64,
+    /// `PRAGMA data_version` queries: the cheap check before a read.
     pub version_checks: u64,
     /// Whole-database reads (one per observed change).
     pub reads: u64,
@@ -247,7 +263,7 @@ impl Capturer {
     /// A capturer for a run that resumes conversation `id`: its current
     /// state (and its subagents') becomes `pre` commits at t=0, so a replay
     /// onto an existing conversation skips it.
-    pub fn resume(dir: &Path, id: &ConversationId) -> Capturer {
+    pub(crate) fn resume(dir: &Path, id: &ConversationId) -> Capturer {
         let mut c = Capturer::new(dir);
         let root = id.as_str().to_string();
         c.root = Some(root.clone());
@@ -288,12 +304,12 @@ impl Capturer {
 
     /// The next stdin turn of the same agy begins now: later commits are
     /// that turn's, timed from here (the recording format's `turn`).
-    pub fn next_turn(&mut self) {
+    pub(crate) fn next_turn(&mut self) {
         self.turn += 1;
         self.start();
     }
 
-    pub fn stats(&self) -> CaptureStats {
+    pub(crate) fn stats(&self) -> CaptureStats {
         self.stats
     }
 
@@ -305,7 +321,7 @@ impl Capturer {
     }
 
     /// Look at every database once (what a wake-up does).
-    pub fn capture(&mut self, dir: &Path, root_db: &Path) {
+    pub(crate) fn capture(&mut self, dir: &Path, root_db: &Path) {
         self.stats.wakes += 1;
         let t_ms = self.t0.elapsed().as_millis() as u64;
         let root = root_db
@@ -394,7 +410,7 @@ impl Capturer {
     }
 
     /// The root conversation's schema as `sqlite_master` holds it.
-    pub fn schema(&self) -> Vec<String> {
+    pub(crate) fn schema(&self) -> Vec<String> {
         self.root
             .as_ref()
             .and_then(|r| self.dbs.iter().find(|d| &d.id == r))
@@ -412,7 +428,7 @@ impl Capturer {
             .collect()
     }
 
-    pub fn root(&self) -> Option<&str> {
+    pub(crate) fn root(&self) -> Option<&str> {
         self.root.as_deref()
     }
 }
@@ -426,14 +442,18 @@ impl Observer for Capturer {
 /// What `record` asks agy to do, beyond the runner's own config.
 #[derive(Debug, Clone, Default)]
 pub struct RecordRequest {
+    /// The prompt and agy's options for the one turn recorded.
     pub turn: TurnRequest,
 }
 
 /// A finished recording and the run it came from.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// The recording, ready to be written (and redacted).
     pub recording: Recording,
+    /// How agy's run ended.
     pub result: RunResult,
+    /// What capturing cost.
     pub stats: CaptureStats,
     /// Problems that did not stop the recording (e.g. `agy models` failed).
     pub warnings: Vec<String>,

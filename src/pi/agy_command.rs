@@ -7,10 +7,12 @@
 //! confirmation the extension asks for). The logic lives here so the
 //! extension stays thin.
 
+use crate::settings::Settings;
 use crate::state::config::status::{rules_count, ConfigStatus};
-use crate::state::config::{AllowEdit, ConfigChange, ConfigStore, PermissionMode, Setting, Source};
+use crate::state::config::{AllowEdit, ConfigChange, PermissionMode, Setting, Source};
 use crate::state::rules::{Rule, DEFAULT_ALLOW};
 use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
 
 /// What pi's `/agy` was given: the words after it and the pi session's
 /// facts the extension adds.
@@ -27,9 +29,13 @@ pub struct SlashRequest {
     pub yes: bool,
     /// The words after `/agy`.
     pub words: Vec<String>,
-    /// Every variable checked before a setting is shown or changed (the
-    /// binary's check; the sentence for a bad value).
-    pub check_env: fn() -> Result<(), String>,
+    /// The settings the binary resolved: every variable is checked
+    /// ([`crate::pi::turn::check_settings`]) before a setting is shown or
+    /// changed, `config.json` is read and written through them.
+    pub settings: Settings,
+    /// The command's stop, asked for only when checking
+    /// `AGY_DEFAULT_MODEL` runs `agy models` (which it ends).
+    pub stop: fn() -> CancellationToken,
 }
 
 /// What `/agy` takes, one line each.
@@ -76,23 +82,27 @@ pub fn answer(args: &SlashRequest) -> Result<String, String> {
         _ => false,
     };
     if reads_settings {
-        (args.check_env)()?;
+        crate::pi::turn::check_settings(&args.settings, args.stop)?;
     }
     match words.as_slice() {
         [] => overview(args),
         ["help"] => Ok(HELP.to_string()),
         // The extension runs `agy-bridge usage` for it (it asks agy).
         ["usage"] => Ok("agy's quota: agy-bridge usage".into()),
-        ["sessions"] => sessions(),
+        ["sessions"] => sessions(&args.settings),
         ["clear"] => clear_this(args),
         ["clear", "all"] => clear_all(args),
-        ["allow"] => allow_list(),
-        ["allow", "remove", rule @ ..] => allow_edit(rule, false),
-        ["allow", rule @ ..] => allow_edit(rule, true),
-        [name] if setting(name).is_some() => show(setting(name).ok_or_else(String::new)?),
-        [name, value] if setting(name).is_some() => {
-            change(setting(name).ok_or_else(String::new)?, value)
+        ["allow"] => allow_list(&args.settings),
+        ["allow", "remove", rule @ ..] => allow_edit(rule, false, &args.settings),
+        ["allow", rule @ ..] => allow_edit(rule, true, &args.settings),
+        [name] if setting(name).is_some() => {
+            show(setting(name).ok_or_else(String::new)?, &args.settings)
         }
+        [name, value] if setting(name).is_some() => change(
+            setting(name).ok_or_else(String::new)?,
+            value,
+            &args.settings,
+        ),
         [name, ..] if setting(name).is_some() => Err(format!(
             "/agy {name} takes one value:\n  {}",
             values(setting(name).ok_or_else(String::new)?)
@@ -101,10 +111,9 @@ pub fn answer(args: &SlashRequest) -> Result<String, String> {
     }
 }
 
-fn status() -> Result<(ConfigStore, ConfigStatus), String> {
-    let store = ConfigStore::open_default().map_err(|e| e.to_string())?;
-    let status = store.load().map_err(|e| e.to_string())?;
-    Ok((store, status))
+/// `config.json` merged with the variables that win over it, read now.
+fn status(settings: &Settings) -> Result<ConfigStatus, String> {
+    settings.load_config().map_err(|e| e.to_string())
 }
 
 /// Where a value comes from, in words.
@@ -130,7 +139,7 @@ fn value_of(status: &ConfigStatus, setting: Setting) -> String {
 }
 
 fn overview(args: &SlashRequest) -> Result<String, String> {
-    let (_, status) = status()?;
+    let status = status(&args.settings)?;
     let mut text = String::from("agy-bridge settings:\n");
     for setting in Setting::ALL {
         text.push_str(&format!(
@@ -152,9 +161,11 @@ fn overview(args: &SlashRequest) -> Result<String, String> {
         "  {:<12} {tools} (this pi process; /agy tools on|off)\n",
         "tools"
     ));
-    let warm = crate::session::warm_policy::warm_policy()
-        .map(|p| if p.on { "on" } else { "off (AGY_WARM)" })
-        .unwrap_or("?");
+    let warm = if args.settings.warm {
+        "on"
+    } else {
+        "off (AGY_WARM)"
+    };
     text.push_str(&format!(
         "  {:<12} {warm} (agy kept between turns)\n",
         "warm agy"
@@ -181,18 +192,18 @@ fn this_conversation(args: &SlashRequest) -> String {
 }
 
 fn session_key(args: &SlashRequest) -> (String, Option<crate::state::sessions::SessionStore>) {
-    use crate::state::sessions::{SessionKey, SessionStore};
+    use crate::state::sessions::SessionKey;
     let cwd = args
         .cwd
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_default();
     let key = SessionKey::for_request(args.session_id.as_deref(), &cwd);
-    (key, SessionStore::open_default().ok())
+    (key, args.settings.session_store().ok())
 }
 
-fn show(setting: Setting) -> Result<String, String> {
-    let (_, status) = status()?;
+fn show(setting: Setting, settings: &Settings) -> Result<String, String> {
+    let status = status(settings)?;
     Ok(format!(
         "{} is {} ({}). Values:\n  {}\nChange it with /agy {} VALUE",
         setting.name(),
@@ -203,7 +214,7 @@ fn show(setting: Setting) -> Result<String, String> {
     ))
 }
 
-fn change(setting: Setting, value: &str) -> Result<String, String> {
+fn change(setting: Setting, value: &str, settings: &Settings) -> Result<String, String> {
     let bad = || {
         format!(
             "{value:?} is not a value of {}. Values:\n  {}",
@@ -217,12 +228,12 @@ fn change(setting: Setting, value: &str) -> Result<String, String> {
         Setting::Model => ConfigChange::DefaultModel(value.to_string()),
         Setting::Thinking => ConfigChange::DefaultThinking(value.parse().map_err(|_| bad())?),
     };
-    let (store, _) = status()?;
+    status(settings)?;
     let permissions = match &change {
         ConfigChange::Permissions(p) => Some(*p),
         _ => None,
     };
-    let status = store.save_change(change).map_err(|e| e.to_string())?;
+    let status = settings.save_config(change).map_err(|e| e.to_string())?;
     let mut text = match permissions {
         Some(p) => format!("permissions is now {p}: {}", p.meaning()),
         None => format!("{} is now {}", setting.name(), value),
@@ -252,8 +263,8 @@ fn allow_source_words(status: &ConfigStatus) -> String {
 /// How a rule is written, for answers.
 const RULE_SYNTAX: &str = "A rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test *` or `write_to_file: docs/*`; in PATTERN * is any run of characters (/ too), ? one character, the rest itself. A command pattern matches the command's words one for one (a last word `*` takes any more); a path pattern matches the whole path, or the path inside the workspace. Rules pass only inside the workspace.";
 
-fn allow_list() -> Result<String, String> {
-    let (_, status) = status()?;
+fn allow_list(settings: &Settings) -> Result<String, String> {
+    let status = status(settings)?;
     let mode = status.config.permissions;
     let mut text = format!(
         "Tool calls that pass without asking ({}; permissions is {mode}{}):\n",
@@ -291,7 +302,7 @@ fn rule_text(words: &[&str]) -> String {
     t.to_string()
 }
 
-fn allow_edit(words: &[&str], add: bool) -> Result<String, String> {
+fn allow_edit(words: &[&str], add: bool, settings: &Settings) -> Result<String, String> {
     let text = rule_text(words);
     if text.is_empty() {
         return Err(format!(
@@ -304,13 +315,13 @@ fn allow_edit(words: &[&str], add: bool) -> Result<String, String> {
             "{rule} is built in (a read-only tool) and cannot be removed"
         ));
     }
-    let (store, _) = status()?;
+    status(settings)?;
     let edit = if add {
         AllowEdit::Add(rule.clone())
     } else {
         AllowEdit::Remove(rule.clone())
     };
-    let (status, changed) = store.edit_allow(&edit).map_err(|e| e.to_string())?;
+    let (status, changed) = settings.edit_allow(&edit).map_err(|e| e.to_string())?;
     let mut text = match (add, changed) {
         (true, true) => format!("added the allow rule {rule}: {}", rule_effect(&rule)),
         (true, false) => format!("the allow rule {rule} is already there"),
@@ -344,8 +355,8 @@ fn rule_effect(rule: &Rule) -> String {
     }
 }
 
-fn sessions() -> Result<String, String> {
-    let store = crate::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+fn sessions(settings: &Settings) -> Result<String, String> {
+    let store = settings.session_store().map_err(|e| e.to_string())?;
     let list = store.list().map_err(|e| e.to_string())?;
     if list.is_empty() {
         return Ok("no pi session has an agy conversation yet".into());
@@ -375,7 +386,7 @@ fn clear_this(args: &SlashRequest) -> Result<String, String> {
 }
 
 fn clear_all(args: &SlashRequest) -> Result<String, String> {
-    let store = crate::state::sessions::SessionStore::open_default().map_err(|e| e.to_string())?;
+    let store = args.settings.session_store().map_err(|e| e.to_string())?;
     if !args.yes {
         let n = store.list().map(|l| l.len()).unwrap_or(0);
         return Err(format!(

@@ -30,10 +30,13 @@ const DETAIL_MAX_CHARS: usize = 2000;
 /// "deny","scope":"once"|"session","reason"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
+    /// The question answered (the `permission_request`'s id).
     pub id: String,
+    /// Whether the user let the call run.
     pub allow: bool,
     /// Allow every call like it for the rest of the session.
     pub for_session: bool,
+    /// What the user said with a denial, passed on to agy.
     pub reason: Option<String>,
 }
 
@@ -59,6 +62,7 @@ impl Answer {
 
 /// The questions of one turn.
 pub struct Asks {
+    /// The gate's questions as they come: agy's tool calls waiting for a decision.
     pub questions: mpsc::Receiver<Question>,
     grants: Grants,
     open: HashMap<String, Question>,
@@ -66,6 +70,8 @@ pub struct Asks {
 }
 
 impl Asks {
+    /// The questions the gate sends on `questions`; `grants` records the
+    /// "for this session" answers.
     pub fn new(questions: mpsc::Receiver<Question>, grants: Grants) -> Asks {
         Asks {
             questions,
@@ -77,7 +83,7 @@ impl Asks {
 
     /// The gate's queue back (a warm session keeps its gate between turns);
     /// questions still open are denied.
-    pub fn into_questions(self) -> mpsc::Receiver<Question> {
+    pub(crate) fn into_questions(self) -> mpsc::Receiver<Question> {
         for (_, q) in self.open {
             q.answer(Decision::deny("the turn ended before the user decided"));
         }

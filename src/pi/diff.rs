@@ -3,7 +3,7 @@
 //! The provider never emits pi `toolCall` blocks (pi would try to run them),
 //! so pi's own diff viewer never sees agy's edits. This module owns the
 //! replacement: given an edit recognised from a tool call's argument keys
-//! ([`crate::follow::edits::edit_target`], the rule ACP's diffs share), and
+//! (`follow::edits::edit_target`, the rule ACP's diffs share), and
 //! once agy has written, it renders what changed on disk
 //! ([`TurnEdits::render`]) against the content seen earlier in the same turn,
 //! else against git HEAD. Whatever cannot be diffed sensibly (binary, outside
@@ -20,13 +20,13 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Diff lines shown for one edit; the rest become one `… K more lines` line.
-pub const MAX_DIFF_LINES: usize = 100;
+pub(crate) const MAX_DIFF_LINES: usize = 100;
 /// Unchanged lines shown around each change.
-pub const CONTEXT_LINES: usize = 3;
+pub(crate) const CONTEXT_LINES: usize = 3;
 /// Files (and HEAD blobs) larger than this get a note instead of a diff.
 pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Each git call is killed after this long.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Characters of one displayed line (a minified file must not flood pi).
 const MAX_LINE_CHARS: usize = 240;
@@ -83,6 +83,8 @@ enum GitError {
 #[derive(Debug)]
 pub struct TurnEdits {
     cwd: PathBuf,
+    /// The user's home, resolved: labels outside the cwd start `~/` there.
+    home: Option<PathBuf>,
     files: HashMap<PathBuf, Remembered>,
     toplevels: HashMap<PathBuf, Option<PathBuf>>,
 }
@@ -94,13 +96,20 @@ impl TurnEdits {
         let cwd = real_path(&lexical(cwd));
         TurnEdits {
             cwd,
+            home: None,
             files: HashMap::new(),
             toplevels: HashMap::new(),
         }
     }
 
+    /// The user's home: a label of a file under it (outside the cwd)
+    /// starts with `~/`.
+    pub fn set_home(&mut self, home: Option<&Path>) {
+        self.home = home.filter(|h| !h.as_os_str().is_empty()).map(real_path);
+    }
+
     /// The turn's working directory, as labels are shown relative to it.
-    pub fn cwd(&self) -> &Path {
+    pub(crate) fn cwd(&self) -> &Path {
         &self.cwd
     }
 
@@ -109,6 +118,7 @@ impl TurnEdits {
     pub(crate) fn take(&mut self) -> TurnEdits {
         let empty = TurnEdits {
             cwd: self.cwd.clone(),
+            home: self.home.clone(),
             files: HashMap::new(),
             toplevels: HashMap::new(),
         };
@@ -119,7 +129,7 @@ impl TurnEdits {
     /// before agy writes. Best effort: the first snapshot before a render wins,
     /// and a snapshot that turns out to equal the result (taken too late, or
     /// the edit changed nothing) is passed over for older knowledge.
-    pub fn before_edit(&mut self, path: &Path) {
+    pub(crate) fn before_edit(&mut self, path: &Path) {
         let abs = self.resolve(path);
         if self.outside_note(&abs).is_some() {
             return;
@@ -134,7 +144,7 @@ impl TurnEdits {
     }
 
     /// Renders one finished edit: `[agy edit: LABEL]\n` then either a
-    /// numbered diff (see [`numbered_diff`]) or a one-line note, ending in
+    /// numbered diff (see `numbered_diff`) or a one-line note, ending in
     /// `\n`. Remembers the file's new content for its next edit this turn.
     pub fn render(&mut self, target: &EditTarget) -> String {
         let abs = self.resolve(&target.path);
@@ -297,15 +307,14 @@ impl TurnEdits {
         let shown = match abs.strip_prefix(&self.cwd) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
-            Err(_) => home_relative(abs).unwrap_or(written),
+            Err(_) => home_relative(self.home.as_deref(), abs).unwrap_or(written),
         };
         one_line(&format!("{shown}{rest}"))
     }
 }
 
-fn home_relative(abs: &Path) -> Option<String> {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
-    let rel = abs.strip_prefix(real_path(Path::new(&home))).ok()?;
+fn home_relative(home: Option<&Path>, abs: &Path) -> Option<String> {
+    let rel = abs.strip_prefix(home?).ok()?;
     Some(format!("~/{}", rel.display()))
 }
 
@@ -440,7 +449,7 @@ fn split_lines(s: &str) -> Vec<&str> {
 /// Texts differing only in line endings or the final newline give the note
 /// `(only line endings or the final newline changed)`; equal texts give
 /// `(no change)`.
-pub fn numbered_diff(old: &str, new: &str) -> String {
+pub(crate) fn numbered_diff(old: &str, new: &str) -> String {
     if old == new {
         return "(no change)".into();
     }
@@ -524,5 +533,31 @@ impl Capped {
             self.lines.push(format!("… {} more lines", self.dropped));
         }
         self.lines.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file outside the cwd is labelled from the home it is given (the
+    /// settings' HOME), not from the process environment.
+    #[test]
+    fn a_label_outside_the_cwd_starts_at_the_given_home() {
+        let home = tempfile::tempdir().expect("home");
+        let cwd = tempfile::tempdir().expect("cwd");
+        let file = home.path().join("notes.txt");
+        let target = EditTarget {
+            path: file.clone(),
+            label: file.display().to_string(),
+        };
+        let mut edits = TurnEdits::new(cwd.path());
+        let first = |text: String| text.lines().next().unwrap_or_default().to_string();
+        assert_eq!(
+            first(edits.render(&target)),
+            format!("[agy edit: {}]", file.display())
+        );
+        edits.set_home(Some(home.path()));
+        assert_eq!(first(edits.render(&target)), "[agy edit: ~/notes.txt]");
     }
 }

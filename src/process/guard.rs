@@ -13,16 +13,16 @@
 //!
 //! Without Linux (macOS): no subreaper and no `PR_SET_PDEATHSIG`. The stdin
 //! lifeline works the same, and agy's tree is found through `ps` (see
-//! [`crate::process::tree::process_tree`]) and signalled with its process groups;
+//! `crate::process::tree::process_tree`) and signalled with its process groups;
 //! what it cannot reach is an orphan already reparented to launchd in a group
 //! of its own.
 //!
-//! It is the bridge's own binary run with [`GUARD_ARG`] first, so it needs
+//! It is the bridge's own binary run with `GUARD_ARG` first, so it needs
 //! no second executable; a binary that embeds the library calls
 //! [`main_if_guard`] first thing in `main`. What to run comes on its stdin
 //! ([`crate::process::launch`]), so it can be started before the turn knows.
 //! After it, the same pipe brings what agy reads on its stdin (the turn's
-//! prompt, [`Frame`]s), written to agy in order by a thread of its own, so a
+//! prompt, `Frame`s), written to agy in order by a thread of its own, so a
 //! slow reader never delays the lifeline.
 
 use crate::process::launch::{Frame, Launch};
@@ -31,7 +31,7 @@ use std::path::PathBuf;
 
 /// argv\[1\] that turns the binary into the guardian:
 /// `BIN __agy-bridge-guard`, with a [`Launch`] frame on stdin.
-pub const GUARD_ARG: &str = "__agy-bridge-guard";
+pub(crate) const GUARD_ARG: &str = "__agy-bridge-guard";
 
 /// Set once [`main_if_guard`] has run in this process: its binary can be
 /// a guardian, so the short agy programs it asks run under one too
@@ -40,7 +40,7 @@ static CAN_GUARD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 /// Run as the guardian if argv asks for it (never returns then). Otherwise
 /// note that this binary can be one: a binary that calls this first thing
-/// in `main` answers [`GUARD_ARG`].
+/// in `main` answers `GUARD_ARG`.
 pub fn main_if_guard() {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == GUARD_ARG) {

@@ -53,12 +53,12 @@ pub(crate) fn set_guardian(pid: ChildPid) {
 
 /// Stop every live tree (SIGSTOP: agy and its children cannot ignore it);
 /// how many trees there were.
-pub fn pause_all() -> usize {
+pub(crate) fn pause_all() -> usize {
     signal_all(Signal::SIGSTOP)
 }
 
 /// Continue every live tree.
-pub fn resume_all() -> usize {
+pub(crate) fn resume_all() -> usize {
     signal_all(Signal::SIGCONT)
 }
 

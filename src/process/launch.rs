@@ -4,10 +4,10 @@
 //! The guardian ([`crate::process::guard`]) reads it from its stdin rather than its
 //! argv, so a guardian can be started before the turn knows agy's command
 //! line and wait for it ([`crate::process::standby`]). It travels as a small
-//! binary frame ([`Launch::encode`]): arguments and paths are bytes on Unix
+//! binary frame (`Launch::encode`): arguments and paths are bytes on Unix
 //! and need not be UTF-8.
 //!
-//! After the launch frame the same pipe carries [`Frame`]s for agy's stdin
+//! After the launch frame the same pipe carries `Frame`s for agy's stdin
 //! when [`Launch::stdin_piped`] asks for a pipe: bytes to write to it, in
 //! order, and the end of agy's input. A turn's prompt travels this way
 //! (never in agy's argv, which every local user can read), and a
@@ -26,12 +26,17 @@ use std::path::PathBuf;
 /// guardian removes once agy's tree is gone (only `agy-bridge-*` ones).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Launch {
+    /// The program to run (agy's path).
     pub program: OsString,
+    /// Its arguments, the program's name not among them.
     pub args: Vec<OsString>,
+    /// Variables added to the bridge's own environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Its working directory; `None` keeps the bridge's.
     pub cwd: Option<PathBuf>,
+    /// The turn's private directories the guardian removes once agy's tree is gone.
     pub remove_after: Vec<PathBuf>,
-    /// agy's stdin is a pipe fed by [`Frame`]s (else `/dev/null`).
+    /// agy's stdin is a pipe fed by `Frame`s (else `/dev/null`).
     pub stdin_piped: bool,
 }
 
@@ -52,7 +57,7 @@ const ITEMS_MAX: usize = 1 << 16;
 
 impl Launch {
     /// `std::process::Command` for this launch (stdio left to the caller).
-    pub fn command(&self) -> std::process::Command {
+    pub(crate) fn command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -65,7 +70,7 @@ impl Launch {
     /// The frame: items of `tag (1 byte) | length (u32, little-endian) |
     /// bytes`, in any order, then the end tag. An environment item is
     /// `KEY=VALUE`.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut item = |tag: u8, bytes: &[u8]| push_item(&mut out, tag, bytes);
         item(TAG_PROGRAM, self.program.as_bytes());
@@ -134,7 +139,7 @@ fn push_item(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
 
 /// What follows the launch frame on the guardian's stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// Bytes for agy's stdin, written after those of earlier frames.
     Input(Vec<u8>),
     /// agy's input is over: its stdin is closed once the bytes before are
@@ -146,7 +151,7 @@ const TAG_INPUT: u8 = b'w';
 const TAG_CLOSE_INPUT: u8 = b'z';
 /// The most bytes one input frame holds: longer input is cut into several
 /// frames, so the reader never allocates more than this for one.
-pub const INPUT_CHUNK: usize = 1 << 20;
+pub(crate) const INPUT_CHUNK: usize = 1 << 20;
 
 impl Frame {
     /// The frames that write `bytes` to agy's stdin, of any length.

@@ -48,14 +48,14 @@ const LIFELINE_GRACE: Duration = Duration::from_millis(500);
 /// One short program: what to start (stdin is `/dev/null`) and its time
 /// limit.
 #[derive(Debug, Clone)]
-pub struct Program {
+pub(crate) struct Program {
     launch: Launch,
     timeout: Duration,
 }
 
 impl Program {
     /// `bin args`, for at most `timeout`.
-    pub fn new<A: AsRef<OsStr>>(
+    pub(crate) fn new<A: AsRef<OsStr>>(
         bin: impl AsRef<OsStr>,
         args: impl IntoIterator<Item = A>,
         timeout: Duration,
@@ -74,7 +74,7 @@ impl Program {
     }
 
     /// With these added to its environment (as the turn's agy gets them).
-    pub fn env(mut self, env: &[(String, String)]) -> Program {
+    pub(crate) fn env(mut self, env: &[(String, String)]) -> Program {
         self.launch
             .env
             .extend(env.iter().map(|(k, v)| (k.into(), v.into())));
@@ -82,7 +82,7 @@ impl Program {
     }
 
     /// Run in `dir`.
-    pub fn cwd(mut self, dir: &Path) -> Program {
+    pub(crate) fn cwd(mut self, dir: &Path) -> Program {
         self.launch.cwd = Some(dir.to_path_buf());
         self
     }
@@ -98,7 +98,7 @@ impl Program {
 /// the user: not installed, not startable, no answer in time (whole
 /// seconds, rounded up), or stopped by its caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoOutput {
+pub(crate) enum NoOutput {
     #[error("it is not installed")]
     NotInstalled,
     #[error("{0}")]
@@ -115,7 +115,7 @@ pub enum NoOutput {
 /// `LIFELINE_GRACE` (0.5 s) at worst); a dropped future ends it without waiting.
 /// Once it exits, what is left of its process group goes too, so nothing
 /// keeps its pipes open.
-pub async fn run(program: &Program, cancel: &CancellationToken) -> Result<Output, NoOutput> {
+pub(crate) async fn run(program: &Program, cancel: &CancellationToken) -> Result<Output, NoOutput> {
     // Stopped already: nothing is started for nobody.
     if cancel.is_cancelled() {
         return Err(NoOutput::Canceled);
@@ -165,7 +165,10 @@ pub async fn run(program: &Program, cancel: &CancellationToken) -> Result<Output
 /// blocking one of tokio's, never a runtime worker): it waits on a thread
 /// of its own running a small runtime, so it can be called from inside a
 /// runtime's blocking thread as well as outside any runtime.
-pub fn run_blocking(program: &Program, cancel: &CancellationToken) -> Result<Output, NoOutput> {
+pub(crate) fn run_blocking(
+    program: &Program,
+    cancel: &CancellationToken,
+) -> Result<Output, NoOutput> {
     std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("agy-bridge-short".into())

@@ -80,21 +80,21 @@ pub(crate) fn restore_default(sig: Signal) {
 /// Note the first of `signals` to come ([`noted_stop`]) instead of dying of
 /// it, and wake the pipe given to [`wake_on_stop`], if any, on each. Later
 /// handlers (tokio's) chain to this one.
-pub fn note_stops(signals: &[Signal]) {
+pub(crate) fn note_stops(signals: &[Signal]) {
     for &sig in signals {
         set(sig, Disposition::Noted)
     }
 }
 
 /// The first signal [`note_stops`] noted, if any came.
-pub fn noted_stop() -> Option<Signal> {
+pub(crate) fn noted_stop() -> Option<Signal> {
     Signal::try_from(STOPPED_BY.load(Ordering::SeqCst)).ok()
 }
 
 /// From now on a noted stop writes a byte to `write` (the write end of a
 /// pipe, kept open for the life of the process). Once: a second call gives
 /// its descriptor back.
-pub fn wake_on_stop(write: OwnedFd) -> Result<(), OwnedFd> {
+pub(crate) fn wake_on_stop(write: OwnedFd) -> Result<(), OwnedFd> {
     WAKE.set(write)
 }
 

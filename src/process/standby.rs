@@ -11,7 +11,7 @@
 //! (the bridge's death included) tells the guardian to take agy's tree down.
 //!
 //! Two ways to have one ([`Standby`]): start the binary again
-//! ([`Standby::spawn`]: a program image of several megabytes, one to two
+//! (`Standby::spawn`: a program image of several megabytes, one to two
 //! milliseconds of CPU), or fork this process before it has a second thread
 //! ([`Standby::fork`]: about a quarter of a millisecond with its pipes, and
 //! nothing then competes for the CPU with the turn it waits for).
@@ -61,7 +61,7 @@ impl Drop for Forked {
 impl Standby {
     /// Start `bin` (the agy-bridge binary, or any binary that calls
     /// [`crate::process::guard::main_if_guard`] first) as a guardian.
-    pub fn spawn(bin: &Path) -> io::Result<Standby> {
+    pub(crate) fn spawn(bin: &Path) -> io::Result<Standby> {
         let mut child = std::process::Command::new(bin)
             .arg(crate::process::guard::GUARD_ARG)
             .stdin(Stdio::piped())
@@ -172,14 +172,16 @@ fn become_guardian(ours: [OwnedFd; 3], theirs: [OwnedFd; 3]) -> i32 {
 
 /// A process a launch started (the guardian, or agy itself without one):
 /// its pid, its pipes, and its exit. It is never reaped behind our back:
-/// its exit is seen first ([`Spawned::exited`]), and only [`Spawned::wait`]
+/// its exit is seen first (`Spawned::exited`), and only [`Spawned::wait`]
 /// reaps it, after which it is never signalled again.
 #[derive(Debug)]
 pub struct Spawned {
     pid: ChildPid,
     /// The guardian's lifeline (none without a guardian).
     pub stdin: Option<ChildStdin>,
+    /// agy's stdout, until taken.
     pub stdout: Option<ChildStdout>,
+    /// agy's stderr, until taken.
     pub stderr: Option<ChildStderr>,
     exit: Exit,
 }
@@ -222,7 +224,7 @@ impl Spawned {
     /// A program started with `std::process` (agy, without a guardian):
     /// its pipes move to tokio, and it is watched, not reaped, by us. Needs
     /// a tokio runtime context.
-    pub fn from_std(mut child: std::process::Child) -> io::Result<Spawned> {
+    pub(crate) fn from_std(mut child: std::process::Child) -> io::Result<Spawned> {
         let Some(pid) = ChildPid::new(child.id()) else {
             return Err(io::Error::other("the child has no pid of its own"));
         };
@@ -233,12 +235,12 @@ impl Spawned {
         Ok(spawned)
     }
 
-    pub fn id(&self) -> ChildPid {
+    pub(crate) fn id(&self) -> ChildPid {
         self.pid
     }
 
     /// Wait until it has exited, without reaping it (cancel-safe).
-    pub async fn exited(&mut self) {
+    pub(crate) async fn exited(&mut self) {
         if let Exit::Watched(rx) = &mut self.exit {
             let _ = rx.await;
             self.exit = Exit::Exited;
@@ -427,13 +429,13 @@ impl Guardian {
         self
     }
 
-    pub fn bin(&self) -> &Path {
+    pub(crate) fn bin(&self) -> &Path {
         &self.bin
     }
 
     /// Start `launch` under a guardian: the standby if there is one and it
     /// takes the command, else a fresh one. Needs a tokio runtime context.
-    pub async fn launch(&self, launch: &Launch) -> io::Result<Spawned> {
+    pub(crate) async fn launch(&self, launch: &Launch) -> io::Result<Spawned> {
         let standby = self.standby.lock().ok().and_then(|mut slot| slot.take());
         if let Some(standby) = standby {
             if let Ok(spawned) = standby.launch(launch).await {

@@ -23,12 +23,13 @@ use std::time::{Duration, Instant};
 
 /// The file the OS would run for `bin`: a path (anything with a slash) as it
 /// is, if it is a file; a bare name as exec finds it, the first executable
-/// file of that name in PATH's directories.
+/// file of that name in PATH's directories (as exec reads PATH:
+/// [`crate::settings::exec_search_path`]).
 pub(crate) fn find_program(bin: &Path) -> Option<PathBuf> {
     if bin.components().count() > 1 || bin.is_absolute() {
         return bin.is_file().then(|| bin.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
+    let path = crate::settings::exec_search_path()?;
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(bin))
@@ -61,15 +62,15 @@ pub(crate) fn retry_while_busy<T>(
 /// group) nor 1 (init), which no child can have, so a signal meant for a
 /// child's tree cannot reach the bridge's own group or every process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ChildPid(u32);
+pub(crate) struct ChildPid(u32);
 
 impl ChildPid {
     /// `None` for 0 and 1, and for what does not fit a `pid_t`.
-    pub fn new(raw: u32) -> Option<ChildPid> {
+    pub(crate) fn new(raw: u32) -> Option<ChildPid> {
         (raw > 1 && i32::try_from(raw).is_ok()).then_some(ChildPid(raw))
     }
 
-    pub fn get(self) -> u32 {
+    pub(crate) fn get(self) -> u32 {
         self.0
     }
 
@@ -162,7 +163,7 @@ fn signal_all(pids: &[u32], first_group: Option<Pid>, sig: Signal) {
 
 /// Why [`run_with_timeout`] has no output to give.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// The program could not be started (`NotFound`: it is not installed).
     #[error("{0}")]
     Spawn(#[source] std::io::Error),
@@ -185,8 +186,10 @@ const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// exits, whatever is left of its group is killed too, so nothing keeps
 /// its pipes open.
 ///
-/// Blocking: for a plain thread or one of tokio's blocking threads.
-pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, RunError> {
+/// Blocking: for a plain thread or one of tokio's blocking threads. The
+/// bridge itself always caps the output; the unit tests use this form.
+#[cfg(test)]
+pub(crate) fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, RunError> {
     run_with_timeout_capped(cmd, timeout, u64::MAX)
 }
 
@@ -373,12 +376,12 @@ fn proc_state_ppid(pid: u32) -> Option<(char, u32)> {
 /// Whether `pid` is a live process (not gone, not a zombie) whose open files
 /// can be inspected.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     matches!(proc_state_ppid(pid), Some((state, _)) if !matches!(state, 'Z' | 'X' | 'x'))
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn is_alive(_pid: u32) -> bool {
+pub(crate) fn is_alive(_pid: u32) -> bool {
     false
 }
 
@@ -432,7 +435,7 @@ pub(crate) fn parse_ps_links(ps_output: &str) -> BTreeMap<u32, Vec<u32>> {
 /// from `/proc/*/stat`, or from `ps` where there is no `/proc`. Where neither
 /// can be read, only `root_pid`. A process reparented away (a daemonised
 /// grandchild) is not found; neither is one that has already exited.
-pub fn process_tree(root_pid: u32) -> Vec<u32> {
+pub(crate) fn process_tree(root_pid: u32) -> Vec<u32> {
     let children = children_by_parent();
     let mut seen = BTreeSet::from([root_pid]);
     let mut tree = vec![root_pid];

@@ -5,53 +5,8 @@
 //! CLI surface (docs/agy-format.md).
 
 use super::*;
+use crate::settings::agy_flags::flag_name;
 use agy_format::features::{shield_slash, DISABLE_SLASH_COMMANDS};
-
-/// The flags of agy's command line the bridge must decide itself (the
-/// prompt, how agy prints, which conversation, and the settings it reports
-/// and stores), each with where the user sets it instead. Any other flag in
-/// `AGY_EXTRA_ARGS` is agy's to take; one the bridge also passes
-/// (`--print-timeout`) is left to the user's value by [`agy_args`].
-const BRIDGE_FLAGS: &[(&[&str], &str)] = &[
-    (
-        &["p", "print", "prompt", "i", "prompt-interactive"],
-        "the prompt is the bridge's argument",
-    ),
-    (
-        &["output-format"],
-        "the bridge reads agy's output in the format it asks for; AGY_BIND chooses",
-    ),
-    (
-        &["input-format"],
-        "the bridge gives agy the prompt on its stdin itself, when agy can read it there",
-    ),
-    (
-        &["conversation"],
-        "use --conversation of run or ask; stream resumes pi's session itself",
-    ),
-    (
-        &["model", "effort"],
-        "use --model/--effort of run, ask's --model, AGY_DEFAULT_MODEL or pi's model picker",
-    ),
-    (&["mode"], "use AGY_MODE or `agy-bridge config mode`"),
-];
-
-/// A flag's name without its dashes or `=value` (agy parses flags the Go
-/// way: `-x`, `--x` and `--x=v` are one flag); `None` for a non-flag.
-fn flag_name(arg: &str) -> Option<&str> {
-    let name = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
-    let name = name.split('=').next().unwrap_or(name);
-    (!name.is_empty()).then_some(name)
-}
-
-/// `arg` as one of [`BRIDGE_FLAGS`], with its hint.
-pub(super) fn bridge_flag(arg: &str) -> Option<(String, &'static str)> {
-    let name = flag_name(arg)?;
-    BRIDGE_FLAGS
-        .iter()
-        .find(|(names, _)| names.contains(&name))
-        .map(|(_, hint)| (arg.to_string(), *hint))
-}
 
 /// The longest duration Go's `time.ParseDuration` accepts, in whole hours
 /// (its limit is about 2562047h47m).
@@ -76,7 +31,7 @@ pub(crate) fn go_duration(d: Duration) -> String {
 /// ([`agy_format::features`]), whether the turn reads its stream-json,
 /// and whether agy reads the prompt on its stdin ([`crate::runner::prompt_file`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Surface {
+pub(crate) struct Surface {
     pub stream_json: bool,
     pub stdin_input: bool,
     pub features: AgyFeatures,
@@ -86,7 +41,7 @@ pub struct Surface {
 /// prompt is never an agy slash command. With `--disable-slash-commands`
 /// (where agy has it) it goes as it is; else a prompt starting with `/`
 /// gets one leading space, which agy does not expand.
-pub fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, str> {
+pub(crate) fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, str> {
     match (!features.disable_slash_commands)
         .then(|| shield_slash(prompt))
         .flatten()
@@ -97,7 +52,7 @@ pub fn agy_prompt(prompt: &str, features: AgyFeatures) -> std::borrow::Cow<'_, s
 }
 
 /// The argument list for one turn (docs/agy-format.md, "CLI surface").
-pub fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<String> {
+pub(crate) fn agy_args(cfg: &RunConfig, req: &TurnRequest, surface: Surface) -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     for dir in &req.add_dirs {
         args.push("--add-dir".into());

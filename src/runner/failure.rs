@@ -18,20 +18,42 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Failure {
+    /// agy's binary is not there.
     #[error(
         "agy is not installed: {bin} was not found. Install the Antigravity CLI or set AGY_BIN."
     )]
-    NotInstalled { bin: String },
+    NotInstalled {
+        /// The binary that was looked for.
+        bin: String,
+    },
+    /// agy's binary is there but could not be started.
     #[error("could not start agy ({bin}): {message}")]
-    SpawnFailed { bin: String, message: String },
+    SpawnFailed {
+        /// The binary.
+        bin: String,
+        /// The operating system's error.
+        message: String,
+    },
+    /// The turn's working directory does not exist.
     #[error("the working directory {dir} does not exist")]
-    NoWorkingDir { dir: String },
+    NoWorkingDir {
+        /// The directory.
+        dir: String,
+    },
+    /// The turn's working directory is a file or something else, not a directory.
     #[error("the working directory {dir} is not a directory")]
-    WorkingDirNotADirectory { dir: String },
+    WorkingDirNotADirectory {
+        /// The path.
+        dir: String,
+    },
     /// A NUL ends a C string: exec cannot pass such an argument, and agy
     /// would otherwise fail with a bare exit 126.
     #[error("the prompt contains a NUL byte (after {before} characters), which agy cannot take in a prompt; remove it and send the message again")]
-    PromptHasNul { before: usize },
+    PromptHasNul {
+        /// How many characters come before the NUL.
+        before: usize,
+    },
+    /// agy needs its user to sign in first.
     #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
     NotSignedIn,
     /// A quota with a reset time: hours away, so never retried. `quota`
@@ -40,59 +62,103 @@ pub enum Failure {
     /// not asked.
     #[error("agy quota exceeded: {message}{}", quota_note(.message, .quota.as_deref()))]
     QuotaExceeded {
+        /// agy's own sentence about the quota.
         message: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        /// What `/usage` said after the failure, if it was asked.
         quota: Option<String>,
     },
     /// A throttle agy marks retryable that is not a quota.
     #[error("agy hit a rate limit: {message}")]
-    Throttled { message: String },
+    Throttled {
+        /// agy's sentence.
+        message: String,
+    },
     /// agy's own model call gave up. Retried only when no tool ran, so a
     /// retry cannot repeat edits.
     #[error("{}", model_timeout_text(*.ran_tools))]
-    ModelTimeout { ran_tools: bool },
+    ModelTimeout {
+        /// Whether a tool ran before it gave up, which rules out a retry.
+        ran_tools: bool,
+    },
+    /// agy does not know the model asked for.
     #[error("{}", unknown_model_text(.model, .available))]
     UnknownModel {
+        /// The model asked for.
         model: String,
+        /// The models agy offers, when it said.
         available: Vec<String>,
     },
+    /// agy refused the model and effort together, in words the bridge does not take apart.
     #[error("agy rejected the model and effort: {message}")]
-    ModelSelection { message: String },
+    ModelSelection {
+        /// agy's sentence.
+        message: String,
+    },
     /// agy refused the `--effort` asked for: a model without that effort
     /// (its words list the ones it takes: agy 1.3.1), or a word it does not
     /// know as an effort (`available` then agy's valid words, if it said).
     #[error("{}", effort_text(.model, .effort, .available))]
     EffortRefused {
+        /// The model asked for.
         model: String,
+        /// The effort asked for.
         effort: String,
+        /// The efforts agy takes, when it said.
         available: Vec<String>,
     },
     /// agy refused the input the bridge gave it, before any model call: a
     /// stream-json line on its stdin it cannot read (exit 2 from agy
     /// 1.3.3, exit 1 on 1.2.x) or a flag it does not take (exit 2).
     #[error("{}", input_refused_text(.message))]
-    InputRefused { message: String },
+    InputRefused {
+        /// agy's sentence.
+        message: String,
+    },
     /// agy's model had no capacity (`UNAVAILABLE (code 503): No capacity
     /// available for model ...`, exit 3) or another server-side failure
     /// agy marks retryable. Retried only when no tool ran, so a retry
     /// cannot repeat edits.
     #[error("{}", unavailable_text(.message, *.ran_tools))]
-    ModelUnavailable { message: String, ran_tools: bool },
+    ModelUnavailable {
+        /// agy's sentence.
+        message: String,
+        /// Whether a tool ran before it failed, which rules out a retry.
+        ran_tools: bool,
+    },
     /// Another model or API failure agy ended the turn on (exit 3, with
     /// `AGY_ERROR:` on stderr): agy's sentence.
     #[error("agy's model call failed (exit 3): {message}")]
-    ModelCallFailed { message: String },
+    ModelCallFailed {
+        /// agy's sentence.
+        message: String,
+    },
     /// agy auto-denied tools print mode cannot ask about, and gave no answer.
     #[error("{}", denied_text(.actions))]
-    Denied { actions: Vec<DeniedAction> },
+    Denied {
+        /// What agy denied, each once.
+        actions: Vec<DeniedAction>,
+    },
+    /// The turn's conversation database could not be found.
     #[error("could not bind agy's conversation database: {reason}")]
-    CouldNotBind { reason: String },
+    CouldNotBind {
+        /// Why, in words.
+        reason: String,
+    },
+    /// agy waited on a permission prompt print mode cannot answer.
     #[error("agy stopped to ask permission for {tool}, which print mode cannot answer. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow).")]
-    PermissionStall { tool: String },
+    PermissionStall {
+        /// The tool it asked about.
+        tool: String,
+    },
     /// Our watchdog. Worded without "timeout": a retry would run agy for
     /// another whole period and may repeat edits.
     #[error("agy did not finish within {minutes} minutes and was stopped; its partial work is in the agy conversation")]
-    TimedOut { minutes: u64 },
+    TimedOut {
+        /// The limit that ran out.
+        minutes: u64,
+    },
+    /// The user aborted the turn (pi's Esc, a closed stdout, Ctrl-C).
     #[error("Operation aborted")]
     Aborted,
     /// agy's own `--print-timeout` ran out (on 1.1.x worded as
@@ -100,18 +166,31 @@ pub enum Failure {
     /// limit, and the work so far is kept in the conversation.
     #[error("agy stopped at its own print time limit before the turn was finished; what it did so far is kept in the conversation, so send your message again to continue (and raise agy's print limit if AGY_EXTRA_ARGS sets one)")]
     PrintTimeout,
+    /// agy ended the turn as canceled and gave no answer.
     #[error("agy canceled the turn without an answer")]
     Canceled,
+    /// agy exited with an error the bridge has no better words for.
     #[error("agy failed (exit {code}): {message}")]
-    AgyFailed { code: i32, message: String },
+    AgyFailed {
+        /// agy's exit code.
+        code: i32,
+        /// What agy said last on stderr.
+        message: String,
+    },
     /// agy was killed from outside (a signal, or exit 1 with no result after
     /// its conversation began). Its conversation keeps what was done.
     #[error("agy was stopped from outside ({how}) before it finished; its conversation keeps the work so far, so send your message again to resume it")]
-    Stopped { how: String },
+    Stopped {
+        /// The signal or exit that stopped it, in words.
+        how: String,
+    },
     /// agy printed a result without starting a conversation: a slash
     /// command's output (`num_turns` 0) instead of a model turn.
     #[error("agy answered without starting a conversation ({detail}); nothing was sent to the model. If your message starts with '/', agy read it as one of its own commands: start it with another character")]
-    NoConversation { detail: String },
+    NoConversation {
+        /// What agy printed instead, shortened.
+        detail: String,
+    },
 }
 
 /// agy's quota words after agy's own sentence, as a sentence of their own.
@@ -187,7 +266,7 @@ pub(crate) fn denied_list(actions: &[DeniedAction]) -> String {
 }
 
 /// How to stop agy denying: one phrase for failures and notices.
-pub const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow)";
+pub(crate) const HOW_TO_ALLOW: &str = "print mode cannot ask for permission, so agy denied it. Allow agy's tools with `/agy permissions allow` in pi (or `agy-bridge config permissions allow`, or AGY_PERMISSIONS=allow)";
 
 fn denied_text(actions: &[DeniedAction]) -> String {
     format!(
@@ -229,7 +308,7 @@ impl Failure {
 
 /// agy's `AGY_ERROR: {json}` stderr line (docs/agy-format.md, "Outcomes").
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-pub struct AgyError {
+pub(crate) struct AgyError {
     #[serde(default)]
     pub short_error: String,
     #[serde(default)]
@@ -250,7 +329,7 @@ impl AgyError {
     }
 
     /// `short_error` without its `STATUS (code N): ` prefix.
-    pub fn sentence(&self) -> &str {
+    pub(crate) fn sentence(&self) -> &str {
         match self.short_error.split_once("): ") {
             Some((head, tail)) if head.contains("(code ") => tail,
             _ => &self.short_error,
@@ -261,9 +340,13 @@ impl AgyError {
 /// Everything agy said about a finished turn.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AgyReport<'a> {
+    /// agy's exit code, if it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended agy, if one did.
     pub signal: Option<i32>,
+    /// The end of agy's stderr.
     pub stderr: &'a str,
+    /// agy's stream-json `result`, if it printed one.
     pub result: Option<&'a TurnResult>,
     /// Error messages from the database's error steps.
     pub db_errors: &'a [String],
@@ -674,7 +757,7 @@ fn denial(r: &AgyReport<'_>) -> Option<Failure> {
 }
 
 /// Every action agy denied this turn, from the result or from stderr.
-pub fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
+pub(crate) fn denied_actions(r: &AgyReport<'_>) -> Vec<DeniedAction> {
     if let Some(t) = r.result {
         if !t.denied_actions.is_empty() {
             return t.denied_actions.clone();

@@ -23,13 +23,13 @@
 
 //!
 //! Beside the turn itself: why a turn failed ([`failure`]); agy's two
-//! sources besides the database, its stream-json lines ([`stream_json`]);
-//! the prompt, never in agy's argv: on agy's stdin ([`stdin`]) or, for an
-//! agy that cannot read it there, in a private file ([`prompt_file`]);
+//! sources besides the database, its stream-json lines (`stream_json`);
+//! the prompt, never in agy's argv: on agy's stdin (`stdin`) or, for an
+//! agy that cannot read it there, in a private file (`prompt_file`);
 //! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
-//! [`crate::process`].
+//! [`crate::settings`], [`crate::process`].
 
 use crate::follow::discovery::{self, BindMethod, Snapshot};
 use crate::follow::events::Event;
@@ -41,7 +41,7 @@ use agy::Agy;
 use agy_format::agy_args::{BindMode, Effort, Mode};
 use agy_format::features::AgyFeatures;
 use agy_format::ids::ConversationId;
-use args::{bridge_flag, surface_of};
+use args::surface_of;
 use bind::{last_idx_off_thread, Followed};
 use merge::Held;
 use outbox::Halted;
@@ -56,15 +56,15 @@ mod follow;
 mod follower;
 mod merge;
 mod outbox;
-pub mod prompt_file;
+pub(crate) mod prompt_file;
 pub mod quota;
-pub mod stdin;
-pub mod stream_json;
+pub(crate) mod stdin;
+pub(crate) mod stream_json;
 pub mod version;
 mod wake;
 mod warm;
 use agy_format::stream_json::{Line, ParseStats, TurnResult, Usage};
-pub use args::{agy_args, agy_prompt, Surface};
+pub(crate) use args::{agy_args, agy_prompt, Surface};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -72,27 +72,22 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 pub(crate) use warm::run_warm_observed;
-pub use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
+pub(crate) use warm::{run_warm, start_warm, WarmAgy, WarmKey, WarmRun};
 
-/// How the runner wakes up to poll.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WakeMode {
-    /// inotify on the conversations directory, plus the fallback interval.
-    Events,
-    /// Only the interval (filesystems without notifications; benchmarks).
-    PollOnly,
-}
+pub use crate::settings::WakeMode;
 
 /// Process-wide settings: where agy is, how to wake, how long to wait.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// The agy binary to run.
     pub agy_bin: PathBuf,
+    /// The directory agy keeps its conversation databases in.
     pub conversations_dir: PathBuf,
     /// Extra arguments for every agy run (`AGY_EXTRA_ARGS`, whitespace-split).
     pub extra_args: Vec<String>,
     /// Pass `--dangerously-skip-permissions` (print mode stalls without it).
     pub skip_permissions: bool,
+    /// How the follower learns of new steps.
     pub wake: WakeMode,
     /// The fallback interval (and the only one in poll-only mode).
     pub poll_interval: Duration,
@@ -101,11 +96,13 @@ pub struct RunConfig {
     /// bound yet (after the first read otherwise); a warm turn's end reads
     /// them all, since agy is still running.
     pub trailing_polls: u32,
+    /// The pause between those trailing reads.
     pub trailing_interval: Duration,
     /// SIGTERM to SIGKILL.
     pub kill_grace: Duration,
     /// Our own watchdog; agy's `--print-timeout` is set a minute longer.
     pub timeout: Duration,
+    /// How the turn finds its conversation: agy's stream-json, the database directory, or both.
     pub bind: BindMode,
     /// How long a step may sit in WAITING before the turn is declared stalled
     /// on a permission prompt (print mode can never answer one).
@@ -116,6 +113,9 @@ pub struct RunConfig {
     pub ambiguity_budget: Duration,
     /// Extra environment for agy (on top of ours).
     pub env: Vec<(String, String)>,
+    /// The bridge's state directory, where agy's version and features are
+    /// remembered per binary ([`version`]); `None`: asked of agy each turn.
+    pub state_dir: Option<PathBuf>,
     /// The guardian agy runs under ([`crate::process::guard`], started by
     /// [`Guardian`]). With it, agy's tree dies with the bridge however the
     /// bridge dies; without, only agy itself does (Linux).
@@ -135,8 +135,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             agy_bin: PathBuf::from("agy"),
-            conversations_dir: discovery::default_conversations_dir()
-                .unwrap_or_else(|| PathBuf::from(".gemini/antigravity-cli/conversations")),
+            conversations_dir: PathBuf::from(".gemini/antigravity-cli/conversations"),
             extra_args: Vec::new(),
             skip_permissions: true,
             wake: WakeMode::Events,
@@ -149,6 +148,7 @@ impl Default for RunConfig {
             permission_stall: Duration::from_secs(5),
             ambiguity_budget: Duration::from_secs(10),
             env: Vec::new(),
+            state_dir: None,
             guardian: None,
             admission: None,
             usage: None,
@@ -157,64 +157,48 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    /// Defaults with `AGY_BIN`, `AGY_EXTRA_ARGS`, `AGY_CONVERSATIONS_DIR`,
-    /// `AGY_BIND` and `AGY_WAKE` applied. Permissions and mode are settings
-    /// (`config::Config`, which reads `AGY_SKIP_PERMISSIONS` and `AGY_MODE`).
-    /// A word these variables do not know is an error naming the variable and
-    /// the words it takes: ignoring it would run the turn some other way than
-    /// the user asked.
-    pub fn from_env() -> Result<RunConfig, EnvError> {
-        let mut cfg = RunConfig::default();
-        if let Some(bin) = env_nonempty("AGY_BIN") {
-            cfg.agy_bin = PathBuf::from(bin);
+    /// Defaults with the settings' agy binary, extra arguments,
+    /// conversations directory, bind and wake modes, watchdog and state
+    /// directory applied. Permissions and mode are `config.json`'s
+    /// ([`crate::state::config::Config`]); admission, quota and the
+    /// guardian are the caller's to add.
+    pub fn from_settings(settings: &crate::settings::Settings) -> RunConfig {
+        let defaults = RunConfig::default();
+        RunConfig {
+            agy_bin: settings.agy_bin.clone(),
+            extra_args: settings.extra_args.clone(),
+            conversations_dir: settings
+                .conversations_dir
+                .clone()
+                .unwrap_or(defaults.conversations_dir),
+            bind: settings.bind,
+            wake: settings.wake,
+            timeout: settings.watchdog(),
+            state_dir: settings.state_dir.clone(),
+            ..RunConfig::default()
         }
-        if let Some(extra) = env_nonempty("AGY_EXTRA_ARGS") {
-            cfg.extra_args = extra.split_whitespace().map(str::to_string).collect();
-            if let Some((flag, hint)) = cfg.extra_args.iter().find_map(|a| bridge_flag(a)) {
-                return Err(EnvError::ExtraArgs { flag, hint });
-            }
-        }
-        if let Some(value) = env_nonempty("AGY_BIND") {
-            cfg.bind = value.trim().parse().map_err(|_| EnvError::Bind { value })?;
-        }
-        if let Some(value) = env_nonempty("AGY_WAKE") {
-            cfg.wake = match value.trim() {
-                "events" => WakeMode::Events,
-                "poll" => WakeMode::PollOnly,
-                _ => return Err(EnvError::Wake { value }),
-            };
-        }
-        Ok(cfg)
     }
 }
-
-/// An environment variable of [`RunConfig::from_env`] holding a word it
-/// does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EnvError {
-    #[error("AGY_BIND={value:?} is not a bind mode; use one of: auto, discovery, stream-json")]
-    Bind { value: String },
-    #[error("AGY_WAKE={value:?} is not a wake mode; use one of: events, poll")]
-    Wake { value: String },
-    #[error("AGY_EXTRA_ARGS holds {flag}, which the bridge sets itself on every turn; remove it ({hint})")]
-    ExtraArgs { flag: String, hint: &'static str },
-}
-
-use crate::state::file::env_nonempty;
 
 /// One turn to run.
 #[derive(Debug, Clone, Default)]
 pub struct TurnRequest {
+    /// The user's message.
     pub prompt: String,
+    /// Where agy runs; `None` keeps the bridge's working directory.
     pub cwd: Option<PathBuf>,
+    /// The model to ask for; `None` leaves agy's default.
     pub model: Option<String>,
+    /// The thinking effort to ask for.
     pub effort: Option<Effort>,
+    /// agy's mode (plan, accept edits, ...).
     pub mode: Option<Mode>,
     /// Resume this conversation.
     pub conversation: Option<ConversationId>,
     /// Stream steps after this idx. With `conversation` and no cursor, the
     /// current last idx is used, so a resumed turn streams only new steps.
     pub after_idx: Option<i64>,
+    /// Directories agy may read and write besides `cwd` (`--add-dir`).
     pub add_dirs: Vec<PathBuf>,
     /// Directories the bridge made for this turn alone (e.g. the MCP
     /// config of pi's tools), also in `add_dirs`: the guardian removes them
@@ -226,11 +210,16 @@ pub struct TurnRequest {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunEvent {
+    /// agy started.
     Started {
+        /// agy's pid (or its guardian's).
         pid: u32,
     },
+    /// The turn found its conversation.
     Bound {
+        /// The conversation.
         conversation_id: String,
+        /// How it was found.
         method: BindMethod,
     },
     /// Sent the moment an abort is requested, before agy is reaped.
@@ -240,25 +229,31 @@ pub enum RunEvent {
     /// The database cannot be followed; from here on the answer text and
     /// tool steps come from agy's stream-json alone (no thinking or edits).
     Degraded {
+        /// Why the database cannot be followed.
         reason: String,
     },
     /// agy did not have the conversation the turn resumed (`requested`) and
     /// began a new one without its earlier context; the turn follows the
     /// new one. Sent once, when it is bound.
     ConversationReplaced {
+        /// The conversation the turn asked for.
         requested: String,
+        /// The new conversation agy began instead.
         conversation_id: String,
     },
     /// The database gave less (or other) answer text than agy printed;
     /// agy's own answer follows as text events.
     AnswerFromAgy {
+        /// Why the database's answer is not used.
         reason: String,
     },
     /// agy's `init` reports another permission mode (`reported`) than its
     /// command line asks for (`expected`): agy's own settings may decide
     /// for it. Sent once per agy process, when its `init` arrives.
     PermissionMode {
+        /// The mode agy's `init` reported.
         reported: String,
+        /// The mode the command line asked for.
         expected: String,
     },
     /// A decoded agy event (serialised as the event itself).
@@ -282,7 +277,7 @@ pub fn new_conversation_notice(requested: &str, new: &str) -> String {
 
 /// The one sentence for an agy whose `init` reports another permission
 /// mode than the bridge's flags ask for, naming both.
-pub fn permission_mode_notice(reported: &str, expected: &str) -> String {
+pub(crate) fn permission_mode_notice(reported: &str, expected: &str) -> String {
     use agy_format::stream_json::{ALWAYS_PROCEED, REQUEST_REVIEW};
     let meaning = |mode: &str| match mode {
         ALWAYS_PROCEED => "every tool runs without asking",
@@ -305,20 +300,30 @@ pub(crate) fn answer_from_agy_notice(reason: &str) -> String {
 /// Everything known about a finished turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// agy's exit code, if it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended agy, if one did.
     pub signal: Option<i32>,
+    /// The conversation the turn ran in, once bound.
     pub conversation_id: Option<String>,
+    /// How that conversation was found.
     pub bind_method: Option<BindMethod>,
     /// The conversation this turn asked to resume, which agy did not have:
     /// it began `conversation_id` instead, without the earlier context.
     pub lost_conversation: Option<String>,
+    /// The last step idx the turn streamed.
     pub last_idx: Option<i64>,
+    /// Whether the turn was aborted.
     pub aborted: bool,
+    /// Whether the bridge's watchdog stopped it.
     pub timed_out: bool,
+    /// The end of agy's stderr.
     pub stderr_tail: String,
     /// agy's stdout (its final answer in text mode), capped.
     pub stdout: String,
+    /// How long the turn took.
     pub duration_ms: u64,
+    /// How many events it streamed.
     pub events: u64,
     /// The poller's counters (row SELECTs, version checks) for this turn.
     pub poll_stats: PollStats,
@@ -336,6 +341,7 @@ pub struct RunResult {
     pub permission_mode: Option<String>,
     /// Things the user should know about a turn that still succeeded.
     pub notices: Vec<String>,
+    /// Why the turn failed; `None` when it succeeded.
     pub failure: Option<Failure>,
 }
 
@@ -388,6 +394,7 @@ impl RunResult {
         }
     }
 
+    /// Whether the turn succeeded.
     pub fn ok(&self) -> bool {
         self.failure.is_none()
     }
@@ -408,9 +415,9 @@ pub trait Observer: Send {
 /// resumes where its cursor is when there is room, instead of queueing
 /// events in memory. A few dozen absorb the bursts of one poll (a step's
 /// call, result and text) without making the runner wait on every event.
-pub const EVENT_CAPACITY: usize = 64;
+pub(crate) const EVENT_CAPACITY: usize = 64;
 
-/// The channel a turn's events go on ([`EVENT_CAPACITY`]).
+/// The channel a turn's events go on (`EVENT_CAPACITY`).
 pub fn event_channel() -> (mpsc::Sender<RunEvent>, mpsc::Receiver<RunEvent>) {
     mpsc::channel(EVENT_CAPACITY)
 }
@@ -450,7 +457,8 @@ impl Prelude {
     /// session's turn lock (a turn before ours may still create databases)
     /// and before agy starts.
     pub fn blocking(cfg: &RunConfig) -> Prelude {
-        let features = crate::runner::version::features_remembered(&cfg.agy_bin);
+        let features =
+            crate::runner::version::features_remembered(cfg.state_dir.as_deref(), &cfg.agy_bin);
         // agy creates this directory itself; creating it first lets us watch it.
         let _ = std::fs::create_dir_all(&cfg.conversations_dir);
         let before = discovery::snapshot(&cfg.conversations_dir).unwrap_or_default();
@@ -468,18 +476,18 @@ impl Prelude {
     }
 
     /// [`Prelude::blocking`] on a blocking thread.
-    pub async fn new(cfg: &RunConfig) -> Prelude {
+    pub(crate) async fn new(cfg: &RunConfig) -> Prelude {
         prelude(cfg).await
     }
 
     /// What this agy offers, when it is remembered (no agy run).
-    pub fn features(&self) -> Option<AgyFeatures> {
+    pub(crate) fn features(&self) -> Option<AgyFeatures> {
         self.features
     }
 
     /// Set what this agy offers, asked of it since (the turn then does not
     /// ask again).
-    pub fn set_features(&mut self, features: AgyFeatures) {
+    pub(crate) fn set_features(&mut self, features: AgyFeatures) {
         self.features = Some(features);
     }
 
@@ -489,7 +497,10 @@ impl Prelude {
     async fn surface(self, cfg: &RunConfig, cancel: &CancellationToken) -> (Surface, Snapshot) {
         let features = match self.features {
             Some(known) => known,
-            None => crate::runner::version::agy_features(&cfg.agy_bin, cancel).await,
+            None => {
+                crate::runner::version::agy_features(cfg.state_dir.as_deref(), &cfg.agy_bin, cancel)
+                    .await
+            }
         };
         (surface_of(cfg, features), self.before)
     }
@@ -596,7 +607,7 @@ async fn run_after<'a>(
 /// Wait for the account's start spacing ([`RunConfig::admission`]);
 /// `false` when `cancel` fired while waiting. Lock files that cannot be
 /// used never stop a turn.
-pub async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
+pub(crate) async fn spaced_start(cfg: &RunConfig, cancel: &CancellationToken) -> bool {
     use crate::state::admission::AdmissionError;
     match &cfg.admission {
         Some(admission) => !matches!(

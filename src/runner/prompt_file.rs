@@ -39,19 +39,19 @@ use crate::state::tmp::PrivateDir;
 /// The request agy actually gets, and the private directory it may need.
 /// Hold it until the turn is over: dropping it removes the directory.
 #[derive(Debug)]
-pub struct Staged<'a> {
+pub(crate) struct Staged<'a> {
     request: Cow<'a, TurnRequest>,
     dir: Option<PrivateDir>,
     stdin_line: Option<String>,
 }
 
 impl Staged<'_> {
-    pub fn request(&self) -> &TurnRequest {
+    pub(crate) fn request(&self) -> &TurnRequest {
         &self.request
     }
 
     /// The private directory holding the prompt, when it goes in a file.
-    pub fn dir(&self) -> Option<&Path> {
+    pub(crate) fn dir(&self) -> Option<&Path> {
         self.dir.as_ref().map(PrivateDir::path)
     }
 

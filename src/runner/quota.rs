@@ -29,30 +29,57 @@ use tokio_util::sync::CancellationToken;
 /// How long `agy -p /usage` may run before its process group is killed.
 pub(crate) const USAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The cache file name inside the state directory.
-pub const CACHE_FILE: &str = "usage-cache.json";
+pub(crate) const CACHE_FILE: &str = "usage-cache.json";
 /// How young a cached answer must be to explain a quota failure (the pi
 /// extension's footer keeps it about this fresh).
-pub const FAILURE_MAX_AGE: Duration = Duration::from_secs(300);
+pub(crate) const FAILURE_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// Why there is no quota to show. Each is one sentence for the user.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UsageError {
+    /// agy's binary is not there.
     #[error("agy is not installed: {bin} was not found")]
-    NotInstalled { bin: String },
+    NotInstalled {
+        /// The binary that was looked for.
+        bin: String,
+    },
+    /// agy's binary is there but could not be started.
     #[error("cannot start {bin}: {message}")]
-    SpawnFailed { bin: String, message: String },
+    SpawnFailed {
+        /// The binary.
+        bin: String,
+        /// The operating system's error.
+        message: String,
+    },
+    /// `agy -p /usage` ran out of time.
     #[error("`agy -p /usage` did not answer within {secs} s")]
-    TimedOut { secs: u64 },
+    TimedOut {
+        /// How long it was given.
+        secs: u64,
+    },
+    /// agy is older than `/usage`.
     #[error("agy {version} is too old for /usage: it needs agy 1.1.11 or later")]
-    TooOld { version: String },
+    TooOld {
+        /// agy's version.
+        version: String,
+    },
+    /// agy's version could not be read, so `/usage` was not asked.
     #[error(
         "agy's version could not be read, so /usage was not asked (it needs agy 1.1.11 or later)"
     )]
     VersionUnknown,
+    /// agy needs its user to sign in first.
     #[error("agy is not signed in. Run `agy` once in a terminal to sign in, then try again.")]
     SignedOut,
+    /// `agy -p /usage` failed.
     #[error("`agy -p /usage` exited with {code}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") })]
-    Exited { code: String, detail: String },
+    Exited {
+        /// How it exited, in words.
+        code: String,
+        /// What it said.
+        detail: String,
+    },
+    /// agy answered in a form the reader does not take.
     #[error("agy's /usage answer could not be read: {0}")]
     Unreadable(QuotaError),
     /// Stopped (an abort, a stop signal) before agy answered; agy's tree
@@ -64,6 +91,7 @@ pub enum UsageError {
 /// A quota and how old it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
+    /// The buckets and when they refill.
     pub quota: Quota,
     /// `None`: agy answered just now; else the cached answer's age.
     pub age: Option<Duration>,
@@ -83,21 +111,21 @@ struct CacheEntry {
 /// Asks agy for its quota, through the cache.
 #[derive(Debug, Clone)]
 pub struct UsageLoader {
+    /// The agy binary to ask.
     pub agy_bin: PathBuf,
     /// Where `usage-cache.json` (and `agy-version.json`) live; `None`:
     /// nothing is cached.
     pub state_dir: Option<PathBuf>,
+    /// How long `agy -p /usage` may run.
     pub timeout: Duration,
 }
 
 impl UsageLoader {
-    /// `AGY_BIN` (else `agy`) and the bridge's state directory.
-    pub fn from_env() -> UsageLoader {
+    /// The settings' agy binary and state directory.
+    pub fn from_settings(settings: &crate::settings::Settings) -> UsageLoader {
         UsageLoader {
-            agy_bin: file::env_nonempty("AGY_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("agy")),
-            state_dir: file::state_dir().ok(),
+            agy_bin: settings.agy_bin.clone(),
+            state_dir: settings.state_dir.clone(),
             timeout: USAGE_TIMEOUT,
         }
     }
@@ -105,7 +133,7 @@ impl UsageLoader {
     /// The quota: from the cache when this binary's answer is younger than
     /// `max_age` (zero: always ask agy), else asked now and cached. File
     /// I/O happens on tokio's blocking threads; agy runs as a short program
-    /// ([`short`]), stopped when `cancel` fires.
+    /// (`short`), stopped when `cancel` fires.
     pub async fn load(
         &self,
         max_age: Duration,
@@ -125,10 +153,7 @@ impl UsageLoader {
         if let Some(answer) = cached {
             return Ok(answer);
         }
-        let versions = match &self.state_dir {
-            Some(dir) => VersionCache::at(dir),
-            None => VersionCache::from_env(),
-        };
+        let versions = VersionCache::in_dir(self.state_dir.as_deref());
         let version = versions.version(&self.agy_bin, cancel).await;
         if cancel.is_cancelled() {
             return Err(UsageError::Canceled);
@@ -163,7 +188,7 @@ impl UsageLoader {
     /// What a quota failure ends with: the empty buckets and when they
     /// refill ([`Quota::failure_words`]), or why agy's quota could not be
     /// read.
-    pub async fn quota_failure_words(&self, cancel: &CancellationToken) -> String {
+    pub(crate) async fn quota_failure_words(&self, cancel: &CancellationToken) -> String {
         failure_words(self.after_quota_failure(cancel).await, now_ms() / 1000)
     }
 
@@ -258,7 +283,7 @@ fn check_version(version: Option<Version>) -> Result<(), UsageError> {
 
 /// Run `BIN -p /usage --output-format json` (a short program: its tree
 /// ended after `timeout`, or when `cancel` fires) and read its answer.
-pub async fn fetch(
+pub(crate) async fn fetch(
     bin: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -322,7 +347,7 @@ fn judge(
 
 /// [`UsageLoader::quota_failure_words`] for an answer at `now` (Unix
 /// seconds).
-pub fn failure_words(answer: Result<Quota, UsageError>, now: u64) -> String {
+pub(crate) fn failure_words(answer: Result<Quota, UsageError>, now: u64) -> String {
     match answer {
         Ok(quota) => quota.failure_words(i64::try_from(now).unwrap_or(i64::MAX)),
         Err(e) => format!(

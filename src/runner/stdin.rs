@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 /// input was never a pipe. Not an error for a turn: agy's exit says more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("agy's input is closed")]
-pub struct InputClosed;
+pub(crate) struct InputClosed;
 
 #[derive(Debug)]
 enum Msg {
@@ -42,7 +42,7 @@ enum Pipe {
 /// once (pending bytes are lost) and, under a guardian, closes the
 /// lifeline, which takes agy's tree down.
 #[derive(Debug)]
-pub struct AgyInput {
+pub(crate) struct AgyInput {
     tx: Option<mpsc::UnboundedSender<Msg>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -55,7 +55,7 @@ impl AgyInput {
 
     /// Input straight into agy's stdin (`None`: agy reads `/dev/null`).
     /// Needs a tokio runtime context.
-    pub fn direct(stdin: Option<ChildStdin>) -> AgyInput {
+    pub(crate) fn direct(stdin: Option<ChildStdin>) -> AgyInput {
         match stdin {
             Some(stdin) => AgyInput::start(Pipe::Direct(Some(stdin))),
             None => AgyInput {
@@ -74,13 +74,13 @@ impl AgyInput {
     }
 
     /// Queue `line` (newline-terminated) for agy's stdin.
-    pub fn send_line(&self, line: &str) -> Result<(), InputClosed> {
+    pub(crate) fn send_line(&self, line: &str) -> Result<(), InputClosed> {
         self.queue(Msg::Bytes(line.as_bytes().to_vec()))
     }
 
     /// Close agy's stdin once what was queued before is written: agy ends
     /// at the end of its input.
-    pub fn close(&self) -> Result<(), InputClosed> {
+    pub(crate) fn close(&self) -> Result<(), InputClosed> {
         self.queue(Msg::Close)
     }
 

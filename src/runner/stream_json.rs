@@ -131,7 +131,7 @@ pub(crate) struct AgyStream {
 
 impl AgyStream {
     /// Take in one line; returns the conversation id of an `init` line.
-    pub fn observe(&mut self, line: Line) -> Option<String> {
+    pub(crate) fn observe(&mut self, line: Line) -> Option<String> {
         self.stats.count(&line);
         match line {
             Line::Init {
@@ -254,7 +254,7 @@ impl AgyStream {
     }
 
     /// agy's answer text per step, for the end-of-turn comparison.
-    pub fn texts(&self) -> &BTreeMap<i64, String> {
+    pub(crate) fn texts(&self) -> &BTreeMap<i64, String> {
         &self.texts
     }
 
@@ -276,7 +276,7 @@ impl AgyStream {
 /// may differ in a final newline), built as the text arrives so the runner
 /// can compare the database's answer with agy's without a copy of it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct TextDigest {
+pub(crate) struct TextDigest {
     /// The text up to its last non-white-space character.
     core: TextHash,
     /// White space after it, not yet in `core` (it is, once more text follows).
@@ -284,18 +284,18 @@ pub struct TextDigest {
 }
 
 impl TextDigest {
-    pub fn new() -> TextDigest {
+    pub(crate) fn new() -> TextDigest {
         TextDigest::default()
     }
 
-    pub fn of(text: &str) -> TextDigest {
+    pub(crate) fn of(text: &str) -> TextDigest {
         let mut d = TextDigest::new();
         d.push(text);
         d
     }
 
     /// Append `text`.
-    pub fn push(&mut self, text: &str) {
+    pub(crate) fn push(&mut self, text: &str) {
         match text.rfind(|c: char| !c.is_whitespace()) {
             None => self.tail.push_str(text),
             Some(at) => {

@@ -25,8 +25,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The first agy version known to print its conversation id with
-/// `--output-format stream-json` (docs/agy-format.md, "stream-json").
-pub const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
+/// `--output-format stream-json` (docs/agy-format.md, "stream-json"); the
+/// unit tests hold the version parser to it.
+#[cfg(test)]
+pub(crate) const STREAM_JSON_MIN_VERSION: Version = agy_format::features::STREAM_JSON_OUTPUT;
 
 /// The cache file's name inside the state directory.
 pub(crate) const VERSION_CACHE_FILE: &str = "agy-version.json";
@@ -53,9 +55,13 @@ pub fn parse_version(s: &str) -> Option<Version> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BinaryKey {
+    /// The binary's path, symlinks followed.
     pub path: PathBuf,
+    /// Its size in bytes.
     pub size: u64,
+    /// Its modification time, whole seconds.
     pub mtime_s: i64,
+    /// Its modification time's nanoseconds.
     pub mtime_nsec: i64,
 }
 
@@ -63,7 +69,7 @@ impl BinaryKey {
     /// The key of the binary `bin` names, found as the OS would run it: a
     /// name without a slash is looked up on PATH. `None` when there is no
     /// such executable file (agy is not installed there).
-    pub fn of(bin: &Path) -> Option<BinaryKey> {
+    pub(crate) fn of(bin: &Path) -> Option<BinaryKey> {
         let found = crate::process::tree::find_program(bin)?;
         let path = std::fs::canonicalize(found).ok()?;
         let meta = std::fs::metadata(&path).ok()?;
@@ -117,16 +123,18 @@ pub(crate) struct PerBinaryFile {
 
 impl PerBinaryFile {
     /// The file `name` in `dir`.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn at(dir: &Path, name: &'static str) -> PerBinaryFile {
         PerBinaryFile {
             file: Some(StateFile::new(dir, name)),
         }
     }
 
-    /// The file `name` in the bridge's state directory ([`file::state_dir`]).
-    pub(crate) fn from_env(name: &'static str) -> PerBinaryFile {
+    /// The file `name` in the bridge's state directory, if there is one
+    /// (`None`: nothing is remembered).
+    pub(crate) fn in_dir(dir: Option<&Path>, name: &'static str) -> PerBinaryFile {
         PerBinaryFile {
-            file: file::state_dir().ok().map(|dir| StateFile::new(&dir, name)),
+            file: dir.map(|dir| StateFile::new(dir, name)),
         }
     }
 
@@ -173,17 +181,11 @@ pub(crate) struct VersionCache {
 }
 
 impl VersionCache {
-    /// The cache in `dir`.
-    pub fn at(dir: &Path) -> VersionCache {
+    /// The cache in the bridge's state directory, if there is one (`None`:
+    /// agy is asked each time).
+    pub fn in_dir(dir: Option<&Path>) -> VersionCache {
         VersionCache {
-            file: PerBinaryFile::at(dir, VERSION_CACHE_FILE),
-        }
-    }
-
-    /// The cache in the bridge's state directory ([`file::state_dir`]).
-    pub fn from_env() -> VersionCache {
-        VersionCache {
-            file: PerBinaryFile::from_env(VERSION_CACHE_FILE),
+            file: PerBinaryFile::in_dir(dir, VERSION_CACHE_FILE),
         }
     }
 
@@ -201,7 +203,7 @@ impl VersionCache {
 
     /// Remember `version` for `key` (blocking file I/O), under the file's
     /// lock. Entries for binaries that no longer exist are dropped.
-    pub fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
+    pub(crate) fn store(&self, key: &BinaryKey, version: Version) -> Result<(), file::StateError> {
         self.store_entry(Entry {
             binary: key.clone(),
             version,
@@ -234,7 +236,7 @@ impl VersionCache {
     /// version (neither is remembered), or `cancel` fired while agy was
     /// asked (agy is stopped then). File I/O runs on tokio's blocking
     /// threads.
-    pub async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
+    pub(crate) async fn version(&self, bin: &Path, cancel: &CancellationToken) -> Option<Version> {
         self.features(bin, cancel).await.and_then(|f| f.version)
     }
 
@@ -242,7 +244,11 @@ impl VersionCache {
     /// (`--version` and `--help` at once) and remembered. `None` when agy is
     /// not there or its `--version` is not a version, or `cancel` fired
     /// while agy was asked (nothing is remembered then).
-    pub async fn features(&self, bin: &Path, cancel: &CancellationToken) -> Option<AgyFeatures> {
+    pub(crate) async fn features(
+        &self,
+        bin: &Path,
+        cancel: &CancellationToken,
+    ) -> Option<AgyFeatures> {
         let (this, bin) = (self.clone(), bin.to_path_buf());
         let (key, known) = tokio::task::spawn_blocking(move || {
             let key = BinaryKey::of(&bin)?;
@@ -299,11 +305,15 @@ async fn probe_help(bin: &Path, cancel: &CancellationToken) -> Option<String> {
     Some(text)
 }
 
-/// What the installed agy offers, through the cache in the state directory;
-/// an agy whose version cannot be had (or was not had before `cancel`
-/// fired) offers nothing version-gated.
-pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures {
-    VersionCache::from_env()
+/// What the installed agy offers, through the cache in the state directory
+/// `state_dir`; an agy whose version cannot be had (or was not had before
+/// `cancel` fired) offers nothing version-gated.
+pub async fn agy_features(
+    state_dir: Option<&Path>,
+    bin: &Path,
+    cancel: &CancellationToken,
+) -> AgyFeatures {
+    VersionCache::in_dir(state_dir)
         .features(bin, cancel)
         .await
         .unwrap_or_default()
@@ -311,23 +321,9 @@ pub async fn agy_features(bin: &Path, cancel: &CancellationToken) -> AgyFeatures
 
 /// [`agy_features`] from the cache alone (blocking file I/O, no agy run):
 /// `None` when they are not remembered.
-pub fn features_remembered(bin: &Path) -> Option<AgyFeatures> {
-    let cache = VersionCache::from_env();
+pub fn features_remembered(state_dir: Option<&Path>, bin: &Path) -> Option<AgyFeatures> {
+    let cache = VersionCache::in_dir(state_dir);
     cache.lookup_features(&BinaryKey::of(bin)?)
-}
-
-/// The installed agy's version, through the cache in the state directory.
-pub async fn agy_version(bin: &Path, cancel: &CancellationToken) -> Option<Version> {
-    VersionCache::from_env().version(bin, cancel).await
-}
-
-/// Whether the agy `bin` names prints its conversation id with
-/// stream-json (version at least [`STREAM_JSON_MIN_VERSION`]). An agy whose
-/// version cannot be had is treated as an old one.
-pub async fn stream_json_supported(bin: &Path, cancel: &CancellationToken) -> bool {
-    agy_version(bin, cancel)
-        .await
-        .is_some_and(|v| v >= STREAM_JSON_MIN_VERSION)
 }
 
 #[cfg(test)]
@@ -399,14 +395,16 @@ mod tests {
                 .unwrap_or(0)
         };
         let agy = script(dir.path(), "agy", &body("1.2.17"));
-        let cache = VersionCache::at(&state);
+        let cache = VersionCache::in_dir(Some(&state));
         assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1);
         assert_eq!(cache.version(&agy, &never()).await, Some((1, 2, 17)));
         assert_eq!(asked(), 1, "agy was asked again instead of the cache");
         // Another process's view: a fresh handle on the same directory.
         assert_eq!(
-            VersionCache::at(&state).version(&agy, &never()).await,
+            VersionCache::in_dir(Some(&state))
+                .version(&agy, &never())
+                .await,
             Some((1, 2, 17))
         );
         assert_eq!(asked(), 1);
@@ -454,7 +452,7 @@ mod tests {
                 log.display()
             ),
         );
-        let cache = VersionCache::at(&dir.path().join("state"));
+        let cache = VersionCache::in_dir(Some(&dir.path().join("state")));
         let features = cache.features(&agy, &never()).await.expect("features");
         assert_eq!(features.version, Some((1, 2, 14)));
         assert!(
@@ -465,7 +463,7 @@ mod tests {
         let asked = std::fs::read_to_string(&log).expect("log");
         assert_eq!(asked.lines().collect::<Vec<_>>().len(), 2, "{asked}");
         // An entry from before --help was read is completed, not trusted.
-        let old = VersionCache::at(&dir.path().join("old"));
+        let old = VersionCache::in_dir(Some(&dir.path().join("old")));
         let key = BinaryKey::of(&agy).expect("key");
         old.store(&key, (1, 2, 14)).expect("store");
         assert_eq!(old.lookup_features(&key), None);

@@ -32,7 +32,7 @@ pub(crate) const WARM_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 /// and conversations directory, and the caller's own part (`extra`: pi's
 /// offered tool set).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WarmKey {
+pub(crate) struct WarmKey {
     args: Vec<String>,
     bin: PathBuf,
     dir: PathBuf,
@@ -45,7 +45,7 @@ pub struct WarmKey {
 impl WarmKey {
     /// The key of `req` under `cfg` (its prompt and conversation are not
     /// part of it).
-    pub fn of(cfg: &RunConfig, req: &TurnRequest, extra: &str) -> WarmKey {
+    pub(crate) fn of(cfg: &RunConfig, req: &TurnRequest, extra: &str) -> WarmKey {
         let bare = TurnRequest {
             prompt: String::new(),
             conversation: None,
@@ -75,7 +75,7 @@ pub(super) struct WarmTurn {
 }
 
 /// An agy process waiting for its next turn on its stdin.
-pub struct WarmAgy {
+pub(crate) struct WarmAgy {
     agy: Agy,
     key: WarmKey,
     surface: Surface,
@@ -98,7 +98,7 @@ pub struct WarmAgy {
 /// How a turn on a warm agy went. (One per turn, moved once: its size
 /// does not matter.)
 #[allow(clippy::large_enum_variant)]
-pub enum WarmRun {
+pub(crate) enum WarmRun {
     /// The turn ran (to its end, a failure, or an abort); the agy is handed
     /// back while it can take another turn.
     Ran(RunResult, Option<WarmAgy>),
@@ -113,7 +113,7 @@ impl WarmAgy {
     /// step is `last_idx`, can run on this agy: the same settings, the same
     /// conversation (none yet, for a new session), no step written since
     /// this agy's last turn, and not too old.
-    pub fn fits(
+    pub(crate) fn fits(
         &self,
         key: &WarmKey,
         conversation: Option<&ConversationId>,
@@ -131,22 +131,12 @@ impl WarmAgy {
     }
 
     /// agy's pid (or its guardian's).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.agy.pid.get()
     }
 
-    /// How many turns it has run.
-    pub fn turns(&self) -> u32 {
-        self.turns
-    }
-
-    /// The conversation it writes, when known.
-    pub fn conversation(&self) -> Option<&ConversationId> {
-        self.conversation.as_ref()
-    }
-
     /// Resolves when agy (or its guardian) has exited, without reaping it.
-    pub async fn exited(&mut self) {
+    pub(crate) async fn exited(&mut self) {
         self.agy.child.exited().await
     }
 
@@ -160,13 +150,13 @@ impl WarmAgy {
 
     /// End agy's tree now (pi is gone): SIGTERM, SIGKILL after `grace`,
     /// reaped.
-    pub async fn stop(mut self, grace: Duration) {
+    pub(crate) async fn stop(mut self, grace: Duration) {
         terminate(&mut self.agy.child, grace).await;
     }
 
     /// Let agy go: its input closes (agy ends at the end of its input),
     /// and after `grace` its tree is ended; always reaped.
-    pub async fn release(mut self, grace: Duration) {
+    pub(crate) async fn release(mut self, grace: Duration) {
         let _ = self.agy.input.close();
         if tokio::time::timeout(grace, self.agy.child.exited())
             .await
@@ -187,7 +177,7 @@ impl WarmAgy {
 /// finds `init` done. `Err` says why this agy cannot be kept warm (too old
 /// to read turns on stdin, a turn bound by discovery, not startable); the
 /// caller then runs its turns one process each, as before.
-pub async fn start_warm(
+pub(crate) async fn start_warm(
     cfg: &RunConfig,
     req: &TurnRequest,
     prelude: Prelude,
@@ -235,7 +225,7 @@ pub async fn start_warm(
 /// Run one turn on `warm`: its prompt goes as one line on agy's stdin, and
 /// the turn ends at agy's `result` for it. `req`'s conversation and cursor
 /// are the session's (the caller checked [`WarmAgy::fits`]).
-pub async fn run_warm(
+pub(crate) async fn run_warm(
     cfg: &RunConfig,
     req: &TurnRequest,
     warm: WarmAgy,

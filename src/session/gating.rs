@@ -7,6 +7,7 @@
 
 use crate::gate::{Gate, Grants, Policy};
 use crate::runner::{RunConfig, TurnRequest};
+use crate::settings::Settings;
 use crate::state::config::{Config, PermissionMode};
 use crate::state::rules::Rule;
 use std::collections::HashSet;
@@ -24,24 +25,28 @@ pub struct GatePlan {
     pub can_ask: bool,
     /// The pi session's grants (a `stream --session` sets its own).
     pub grants: Grants,
+    /// The user's home: agy's own MCP descriptions are under it.
+    pub home: Option<PathBuf>,
+    /// Where the hook's proof is remembered per agy binary.
+    pub state_dir: Option<PathBuf>,
 }
 
-/// The plan for a turn under `settings`; `None` unless permissions are
+/// The plan for a turn under `config`; `None` unless permissions are
 /// `ask`. `ui`: pi can show a dialog.
-pub fn gate_plan(settings: &Config, ui: bool) -> Option<GatePlan> {
-    (settings.permissions == PermissionMode::Ask).then(|| GatePlan {
-        rules: settings.allow_list(),
+pub fn gate_plan(config: &Config, ui: bool, settings: &Settings) -> Option<GatePlan> {
+    (config.permissions == PermissionMode::Ask).then(|| GatePlan {
+        rules: config.allow_list(),
         can_ask: ui,
         grants: Grants::default(),
+        home: settings.home.clone(),
+        state_dir: settings.state_dir.clone(),
     })
 }
 
 /// The standing policy of a gate for `plan`: the workspace is the turn's
 /// directory (agy's own), else this process's.
 pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> Policy {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    let home = plan.home.clone();
     Policy {
         rules: plan.rules.clone(),
         private: turn.private_dirs.clone(),
@@ -63,7 +68,7 @@ pub fn policy(plan: &GatePlan, turn: &TurnRequest, own_server: Option<&str>) -> 
 /// process, agy is not installed, which the turn says itself, or `cancel`
 /// stopped the proof, which ends the turn too); agy then runs without the
 /// flag, as `deny`.
-pub async fn open_gate(
+pub(crate) async fn open_gate(
     plan: &GatePlan,
     cfg: &mut RunConfig,
     turn: &mut TurnRequest,
@@ -72,10 +77,11 @@ pub async fn open_gate(
 ) -> Result<Gate, Option<String>> {
     cfg.skip_permissions = false;
     let (bin, env, cancel) = (cfg.agy_bin.clone(), cfg.env.clone(), cancel.clone());
+    let state_dir = plan.state_dir.clone();
     let proof = tokio::task::spawn_blocking(move || {
         // An agy known to predate slash commands would take `/hooks` as a
         // prompt for its model: not asked.
-        let features = crate::runner::version::features_remembered(&bin);
+        let features = crate::runner::version::features_remembered(state_dir.as_deref(), &bin);
         if let Some((a, b, c)) = features
             .filter(|f| !f.slash_commands())
             .and_then(|f| f.version)
@@ -84,7 +90,9 @@ pub async fn open_gate(
                 "agy {a}.{b}.{c} predates agy's slash commands, so it cannot list its hooks"
             )));
         }
-        crate::gate::proof::prove(&bin, &env, PROOF_TIMEOUT, &cancel).map_err(|e| match e {
+        let proof =
+            crate::gate::proof::prove(state_dir.as_deref(), &bin, &env, PROOF_TIMEOUT, &cancel);
+        proof.map_err(|e| match e {
             Unproven::NotInstalled { .. } | Unproven::Canceled => None,
             other => Some(other.to_string()),
         })

@@ -1,6 +1,6 @@
 //! The account-wide admission of agy turns, as the turn commands use it
 //! (the limits themselves are the library's, [`crate::state::admission`]; the
-//! spacing of agy starts is the runner's, [`crate::runner::spaced_start`]):
+//! spacing of agy starts is the runner's, `crate::runner::spaced_start`):
 //! a wait for a seat is said, and a state directory that cannot hold the
 //! lock files never stops a turn (it runs without admission, with one
 //! warning).
@@ -11,9 +11,8 @@ use tokio_util::sync::CancellationToken;
 /// The admission of this user's state directory; `None` when there is no
 /// state directory (the turn then runs without admission). Its variables
 /// were checked before the command acted (the binary checks every variable first).
-pub fn admission() -> Option<Admission> {
-    let dir = crate::state::file::state_dir().ok()?;
-    Admission::from_env(&dir).ok()
+pub fn admission(settings: &crate::settings::Settings) -> Option<Admission> {
+    settings.admission()
 }
 
 /// The lock files cannot be used: said once, and the turn goes on.
@@ -25,10 +24,11 @@ fn unavailable(e: &AdmissionError) {
 /// `waiting` hears the sentence to show when all are taken. `Err(())`:
 /// cancelled while waiting; `Ok(None)`: no admission (no state directory).
 pub async fn wait_seat(
+    admission: Option<&Admission>,
     cancel: &CancellationToken,
     mut waiting: impl FnMut(&str),
 ) -> Result<Option<Seat>, ()> {
-    let Some(admission) = admission() else {
+    let Some(admission) = admission else {
         return Ok(None);
     };
     let said = |seats: u32| {
@@ -48,6 +48,9 @@ pub async fn wait_seat(
 
 /// `run` and `ask`: a seat, its wait said on stderr (the start spacing is
 /// the runner's). `Err(())`: cancelled while waiting.
-pub async fn admit_one_shot(cancel: &CancellationToken) -> Result<Option<Seat>, ()> {
-    wait_seat(cancel, |words| eprint!("{}", words.trim_start())).await
+pub async fn admit_one_shot(
+    admission: Option<&Admission>,
+    cancel: &CancellationToken,
+) -> Result<Option<Seat>, ()> {
+    wait_seat(admission, cancel, |words| eprint!("{}", words.trim_start())).await
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Why the session's turn lock was not taken.
-pub enum TurnWait {
+pub(crate) enum TurnWait {
     /// Cancelled while waiting.
     Aborted,
     /// The turn before did not end in time: the sentence to show.
@@ -24,7 +24,7 @@ pub enum TurnWait {
 /// moment the other turn lets go, with no polling. Abandoned (abort,
 /// timeout), the thread finds nobody to hand the lock to when it gets it,
 /// and lets go at once.
-pub async fn wait_turn_lock(
+pub(crate) async fn wait_turn_lock(
     store: &crate::state::sessions::SessionStore,
     key: &str,
     cancel: &CancellationToken,

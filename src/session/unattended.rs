@@ -14,7 +14,7 @@ pub async fn run_collecting(
     gating: Option<GatePlan>,
     cancel: CancellationToken,
 ) -> (runner::RunResult, Vec<Event>) {
-    let Ok(_seat) = super::seat::admit_one_shot(&cancel).await else {
+    let Ok(_seat) = super::seat::admit_one_shot(cfg.admission.as_ref(), &cancel).await else {
         return (runner::RunResult::aborted_before_start(), Vec::new());
     };
     let (tx, mut rx) = runner::event_channel();

@@ -13,13 +13,13 @@
 //!
 //! # How
 //!
-//! - **Seats** ([`SEATS_ENV`], default [`DEFAULT_SEATS`]): the files
+//! - **Seats** (`SEATS_ENV`, default `DEFAULT_SEATS`): the files
 //!   `<state_dir>/admission/seat-<i>.lock`, `i` in `0..seats`. A turn holds
 //!   one by a non-blocking exclusive `flock` on it ([`Seat`]). Dropping the
 //!   [`Seat`] frees it, and so does the holder dying: `flock` locks go with
 //!   the open file, so a crashed bridge never leaves a seat taken.
-//! - **Start interval** ([`START_INTERVAL_ENV`], default
-//!   [`DEFAULT_START_INTERVAL`], i.e. 8 starts per 2 s evenly spaced; 0 turns
+//! - **Start interval** (`START_INTERVAL_ENV`, default
+//!   `DEFAULT_START_INTERVAL`, i.e. 8 starts per 2 s evenly spaced; 0 turns
 //!   the spacing off): `<state_dir>/admission/starts.lock` holds the last
 //!   start time (milliseconds since the Unix epoch, as text), read and
 //!   written only under an exclusive `flock` on that same file.
@@ -33,10 +33,10 @@
 //!
 //! If the admission directory cannot be made at all (a read-only state
 //! directory), every call here fails with an I/O error
-//! ([`AdmissionError::Io`]); the caller then runs agy without admission
+//! (`AdmissionError::Io`); the caller then runs agy without admission
 //! rather than not at all.
 
-use crate::state::file::{env_nonempty, lock_file, BadEnv, StateError, StateLock};
+use crate::state::file::{lock_file, BadEnv, StateError, StateLock};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -45,16 +45,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 /// How many agy turns may be in flight at once (default [`DEFAULT_SEATS`]).
-pub const SEATS_ENV: &str = "AGY_SEATS";
+pub(crate) const SEATS_ENV: &str = "AGY_SEATS";
 /// The least time between two agy starts, in milliseconds (default
 /// [`DEFAULT_START_INTERVAL`]; 0 = no spacing).
-pub const START_INTERVAL_ENV: &str = "AGY_START_INTERVAL_MS";
+pub(crate) const START_INTERVAL_ENV: &str = "AGY_START_INTERVAL_MS";
 
 /// Seats when [`SEATS_ENV`] is unset.
-pub const DEFAULT_SEATS: u32 = 8;
+pub(crate) const DEFAULT_SEATS: u32 = 8;
 /// The start interval when [`START_INTERVAL_ENV`] is unset: 8 starts per
 /// 2 s, evenly spaced.
-pub const DEFAULT_START_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_START_INTERVAL: Duration = Duration::from_millis(250);
 /// The most seats [`SEATS_ENV`] takes: each seat is a lock file tried in
 /// turn, so a huge number would be thousands of files and opens per try.
 pub(crate) const MAX_SEATS: u32 = 256;
@@ -73,7 +73,7 @@ const MAX_STARTS_BYTES: u64 = 64;
 
 /// Why waiting for admission ended without it.
 #[derive(Debug, thiserror::Error)]
-pub enum AdmissionError {
+pub(crate) enum AdmissionError {
     /// The cancellation token fired while waiting.
     #[error("cancelled while waiting for an agy seat or start slot")]
     Cancelled,
@@ -113,20 +113,9 @@ impl fmt::Debug for Seat {
 }
 
 impl Admission {
-    /// The limits from [`SEATS_ENV`] and [`START_INTERVAL_ENV`] (unset or
-    /// blank: the defaults). A bad value is a [`BadEnv`] naming the variable
-    /// and the values it takes. Touches no file: `state_dir` is only kept.
-    pub fn from_env(state_dir: &Path) -> Result<Admission, BadEnv> {
-        let (seats, interval) = parse(
-            env_nonempty(SEATS_ENV).as_deref(),
-            env_nonempty(START_INTERVAL_ENV).as_deref(),
-        )?;
-        Ok(Admission::new(state_dir, seats, interval))
-    }
-
     /// The limits given outright; `seats` below 1 is taken as 1 (no seat at
     /// all would block every turn forever).
-    pub fn new(state_dir: &Path, seats: u32, interval: Duration) -> Admission {
+    pub(crate) fn new(state_dir: &Path, seats: u32, interval: Duration) -> Admission {
         Admission {
             dir: state_dir.join(ADMISSION_DIR),
             seats: seats.max(1),
@@ -163,7 +152,7 @@ impl Admission {
     /// other processes hold only for one read and one write. Blocking file
     /// I/O: call it off the async runtime (as [`Admission::wait_start`]
     /// does).
-    pub fn try_start(&self) -> io::Result<Result<(), Duration>> {
+    pub(crate) fn try_start(&self) -> io::Result<Result<(), Duration>> {
         if self.interval.is_zero() {
             return Ok(Ok(()));
         }
@@ -199,7 +188,7 @@ impl Admission {
     /// time none is free, so the caller can tell the user why nothing
     /// happens yet. Each try runs on tokio's blocking pool: file I/O never
     /// runs on a runtime worker.
-    pub async fn wait_seat(
+    pub(crate) async fn wait_seat(
         &self,
         cancel: &CancellationToken,
         mut waiting: impl FnMut(u32),
@@ -229,7 +218,7 @@ impl Admission {
     /// [`Admission::try_start`] says (another process may take the slot
     /// first, then it waits again), until a start is recorded or `cancel`
     /// fires. `waiting` is called once, with the first wait, if there is one.
-    pub async fn wait_start(
+    pub(crate) async fn wait_start(
         &self,
         cancel: &CancellationToken,
         mut waiting: impl FnMut(Duration),
@@ -257,10 +246,13 @@ impl Admission {
     }
 }
 
-/// The two variables' values (`None`: unset) checked into seats and an
-/// interval; apart from [`Admission::from_env`] so tests need not change
-/// the process environment.
-fn parse(seats: Option<&str>, interval: Option<&str>) -> Result<(u32, Duration), BadEnv> {
+/// The limits when neither variable is set.
+pub const DEFAULT_LIMITS: (u32, Duration) = (DEFAULT_SEATS, DEFAULT_START_INTERVAL);
+
+/// The values of `AGY_SEATS` and `AGY_START_INTERVAL_MS` (`None`: unset)
+/// checked into seats and an interval: a bad value is a [`BadEnv`] naming
+/// the variable and the values it takes ([`crate::settings`] reads them).
+pub fn limits(seats: Option<&str>, interval: Option<&str>) -> Result<(u32, Duration), BadEnv> {
     let seats = match seats {
         None => DEFAULT_SEATS,
         Some(value) => match value.trim().parse::<u32>() {
@@ -589,17 +581,17 @@ mod tests {
     }
 
     #[test]
-    fn parse_takes_defaults_and_good_values() {
+    fn limits_take_defaults_and_good_values() {
         assert_eq!(
-            parse(None, None).unwrap(),
+            limits(None, None).unwrap(),
             (DEFAULT_SEATS, DEFAULT_START_INTERVAL)
         );
-        assert_eq!(parse(Some(" 3 "), Some("0")).unwrap(), (3, Duration::ZERO));
-        assert_eq!(parse(Some("256"), None).unwrap().0, 256);
+        assert_eq!(limits(Some(" 3 "), Some("0")).unwrap(), (3, Duration::ZERO));
+        assert_eq!(limits(Some("256"), None).unwrap().0, 256);
     }
 
     #[test]
-    fn parse_rejects_bad_values_naming_the_variable() {
+    fn limits_reject_bad_values_naming_the_variable() {
         for (seats, interval, var) in [
             (Some("0"), None, SEATS_ENV),
             (Some("many"), None, SEATS_ENV),
@@ -608,7 +600,7 @@ mod tests {
             (None, Some("-1"), START_INTERVAL_ENV),
             (None, Some("1.5"), START_INTERVAL_ENV),
         ] {
-            let err = parse(seats, interval).unwrap_err();
+            let err = limits(seats, interval).unwrap_err();
             assert_eq!(err.var, var);
             assert!(err.to_string().contains(var), "{err}");
             assert!(err.to_string().contains("whole number"), "{err}");

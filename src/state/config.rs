@@ -13,7 +13,7 @@
 //! |-------------------|---------------------------------|----------------|-------------------------|
 //! | `mode`            | `"accept-edits"`, `"plan"`      | `accept-edits` | `AGY_MODE`              |
 //! | `permissions`     | `"ask"`, `"allow"`, `"deny"`    | `ask`          | `AGY_PERMISSIONS`       |
-//! | `skipPermissions` | `true` (allow), `false` (deny)  | (legacy)       | `AGY_SKIP_PERMISSIONS`  |
+//! | `skipPermissions` | `true` (allow), `false` (deny)  | (legacy)       |                         |
 //! | `allow`           | rule strings (`"TOOL: GLOB"`)   | `[]`           | `AGY_ALLOW`             |
 //! | `defaultModel`    | a model alias (`"flash"`, ...)  | `flash`        | `AGY_DEFAULT_MODEL`     |
 //! | `defaultThinking` | `"low"`, `"medium"`, `"high"`   | `medium`       | `AGY_DEFAULT_THINKING`  |
@@ -25,47 +25,43 @@
 //! decide). `skipPermissions` is the TypeScript bridge's on/off switch: it
 //! is read only when `permissions` is absent (and the status then names it
 //! as the key); a change is always saved as `permissions`, leaving
-//! `skipPermissions` as it is. Likewise `AGY_SKIP_PERMISSIONS` (on is
-//! allow, off is deny) counts only when `AGY_PERMISSIONS` is unset; when
-//! both are set and disagree, `AGY_PERMISSIONS` wins and a
-//! [`StateWarning::Env`] says the other was ignored.
+//! `skipPermissions` as it is. The old variable `AGY_SKIP_PERMISSIONS` is
+//! no longer read ([`crate::settings`] warns when it is set).
 //!
 //! **Allow rules** ([`crate::state::rules`]): `allow` is the user's list, each
 //! entry a rule string; an invalid entry is a [`StateWarning::SkippedRule`]
 //! and is skipped (and kept in the file). `AGY_ALLOW` (rules separated by
 //! `;` or newlines) replaces the file's list; an invalid rule in it is an
-//! error. The gate uses [`Config::allow_list`]: the built-in read-only
-//! tools ([`crate::state::rules::DEFAULT_ALLOW`]) and the user's rules.
+//! error. The gate uses `Config::allow_list`: the built-in read-only
+//! tools (`crate::state::rules::DEFAULT_ALLOW`) and the user's rules.
 //!
 //! Every other key (the TypeScript bridge's `engine`, `acp`, `askTool`, `bridgeTools`,
 //! `digest`, `systemPrompt`, `patchCleanupNotified`, ...) is kept as it is
 //! when we save.
 //!
-//! Environment variables win over the file. An empty variable counts as
+//! Environment variables win over the file; every function here takes them
+//! as a lookup (`env`), [`crate::settings`]' snapshot. An empty variable counts as
 //! unset (as in the runner). Differences from the TypeScript bridge, on purpose:
-//! - an invalid `AGY_MODE`, `AGY_PERMISSIONS`, `AGY_SKIP_PERMISSIONS`,
-//!   `AGY_ALLOW`, `AGY_DEFAULT_THINKING` or `AGY_DEFAULT_MODEL` is an error
+//! - an invalid `AGY_MODE`, `AGY_PERMISSIONS`, `AGY_ALLOW`, `AGY_DEFAULT_THINKING` or `AGY_DEFAULT_MODEL` is an error
 //!   ([`StateError::Env`]) naming the variable and the values it takes, never a default: a typo in
 //!   `AGY_MODE=plna` must not quietly let agy edit files, and a user who set
 //!   a variable meant it;
-//! - `AGY_PERMISSIONS` takes `ask`, `allow`, `deny` and, like
-//!   `AGY_SKIP_PERMISSIONS`, the old switch words: `1`, `true`, `on`, `yes`
+//! - `AGY_PERMISSIONS` takes `ask`, `allow`, `deny` and the old switch
+//!   words: `1`, `true`, `on`, `yes`
 //!   are allow and `0`, `false`, `off`, `no` are deny (any case);
 //! - an invalid value in the file is reported and the default used (the file
 //!   is ours to repair with `agy-bridge config`).
 //!
 //! **Saving never writes a value that came from the environment:**
-//! [`ConfigStore::save_change`] and [`ConfigStore::edit_allow`] re-read the
+//! [`ConfigStore::save_change_with_env`] and [`ConfigStore::edit_allow_with_env`] re-read the
 //! file under the lock, change only the one key and write the file back.
 
 pub mod env;
 pub mod status;
 
 use self::env::{check_env_with, env_allow, env_setting};
-use self::status::{AllowStatus, ConfigStatus, SettingStatus};
-use crate::state::file::{
-    env_nonempty, json_kind, state_dir, StateError, StateFile, StateWarning, SESSIONS_FILE,
-};
+pub use self::status::{AllowStatus, ConfigStatus, SettingStatus};
+use crate::state::file::{json_kind, StateError, StateFile, StateWarning, SESSIONS_FILE};
 use crate::state::rules::{self, Rule};
 use agy_format::agy_args::{Effort, Mode};
 use serde::Serialize;
@@ -74,7 +70,7 @@ use std::fmt;
 use std::path::Path;
 
 /// The settings file's name inside the state directory.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 
 /// Who decides whether agy may run a tool that needs permission.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
@@ -91,6 +87,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// Every mode, in the order the CLI lists them.
     pub const ALL: [PermissionMode; 3] = [
         PermissionMode::Ask,
         PermissionMode::Allow,
@@ -107,7 +104,7 @@ impl PermissionMode {
     }
 
     /// What the mode means for safety, in one sentence.
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             PermissionMode::Ask => {
                 "each agy tool call waits for your decision in pi; read-only tools and your allow rules pass without asking, and where pi has no UI (pi -p, JSON mode) only those pass and the rest is denied"
@@ -145,8 +142,7 @@ impl std::str::FromStr for PermissionMode {
     }
 }
 
-/// The old on/off switch (`skipPermissions`, `AGY_SKIP_PERMISSIONS`):
-/// on is allow, off is deny.
+/// The old on/off switch (`skipPermissions`): on is allow, off is deny.
 fn legacy_switch(text: &str) -> Result<PermissionMode, String> {
     let t = text.trim();
     match crate::state::file::on_off(t) {
@@ -166,7 +162,7 @@ pub struct Config {
     /// Who decides on agy's tools that need permission.
     pub permissions: PermissionMode,
     /// The user's allow rules (the file's `allow`, or `AGY_ALLOW`), without
-    /// the built-in ones: see [`Config::allow_list`].
+    /// the built-in ones: see `Config::allow_list`.
     pub allow_rules: Vec<Rule>,
     /// AskAntigravity's default model alias.
     pub default_model: String,
@@ -187,21 +183,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The settings from the default state directory merged with the process
-    /// environment. See [`ConfigStatus`] for where each value came from.
-    pub fn load() -> Result<ConfigStatus, StateError> {
-        ConfigStore::open_default()?.load()
-    }
-
-    /// Save one change to the default state directory's file and return the
-    /// new status.
-    pub fn save_change(change: ConfigChange) -> Result<ConfigStatus, StateError> {
-        ConfigStore::open_default()?.save_change(change)
-    }
-
     /// The rules the permission gate lets through without asking: the
     /// built-in read-only tools ([`DEFAULT_ALLOW`](rules::DEFAULT_ALLOW)), then the user's.
-    pub fn allow_list(&self) -> Vec<Rule> {
+    pub(crate) fn allow_list(&self) -> Vec<Rule> {
         let mut list = rules::default_allow();
         list.extend(self.allow_rules.iter().cloned());
         list
@@ -212,8 +196,11 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// Nothing set it: the built-in default.
     Default,
+    /// The state directory's `config.json`.
     File,
+    /// An environment variable, which wins over the file.
     Env,
 }
 
@@ -221,14 +208,18 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Setting {
+    /// agy's mode (`AGY_MODE`).
     Mode,
+    /// Who decides on agy's tools (`AGY_PERMISSIONS`).
     Permissions,
+    /// The default model (`AGY_DEFAULT_MODEL`).
     Model,
+    /// The default thinking effort (`AGY_DEFAULT_THINKING`).
     Thinking,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 4] = [
+    pub(crate) const ALL: [Setting; 4] = [
         Setting::Mode,
         Setting::Permissions,
         Setting::Model,
@@ -262,19 +253,13 @@ impl Setting {
     }
 
     /// The environment variable that overrides it.
-    pub fn env_var(self) -> &'static str {
+    pub(crate) fn env_var(self) -> &'static str {
         match self {
             Setting::Mode => "AGY_MODE",
             Setting::Permissions => "AGY_PERMISSIONS",
             Setting::Model => "AGY_DEFAULT_MODEL",
             Setting::Thinking => "AGY_DEFAULT_THINKING",
         }
-    }
-
-    /// The older variable for the same setting, read only when
-    /// [`Setting::env_var`] is unset (`AGY_SKIP_PERMISSIONS`).
-    pub(crate) fn legacy_env_var(self) -> Option<&'static str> {
-        (self == Setting::Permissions).then_some("AGY_SKIP_PERMISSIONS")
     }
 }
 
@@ -286,13 +271,18 @@ pub(crate) const ALLOW_KEY: &str = "allow";
 /// One explicit change by the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigChange {
+    /// Set agy's mode.
     Mode(Mode),
+    /// Set who decides on agy's tools.
     Permissions(PermissionMode),
+    /// Set the default model, by its alias.
     DefaultModel(String),
+    /// Set the default thinking effort.
     DefaultThinking(Effort),
 }
 
 impl ConfigChange {
+    /// The setting it changes.
     pub fn setting(&self) -> Setting {
         match self {
             ConfigChange::Mode(_) => Setting::Mode,
@@ -357,22 +347,13 @@ impl ConfigStore {
         }
     }
 
-    /// The store in [`state_dir`].
-    pub fn open_default() -> Result<ConfigStore, StateError> {
-        Ok(ConfigStore::open(state_dir()?))
-    }
-
+    /// The `config.json` it reads and writes.
     pub fn path(&self) -> &Path {
         self.file.path()
     }
 
-    /// The file merged with the process environment.
-    pub fn load(&self) -> Result<ConfigStatus, StateError> {
-        self.load_with_env(&env_nonempty)
-    }
-
     /// The file merged with `env` (a lookup returning non-empty values).
-    pub fn load_with_env(
+    pub(crate) fn load_with_env(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ConfigStatus, StateError> {
@@ -383,11 +364,7 @@ impl ConfigStore {
 
     /// Save one change: re-read the file under the lock, set that one key,
     /// write it back (other keys, known or not, untouched; nothing from the
-    /// environment), then return the new status.
-    pub fn save_change(&self, change: ConfigChange) -> Result<ConfigStatus, StateError> {
-        self.save_change_with_env(change, &env_nonempty)
-    }
-
+    /// environment), then return the new status merged with `env`.
     pub fn save_change_with_env(
         &self,
         change: ConfigChange,
@@ -414,11 +391,7 @@ impl ConfigStore {
     /// (adding a rule it has, or removing one it lacks, changes nothing).
     /// Entries that are not valid rules stay as they are; an `allow` that
     /// is not an array is replaced. `AGY_ALLOW` is never written.
-    pub fn edit_allow(&self, edit: &AllowEdit) -> Result<(ConfigStatus, bool), StateError> {
-        self.edit_allow_with_env(edit, &env_nonempty)
-    }
-
-    pub(crate) fn edit_allow_with_env(
+    pub fn edit_allow_with_env(
         &self,
         edit: &AllowEdit,
         env: &dyn Fn(&str) -> Option<String>,
@@ -466,7 +439,7 @@ impl ConfigStore {
         let mut settings = Vec::with_capacity(4);
         for setting in Setting::ALL {
             let file = self.file_setting(setting, map, &mut warnings);
-            let from_env = env_setting(setting, env, &mut warnings)?;
+            let from_env = env_setting(setting, env)?;
             let (value, source, key, env_var) = match (from_env, &file) {
                 (Some((v, var)), _) => (v, Source::Env, None, var),
                 (None, Some((v, key))) => (v.clone(), Source::File, Some(*key), setting.env_var()),
@@ -763,34 +736,21 @@ mod tests {
     }
 
     #[test]
-    fn the_new_variable_wins_and_a_disagreeing_old_one_is_a_warning() {
+    fn the_old_variable_is_not_read_and_the_new_one_takes_the_old_words() {
         let (_d, s) = store(r#"{ "permissions": "deny" }"#);
         let st = s
             .load_with_env(&env_of(&[("AGY_SKIP_PERMISSIONS", "on")]))
             .unwrap();
-        assert_eq!(st.config.permissions, PermissionMode::Allow);
+        assert_eq!(st.config.permissions, PermissionMode::Deny);
         let p = st.setting(Setting::Permissions).unwrap();
-        assert_eq!(p.env_var, "AGY_SKIP_PERMISSIONS");
-        assert_eq!(p.file_value, Some(json!("deny")));
+        assert_eq!((p.env_var, p.source), ("AGY_PERMISSIONS", Source::File));
         assert_eq!(st.warnings, vec![]);
-
-        let env = env_of(&[("AGY_PERMISSIONS", "ask"), ("AGY_SKIP_PERMISSIONS", "1")]);
+        // A value the old variable never took is no error either.
+        let env = env_of(&[("AGY_PERMISSIONS", "ask"), ("AGY_SKIP_PERMISSIONS", "ask")]);
         let st = s.load_with_env(&env).unwrap();
         assert_eq!(st.config.permissions, PermissionMode::Ask);
-        let p = st.setting(Setting::Permissions).unwrap();
-        assert_eq!((p.env_var, p.source), ("AGY_PERMISSIONS", Source::Env));
-        let shown: Vec<String> = st.warnings.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            shown,
-            ["AGY_SKIP_PERMISSIONS=\"1\": ignored: AGY_PERMISSIONS=\"ask\" is set and wins (permissions ask); unset AGY_SKIP_PERMISSIONS"]
-        );
-        // Agreeing variables are no news.
-        let env = env_of(&[
-            ("AGY_PERMISSIONS", "allow"),
-            ("AGY_SKIP_PERMISSIONS", "yes"),
-        ]);
-        assert_eq!(s.load_with_env(&env).unwrap().warnings, vec![]);
-        // The old words work in the new variable too.
+        assert_eq!(st.warnings, vec![]);
+        // The old words work in the new variable.
         let env = env_of(&[("AGY_PERMISSIONS", "off")]);
         let st = s.load_with_env(&env).unwrap();
         assert_eq!(st.config.permissions, PermissionMode::Deny);
@@ -804,11 +764,6 @@ mod tests {
                 &[("AGY_PERMISSIONS", "maybe")][..],
                 "AGY_PERMISSIONS=\"maybe\"",
                 "expected ask, allow or deny",
-            ),
-            (
-                &[("AGY_PERMISSIONS", "ask"), ("AGY_SKIP_PERMISSIONS", "ask")][..],
-                "AGY_SKIP_PERMISSIONS=\"ask\"",
-                "expected on or off",
             ),
             (
                 &[("AGY_ALLOW", "run_command: cargo test*; bad tool")][..],

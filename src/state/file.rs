@@ -13,8 +13,10 @@
 //! state moves with it (`$PI_CODING_AGENT_DIR/antigravity-bridge`), so one
 //! pi setup never reads another's sessions. The environment variable
 //! `AGY_BRIDGE_STATE_DIR` replaces the whole path and wins over both (tests
-//! point it at a temporary directory). The directory is created with mode
-//! 0700 the first time something is written.
+//! point it at a temporary directory). [`crate::settings`] resolves which
+//! directory that is; every store here is opened on a directory it is
+//! given. The directory is created with mode 0700 the first time
+//! something is written.
 //!
 //! # How state files are handled
 //!
@@ -45,39 +47,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Replaces the state directory (default `$HOME/.pi/agent/antigravity-bridge`).
 pub(crate) const STATE_DIR_ENV: &str = "AGY_BRIDGE_STATE_DIR";
 /// The session bindings file's name (see [`crate::state::sessions`]).
-pub const SESSIONS_FILE: &str = "sessions.json";
+pub(crate) const SESSIONS_FILE: &str = "sessions.json";
 
 /// A state file larger than this is treated as corrupt rather than read.
 const MAX_STATE_FILE: u64 = 64 << 20;
-
-/// pi's agent directory variable (pi's default is `~/.pi/agent`).
-pub(crate) const PI_AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
-
-/// The state directory: `$AGY_BRIDGE_STATE_DIR`, else
-/// `$PI_CODING_AGENT_DIR/antigravity-bridge`, else
-/// `$HOME/.pi/agent/antigravity-bridge`.
-pub fn state_dir() -> Result<PathBuf, StateError> {
-    if let Some(dir) = env_nonempty(STATE_DIR_ENV) {
-        return Ok(PathBuf::from(dir));
-    }
-    if let Some(dir) = env_nonempty(PI_AGENT_DIR_ENV) {
-        return Ok(PathBuf::from(dir).join("antigravity-bridge"));
-    }
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home)
-            .join(".pi")
-            .join("agent")
-            .join("antigravity-bridge")),
-        None => Err(StateError::NoHome),
-    }
-}
-
-/// The environment variable `name`, unless unset, not UTF-8 or blank; also
-/// the process environment as
-/// [`ConfigStore::load_with_env`](crate::state::config::ConfigStore::load_with_env) wants it.
-pub fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 /// A switch's word as every on/off setting of the bridge takes it (any
 /// case, spaces around ignored): `on`, `1`, `true`, `yes` are on; `off`,
@@ -96,7 +69,9 @@ pub fn on_off(word: &str) -> Option<bool> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{var}={value:?} is not valid: it takes {takes}; unset it or give one of those")]
 pub struct BadEnv {
+    /// The variable.
     pub var: &'static str,
+    /// The value it holds.
     pub value: String,
     /// The values the variable takes, in words.
     pub takes: &'static str,
@@ -107,25 +82,41 @@ pub struct BadEnv {
 /// about invalid values handed to us by a caller.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Neither `HOME` nor the state directory's variable is set.
     #[error("cannot find the state directory: HOME is not set (set HOME or {STATE_DIR_ENV})")]
     NoHome,
+    /// A file operation failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
+        /// What was being done (`read`, `write`, ...).
         action: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         source: io::Error,
     },
+    /// A file's lock could not be taken.
     #[error("cannot lock {}: {source}", path.display())]
-    Lock { path: PathBuf, source: Errno },
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: Errno,
+    },
+    /// A conversation id handed in is not one.
     #[error(transparent)]
     InvalidConversationId(#[from] agy_format::ids::InvalidId),
+    /// A model alias handed in is not one: the alias and why.
     #[error("invalid model alias {0:?}: {1}")]
     InvalidModel(String, &'static str),
     /// A settings variable holds a value it does not take.
     #[error("{var}={value:?} is not valid: {reason}; unset it or give one of the values it takes")]
     Env {
+        /// The variable.
         var: &'static str,
+        /// The value it holds.
         value: String,
+        /// Why it is not valid.
         reason: String,
     },
 }
@@ -146,36 +137,41 @@ pub enum StateWarning {
     /// The file was unreadable as a whole and was renamed to `moved_to`
     /// (`moved_to` is `None` if even that failed; its content was ignored).
     SetAside {
+        /// The file.
         path: PathBuf,
+        /// Where it was moved.
         moved_to: Option<PathBuf>,
+        /// Why it could not be read.
         reason: String,
     },
     /// One entry of the sessions file was invalid and was dropped (it is
     /// left out when the file is next written).
     DroppedEntry {
+        /// The sessions file.
         path: PathBuf,
+        /// The entry's key.
         key: String,
+        /// Why it was invalid.
         reason: String,
     },
     /// A setting in the config file was invalid; the default is used (the
     /// value itself stays in the file untouched).
     InvalidSetting {
+        /// The config file.
         path: PathBuf,
+        /// The setting's key.
         key: String,
+        /// Why it was invalid.
         reason: String,
     },
     /// One entry of the config file's `allow` list was not a rule and is
     /// skipped (it stays in the file).
     SkippedRule {
+        /// The config file.
         path: PathBuf,
+        /// The entry's text.
         entry: String,
-        reason: String,
-    },
-    /// An environment variable had a value we do not understand, or was
-    /// ignored because another one wins.
-    Env {
-        var: String,
-        value: String,
+        /// Why it is not a rule.
         reason: String,
     },
 }
@@ -215,7 +211,6 @@ impl fmt::Display for StateWarning {
                 "{}: skipping the allow rule {entry}: {reason}",
                 path.display()
             ),
-            StateWarning::Env { var, value, reason } => write!(f, "{var}={value:?}: {reason}"),
         }
     }
 }

@@ -7,14 +7,14 @@
 //!
 //! - `run_command`: the command line's **words**, as a POSIX shell splits
 //!   them (quotes removed), against the pattern's words, split the same
-//!   way ([`Rule::matches_words`]): word N of the pattern matches word N of
+//!   way (`Rule::matches_words`): word N of the pattern matches word N of
 //!   the command; a last pattern word that is `*` alone takes any words
 //!   after the others (none too), one that ends in `*` matches its word and
 //!   takes any after it; else the command has exactly as many words. The
 //!   gate only hands a rule a line that makes the shell compute nothing
 //!   (see `gate::command`).
 //! - every other tool: the call's subject (a path, an MCP `SERVER/TOOL`)
-//!   as a whole ([`Rule::matches`]).
+//!   as a whole (`Rule::matches`).
 //!
 //! In a pattern, `*` is any run of characters (`/` included: `src/*`
 //! covers every file under `src`; within one word for commands), `?` is
@@ -23,15 +23,15 @@
 //! than one `*` at a time, so its cost is at most the pattern's length
 //! times the subject's, whatever either holds.
 //!
-//! [`DEFAULT_ALLOW`] lists agy's read-only tools, which pass without asking
+//! `DEFAULT_ALLOW` lists agy's read-only tools, which pass without asking
 //! (inside the workspace: the gate decides where); the user's rules
 //! (config.json's `"allow"`, or `AGY_ALLOW`) come on top (see
-//! [`crate::state::config::Config::allow_list`]).
+//! `crate::state::config::Config::allow_list`).
 
 use std::fmt;
 
 /// agy's read-only tools, allowed without asking (each as `NAME: *`).
-pub const DEFAULT_ALLOW: &[&str] = &[
+pub(crate) const DEFAULT_ALLOW: &[&str] = &[
     "view_file: *",
     "list_dir: *",
     "grep_search: *",
@@ -46,12 +46,14 @@ pub const DEFAULT_ALLOW: &[&str] = &[
 ];
 
 /// The tool whose rules match command words, not a subject.
-pub const RUN_COMMAND: &str = "run_command";
+pub(crate) const RUN_COMMAND: &str = "run_command";
 
 /// One allow rule: calls of `tool` whose subject matches `glob`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rule {
+    /// The tool the rule allows, in agy's name.
     pub tool: String,
+    /// The pattern the call's subject must match (`*` for any).
     pub glob: String,
 }
 
@@ -59,7 +61,9 @@ pub struct Rule {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an allow rule: {reason} (a rule is TOOL or TOOL: PATTERN, e.g. `run_command: cargo test*`)")]
 pub struct RuleError {
+    /// The text given.
     pub text: String,
+    /// What is wrong with it.
     pub reason: &'static str,
 }
 
@@ -104,14 +108,14 @@ impl Rule {
 
     /// Whether a call of `tool` on `subject` passes this rule: the same
     /// tool, and the glob matches the whole subject.
-    pub fn matches(&self, tool: &str, subject: &str) -> bool {
+    pub(crate) fn matches(&self, tool: &str, subject: &str) -> bool {
         self.tool == tool && glob_matches(&self.glob, subject)
     }
 
     /// Whether a command of `tool` whose words are `words` passes this
     /// rule: the same tool, and the pattern's words match the command's
     /// (see the module's comment).
-    pub fn matches_words(&self, tool: &str, words: &[String]) -> bool {
+    pub(crate) fn matches_words(&self, tool: &str, words: &[String]) -> bool {
         if self.tool != tool {
             return false;
         }
@@ -119,7 +123,7 @@ impl Rule {
     }
 
     /// Whether this rule is one of [`DEFAULT_ALLOW`].
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         default_allow().contains(self)
     }
 }

@@ -41,7 +41,7 @@
 //! conversation id.
 
 use crate::state::file::{
-    json_kind, lock_file, state_dir, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
+    json_kind, lock_file, StateError, StateFile, StateLock, StateWarning, SESSIONS_FILE,
 };
 use agy_format::ids::ConversationId;
 use serde_json::{Map, Value};
@@ -69,7 +69,7 @@ impl SessionKey {
     }
 }
 
-/// Held while a session's turn runs; see [`SessionStore::try_lock_turn`].
+/// Held while a session's turn runs; see `SessionStore::try_lock_turn`.
 pub struct TurnLock {
     _lock: StateLock,
 }
@@ -78,7 +78,7 @@ impl TurnLock {
     /// Block until the turn lock at `path` (a
     /// [`SessionStore::turn_lock_path`]) is free, and take it. A blocking
     /// `flock`: call it on a thread of its own, never a runtime's worker.
-    pub fn wait_at(path: &Path) -> Result<TurnLock, StateError> {
+    pub(crate) fn wait_at(path: &Path) -> Result<TurnLock, StateError> {
         match lock_file(path, true)? {
             Some(lock) => Ok(TurnLock { _lock: lock }),
             // A waiting lock_file only returns once it holds the lock.
@@ -101,6 +101,7 @@ fn fnv1a(key: &str) -> u64 {
 /// One binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionEntry {
+    /// The agy conversation the session is bound to.
     pub conversation_id: ConversationId,
     /// The last agy step idx already streamed (-1: none).
     pub last_step_idx: i64,
@@ -226,21 +227,17 @@ impl SessionStore {
     /// the same conversation at once and stream each other's steps. The
     /// lock is an `flock` (it dies with its holder, crash included) held by
     /// the returned guard.
-    pub fn try_lock_turn(&self, key: &str) -> Result<Option<TurnLock>, StateError> {
+    pub(crate) fn try_lock_turn(&self, key: &str) -> Result<Option<TurnLock>, StateError> {
         Ok(lock_file(&self.turn_lock_path(key), false)?.map(|lock| TurnLock { _lock: lock }))
     }
 
     /// Where session `key`'s turn lock lives, for [`TurnLock::wait_at`].
-    pub fn turn_lock_path(&self, key: &str) -> PathBuf {
+    pub(crate) fn turn_lock_path(&self, key: &str) -> PathBuf {
         let dir = self.file.path().parent().unwrap_or(Path::new("."));
         dir.join("turns").join(format!("{:016x}.lock", fnv1a(key)))
     }
 
-    /// The store in [`state_dir`].
-    pub fn open_default() -> Result<SessionStore, StateError> {
-        Ok(SessionStore::open(state_dir()?))
-    }
-
+    /// The sessions file it reads and writes.
     pub fn path(&self) -> &Path {
         self.file.path()
     }
@@ -369,7 +366,7 @@ impl SessionStore {
     /// [`update_if_bound`](SessionStore::update_if_bound), also saying
     /// whether agy lost the earlier context this turn (the next turn then
     /// sends all of pi's record).
-    pub fn record_turn(
+    pub(crate) fn record_turn(
         &self,
         key: &str,
         conversation_id: Option<&str>,

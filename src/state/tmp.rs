@@ -39,7 +39,7 @@ pub fn temp_dir() -> PathBuf {
 
 /// `raw` made absolute against `cwd`, if it is a directory; otherwise why
 /// not, naming it.
-pub fn resolve(raw: &Path, cwd: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn resolve(raw: &Path, cwd: Option<&Path>) -> Result<PathBuf, String> {
     let abs = if raw.is_absolute() {
         raw.to_path_buf()
     } else {
@@ -89,13 +89,14 @@ impl PrivateDir {
         Ok(PrivateDir { dir })
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// Write `text` to a new file (mode 0600) at `rel` inside the
     /// directory, making its own directories (0700) on the way.
-    pub fn write(&self, rel: &str, text: &str) -> std::io::Result<PathBuf> {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> std::io::Result<PathBuf> {
         let file = self.path().join(rel);
         if let Some(parent) = file.parent().filter(|p| *p != self.path()) {
             std::fs::DirBuilder::new()

@@ -27,19 +27,24 @@ use std::path::{Path, PathBuf};
 /// One step: the decoded row and the events the tracker emitted for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecodedStep {
+    /// The row decoded: its type, status, payload and what did not decode.
     pub step: Step,
+    /// The events the step adds to the conversation (text, tool calls, ...).
     pub events: Vec<Event>,
 }
 
 impl DecodedStep {
+    /// The step's position in the conversation.
     pub fn idx(&self) -> i64 {
         self.step.idx
     }
 
+    /// What kind of step agy wrote (user input, planner response, a tool, ...).
     pub fn step_type(&self) -> StepType {
         self.step.step_type
     }
 
+    /// Where the step stood when read (pending, running, done, error, ...).
     pub fn status(&self) -> StepStatus {
         self.step.status
     }
@@ -49,6 +54,7 @@ impl DecodedStep {
         self.step.decode_error.as_deref()
     }
 
+    /// Payload fields the decoder does not know: agy's format moved on.
     pub fn unknown_fields(&self) -> &[FieldPath] {
         &self.step.unknown_fields
     }
@@ -73,8 +79,11 @@ pub(crate) fn decode_rows(rows: &[StepRow]) -> Vec<DecodedStep> {
 /// A whole decoded conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
+    /// The database or recording read.
     pub path: PathBuf,
+    /// Whether it was agy's database or a recording.
     pub source: SourceKind,
+    /// The steps, in idx order.
     pub steps: Vec<DecodedStep>,
 }
 
@@ -96,7 +105,7 @@ pub fn transcript(path: &Path) -> Result<Transcript, LoadError> {
 
 /// Counts over a decoded conversation, for the end of the text view.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub steps: usize,
     /// Step type -> number of steps, by raw type number.
     pub by_type: BTreeMap<i64, (StepType, usize)>,
@@ -126,11 +135,13 @@ impl Decoded {
         self.steps.iter().flat_map(|s| s.events.iter())
     }
 
+    /// The conversation as the follower's transcript: each channel's text
+    /// joined per step, as the text and JSON views show it.
     pub fn transcript(&self) -> Transcript {
         Transcript::from_events(self.events().cloned())
     }
 
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let mut summary = Summary {
             steps: self.steps.len(),
             ..Summary::default()

@@ -5,7 +5,7 @@
 //! plain words, and a summary at the end. This module owns only presentation;
 //! it consumes [`RunEvent`]s and never looks at the database.
 //!
-//! Tools and subagents read as in pi ([`crate::follow::subject`] words both),
+//! Tools and subagents read as in pi (`crate::follow::subject` words both),
 //! and a failure is said once: a failed tool step's reason is not repeated as
 //! an error, and agy's error line that the turn's own failure repeats (which
 //! the caller prints) is held back.
@@ -49,6 +49,7 @@ const CYAN: &str = "\x1b[36m";
 const RESET: &str = "\x1b[0m";
 
 impl<W: Write> LiveView<W> {
+    /// A view writing to `out`, with ANSI colours when `color` is set.
     pub fn new(out: W, color: bool) -> Self {
         LiveView {
             out,
@@ -107,6 +108,7 @@ impl<W: Write> LiveView<W> {
         self.release_held()
     }
 
+    /// Prints one of the runner's events as it arrives.
     pub fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         let quiet = matches!(
             event,

@@ -17,7 +17,7 @@ use std::process::Output;
 
 /// One command as it ran.
 #[derive(Debug, Clone, Serialize)]
-pub struct Ran {
+pub(crate) struct Ran {
     pub name: String,
     pub args: Vec<String>,
     pub exit_code: Option<i32>,
@@ -29,7 +29,7 @@ pub struct Ran {
 }
 
 impl Ran {
-    pub fn new(name: &str, args: &[&str], out: &Output) -> Ran {
+    pub(crate) fn new(name: &str, args: &[&str], out: &Output) -> Ran {
         Ran {
             name: name.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -44,7 +44,11 @@ impl Ran {
 /// Write `DIR/commands/`: every command's stdout and the index, redacted
 /// with `redactor` (throwaway paths, HOME, the user's name); the files
 /// written, relative to `out`.
-pub fn write(out: &Path, ran: &[Ran], redactor: &mut Redactor) -> std::io::Result<Vec<String>> {
+pub(crate) fn write(
+    out: &Path,
+    ran: &[Ran],
+    redactor: &mut Redactor,
+) -> std::io::Result<Vec<String>> {
     let dir = out.join("commands");
     std::fs::create_dir_all(&dir)?;
     let mut index = Vec::with_capacity(ran.len());

@@ -16,7 +16,7 @@
 //!
 //! It is why [`crate::maintain`] sits above pi: it reads `agy models` with
 //! [`crate::pi::models`]' parser (the only parser of that listing) and
-//! serves agy the bridge's own MCP server ([`crate::pi::mcp::ToolBridge`]).
+//! serves agy the bridge's own MCP server (`crate::pi::mcp::ToolBridge`).
 
 mod commands;
 mod report;
@@ -236,27 +236,38 @@ pub fn planned_turns(scenarios: &[Scenario]) -> u32 {
 /// One fact, as checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Checked {
+    /// The fact's id.
     pub fact: String,
+    /// The docs/agy-format.md section that states it.
     pub section: String,
     /// `None`: not checked (the evidence says why).
     pub ok: Option<bool>,
     /// What was seen: the line, field or exit code, shortened.
     pub evidence: String,
+    /// The scenario that checked it.
     pub scenario: String,
 }
 
 /// What a run of the suite found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The agy binary checked.
     pub agy_bin: String,
+    /// What it says its version is.
     pub agy_version: String,
+    /// The operating system and architecture the suite ran on.
     pub platform: String,
+    /// The model the turns ran on, if one was named.
     pub model: Option<String>,
+    /// The model turns the chosen scenarios would spend.
     pub planned_turns: u32,
+    /// The model turns spent.
     pub spent_turns: u32,
+    /// Every fact of the chosen scenarios, checked or not.
     pub facts: Vec<Checked>,
     /// Why the suite stopped early (a quota error), if it did.
     pub stopped: Option<String>,
+    /// What went wrong beside the facts (a file that could not be written).
     pub notes: Vec<String>,
     /// The recordings written, relative to the output directory.
     pub recordings: Vec<String>,
@@ -281,6 +292,7 @@ pub struct Options {
     pub cfg: RunConfig,
     /// agy's --model; `None`: the cheapest `agy models` lists.
     pub model: Option<String>,
+    /// The scenarios to run, in order.
     pub scenarios: Vec<Scenario>,
     /// Where recordings go (`DIR/recordings/`); `None`: none are written.
     pub out: Option<PathBuf>,
@@ -317,7 +329,7 @@ pub(crate) struct Turn {
 
 impl Suite {
     /// A fresh directory for one scenario (`cwd`, `add`) under the root.
-    pub fn workspace(&self, name: &str) -> std::io::Result<(PathBuf, PathBuf)> {
+    pub(crate) fn workspace(&self, name: &str) -> std::io::Result<(PathBuf, PathBuf)> {
         let cwd = self.root.path().join(name).join("workspace");
         let add = self.root.path().join(name).join("added");
         std::fs::create_dir_all(&cwd)?;
@@ -326,7 +338,7 @@ impl Suite {
     }
 
     /// The runner's configuration for a scenario.
-    pub fn config(&self, sc: &Scenario) -> RunConfig {
+    pub(crate) fn config(&self, sc: &Scenario) -> RunConfig {
         self.config_for(sc.recording)
     }
 
@@ -340,7 +352,7 @@ impl Suite {
     }
 
     /// A request in `cwd` with the suite's model.
-    pub fn request(&self, prompt: &str, cwd: &Path) -> TurnRequest {
+    pub(crate) fn request(&self, prompt: &str, cwd: &Path) -> TurnRequest {
         TurnRequest {
             prompt: prompt.to_string(),
             cwd: Some(cwd.to_path_buf()),
@@ -367,7 +379,12 @@ impl Suite {
     /// Run one turn (unless the suite stopped), recorded as `label` when
     /// the suite writes recordings; a quota failure stops the suite.
     /// `None`: it did not run.
-    pub async fn turn(&mut self, cfg: &RunConfig, req: &TurnRequest, label: &str) -> Option<Turn> {
+    pub(crate) async fn turn(
+        &mut self,
+        cfg: &RunConfig,
+        req: &TurnRequest,
+        label: &str,
+    ) -> Option<Turn> {
         if self.stopped.is_some() {
             return None;
         }

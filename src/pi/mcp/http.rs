@@ -29,17 +29,17 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Header block limit (request line and headers).
-pub const HEADER_CAP: usize = 32 * 1024;
+pub(crate) const HEADER_CAP: usize = 32 * 1024;
 /// Header fields per request (agy sends about eight).
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 /// A chunk-size line with its extensions.
-pub const CHUNK_LINE_CAP: usize = 4 * 1024;
+pub(crate) const CHUNK_LINE_CAP: usize = 4 * 1024;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 8 * 1024;
 
 /// How the body of a request is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(crate) enum Framing {
     /// No body (no `Content-Length`, no `Transfer-Encoding`).
     Empty,
     Length(usize),
@@ -48,7 +48,7 @@ pub enum Framing {
 
 /// One parsed request; `body` is empty until [`read_body`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     /// The path without its query.
     pub path: String,
@@ -62,7 +62,7 @@ pub struct Request {
 
 impl Request {
     /// The first header of that (lower-case) name.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -79,7 +79,7 @@ impl Request {
 
 /// Why a request could not be read; each maps to one status code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     #[error("malformed request: {0}")]
     Malformed(String),
     #[error("request headers over {HEADER_CAP} bytes or {MAX_HEADERS} fields")]
@@ -91,7 +91,7 @@ pub enum HttpError {
 }
 
 impl HttpError {
-    pub fn status(&self) -> (u16, &'static str) {
+    pub(crate) fn status(&self) -> (u16, &'static str) {
         match self {
             HttpError::Malformed(_) => (400, "Bad Request"),
             HttpError::HeadersTooLarge => (431, "Request Header Fields Too Large"),
@@ -120,7 +120,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// Read one request's head; `Ok(None)` when the peer closed between
 /// requests. `buf` carries bytes already read (keep-alive, pipelining) in and
 /// out; on success it holds what follows the head (the body, if any).
-pub async fn read_head<R: AsyncRead + Unpin>(
+pub(crate) async fn read_head<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
 ) -> Result<Option<Request>, HttpError> {
@@ -214,7 +214,7 @@ fn framing(req: &Request) -> Result<Framing, HttpError> {
 /// Read the body `req.framing` declares into `req.body`, at most `cap`
 /// bytes (413 beyond, found out before those bytes are read where the
 /// framing says so up front).
-pub async fn read_body<R: AsyncRead + Unpin>(
+pub(crate) async fn read_body<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     req: &mut Request,
@@ -238,7 +238,8 @@ pub async fn read_body<R: AsyncRead + Unpin>(
 
 /// [`read_head`] then [`read_body`], for callers with nothing to check in
 /// between.
-pub async fn read_request<R: AsyncRead + Unpin>(
+#[cfg(test)]
+pub(crate) async fn read_request<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
     body_cap: usize,
@@ -332,7 +333,7 @@ async fn read_trailers<R: AsyncRead + Unpin>(
 }
 
 /// A complete response with a body (`Content-Length` framed).
-pub fn response(
+pub(crate) fn response(
     status: u16,
     reason: &str,
     content_type: Option<&str>,

@@ -1,31 +1,31 @@
 //! pi's tools for agy: agy calls a tool of pi's over MCP, pi runs it as it
 //! runs any model's tool call, and the result goes back to agy, which waits.
 //!
-//! For one `agy-bridge stream` turn with tools in its request, [`ToolBridge`]
-//! serves them ([`server`], over [`http`]) on loopback and writes the
+//! For one `agy-bridge stream` turn with tools in its request, `ToolBridge`
+//! serves them (`server`, over `http`) on loopback and writes the
 //! private `<dir>/.agents/mcp_config.json` that agy reads for each
-//! `--add-dir` directory (docs/agy-format.md, "MCP"); [`park`] holds each
-//! call until pi answers it; [`relay`] is the pi side: it ends the current
+//! `--add-dir` directory (docs/agy-format.md, "MCP"); `park` holds each
+//! call until pi answers it; `relay` is the pi side: it ends the current
 //! assistant message with the calls as pi `toolCall`s (stop reason
 //! `toolUse`), waits for the extension's `tool_result` lines and then
 //! streams the rest of agy's turn as a new message. Everything here lives as
-//! long as the turn: dropping the [`ToolBridge`] closes the port, removes the
+//! long as the turn: dropping the `ToolBridge` closes the port, removes the
 //! directory and answers every call still waiting.
 
-pub mod http;
-pub mod park;
-pub mod relay;
-pub mod server;
+pub(crate) mod http;
+pub(crate) mod park;
+pub(crate) mod relay;
+pub(crate) mod server;
 
 use crate::pi::provider::PiTool;
-pub use park::{ToolCall, ToolOutcome};
+pub(crate) use park::{ToolCall, ToolOutcome};
 
 use crate::state::tmp::PrivateDir;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 /// The MCP server name agy sees (its calls show as `mcp:pi/TOOL`).
-pub const SERVER_NAME: &str = "pi";
+pub(crate) const SERVER_NAME: &str = "pi";
 
 /// pi's tools agy does not get: agy has its own file, shell and search
 /// tools, and AskAntigravity would have agy delegate to itself.
@@ -40,30 +40,13 @@ pub const NATIVE_TOOLS: &[&str] = &[
     "AskAntigravity",
 ];
 
-/// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's tools.
-pub const ENV_SWITCH: &str = "AGY_PI_TOOLS";
-
-/// Whether the environment turned pi's tools off: `off`, `0`, `false`,
-/// `no` turn them off, `on`, `1`, `true`, `yes` (or unset) leave them on;
-/// any other word is an error, since guessing either way would surprise
-/// whoever typed it.
-pub fn disabled_by_env() -> Result<bool, crate::state::file::BadEnv> {
-    let Some(value) = crate::state::file::env_nonempty(ENV_SWITCH) else {
-        return Ok(false);
-    };
-    match crate::state::file::on_off(&value) {
-        Some(on) => Ok(!on),
-        None => Err(crate::state::file::BadEnv {
-            var: ENV_SWITCH,
-            value,
-            takes: "on or off (also 1/0, true/false, yes/no)",
-        }),
-    }
-}
+/// `AGY_PI_TOOLS=off` (or `0`, `false`, `no`) offers agy none of pi's
+/// tools ([`crate::settings::Settings::pi_tools`] is what it says).
+pub const ENV_SWITCH: &str = crate::settings::vars::PI_TOOLS_ENV;
 
 /// The tools agy is offered: pi's, minus those agy has natively, minus
 /// duplicates and nameless entries.
-pub fn offered_tools(tools: &[PiTool]) -> Vec<PiTool> {
+pub(crate) fn offered_tools(tools: &[PiTool]) -> Vec<PiTool> {
     let mut out: Vec<PiTool> = Vec::new();
     for t in tools {
         let name = t.name.trim();
@@ -78,7 +61,7 @@ pub fn offered_tools(tools: &[PiTool]) -> Vec<PiTool> {
 /// Whether an agy tool event is a call agy made through the bridge (its
 /// type-38 step `mcp:pi/TOOL`, or the planner's `call_mcp_tool` naming the
 /// server): pi shows those as its own tool calls already.
-pub fn is_bridge_call(name: &str, arguments: &str) -> bool {
+pub(crate) fn is_bridge_call(name: &str, arguments: &str) -> bool {
     if let Some(rest) = name.strip_prefix("mcp:") {
         return rest.split('/').next() == Some(SERVER_NAME);
     }
@@ -106,34 +89,30 @@ pub(crate) fn mcp_config_dir(url: &str, token: &str) -> std::io::Result<PrivateD
 /// server's connections until pi answers it, so no more than the server
 /// serves at once can ever wait; a full queue makes the next call's
 /// connection wait, as it waits for its answer anyway.
-pub const CALL_CAPACITY: usize = 32;
+pub(crate) const CALL_CAPACITY: usize = 32;
 
 /// pi's tools, served to agy for one turn.
-pub struct ToolBridge {
+pub(crate) struct ToolBridge {
     /// The `--add-dir` directory that carries the MCP config.
     pub dir: PrivateDir,
+    /// The server agy calls; held for its lifetime, since dropping it
+    /// closes the port.
+    #[allow(dead_code)]
     pub server: server::McpServer,
     /// Calls agy made, in order.
     pub calls: mpsc::Receiver<ToolCall>,
-    pub tools: Vec<String>,
 }
 
 impl ToolBridge {
     /// Serve `tools` (already filtered); `None` when there are none.
-    pub async fn start(tools: Vec<PiTool>) -> std::io::Result<Option<ToolBridge>> {
+    pub(crate) async fn start(tools: Vec<PiTool>) -> std::io::Result<Option<ToolBridge>> {
         if tools.is_empty() {
             return Ok(None);
         }
-        let names = tools.iter().map(|t| t.name.clone()).collect();
         let (tx, calls) = mpsc::channel(CALL_CAPACITY);
         let server = server::McpServer::start(tools, tx).await?;
         let dir = mcp_config_dir(&server.url(), &server.token)?;
-        Ok(Some(ToolBridge {
-            dir,
-            server,
-            calls,
-            tools: names,
-        }))
+        Ok(Some(ToolBridge { dir, server, calls }))
     }
 }
 

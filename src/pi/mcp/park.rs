@@ -15,13 +15,15 @@ use tokio::sync::oneshot;
 /// image blocks have the same shape) and whether it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
+    /// The result's content blocks, as MCP passes them to agy.
     pub content: Vec<Value>,
+    /// Whether the tool failed; agy sees the content as the error.
     pub is_error: bool,
 }
 
 impl ToolOutcome {
     /// A failed call whose one text block says why.
-    pub fn error(message: &str) -> ToolOutcome {
+    pub(crate) fn error(message: &str) -> ToolOutcome {
         ToolOutcome {
             content: vec![json!({"type": "text", "text": message})],
             is_error: true,
@@ -95,7 +97,7 @@ impl ToolOutcome {
     /// model's next call, and agy's next model call reads this result): a
     /// text block saying what follows, then each message's blocks (a string
     /// is one text block; images stay images, as MCP takes them).
-    pub fn with_steer(mut self, steer: &[Value]) -> ToolOutcome {
+    pub(crate) fn with_steer(mut self, steer: &[Value]) -> ToolOutcome {
         // Each message's content as a result's content is read; what is
         // neither a string nor blocks has nothing to show.
         let blocks: Vec<Value> = steer
@@ -119,8 +121,11 @@ pub(crate) const STEER_HEAD: &str =
 /// A call agy made, waiting for pi. `id` is the pi `toolCall` id.
 #[derive(Debug)]
 pub struct ToolCall {
+    /// The id pi's tool result quotes back.
     pub id: String,
+    /// The pi tool called.
     pub name: String,
+    /// The arguments agy gave, as JSON.
     pub arguments: Value,
     reply: Option<oneshot::Sender<ToolOutcome>>,
 }
@@ -175,33 +180,33 @@ impl Drop for ToolCall {
 
 /// The calls of one pi message, waiting for their results.
 #[derive(Debug, Default)]
-pub struct Parked {
+pub(crate) struct Parked {
     calls: Vec<ToolCall>,
 }
 
 /// A continuation that does not fit the parked calls.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting})")]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     pub id: String,
     pub waiting: String,
 }
 
 impl Parked {
-    pub fn park(&mut self, call: ToolCall) {
+    pub(crate) fn park(&mut self, call: ToolCall) {
         self.calls.push(call);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.calls.is_empty()
     }
 
-    pub fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         self.calls.iter().map(|c| c.id.clone()).collect()
     }
 
     /// Answer the call `id`; returns its name and how the answer went.
-    pub fn answer(
+    pub(crate) fn answer(
         &mut self,
         id: &str,
         outcome: ToolOutcome,

@@ -2,7 +2,7 @@
 //!
 //! [`relay`] forwards the runner's events to pi, as the plain stream does,
 //! and when agy calls one of pi's tools it hands the call to pi: calls that
-//! arrive together (within [`batch_window`]) end the current assistant
+//! arrive together (within the batch window, `AGY_PI_TOOL_BATCH_MS`) end the current assistant
 //! message as pi `toolCall`s with stop reason `toolUse`, and the relay parks
 //! them until the extension's control lines answer them. Meanwhile agy's
 //! events are held back; once every call is answered the next message starts
@@ -39,7 +39,9 @@ pub enum Control {
     /// the contents of pi's steering messages that came after the results:
     /// they follow this result's content (see [`ToolOutcome::with_steer`]).
     ToolResult {
+        /// The call answered (`toolCallId`).
         id: String,
+        /// The result for agy, or why the line's content could not be read.
         outcome: Result<ToolOutcome, BadContent>,
     },
     /// `{"type":"permission","id","decision","scope","reason"}`: the user's
@@ -47,12 +49,18 @@ pub enum Control {
     Permission(Answer),
     /// `{"type":"release","reason"}`: pi will not continue this turn (the
     /// session ended, or its next request was not the continuation).
-    Release { reason: String },
+    Release {
+        /// pi's reason, passed on to the calls released.
+        reason: String,
+    },
     /// stdin ended: pi (or the extension) is gone.
     Closed,
     /// A line that is none of these: pi hears why it was ignored, and no
     /// call is touched.
-    Unreadable { why: String },
+    Unreadable {
+        /// What was wrong with the line.
+        why: String,
+    },
 }
 
 impl Control {
@@ -108,7 +116,7 @@ impl Control {
 
 /// A `tool_result` no parked call takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Stale {
+pub(crate) enum Stale {
     #[error("pi sent a second result for tool call {id:?}, which was already answered; agy-bridge ignored it")]
     Repeated { id: String },
     #[error("pi sent a result for tool call {id:?}, which is not waiting (waiting: {waiting}); agy-bridge ignored it")]
@@ -121,41 +129,20 @@ fn note(text: &str) -> String {
     format!("\n[agy-bridge: {text}]\n")
 }
 
-/// [`batch_window`] when `AGY_PI_TOOL_BATCH_MS` is unset.
-pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
-
-/// `AGY_PI_TOOL_BATCH_MS`: how long after a call further calls join its
-/// message (default 2 ms: calls agy sends together reach the loopback
-/// server within microseconds of each other; every millisecond here is
-/// added to each tool round trip, see benches/tool_roundtrip.rs).
-/// A value that is not a whole number of milliseconds up to 1000 is an
-/// error: a longer window would hold every tool call that long.
-pub fn batch_window() -> Result<Duration, crate::state::file::BadEnv> {
-    const VAR: &str = "AGY_PI_TOOL_BATCH_MS";
-    let Some(value) = crate::state::file::env_nonempty(VAR) else {
-        return Ok(DEFAULT_BATCH_WINDOW);
-    };
-    match value.trim().parse::<u64>() {
-        Ok(ms) if ms <= 1000 => Ok(Duration::from_millis(ms)),
-        _ => Err(crate::state::file::BadEnv {
-            var: VAR,
-            value,
-            takes: "a whole number of milliseconds from 0 to 1000 (default 2)",
-        }),
-    }
-}
-
 /// pi's control lines waiting for the relay. The extension writes one
 /// `tool_result` per parked call (at most [`super::CALL_CAPACITY`] park at
 /// once) and a `release`; a flood beyond this is not pi's protocol, and the
 /// stdin reader drops it rather than stop reading (an abort line behind it
 /// must still be seen).
-pub const CONTROL_CAPACITY: usize = 64;
+pub(crate) const CONTROL_CAPACITY: usize = 64;
 
 /// The tool side of a turn: calls from the MCP server, control lines from pi.
 pub struct ToolLines {
+    /// agy's calls, from the MCP server.
     pub calls: mpsc::Receiver<ToolCall>,
+    /// pi's control lines, from the stdin reader.
     pub control: mpsc::Receiver<Control>,
+    /// How long the first call waits for others to join its batch.
     pub window: Duration,
     /// Ids pi has answered this turn: a repeat is told from a stranger.
     answered: HashSet<String>,
@@ -167,6 +154,7 @@ pub struct ToolLines {
 }
 
 impl ToolLines {
+    /// The tool side over these channels, batching calls within `window`.
     pub fn new(
         calls: mpsc::Receiver<ToolCall>,
         control: mpsc::Receiver<Control>,
@@ -183,7 +171,7 @@ impl ToolLines {
     }
 
     /// With the gate's questions.
-    pub fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
+    pub(crate) fn with_asks(mut self, asks: Option<Asks>) -> ToolLines {
         self.asks = asks;
         self
     }

@@ -68,7 +68,7 @@ const LINGER_TIME: Duration = Duration::from_millis(500);
 
 /// The server's caps; [`Limits::default`] is what the bridge uses.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections served at once (agy opens a handful).
     pub connections: usize,
     /// From accept to a complete first head.
@@ -104,7 +104,9 @@ struct Shared {
 
 /// A running server; drop it to stop it.
 pub struct McpServer {
+    /// Where it listens: 127.0.0.1 and the port it got.
     pub addr: SocketAddr,
+    /// The secret every request must carry, written into agy's MCP config.
     pub token: String,
     accept: JoinHandle<()>,
 }

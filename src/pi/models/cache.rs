@@ -25,20 +25,45 @@ use crate::state::file::{lock_file, StateError, StateFile};
 /// Why `agy models` gave no catalog.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unavailable {
+    /// The agy binary is not on disk or on `PATH`.
     #[error("agy is not installed: {bin} was not found")]
-    NotInstalled { bin: String },
+    NotInstalled {
+        /// The agy binary looked for.
+        bin: String,
+    },
+    /// agy exists but could not be started.
     #[error("cannot start {bin}: {message}")]
-    SpawnFailed { bin: String, message: String },
+    SpawnFailed {
+        /// The agy binary run.
+        bin: String,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// agy did not answer in time; its process tree was ended.
     #[error("`agy models` did not finish within {}s", secs)]
-    TimedOut { secs: u64 },
+    TimedOut {
+        /// The time limit, in seconds.
+        secs: u64,
+    },
     /// `message` is agy's own sentence ("Please sign in to view available
     /// models. Launch the CLI without arguments to sign in.").
     #[error("agy is not signed in: {message}")]
-    SignedOut { message: String },
+    SignedOut {
+        /// agy's sentence.
+        message: String,
+    },
+    /// agy failed.
     #[error("`agy models` exited with {code}{}", if detail.is_empty() { String::new() } else { format!(": {detail}") })]
-    Exited { code: String, detail: String },
+    Exited {
+        /// Its exit status, or the signal that ended it.
+        code: String,
+        /// Its last words on stderr, if any.
+        detail: String,
+    },
+    /// agy succeeded but its output held no model.
     #[error("`agy models` listed no models")]
     NoModels,
+    /// Another process holds the refresh lock, so this one did not run agy.
     #[error("another `agy models` refresh is running")]
     RefreshRunning,
     /// Stopped (an abort, a stop signal) before agy answered; agy's tree is
@@ -50,7 +75,7 @@ pub enum Unavailable {
 /// Run `BIN models` (a short program: stdin closed, its tree ended after
 /// `timeout` or when `cancel` fires). Returns stdout of a successful run
 /// that listed at least one model. Blocking: not for a runtime worker.
-pub fn fetch(
+pub(crate) fn fetch(
     bin: &Path,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -131,13 +156,6 @@ fn sign_in_sentence(line: &str) -> String {
 
 // --- the cache ----------------------------------------------------------------
 
-/// `$AGY_BRIDGE_STATE_DIR`, else `~/.pi/agent/antigravity-bridge` (the
-/// original's directory, so its `models-cache.json` is reused); `None`
-/// without HOME.
-pub fn state_dir() -> Option<PathBuf> {
-    crate::state::file::state_dir().ok()
-}
-
 /// `models-cache.json`: the TypeScript bridge's `{raw, savedAt}` (raw `agy models`
 /// stdout, epoch milliseconds), plus `unavailable` when the entry records a
 /// failed run (then `raw` is empty) and `binary`, the agy it came from.
@@ -177,7 +195,7 @@ pub(super) fn now_ms() -> u64 {
 
 impl CacheEntry {
     /// Age; an entry from the future counts as infinitely old.
-    pub fn age(&self) -> Duration {
+    pub(crate) fn age(&self) -> Duration {
         match now_ms().checked_sub(self.saved_at) {
             Some(diff) => Duration::from_millis(diff),
             None => Duration::MAX,
@@ -196,14 +214,24 @@ pub enum Source {
     /// `agy models`, just now.
     Agy,
     /// The cache, written `age` ago.
-    Cache { age: Duration },
+    Cache {
+        /// How old the entry is.
+        age: Duration,
+    },
     /// `agy models` failed just now; the last good catalog (`age` old) is
     /// shown instead.
-    CacheAfterFailure { reason: String, age: Duration },
-    /// The built-in catalog. `age` is set when the failure is a remembered
-    /// one (a failure of the same agy binary younger than [`FAILURE_TTL`]).
-    Fallback {
+    CacheAfterFailure {
+        /// Why agy failed.
         reason: String,
+        /// How old the cached catalog is.
+        age: Duration,
+    },
+    /// The built-in catalog. `age` is set when the failure is a remembered
+    /// one (a failure of the same agy binary younger than `FAILURE_TTL`).
+    Fallback {
+        /// Why there is no catalog from agy.
+        reason: String,
+        /// How old the remembered failure is; `None` when it happened now.
         age: Option<Duration>,
     },
 }
@@ -211,7 +239,9 @@ pub enum Source {
 /// A loaded catalog and how it was had.
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The models.
     pub catalog: Catalog,
+    /// Where they came from, for the note to the user.
     pub source: Source,
     /// The cache entry served is past its TTL, or came from another agy
     /// binary: refresh it in the background ([`Loader::spawn_refresh`]).
@@ -219,6 +249,7 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Whether this is the built-in catalog, since agy gave none.
     pub fn is_fallback(&self) -> bool {
         matches!(self.source, Source::Fallback { .. })
     }
@@ -262,7 +293,7 @@ pub(super) fn human(d: Duration) -> String {
 pub enum Policy {
     /// Fresh entry: served. Stale entry (or one from another agy binary):
     /// served, `stale` set. A failure of this same binary younger than
-    /// [`FAILURE_TTL`]: fallback. Otherwise run agy now.
+    /// `FAILURE_TTL`: fallback. Otherwise run agy now.
     CacheFirst,
     /// Run agy now; on failure show the last good cache entry, else the
     /// fallback.
@@ -272,23 +303,26 @@ pub enum Policy {
 /// Loads the catalog: agy, cache and fallback.
 #[derive(Debug, Clone)]
 pub struct Loader {
+    /// The agy binary to run `models` on; the cache is keyed by it.
     pub agy_bin: PathBuf,
     /// Where `models-cache.json` lives; `None`: nothing is cached.
     pub state_dir: Option<PathBuf>,
+    /// How long `agy models` may run before its process group is killed.
     pub timeout: Duration,
+    /// How long a catalog from agy is served from the cache without a refresh.
     pub ttl: Duration,
+    /// How long a failed `agy models` is remembered instead of retried.
     pub failure_ttl: Duration,
 }
 
 impl Loader {
-    /// `AGY_BIN` (else `agy`) and the cache in [`state_dir`].
-    pub fn from_env() -> Loader {
-        let agy_bin = crate::state::file::env_nonempty("AGY_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("agy"));
+    /// The settings' agy binary, and the cache in their state directory
+    /// (`~/.pi/agent/antigravity-bridge` by default, the original's, so its
+    /// `models-cache.json` is reused).
+    pub fn from_settings(settings: &crate::settings::Settings) -> Loader {
         Loader {
-            agy_bin,
-            state_dir: state_dir(),
+            agy_bin: settings.agy_bin.clone(),
+            state_dir: settings.state_dir.clone(),
             timeout: DISCOVERY_TIMEOUT,
             ttl: CACHE_TTL,
             failure_ttl: FAILURE_TTL,
@@ -306,7 +340,7 @@ impl Loader {
     }
 
     /// The cache entry, if there is a readable one.
-    pub fn read_cache(&self) -> Option<CacheEntry> {
+    pub(crate) fn read_cache(&self) -> Option<CacheEntry> {
         let text = std::fs::read_to_string(self.cache_path()?).ok()?;
         serde_json::from_str(&text).ok()
     }
@@ -495,8 +529,10 @@ impl Loader {
 /// there is one (stale or not: the next `agy-bridge models` refreshes it),
 /// else `agy models` now (stopped when `cancel` fires), else the fallback.
 /// Blocking: not for a runtime worker.
-pub fn catalog(cancel: &CancellationToken) -> Catalog {
-    Loader::from_env().load(Policy::CacheFirst, cancel).catalog
+pub fn catalog(settings: &crate::settings::Settings, cancel: &CancellationToken) -> Catalog {
+    Loader::from_settings(settings)
+        .load(Policy::CacheFirst, cancel)
+        .catalog
 }
 
 #[cfg(test)]

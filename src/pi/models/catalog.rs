@@ -38,7 +38,7 @@ pub struct Model {
 
 /// Model families, for context sizes and defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     Gemini,
     Claude,
     GptOss,
@@ -51,7 +51,7 @@ impl Model {
         self.efforts.is_empty()
     }
 
-    pub fn family(&self) -> Family {
+    pub(crate) fn family(&self) -> Family {
         if self.id.starts_with("gemini") {
             Family::Gemini
         } else if self.id.starts_with("claude") {
@@ -73,7 +73,7 @@ impl Model {
     }
 
     /// The full tier slug for `effort` (`gemini-3.7-flash-high`).
-    pub fn tier_slug(&self, effort: Effort) -> Option<&str> {
+    pub(crate) fn tier_slug(&self, effort: Effort) -> Option<&str> {
         self.efforts
             .iter()
             .position(|e| *e == effort)
@@ -83,7 +83,7 @@ impl Model {
 
     /// (context window, max output tokens). agy does not report them; these
     /// are the families' documented sizes.
-    pub fn limits(&self) -> (u64, u64) {
+    pub(crate) fn limits(&self) -> (u64, u64) {
         match self.family() {
             Family::Gemini => (1_048_576, 65_536),
             Family::Claude => (200_000, 64_000),
@@ -146,17 +146,28 @@ pub struct PiModel {
     /// `classifier` models; an omitted `type` means `chat`, said here all the same).
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The id pi sends back in its request (the catalog id).
     pub id: String,
+    /// The name pi's model picker shows.
     pub name: String,
+    /// The `api` the pi extension registers its stream under (`agy-bridge`).
     pub api: &'static str,
+    /// The provider id (`antigravity`).
     pub provider: &'static str,
+    /// A placeholder URL: pi requires one, nothing connects to it.
     pub base_url: &'static str,
+    /// Whether the model thinks, so pi offers thinking levels.
     pub reasoning: bool,
+    /// The thinking levels pi may offer, mapped to agy's tiers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<ThinkingLevelMap>,
+    /// What the model takes in: text only, as `agy -p` does.
     pub input: &'static [&'static str],
+    /// Prices per token, all zero.
     pub cost: PiCost,
+    /// The context window in tokens, which pi's meter measures against.
     pub context_window: u64,
+    /// The most tokens one answer may have.
     pub max_tokens: u64,
 }
 
@@ -164,12 +175,19 @@ pub struct PiModel {
 /// null>>`); `null` marks a level unsupported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ThinkingLevelMap {
+    /// pi's `off` level; always unsupported.
     pub off: Option<String>,
+    /// pi's `minimal` level; always unsupported.
     pub minimal: Option<String>,
+    /// pi's `low` level: agy's `low` tier when offered.
     pub low: Option<String>,
+    /// pi's `medium` level: agy's `medium` tier when offered.
     pub medium: Option<String>,
+    /// pi's `high` level: agy's `high` tier when offered.
     pub high: Option<String>,
+    /// pi's `xhigh` level; always unsupported.
     pub xhigh: Option<String>,
+    /// pi's `max` level; always unsupported.
     pub max: Option<String>,
 }
 
@@ -177,9 +195,13 @@ pub struct ThinkingLevelMap {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PiCost {
+    /// Per input token.
     pub input: f64,
+    /// Per output token.
     pub output: f64,
+    /// Per token read from the prompt cache.
     pub cache_read: f64,
+    /// Per token written to the prompt cache.
     pub cache_write: f64,
 }
 
@@ -201,21 +223,36 @@ pub struct Resolved {
 /// Why a model id or alias did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
+    /// No model in the catalog has this id or name.
     #[error("unknown model {given:?}; available models: {}", choices.join(", "))]
-    UnknownModel { given: String, choices: Vec<String> },
-    #[error("unknown model alias {given:?} ({reason}); choose one of: {}", choices.join(", "))]
-    UnknownAlias {
+    UnknownModel {
+        /// The id asked for.
         given: String,
-        reason: String,
+        /// The catalog's ids, to choose from.
         choices: Vec<String>,
     },
+    /// An AskAntigravity alias names no model, or more than one.
+    #[error("unknown model alias {given:?} ({reason}); choose one of: {}", choices.join(", "))]
+    UnknownAlias {
+        /// The alias asked for.
+        given: String,
+        /// Why it did not resolve.
+        reason: String,
+        /// The aliases and ids to choose from.
+        choices: Vec<String>,
+    },
+    /// The name would read as a flag on agy's command line.
     #[error("model {given:?} starts with \"-\" and is not a valid model name")]
-    Invalid { given: String },
+    Invalid {
+        /// The name asked for.
+        given: String,
+    },
 }
 
 /// The models, in agy's order.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Catalog {
+    /// One entry per model: a Gemini base with its tiers, or a fixed model.
     pub models: Vec<Model>,
 }
 
@@ -239,7 +276,7 @@ pub(super) fn is_thinking_name(s: &str) -> bool {
 
 impl Catalog {
     /// Parse `agy models` output and fold it ([`parse_models_output`] then
-    /// [`Catalog::from_raw`]).
+    /// `Catalog::from_raw`).
     pub fn from_output(stdout: &str) -> Catalog {
         Catalog::from_raw(&parse_models_output(stdout))
     }
@@ -249,7 +286,7 @@ impl Catalog {
     /// listed); every other slug (Claude, GPT-OSS, a Gemini base with a
     /// single tier) is a fixed model under agy's own slug. First-seen order
     /// is kept; duplicate slugs are dropped.
-    pub fn from_raw(raw: &[RawModel]) -> Catalog {
+    pub(crate) fn from_raw(raw: &[RawModel]) -> Catalog {
         struct Group {
             base: String,
             lines: Vec<(String, String, Option<Effort>)>,
@@ -316,7 +353,7 @@ impl Catalog {
     }
 
     /// The built-in fallback catalog: agy 1.1.24's listing
-    /// ([`LISTING_1_1_24`]) folded as agy's own output is.
+    /// (`LISTING_1_1_24`) folded as agy's own output is.
     pub fn fallback() -> Catalog {
         let raw: Vec<RawModel> = LISTING_1_1_24
             .iter()
@@ -328,10 +365,12 @@ impl Catalog {
         Catalog::from_raw(&raw)
     }
 
+    /// Whether agy listed no model (signed out, or an empty listing).
     pub fn is_empty(&self) -> bool {
         self.models.is_empty()
     }
 
+    /// The pi model ids, in agy's order: what an unknown id is told to choose from.
     pub fn ids(&self) -> Vec<String> {
         self.models.iter().map(|m| m.id.clone()).collect()
     }
@@ -344,7 +383,7 @@ impl Catalog {
     /// A model by id, or by something naming it: one of its tier slugs
     /// (with that tier), its display name (any case), or the TypeScript bridge's
     /// punctuation-free id (`gemini-3-7-flash`), so old configs keep working.
-    pub fn find(&self, name: &str) -> Option<(&Model, Option<Effort>)> {
+    pub(crate) fn find(&self, name: &str) -> Option<(&Model, Option<Effort>)> {
         let name = name.trim();
         if let Some(m) = self.models.iter().find(|m| m.id == name) {
             return Some((m, None));
@@ -387,7 +426,7 @@ impl Catalog {
 
     /// The `--model` / `--effort` pair for pi model `model_id` at pi thinking
     /// level `thinking`. An effort model always gets an effort: the level
-    /// clamped to its tiers (see [`clamp_effort`]); a tier slug given as the
+    /// clamped to its tiers (see `clamp_effort`); a tier slug given as the
     /// id pins that tier. A fixed model never gets one.
     pub fn resolve(
         &self,
@@ -411,7 +450,7 @@ impl Catalog {
 
     /// Resolve an AskAntigravity model alias.
     ///
-    /// Accepted: an exact id, tier slug or display name (as [`Catalog::find`]);
+    /// Accepted: an exact id, tier slug or display name (as `Catalog::find`);
     /// `flash`, `pro`, `gemini` (= flash), `sonnet`, `opus`, `claude`
     /// (= sonnet), `gpt-oss`; with an optional version (`3.5 flash`,
     /// `sonnet 4.6`) and tier (`flash low`, `pro high`), in any order. Without

@@ -11,7 +11,7 @@
 /// evidence lists the same pairs apart from Gemini 3.8 (docs/agy-format.md,
 /// "agy models"). Note the labels that do not spell their slug:
 /// `claude-sonnet-4-6` is "Claude Sonnet 4.6 (Thinking)".
-pub const LISTING_1_1_24: &[(&str, &str)] = &[
+pub(crate) const LISTING_1_1_24: &[(&str, &str)] = &[
     ("gemini-3.8-flash-high", "Gemini 3.8 Flash (High)"),
     ("gemini-3.8-flash-medium", "Gemini 3.8 Flash (Medium)"),
     ("gemini-3.8-flash-low", "Gemini 3.8 Flash (Low)"),
@@ -31,7 +31,7 @@ pub const LISTING_1_1_24: &[(&str, &str)] = &[
 /// Pairs a real listing older than 1.1.24 shows and 1.1.24 no longer does:
 /// Gemini 3.5 Flash, as GobbyAI/gobby's agy 1.1.20 evidence lists it (the
 /// labels agy 1.0.10 printed without slugs).
-pub const LISTED_BEFORE_1_1_24: &[(&str, &str)] = &[
+pub(crate) const LISTED_BEFORE_1_1_24: &[(&str, &str)] = &[
     ("gemini-3.5-flash-high", "Gemini 3.5 Flash (High)"),
     ("gemini-3.5-flash-medium", "Gemini 3.5 Flash (Medium)"),
     ("gemini-3.5-flash-low", "Gemini 3.5 Flash (Low)"),
@@ -42,7 +42,7 @@ fn listed_pairs() -> impl Iterator<Item = &'static (&'static str, &'static str)>
 }
 
 /// The slug a real agy listing pairs with `label` (exact label, any case).
-pub fn slug_for_label(label: &str) -> Option<&'static str> {
+pub(crate) fn slug_for_label(label: &str) -> Option<&'static str> {
     let label = label.trim();
     listed_pairs()
         .find(|(_, l)| l.eq_ignore_ascii_case(label))

@@ -4,7 +4,7 @@
 //!
 //! - [`parse_models_output`] reads `agy models` stdout, skipping the
 //!   progress line, glog and sign-in lines.
-//! - [`Catalog::from_raw`] folds Gemini tiers (`gemini-3.7-flash-low/-high`)
+//! - `Catalog::from_raw` folds Gemini tiers (`gemini-3.7-flash-low/-high`)
 //!   into one model whose id is the base slug (`gemini-3.7-flash`) and whose
 //!   efforts are the tiers agy listed. Everything else is a *fixed* model
 //!   keyed by agy's own slug; fixed models never get `--effort` (Claude and
@@ -21,21 +21,14 @@
 //!   built-in fallback catalog (agy 1.1.24's real listing) when agy is
 //!   missing, signed out, hung or broken.
 
-mod cache;
+pub(super) mod cache;
 mod catalog;
-mod listed;
+pub(super) mod listed;
 mod parse;
 
-pub use cache::{
-    catalog, fetch, state_dir, CacheEntry, Loaded, Loader, Policy, Source, Unavailable,
-};
-pub use catalog::{
-    Catalog, Family, Model, ModelError, PiCost, PiModel, Resolved, ThinkingLevelMap,
-};
-pub use listed::{slug_for_label, LISTED_BEFORE_1_1_24, LISTING_1_1_24};
-pub use parse::{
-    is_progress, is_slug, parse_models_output, slug_from_display, split_tier, RawModel,
-};
+pub use cache::{catalog, Loaded, Loader, Policy, Source, Unavailable};
+pub use catalog::{Catalog, Model, ModelError, PiCost, PiModel, Resolved, ThinkingLevelMap};
+pub use parse::{is_progress, parse_models_output, split_tier, RawModel};
 
 use agy_format::agy_args::Effort;
 use serde::Serialize;
@@ -53,15 +46,15 @@ pub(crate) const PI_BASE_URL: &str = "agy-bridge://antigravity";
 /// How long `agy models` may run before its process group is killed.
 pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(8);
 /// How long a cached catalog from agy is served without a refresh.
-pub const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(5 * 60);
 /// How long a failed `agy models` is remembered, so a hung or signed-out agy
 /// costs at most one slow call per minute instead of one per pi start.
-pub const FAILURE_TTL: Duration = Duration::from_secs(60);
+pub(crate) const FAILURE_TTL: Duration = Duration::from_secs(60);
 
 /// The cache file name inside the state directory.
-pub const CACHE_FILE: &str = "models-cache.json";
+pub(crate) const CACHE_FILE: &str = "models-cache.json";
 /// The lock file a background refresh holds (`flock`) while it runs.
-pub const REFRESH_LOCK_FILE: &str = "models-cache.json.refreshing";
+pub(crate) const REFRESH_LOCK_FILE: &str = "models-cache.json.refreshing";
 
 // --- pi thinking levels ------------------------------------------------------
 
@@ -70,17 +63,24 @@ pub const REFRESH_LOCK_FILE: &str = "models-cache.json.refreshing";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingLevel {
+    /// No thinking: a tiered model runs at its lowest tier.
     Off,
+    /// Runs at the lowest tier, as `off` does.
     Minimal,
+    /// agy's `low` tier, or the nearest one offered.
     Low,
+    /// agy's `medium` tier, or the nearest one offered.
     Medium,
+    /// agy's `high` tier, or the nearest one offered.
     High,
+    /// Runs at the highest tier offered.
     Xhigh,
+    /// Runs at the highest tier offered, as `xhigh` does.
     Max,
 }
 
 impl ThinkingLevel {
-    pub const ALL: [ThinkingLevel; 7] = [
+    pub(crate) const ALL: [ThinkingLevel; 7] = [
         ThinkingLevel::Off,
         ThinkingLevel::Minimal,
         ThinkingLevel::Low,
@@ -90,6 +90,7 @@ impl ThinkingLevel {
         ThinkingLevel::Max,
     ];
 
+    /// The level as pi spells it in a request (`off` ... `max`).
     pub fn as_str(self) -> &'static str {
         match self {
             ThinkingLevel::Off => "off",
@@ -154,7 +155,7 @@ pub(crate) fn nearest_effort(offered: &[Effort], want: Effort) -> Option<Effort>
 /// and no level at all pick the lowest tier (a Gemini base slug needs some
 /// effort); `xhigh` and `max` pick the highest; a missing tier goes to the
 /// nearest one, ties upward. `None` for a fixed model (no tiers).
-pub fn clamp_effort(offered: &[Effort], level: Option<ThinkingLevel>) -> Option<Effort> {
+pub(crate) fn clamp_effort(offered: &[Effort], level: Option<ThinkingLevel>) -> Option<Effort> {
     let lowest = offered.iter().copied().min()?;
     let highest = offered.iter().copied().max()?;
     match level {
@@ -219,8 +220,8 @@ pub fn write_table(catalog: &Catalog, out: &mut dyn Write) -> std::io::Result<()
 
 #[cfg(test)]
 mod tests {
-    use super::listed::label_for_slug;
-    use super::parse::{display_from_slug, is_glog};
+    use super::listed::{label_for_slug, slug_for_label};
+    use super::parse::{display_from_slug, is_glog, is_slug, slug_from_display};
     use super::*;
 
     #[test]

@@ -15,14 +15,16 @@ use agy_format::agy_args::Effort;
 /// elsewhere, else one spelled from the slug).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawModel {
+    /// agy's slug (what `--model` takes), when the format gives one.
     pub slug: Option<String>,
+    /// The label agy shows people.
     pub display: String,
 }
 
 impl RawModel {
     /// The agy slug. For format 1 (a label only): the slug a real listing
-    /// pairs with that label ([`slug_for_label`]); only a label no listing
-    /// has is spelled into a slug ([`slug_from_display`], a guess).
+    /// pairs with that label (`slug_for_label`); only a label no listing
+    /// has is spelled into a slug (`slug_from_display`, a guess).
     pub fn slug(&self) -> String {
         match (&self.slug, slug_for_label(&self.display)) {
             (Some(slug), _) => slug.clone(),
@@ -114,7 +116,7 @@ pub(crate) fn is_sign_in(line: &str) -> bool {
 /// An agy slug: lowercase `[a-z0-9._-]`, starting alphanumeric, with at least
 /// one hyphen and one letter (`gemini-3.7-flash-high`, `claude-sonnet-4-6`).
 /// The leading-alphanumeric rule also keeps `-x` from reaching agy as a flag.
-pub fn is_slug(s: &str) -> bool {
+pub(crate) fn is_slug(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
         && s.chars()
@@ -147,7 +149,7 @@ pub(super) fn is_display_name(line: &str) -> bool {
 /// ("Gemini 3.5 Flash (Medium)" → `gemini-3.5-flash-medium`); other families
 /// spell it with a hyphen ("Claude Sonnet 4.5" → `claude-sonnet-4-5`,
 /// "GPT-OSS 120B (Medium)" → `gpt-oss-120b-medium`).
-pub fn slug_from_display(display: &str) -> String {
+pub(crate) fn slug_from_display(display: &str) -> String {
     let lower = display.to_lowercase();
     let cleaned: String = lower
         .chars()

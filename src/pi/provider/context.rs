@@ -15,19 +15,19 @@ use crate::pi::provider::PROVIDER_ID;
 use serde_json::Value;
 
 /// Upper bound on the context digest, keeping the newest items.
-pub const DIGEST_MAX_CHARS: usize = 8000;
+pub(crate) const DIGEST_MAX_CHARS: usize = 8000;
 
 const COMPACTION_MARKER: &str = "compacted into the following summary";
 const DIGEST_PREAMBLE: &str = "[Context from the wider pi session that this Antigravity turn did not see: compaction summaries, turns by other providers, tool results, pi's system messages and earlier user messages. Your own earlier turns are already in your conversation history. Use this for continuity only.]";
 const LOST_PREAMBLE: &str = "[Your earlier conversation for this pi session was not available to Antigravity, so this is pi's record of it: compaction summaries, earlier user messages, your own earlier answers, turns by other providers, tool results and pi's system messages. Continue from where it left off.]";
 /// Upper bound on the digest that replaces a lost conversation: larger,
 /// since it carries agy's own earlier answers too.
-pub const LOST_DIGEST_MAX_CHARS: usize = 32000;
+pub(crate) const LOST_DIGEST_MAX_CHARS: usize = 32000;
 
 /// What agy still has of a pi session, which decides what the context
 /// digest must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgyContext {
+pub(crate) enum AgyContext {
     /// agy's conversation holds its own earlier turns: only what it never
     /// saw goes in the digest.
     Kept,
@@ -66,7 +66,7 @@ fn content_text(content: Option<&Value>) -> (String, usize) {
 
 /// The prompt for agy: the last message, which must be the user's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prompt {
+pub(crate) struct Prompt {
     pub text: String,
     /// Images pi attached that agy's `-p` cannot take.
     pub dropped_images: usize,
@@ -74,15 +74,13 @@ pub struct Prompt {
 
 /// Why a request cannot become an agy turn.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     #[error("bad request: no user message to send to agy (the last message must be the user's)")]
     NoUserMessage,
     #[error("bad request: the user message has no text (agy -p takes text only)")]
     EmptyPrompt,
     #[error("pi sent tool results, but the agy turn that called those tools is over (it ended, or agy-bridge was restarted); send a new message")]
     OrphanToolResults,
-    #[error("bad request: {0}")]
-    Malformed(String),
 }
 
 /// The index of the message that must be the user's prompt: the last one
@@ -109,7 +107,7 @@ fn system_text(m: &Value) -> String {
     parts.join("\n")
 }
 
-pub fn extract_prompt(messages: &[Value]) -> Result<Prompt, RequestError> {
+pub(crate) fn extract_prompt(messages: &[Value]) -> Result<Prompt, RequestError> {
     let last = prompt_index(messages)
         .map(|i| &messages[i])
         .ok_or(RequestError::NoUserMessage)?;
@@ -143,14 +141,15 @@ fn strip_compaction(t: &str) -> &str {
 /// leading one and earlier user messages. agy's own turns are skipped (they
 /// are in its database). Capped at `max_chars`, keeping the summary and
 /// then the newest items.
-pub fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) -> String {
+#[cfg(test)]
+pub(crate) fn context_digest(messages: &[Value], watermark: usize, max_chars: usize) -> String {
     context_digest_for(messages, watermark, max_chars, AgyContext::Kept)
 }
 
 /// [`context_digest`] for what agy still has: with [`AgyContext::Lost`],
 /// agy's own earlier answers and the results of the tools it called
 /// through the bridge are in it too.
-pub fn context_digest_for(
+pub(crate) fn context_digest_for(
     messages: &[Value],
     watermark: usize,
     max_chars: usize,
@@ -312,7 +311,7 @@ fn bridged_call_ids(messages: &[Value]) -> std::collections::HashSet<&str> {
 }
 
 /// Whether pi's context holds earlier turns of agy's own.
-pub fn has_own_turns(messages: &[Value]) -> bool {
+pub(crate) fn has_own_turns(messages: &[Value]) -> bool {
     messages.iter().any(|m| {
         role(m) == "assistant" && m.get("provider").and_then(Value::as_str) == Some(PROVIDER_ID)
     })
@@ -323,12 +322,13 @@ pub fn has_own_turns(messages: &[Value]) -> bool {
 /// Nothing is trimmed for length: the prompt never goes on agy's command
 /// line, but on its stdin or in a private file ([`crate::runner::prompt_file`]),
 /// and the digest is bounded when it is made ([`context_digest`]).
-pub fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
+#[cfg(test)]
+pub(crate) fn compose_prompt(prompt: &Prompt, digest: &str) -> String {
     compose_prompt_for(prompt, digest, AgyContext::Kept)
 }
 
 /// [`compose_prompt`], framing the digest for what agy still has.
-pub fn compose_prompt_for(prompt: &Prompt, digest: &str, context: AgyContext) -> String {
+pub(crate) fn compose_prompt_for(prompt: &Prompt, digest: &str, context: AgyContext) -> String {
     let preamble = match context {
         AgyContext::Kept => DIGEST_PREAMBLE,
         AgyContext::Lost => LOST_PREAMBLE,

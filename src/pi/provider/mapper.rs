@@ -56,7 +56,7 @@ pub struct EventMapper {
 /// view of the turn's files moved out to do them: run it where blocking is
 /// allowed ([`DiskWork::run`]), then give the outcome back
 /// ([`EventMapper::disk_done`]) before mapping the event.
-pub struct DiskWork {
+pub(crate) struct DiskWork {
     edits: TurnEdits,
     job: DiskJob,
 }
@@ -69,14 +69,14 @@ enum DiskJob {
 }
 
 /// What [`DiskWork::run`] did, for [`EventMapper::disk_done`].
-pub struct DiskDone {
+pub(crate) struct DiskDone {
     edits: TurnEdits,
     rendered: Option<(crate::follow::edits::EditTarget, String)>,
 }
 
 impl DiskWork {
     /// Read the file (and ask git): blocking.
-    pub fn run(mut self) -> DiskDone {
+    pub(crate) fn run(mut self) -> DiskDone {
         let rendered = match self.job {
             DiskJob::Snapshot(path) => {
                 self.edits.before_edit(&path);
@@ -133,6 +133,8 @@ fn call_key(id: &str, name: &str, arguments: &str) -> String {
 }
 
 impl EventMapper {
+    /// A mapper for one turn in `cwd`, against which agy's edited paths are
+    /// shown and diffed.
     pub fn new(cwd: &Path) -> Self {
         EventMapper {
             edits: TurnEdits::new(cwd),
@@ -142,7 +144,7 @@ impl EventMapper {
             bridge_call: None,
             failed_steps: HashMap::new(),
             conversation: None,
-            conversations_dir: crate::follow::discovery::default_conversations_dir(),
+            conversations_dir: None,
             from_gate: HashMap::new(),
             from_db: HashMap::new(),
             denied: HashMap::new(),
@@ -155,7 +157,7 @@ impl EventMapper {
     /// diff), to run off the runtime; `None` when its mapping touches no
     /// file. Until [`Self::disk_done`], the mapper's view of the turn's
     /// files is the work's.
-    pub fn disk_work(&mut self, event: &RunEvent) -> Option<DiskWork> {
+    pub(crate) fn disk_work(&mut self, event: &RunEvent) -> Option<DiskWork> {
         let RunEvent::Agy(e) = event else {
             return None;
         };
@@ -181,7 +183,7 @@ impl EventMapper {
     }
 
     /// Take back what [`DiskWork::run`] did.
-    pub fn disk_done(&mut self, done: DiskDone) {
+    pub(crate) fn disk_done(&mut self, done: DiskDone) {
         self.edits = done.edits;
         self.rendered = done.rendered;
     }
@@ -226,7 +228,7 @@ impl EventMapper {
     /// Leave out agy's steps for the calls it made through the bridge:
     /// those `is_bridge_call(name, arguments)` names
     /// (`pi::mcp::is_bridge_call`).
-    pub fn hide_bridge_calls(&mut self, is_bridge_call: fn(&str, &str) -> bool) {
+    pub(crate) fn hide_bridge_calls(&mut self, is_bridge_call: fn(&str, &str) -> bool) {
         self.bridge_call = Some(is_bridge_call);
     }
 
@@ -234,14 +236,20 @@ impl EventMapper {
     /// gone before this turn (agy keeps about 500 and drops the oldest), so
     /// the turn begins a new one with pi's whole record: once it is bound,
     /// the user is told as for a conversation agy did not have.
-    pub fn replaces(&mut self, gone: &str) {
+    pub(crate) fn replaces(&mut self, gone: &str) {
         self.replaces = Some(gone.to_string());
     }
 
-    /// Where agy keeps conversations, when it is not the default
-    /// (`$AGY_CONVERSATIONS_DIR`, else `~/.gemini/antigravity-cli/conversations`).
-    pub fn set_conversations_dir(&mut self, dir: &Path) {
+    /// Where agy keeps conversations (the settings' conversations
+    /// directory); unset, a command names agy's default under `~`.
+    pub(crate) fn set_conversations_dir(&mut self, dir: &Path) {
         self.conversations_dir = Some(dir.to_path_buf());
+    }
+
+    /// The user's home, where an edited file outside the cwd is shown as
+    /// `~/...` (unset: such a file is shown as agy wrote its path).
+    pub fn set_home(&mut self, home: Option<&Path>) {
+        self.edits.set_home(home);
     }
 
     fn hidden(&self, e: &Event) -> bool {
@@ -370,6 +378,8 @@ impl EventMapper {
         out.hold_error(&sentence, &format!("\n[agy error: {sentence}]\n"));
     }
 
+    /// Writes what `event` means to pi on `out`: text, thinking lines, a
+    /// tool's note or diff, an error held for the end.
     pub fn map<W: Write>(&mut self, event: &RunEvent, out: &mut PiStream<W>) {
         let e = match event {
             RunEvent::Agy(e) => e,
@@ -519,7 +529,7 @@ impl EventMapper {
 /// The error pi sees for a failed turn: whether it was the user's abort,
 /// and the failure's one sentence (worded for pi's retry; see
 /// [`crate::runner::failure`]).
-pub fn error_message(result: &RunResult) -> (bool, String) {
+pub(crate) fn error_message(result: &RunResult) -> (bool, String) {
     match &result.failure {
         Some(f) => (f.is_abort(), f.to_string()),
         None => (false, String::new()),

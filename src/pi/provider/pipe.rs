@@ -7,10 +7,10 @@
 //! would then hold every task of the turn, its abort and its watchdog
 //! among them, and a stalled pi must never keep agy running. So a line
 //! goes out only as far as pi's pipe takes it now, without waiting; the
-//! rest waits here, and the relay awaits [`Room::wait`] before the next
+//! rest waits here, and the relay awaits `Room::wait` before the next
 //! event, so pi's pace is still the turn's, with the turn's other tasks
 //! running meanwhile. What waits here is at most one event's lines, and at
-//! most [`MAX_PENDING`] of them: a bigger event (a long text block's end,
+//! most `MAX_PENDING` of them: a bigger event (a long text block's end,
 //! which carries the whole block) is written through, waiting, past that,
 //! so memory stays bounded whatever pi does.
 //!
@@ -44,7 +44,7 @@ enum How {
 
 /// The most of one event's lines kept waiting for room; past it, they are
 /// written blocking.
-pub const MAX_PENDING: usize = 1 << 20;
+pub(crate) const MAX_PENDING: usize = 1 << 20;
 
 /// A sink for [`super::stream::PiStream`]: stdout, or a pipe written
 /// only as far as it has room.
@@ -133,7 +133,7 @@ fn watchable(fd: BorrowedFd<'_>) -> Option<(Pending, Watched<OwnedFd>)> {
     Some((pending, watched))
 }
 
-pub use crate::process::caller::{pipe_kind, PipeKind};
+pub(crate) use crate::process::caller::{pipe_kind, PipeKind};
 
 /// The pipe `fd` opened again, write-only and non-blocking: a file of its
 /// own, so the flag is not stdout's.
@@ -196,7 +196,7 @@ impl Drop for PipeOut {
 impl Room {
     /// Return once every line written so far is in the pipe, or the pipe
     /// failed (the next write says so).
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         loop {
             {
                 let mut p = lock(&self.shared);

@@ -19,7 +19,7 @@ enum BlockKind {
 /// after it.
 ///
 /// It also keeps the rule that a failure is said once: agy's error lines
-/// are held ([`Self::hold_error`]) until agy goes on or the message ends,
+/// are held (`Self::hold_error`) until agy goes on or the message ends,
 /// and one that the turn's own failure repeats is not shown, since pi shows
 /// that failure as the message's error ([`Self::fail`]).
 pub struct PiStream<W: Write> {
@@ -38,6 +38,8 @@ pub struct PiStream<W: Write> {
 }
 
 impl<W: Write> PiStream<W> {
+    /// A stream that writes pi's events to `out`; nothing is written until [`Self::start`] or
+    /// the first event.
     pub fn new(out: W) -> Self {
         PiStream {
             out,
@@ -51,7 +53,7 @@ impl<W: Write> PiStream<W> {
         }
     }
 
-    /// Await `room` in the sink's pipe before each event ([`Self::room`]):
+    /// Await `room` in the sink's pipe before each event (`Self::room`):
     /// a pi that reads slowly then holds the turn's relay, never the
     /// runtime it shares with the turn (its abort, its watchdog).
     pub fn with_room(mut self, room: Option<Room>) -> Self {
@@ -61,7 +63,7 @@ impl<W: Write> PiStream<W> {
 
     /// Return once the sink can take a line without waiting (at once
     /// without a [`Room`]).
-    pub async fn room(&self) {
+    pub(crate) async fn room(&self) {
         if let Some(room) = &self.room {
             room.wait().await;
         }
@@ -87,15 +89,12 @@ impl<W: Write> PiStream<W> {
         }
     }
 
+    /// Writes `start`, once: pi expects it at once, before agy has said anything.
     pub fn start(&mut self) {
         if !self.started {
             self.started = true;
             self.emit(&PiEvent::Start);
         }
-    }
-
-    pub fn is_finished(&self) -> bool {
-        self.finished
     }
 
     /// Whether a text block is open right now.
@@ -159,27 +158,27 @@ impl<W: Write> PiStream<W> {
         });
     }
 
-    pub fn text(&mut self, delta: &str) {
+    pub(crate) fn text(&mut self, delta: &str) {
         self.push(BlockKind::Text, delta);
     }
 
     /// Hold agy's error `line` (saying `sentence`) until
     /// [`Self::release_held`], the end of the message, or a failure that
     /// repeats it.
-    pub fn hold_error(&mut self, sentence: &str, line: &str) {
+    pub(crate) fn hold_error(&mut self, sentence: &str, line: &str) {
         if !self.finished {
             self.held.push((sentence.to_string(), line.to_string()));
         }
     }
 
     /// Show the held error lines: agy went on, so they were not the end.
-    pub fn release_held(&mut self) {
+    pub(crate) fn release_held(&mut self) {
         for (_, line) in std::mem::take(&mut self.held) {
             self.thinking(&line);
         }
     }
 
-    pub fn thinking(&mut self, delta: &str) {
+    pub(crate) fn thinking(&mut self, delta: &str) {
         self.push(BlockKind::Thinking, delta);
     }
 
@@ -237,7 +236,7 @@ impl<W: Write> PiStream<W> {
     }
 
     /// Ask pi to decide a tool call agy waits on (outside any message).
-    pub fn permission_request(&mut self, request: PiEvent) {
+    pub(crate) fn permission_request(&mut self, request: PiEvent) {
         if matches!(request, PiEvent::PermissionRequest { .. }) {
             self.emit(&request);
         }
@@ -245,7 +244,7 @@ impl<W: Write> PiStream<W> {
 
     /// Begin the next assistant message of the same agy turn (after pi ran
     /// the tools of a `toolUse` message): `start` again, indexes from 0.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         if !self.finished {
             return;
         }

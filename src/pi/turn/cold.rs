@@ -71,7 +71,8 @@ pub(super) async fn run_cold_prepared<W: Write>(
     let own_server = bridge.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
     let mut gate =
         super::tools::open_turn_gate(prepared, &mut cfg, &mut turn, own_server, pi, cancel).await;
-    let mut side = super::tools::tool_side(bridge.as_mut(), gate.as_mut(), control);
+    let window = prepared.settings.tool_batch;
+    let mut side = super::tools::tool_side(bridge.as_mut(), gate.as_mut(), control, window);
 
     let (tx, mut rx) = runner::event_channel();
     // This binary as agy's guardian (`run_config`), already started.

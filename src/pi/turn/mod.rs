@@ -24,7 +24,7 @@ mod warm_session;
 #[cfg(test)]
 mod tests;
 
-pub use prepare::check_default_model;
+pub use prepare::{check_default_model, check_settings};
 pub use single::one_turn;
 use std::time::Duration;
 pub use warm_session::{serve_session, Output};
@@ -37,4 +37,15 @@ pub struct Limits {
     pub timeout: Duration,
     /// How long to wait for the request line.
     pub request_wait: Duration,
+}
+
+impl Limits {
+    /// The watchdog (`AGY_TIMEOUT_MIN`, or `--timeout-min` applied) and the
+    /// request-line wait (`AGY_REQUEST_TIMEOUT_SECS`) of `settings`.
+    pub fn of(settings: &crate::settings::Settings) -> Limits {
+        Limits {
+            timeout: settings.watchdog(),
+            request_wait: settings.request_timeout,
+        }
+    }
 }

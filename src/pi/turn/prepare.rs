@@ -5,6 +5,7 @@
 //! on a blocking thread; the warm session prepares its agy from here too.
 
 use crate::runner::{RunConfig, TurnRequest};
+use crate::settings::Settings;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,10 +21,11 @@ pub(super) fn request_cwd(req: &crate::pi::provider::StreamRequest) -> PathBuf {
 /// The request's session key and the session store (if it can be opened).
 pub(super) fn session_of(
     req: &crate::pi::provider::StreamRequest,
+    settings: &Settings,
 ) -> (String, Option<crate::state::sessions::SessionStore>) {
-    use crate::state::sessions::{SessionKey, SessionStore};
+    use crate::state::sessions::SessionKey;
     let key = SessionKey::for_request(req.session_id.as_deref(), &request_cwd(req));
-    let store = match SessionStore::open_default() {
+    let store = match settings.session_store() {
         Ok(s) => Some(s),
         Err(e) => {
             eprintln!("agy-bridge: warning: sessions are not saved: {e}");
@@ -51,6 +53,8 @@ pub(super) struct PreparedTurn {
     /// and the user hears of it, once bound, in the words of a
     /// conversation agy did not have.
     pub(super) replaces: Option<agy_format::ids::ConversationId>,
+    /// The environment's settings the turn was prepared with.
+    pub(super) settings: Settings,
 }
 
 /// Where a resumed turn's new steps start: after the last step the
@@ -93,17 +97,17 @@ pub(super) struct Resolved {
 pub(super) fn resolve_agy(
     req: &crate::pi::provider::StreamRequest,
     timeout: Duration,
+    env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<Resolved, String> {
-    let settings = crate::session::setup::settings().map_err(|e| format!("agy-bridge: {e}"))?;
+    let settings = crate::session::setup::config(env).map_err(|e| format!("agy-bridge: {e}"))?;
     let thinking = thinking_level(req.reasoning.as_deref())?;
-    let catalog = crate::pi::models::catalog(cancel);
-    check_default_model(&catalog).map_err(|e| format!("agy-bridge: {e}"))?;
+    let catalog = crate::pi::models::catalog(env, cancel);
+    check_default_model(env, &catalog).map_err(|e| format!("agy-bridge: {e}"))?;
     let model = catalog
         .resolve(&req.model, thinking)
         .map_err(|e| format!("agy-bridge: {e}"))?;
-    let mut cfg =
-        crate::session::setup::configured(&settings).map_err(|e| format!("agy-bridge: {e}"))?;
+    let mut cfg = crate::session::setup::configured(&settings, env);
     cfg.timeout = timeout;
     Ok(Resolved {
         cfg,
@@ -142,6 +146,7 @@ pub(super) fn prepare_turn(
     timeout: Duration,
     session_key: String,
     store: Option<crate::state::sessions::SessionStore>,
+    env: &Settings,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<PreparedTurn, String> {
     use crate::pi::provider::context::{
@@ -155,7 +160,7 @@ pub(super) fn prepare_turn(
         cfg,
         settings,
         model: resolved,
-    } = resolve_agy(req, timeout, cancel)?;
+    } = resolve_agy(req, timeout, env, cancel)?;
 
     let mut notes = Vec::new();
     let mut existing = match store.as_ref().map(|s| s.get(&session_key)) {
@@ -202,7 +207,7 @@ pub(super) fn prepare_turn(
             prompt.dropped_images
         ));
     }
-    let gating = crate::session::gating::gate_plan(&settings, req.ui);
+    let gating = crate::session::gating::gate_plan(&settings, req.ui, env);
     let turn = session_turn(
         compose_prompt_for(&prompt, &digest, context),
         &cwd,
@@ -230,21 +235,43 @@ pub(super) fn prepare_turn(
         first_turn: existing.is_none(),
         gating,
         replaces,
+        settings: env.clone(),
     })
 }
 
 /// AskAntigravity's and every turn's default model alias.
 const DEFAULT_MODEL: &str = "AGY_DEFAULT_MODEL";
 
-/// `AGY_DEFAULT_MODEL` against agy's catalog (as `stream` resolves models:
-/// the cache, else `agy models`, else the built-in catalog): an alias no
-/// model answers to is an error naming the ones there are.
-pub fn check_default_model(catalog: &crate::pi::models::Catalog) -> Result<(), String> {
-    let Some(alias) = crate::state::file::env_nonempty(DEFAULT_MODEL) else {
+/// `AGY_DEFAULT_MODEL` (as `settings` holds it) against agy's catalog (as
+/// `stream` resolves models: the cache, else `agy models`, else the
+/// built-in catalog): an alias no model answers to is an error naming the
+/// ones there are.
+pub fn check_default_model(
+    settings: &Settings,
+    catalog: &crate::pi::models::Catalog,
+) -> Result<(), String> {
+    let Some(alias) = settings.config_var(DEFAULT_MODEL) else {
         return Ok(());
     };
     catalog
-        .resolve_alias(&alias, None)
+        .resolve_alias(alias, None)
         .map(drop)
         .map_err(|e| format!("{DEFAULT_MODEL}={alias:?} is not valid: {e}"))
+}
+
+/// Every variable checked before a command acts on them: the first bad
+/// value's sentence ([`Settings::check`]), then `AGY_DEFAULT_MODEL`
+/// against agy's catalog ([`check_default_model`]; the catalog is loaded
+/// only when the variable is set, and an `agy models` it runs ends on the
+/// token `stop` gives, asked for only then: the command's stop signals in
+/// the binary). Blocking.
+pub fn check_settings(
+    settings: &Settings,
+    stop: fn() -> tokio_util::sync::CancellationToken,
+) -> Result<(), String> {
+    settings.check().map_err(|e| e.to_string())?;
+    if settings.config_var(DEFAULT_MODEL).is_some() {
+        check_default_model(settings, &crate::pi::models::catalog(settings, &stop()))?;
+    }
+    Ok(())
 }

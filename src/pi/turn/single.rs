@@ -8,6 +8,7 @@ use super::Limits;
 use crate::pi::mcp::relay::Control;
 use crate::pi::provider::stream::PiStream;
 use crate::process::standby::Standby;
+use crate::settings::Settings;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -119,16 +120,18 @@ fn taken_request(
 /// and whether it was an abort.
 async fn start_turn(
     limits: Limits,
+    settings: &Settings,
     request_line: tokio::sync::oneshot::Receiver<RequestLine>,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
     let line = read_request(request_line, limits.request_wait, cancel).await?;
-    super::start::start_from_line(&line, limits.timeout, cancel).await
+    super::start::start_from_line(&line, limits.timeout, settings, cancel).await
 }
 
 /// One `stream` turn: pi's request read from `input` (then its abort and
 /// control lines), the turn's events written to `pi` (which has said
-/// `start` already). `standby` is agy's guardian, already started;
+/// `start` already), under `settings` (the binary's, resolved once).
+/// `standby` is agy's guardian, already started;
 /// `cancel` ends the turn (the caller cancels it on a stop signal, on pi's
 /// death, on stdout's reader gone). `false`: the turn failed (pi has its
 /// `error`).
@@ -136,13 +139,14 @@ pub async fn one_turn<R: Read + Send + 'static, W: Write>(
     input: R,
     pi: &mut PiStream<W>,
     limits: Limits,
+    settings: &Settings,
     standby: Option<Standby>,
     cancel: CancellationToken,
 ) -> bool {
     // The request is read on a thread of its own, from the start: the rest
     // of the set-up happens while it comes.
     let (request_line, control) = input_reader(input, cancel.clone());
-    let start = match start_turn(limits, request_line, &cancel).await {
+    let start = match start_turn(limits, settings, request_line, &cancel).await {
         Ok(start) => start,
         Err((aborted, message)) => {
             pi.fail(aborted, &message);

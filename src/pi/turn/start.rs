@@ -30,13 +30,14 @@ pub(super) fn bad_request(why: String) -> (bool, String) {
 pub(super) async fn start_from_line(
     line: &str,
     timeout: Duration,
+    settings: &crate::settings::Settings,
     cancel: &CancellationToken,
 ) -> Result<StreamStart, (bool, String)> {
     let req: crate::pi::provider::StreamRequest =
         serde_json::from_str(line).map_err(|e| bad_request(e.to_string()))?;
     // One turn per session at a time: wait for the one before (within our
     // watchdog) so this one resumes the conversation it left.
-    let (session_key, store) = super::prepare::session_of(&req);
+    let (session_key, store) = super::prepare::session_of(&req, settings);
     let mut store = store;
     let mut state_note = None;
     let turn_lock = match &store {
@@ -60,10 +61,10 @@ pub(super) async fn start_from_line(
     // `agy models` run): resolved on a blocking thread, before the turn,
     // with what the runner reads before agy starts (the session is ours
     // now, so nothing of it can appear unseen).
-    let (for_prepare, stop) = (req.clone(), cancel.clone());
+    let (for_prepare, stop, env) = (req.clone(), cancel.clone(), settings.clone());
     let prepared = tokio::task::spawn_blocking(move || {
         let prepared =
-            super::prepare::prepare_turn(&for_prepare, timeout, session_key, store, &stop)?;
+            super::prepare::prepare_turn(&for_prepare, timeout, session_key, store, &env, &stop)?;
         let prelude = runner::Prelude::blocking(&prepared.cfg);
         Ok::<_, String>((prepared, prelude))
     })
@@ -113,8 +114,8 @@ pub(super) async fn begin_turn<W: Write>(
         _turn_lock,
     } = start;
     if prelude.features().is_none() {
-        let bin = &prepared.cfg.agy_bin;
-        let features = crate::runner::version::agy_features(bin, cancel).await;
+        let (dir, bin) = (prepared.cfg.state_dir.as_deref(), &prepared.cfg.agy_bin);
+        let features = crate::runner::version::agy_features(dir, bin, cancel).await;
         prelude.set_features(features);
     }
     for note in &prepared.notes {
@@ -122,10 +123,11 @@ pub(super) async fn begin_turn<W: Write>(
     }
     let mut mapper = crate::pi::provider::mapper::EventMapper::new(&prepared.cwd);
     mapper.set_conversations_dir(&prepared.cfg.conversations_dir);
+    mapper.set_home(prepared.settings.home.as_deref());
     if let Some(gone) = &prepared.replaces {
         mapper.replaces(gone.as_str());
     }
-    let seat = take_seat(pi, cancel).await?;
+    let seat = take_seat(prepared.cfg.admission.as_ref(), pi, cancel).await?;
     Some(Begun {
         req,
         prepared,
@@ -142,10 +144,11 @@ pub(super) async fn begin_turn<W: Write>(
 /// turn's end), pi told when it waits; `None` when pi aborted the wait
 /// (pi has its `error` already).
 async fn take_seat<W: Write>(
+    admission: Option<&crate::state::admission::Admission>,
     pi: &mut crate::pi::provider::stream::PiStream<W>,
     cancel: &CancellationToken,
 ) -> Option<Option<crate::state::admission::Seat>> {
-    match crate::session::seat::wait_seat(cancel, |words| pi.thinking(words)).await {
+    match crate::session::seat::wait_seat(admission, cancel, |words| pi.thinking(words)).await {
         Ok(seat) => Some(seat),
         Err(()) => {
             pi.fail(true, "Operation aborted");

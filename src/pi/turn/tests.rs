@@ -7,6 +7,7 @@ use super::input::is_abort_line;
 use super::warm_session::{classify, Current, Msg};
 use super::*;
 use crate::pi::provider::stream::PiStream;
+use crate::settings::{Env, Settings};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
@@ -67,6 +68,12 @@ const LIMITS: Limits = Limits {
     request_wait: Duration::from_secs(30),
 };
 
+/// The settings of an environment holding only `vars` (no HOME, no state
+/// directory: nothing of the user's is touched).
+fn settings(vars: &[(&str, &str)]) -> Settings {
+    Settings::resolve(&Env::from_vars(vars.iter().copied()))
+}
+
 /// One `stream` turn fed `input`'s bytes (then its end, unless `keep_open`).
 async fn one(input: &[u8], limits: Limits, cancel: CancellationToken) -> Seen {
     let (mut pi_side, ours) = UnixStream::pair().expect("socket pair");
@@ -74,7 +81,8 @@ async fn one(input: &[u8], limits: Limits, cancel: CancellationToken) -> Seen {
     let seen = Seen::default();
     let mut pi = PiStream::new(seen.clone());
     pi.start();
-    let turn = one_turn(ours, &mut pi, limits, None, cancel);
+    let settings = settings(&[]);
+    let turn = one_turn(ours, &mut pi, limits, &settings, None, cancel);
     // pi's side stays open for the whole turn, as pi keeps stdin open.
     let ok = turn.await;
     drop(pi_side);
@@ -191,12 +199,9 @@ async fn a_session_serves_turns_until_its_input_ends() {
         *count.lock().expect("count") += 1;
         PiStream::new(Box::new(sink.clone()) as Box<dyn Write>)
     });
-    let policy = crate::session::warm_policy::WarmPolicy {
-        on: false,
-        idle: Duration::from_secs(600),
-    };
+    let settings = settings(&[("AGY_WARM", "off")]);
     let gone = CancellationToken::new();
-    let session = serve_session(ours, out, LIMITS.timeout, policy, None, gone.clone());
+    let session = serve_session(ours, out, &settings, None, gone.clone());
     let errors = |seen: &Seen| seen.types().iter().filter(|t| *t == "error").count();
     let pi = async {
         for turn in 1..=2 {

@@ -38,6 +38,7 @@ pub(super) fn tool_side(
     bridge: Option<&mut crate::pi::mcp::ToolBridge>,
     gate: Option<&mut crate::gate::Gate>,
     control: tokio::sync::mpsc::Receiver<Control>,
+    window: Duration,
 ) -> Result<crate::pi::mcp::relay::ToolLines, tokio::sync::mpsc::Receiver<Control>> {
     use tokio::sync::mpsc::channel;
     if bridge.is_none() && gate.is_none() {
@@ -51,7 +52,7 @@ pub(super) fn tool_side(
         let questions = std::mem::replace(&mut g.questions, channel(1).1);
         crate::pi::dialog::Asks::new(questions, g.grants())
     });
-    Ok(crate::pi::mcp::relay::ToolLines::new(calls, control, tool_batch_window()).with_asks(asks))
+    Ok(crate::pi::mcp::relay::ToolLines::new(calls, control, window).with_asks(asks))
 }
 
 /// What [`tool_side`] lent, back to its owners (questions still open are
@@ -92,7 +93,7 @@ pub(super) async fn offer_pi_tools<W: Write>(
         }
         return Ok(None);
     }
-    serve_pi_tools(req, turn, mapper).await
+    serve_pi_tools(req, turn, mapper, prepared.settings.pi_tools).await
 }
 
 /// This agy, when it is known to be too old to reach pi's tools (an agy
@@ -105,22 +106,17 @@ pub(super) fn too_old_for_pi_tools(
         .filter(|f| f.version.is_some() && !f.mcp_from_add_dir())
 }
 
-/// `AGY_PI_TOOL_BATCH_MS`, already checked in `stream_limits` (a bad value
-/// never gets this far).
-pub(super) fn tool_batch_window() -> Duration {
-    use crate::pi::mcp::relay;
-    relay::batch_window().unwrap_or(relay::DEFAULT_BATCH_WINDOW)
-}
-
 /// Serve the request's tools (those agy lacks) to agy for this turn: the
 /// private MCP config directory joins the turn's `--add-dir`s.
 async fn serve_pi_tools(
     req: &crate::pi::provider::StreamRequest,
     turn: &mut TurnRequest,
     mapper: &mut crate::pi::provider::mapper::EventMapper,
+    on: bool,
 ) -> Result<Option<crate::pi::mcp::ToolBridge>, String> {
     use crate::pi::mcp;
-    if mcp::disabled_by_env().map_err(|e| format!("agy-bridge: {e}"))? {
+    // `AGY_PI_TOOLS`, checked before the turn (the binary checks every variable first).
+    if !on {
         return Ok(None);
     }
     let bridge = mcp::ToolBridge::start(mcp::offered_tools(&req.tools))

@@ -24,7 +24,8 @@ use crate::pi::provider::StreamRequest;
 use crate::process::standby::Standby;
 use crate::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
 use crate::session::gating::GatePlan;
-use crate::session::warm_policy::{WarmPolicy, WARM_ENV};
+use crate::settings::vars::WARM_ENV;
+use crate::settings::Settings;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -170,7 +171,8 @@ struct Session {
     gone: CancellationToken,
     out: Output,
     timeout: Duration,
-    policy: WarmPolicy,
+    /// The environment's settings (`AGY_WARM`, `AGY_WARM_IDLE_SECS`, ...).
+    settings: Settings,
     standby: Option<Standby>,
     slot: Option<Slot>,
     plan: Option<Plan>,
@@ -189,14 +191,16 @@ struct Session {
 pub type Output = Box<dyn FnMut() -> PiStream<Box<dyn Write>>>;
 
 /// `stream --session`: every turn of one pi session, read from `input`,
-/// each turn's events to a fresh stream from `out`. `gone` is pi's end
-/// (the caller cancels it on a stop signal, pi's death, stdout's reader
-/// gone; the end of `input` cancels it too).
+/// each turn's events to a fresh stream from `out`, under `settings` (the
+/// binary's, checked before, its flags applied: each turn's watchdog is
+/// [`Settings::watchdog`]; `AGY_WARM` and `AGY_WARM_IDLE_SECS` say whether
+/// and how long agy is kept warm). `gone` is pi's end (the caller
+/// cancels it on a stop signal, pi's death, stdout's reader gone; the end
+/// of `input` cancels it too).
 pub async fn serve_session<R: Read + Send + 'static>(
     input: R,
     out: Output,
-    timeout: Duration,
-    policy: WarmPolicy,
+    settings: &Settings,
     standby: Option<Standby>,
     gone: CancellationToken,
 ) {
@@ -204,8 +208,8 @@ pub async fn serve_session<R: Read + Send + 'static>(
     let mut session = Session {
         gone: gone.clone(),
         out,
-        timeout,
-        policy,
+        timeout: settings.watchdog(),
+        settings: settings.clone(),
         standby,
         slot: None,
         plan: None,
@@ -241,7 +245,7 @@ impl Session {
     ) -> Option<Msg> {
         loop {
             // A huge idle time is "never": no deadline at all.
-            let idle_at = self.last_use.checked_add(self.policy.idle);
+            let idle_at = self.last_use.checked_add(self.settings.warm_idle);
             let idle = async {
                 match idle_at {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -320,19 +324,19 @@ impl Session {
             return;
         }
         self.said = true;
-        let how = match (&self.refused, self.policy.on) {
+        let how = match (&self.refused, self.settings.warm) {
             (_, false) => format!("off ({WARM_ENV}=off): one agy process per turn"),
             (Some(why), true) => format!("off: {why}; one agy process per turn"),
             (None, true) => format!(
                 "on: one agy process kept between this session's turns (released after {} s idle)",
-                self.policy.idle.as_secs()
+                self.settings.warm_idle.as_secs()
             ),
         };
         eprintln!("agy-bridge: warm agy: {how}");
     }
 
     fn warm_possible(&self) -> bool {
-        self.policy.on && self.refused.is_none()
+        self.settings.warm && self.refused.is_none()
     }
 
     /// pi is gone: the warm agy's tree goes at once.
@@ -360,13 +364,14 @@ impl Session {
     ) -> bool {
         let mut pi = (self.out)();
         pi.start();
-        let start = match super::start::start_from_line(line, self.timeout, cancel).await {
-            Ok(start) => start,
-            Err((aborted, message)) => {
-                pi.fail(aborted, &message);
-                return false;
-            }
-        };
+        let start =
+            match super::start::start_from_line(line, self.timeout, &self.settings, cancel).await {
+                Ok(start) => start,
+                Err((aborted, message)) => {
+                    pi.fail(aborted, &message);
+                    return false;
+                }
+            };
         // The turn lock and the seat are held to the end of the turn.
         let Some(super::start::Begun {
             req,
@@ -418,7 +423,7 @@ impl Session {
 /// The warm agy a turn of `req` needs: its settings, pi's tools as this
 /// turn offers them, the session's conversation and cursor.
 fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prelude) -> Plan {
-    let tools = offered_tools(req, prelude);
+    let tools = offered_tools(req, prelude, prepared.settings.pi_tools);
     // Whether agy is gated is on its command line (the gate's directory
     // and skip-permissions), so it is part of the key.
     let signature = format!(
@@ -442,9 +447,10 @@ fn plan_for(req: &StreamRequest, prepared: &PreparedTurn, prelude: &runner::Prel
 fn offered_tools(
     req: &StreamRequest,
     prelude: &runner::Prelude,
+    on: bool,
 ) -> Vec<crate::pi::provider::PiTool> {
     let too_old = super::tools::too_old_for_pi_tools(prelude).is_some();
-    if too_old || crate::pi::mcp::disabled_by_env().unwrap_or(true) {
+    if too_old || !on {
         return Vec::new();
     }
     crate::pi::mcp::offered_tools(&req.tools)
@@ -558,9 +564,9 @@ impl Session {
                 return;
             }
         };
-        let (timeout, stop) = (self.timeout, gone.clone());
+        let (timeout, stop, env) = (self.timeout, gone.clone(), self.settings.clone());
         let prepared = tokio::task::spawn_blocking(move || {
-            prepare_warm(&req, timeout, &stop).map(|p| (req, p))
+            prepare_warm(&req, timeout, &env, &stop).map(|p| (req, p))
         })
         .await;
         let (req, (mut prepared, prelude)) = match prepared {
@@ -597,11 +603,12 @@ impl Session {
 fn prepare_warm(
     req: &StreamRequest,
     timeout: Duration,
+    env: &Settings,
     cancel: &CancellationToken,
 ) -> Result<(PreparedTurn, runner::Prelude), String> {
     let cwd = super::prepare::request_cwd(req);
-    let resolved = super::prepare::resolve_agy(req, timeout, cancel)?;
-    let (session_key, store) = super::prepare::session_of(req);
+    let resolved = super::prepare::resolve_agy(req, timeout, env, cancel)?;
+    let (session_key, store) = super::prepare::session_of(req, env);
     let entry = store
         .as_ref()
         .and_then(|s| s.get(&session_key).ok().flatten())
@@ -611,7 +618,7 @@ fn prepare_warm(
         });
     let prepared = PreparedTurn {
         turn: super::prepare::session_turn(String::new(), &cwd, &resolved, entry.as_ref()),
-        gating: crate::session::gating::gate_plan(&resolved.settings, req.ui),
+        gating: crate::session::gating::gate_plan(&resolved.settings, req.ui, env),
         cfg: resolved.cfg,
         cwd,
         session_key,
@@ -619,6 +626,7 @@ fn prepare_warm(
         notes: Vec::new(),
         first_turn: entry.is_none(),
         replaces: None,
+        settings: env.clone(),
     };
     let prelude = runner::Prelude::blocking(&prepared.cfg);
     Ok((prepared, prelude))
@@ -665,7 +673,8 @@ impl Session {
             let own = tools.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
             g.set_policy(crate::session::gating::policy(plan, &prepared.turn, own));
         }
-        let mut side = super::tools::tool_side(tools.as_mut(), gate.as_mut(), control);
+        let window = prepared.settings.tool_batch;
+        let mut side = super::tools::tool_side(tools.as_mut(), gate.as_mut(), control, window);
         let (tx, mut rx) = runner::event_channel();
         let (cfg, turn_req) = (prepared.cfg.clone(), prepared.turn.clone());
         let run_cancel = cancel.clone();

@@ -16,16 +16,17 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingStatus {
+    /// Which setting.
     pub setting: Setting,
     /// The config.json key the file's value was read from (a legacy key
     /// such as `skipPermissions` when that is where it was).
     pub key: &'static str,
     /// The effective value, as a JSON value of the file's type.
     pub value: Value,
+    /// Where the value came from.
     pub source: Source,
-    /// The variable the value came from when `source` is `env` (a legacy
-    /// one such as `AGY_SKIP_PERMISSIONS` when that is where it was),
-    /// otherwise the one that would override it.
+    /// The variable the value came from when `source` is `env`, otherwise
+    /// the one that would override it.
     pub env_var: &'static str,
     /// The valid value the file holds, even when the environment wins.
     pub file_value: Option<Value>,
@@ -33,7 +34,7 @@ pub struct SettingStatus {
 
 impl SettingStatus {
     /// The value as shown to people.
-    pub fn display_value(&self) -> String {
+    pub(crate) fn display_value(&self) -> String {
         display_json(&self.value)
     }
 
@@ -58,7 +59,9 @@ pub(super) fn display_json(v: &Value) -> String {
 pub struct AllowStatus {
     /// The effective user rules (the built-in ones are not among them).
     pub rules: Vec<Rule>,
+    /// Where the rules came from.
     pub source: Source,
+    /// The variable that holds them, or would override the file's.
     pub env_var: &'static str,
     /// The file's valid rules, even when `AGY_ALLOW` wins.
     pub file_rules: Option<Vec<Rule>>,
@@ -67,22 +70,27 @@ pub struct AllowStatus {
 /// The effective settings, where each came from, and the files involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigStatus {
+    /// The effective settings.
     pub config: Config,
-    /// In [`Setting::ALL`] order.
+    /// In `Setting::ALL` order.
     pub settings: Vec<SettingStatus>,
     /// The user's allow rules (also in `config.allow_rules`).
     pub allow: AllowStatus,
+    /// The `config.json` read.
     pub config_path: PathBuf,
+    /// The sessions file beside it.
     pub sessions_path: PathBuf,
     /// Problems found while loading (also worth printing on stderr).
     pub warnings: Vec<StateWarning>,
 }
 
 impl ConfigStatus {
+    /// One setting's status.
     pub fn setting(&self, setting: Setting) -> Option<&SettingStatus> {
         self.settings.iter().find(|s| s.setting == setting)
     }
 
+    /// Where one setting's value came from.
     pub fn source(&self, setting: Setting) -> Option<Source> {
         self.setting(setting).map(|s| s.source)
     }
@@ -114,7 +122,7 @@ impl ConfigStatus {
 }
 
 /// `N rules` / `1 rule`.
-pub fn rules_count(n: usize) -> String {
+pub(crate) fn rules_count(n: usize) -> String {
     if n == 1 {
         "1 rule".into()
     } else {
