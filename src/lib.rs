@@ -39,6 +39,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod acp;
 pub mod follow;
 pub mod gate;
 pub mod maintain;

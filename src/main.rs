@@ -66,6 +66,9 @@ enum Commands {
     /// Run the conformance scenarios against agy and report which facts of
     /// docs/agy-format.md held.
     Conformance(cli::conformance::ConformanceArgs),
+    /// agy as an Agent Client Protocol agent over stdio, for ACP editors
+    /// (Zed's agent_servers, ...).
+    Acp(cli::acp::AcpArgs),
 }
 
 /// What a subcommand returns: its exit code, or an error to report.
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
             "models",
             "usage",
             "conformance",
+            "acp",
         ]
         .iter()
         .any(|c| a == *c)
@@ -193,5 +197,6 @@ fn run(
         Commands::Record(args) => cli::record::cmd_record(args, settings),
         Commands::Drift(args) => cli::drift::cmd_drift(args),
         Commands::Conformance(args) => cli::conformance::cmd_conformance(args, settings),
+        Commands::Acp(args) => cli::acp::cmd_acp(args, settings),
     }
 }

@@ -2,7 +2,8 @@
 //! rendering it against the turn's earlier content or git HEAD, in real
 //! temporary git repositories.
 
-use agy_bridge::pi::diff::{EditTarget, TurnEdits};
+use agy_bridge::follow::edits::EditTarget;
+use agy_bridge::pi::diff::TurnEdits;
 use agy_bridge::pi::testing::{before_edit, edit_target, numbered_diff, MAX_DIFF_LINES};
 use proptest::prelude::*;
 use serde_json::json;

@@ -454,7 +454,7 @@ fn no_import_cycles_in_any_crate() {
         ("agy-bridge bin", {
             let mut t = Tree::read(&src, "main.rs", &[]);
             t.modules
-                .retain(|m, _| m.first().map_or(true, |f| f == "cli"));
+                .retain(|m, _| m.first().is_none_or(|f| f == "cli"));
             t
         }),
         (

@@ -3,6 +3,7 @@
 //! call, the printing and the exit code. `main.rs` parses the arguments and
 //! dispatches here.
 
+pub mod acp;
 pub mod ask;
 pub mod checks;
 pub mod conformance;

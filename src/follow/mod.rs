@@ -3,7 +3,7 @@
 //!
 //! Owns the tracker that turns successive views of a step into deltas
 //! ([`events`]) and what a stream of them amounts to ([`transcript`]), the words every readable view uses for a tool call
-//! (`subject`), the hash that tells a grown text from a rewritten one
+//! (`subject`), which calls are file edits ([`edits`]), the hash that tells a grown text from a rewritten one
 //! (`text_hash`), the read-only poller over one database ([`poller`]),
 //! with what it reads of agy's WAL files without SQLite (`wal_files`), and the
 //! binding of the database a run created ([`discovery`]). Benches switch
@@ -15,6 +15,7 @@
 
 mod calls;
 pub mod discovery;
+pub mod edits;
 pub mod events;
 pub(crate) mod knobs;
 pub mod poller;

@@ -56,7 +56,7 @@ pub(crate) fn plain_words(line: &str) -> Result<Vec<String>, String> {
 /// Whether a character after `previous` starts a word, or a part of one the
 /// shell expands `~` in (`A=~/x`, `PATH=a:~/b`).
 fn starts_word(previous: Option<char>) -> bool {
-    previous.map_or(true, |p| matches!(p, ' ' | '\t' | '=' | ':' | '"'))
+    previous.is_none_or(|p| matches!(p, ' ' | '\t' | '=' | ':' | '"'))
 }
 
 #[cfg(test)]

@@ -246,7 +246,7 @@ pub(crate) fn lists_probe(output: &str, hooks_json: &Path, command: &str) -> boo
         let source = Path::new(&l.source);
         let same_file =
             source == hooks_json || (want.is_some() && source.canonicalize().ok() == want);
-        same_file && l.command.as_deref().map_or(true, |c| c == command)
+        same_file && l.command.as_deref().is_none_or(|c| c == command)
     })
 }
 

@@ -2,8 +2,9 @@
 //!
 //! The provider never emits pi `toolCall` blocks (pi would try to run them),
 //! so pi's own diff viewer never sees agy's edits. This module owns the
-//! replacement: it recognises an edit from a tool call's argument keys
-//! (`edit_target`) and, once agy has written, renders what changed on disk
+//! replacement: given an edit recognised from a tool call's argument keys
+//! (`follow::edits::edit_target`, the rule ACP's diffs share), and
+//! once agy has written, it renders what changed on disk
 //! ([`TurnEdits::render`]) against the content seen earlier in the same turn,
 //! else against git HEAD. Whatever cannot be diffed sensibly (binary, outside
 //! the workspace, no repo, deleted, unchanged) gets a one-line note instead.
@@ -11,7 +12,6 @@
 //! unwraps them, and nothing here panics.
 
 use crate::process::tree::{run_with_timeout_capped, RunError};
-use serde_json::{Map, Value};
 use similar::{Algorithm, DiffTag, TextDiff};
 use std::collections::HashMap;
 use std::io::Read;
@@ -30,125 +30,10 @@ pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Characters of one displayed line (a minified file must not flood pi).
 const MAX_LINE_CHARS: usize = 240;
-/// Characters of the tool summary kept in a label.
-const MAX_SUMMARY_CHARS: usize = 60;
 /// After this the diff algorithm settles for a coarser (still correct) diff.
 const DIFF_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Tool-name prefixes that never write, whatever their argument keys say.
-const READ_ONLY_PREFIXES: &[&str] = &["view", "read", "grep", "search", "find", "list", "glob"];
-/// Argument keys that describe the edit, best first.
-const SUMMARY_KEYS: &[&str] = &["toolSummary", "Description", "Instruction"];
-
-/// An edit recognised from a tool call: which file, and how to name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditTarget {
-    /// The path as agy wrote it (normally absolute); a relative path is
-    /// taken relative to the turn's cwd.
-    pub path: PathBuf,
-    /// `PATH` or `PATH (summary)`, with the path as written. [`TurnEdits::render`]
-    /// shows the leading path relative to its cwd when the file is inside it.
-    pub label: String,
-}
-
-/// Recognises a file edit from a tool call's name and argument JSON.
-///
-/// It is an edit when the arguments carry both a non-empty string under a key
-/// ending (case-insensitively) in `file` or `path` (`TargetFile`,
-/// `AbsolutePath`, `file_path`, `path`, ...) and a content value under another
-/// key mentioning content or code (`CodeContent`, `content`,
-/// `ReplacementContent`, `ReplacementChunks`, `code`, `new_string`,
-/// `newText`, `edits`, ...). Tools named like readers (`view_*`, `read_*`,
-/// `grep*`, `search*`, `find*`, `list*`, `glob*`) are never edits. Anything
-/// else, malformed JSON included, is `None`.
-pub(crate) fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
-    let name = tool_name.trim().to_ascii_lowercase();
-    if READ_ONLY_PREFIXES.iter().any(|p| name.starts_with(p)) {
-        return None;
-    }
-    let value: Value = serde_json::from_str(arguments_json).ok()?;
-    let args = value.as_object()?;
-    let (path_key, raw_path) = pick_path(args)?;
-    let has_content = args
-        .iter()
-        .any(|(k, v)| k != path_key && is_content_key(k) && carries_content(v));
-    if !has_content {
-        return None;
-    }
-    let path = path_from_arg(raw_path)?;
-    let written = one_line(&path.display().to_string());
-    let label = match summary(args, raw_path, &path) {
-        Some(s) => format!("{written} ({s})"),
-        None => written,
-    };
-    Some(EditTarget { path, label })
-}
-
-/// The path argument: a key ending in `file` before one ending in `path`,
-/// then the first in key order.
-fn pick_path(args: &Map<String, Value>) -> Option<(&str, &str)> {
-    let mut best: Option<(u8, &str, &str)> = None;
-    for (k, v) in args {
-        let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) else {
-            continue;
-        };
-        let lower = k.to_ascii_lowercase();
-        let rank = if lower.ends_with("file") {
-            0
-        } else if lower.ends_with("path") {
-            1
-        } else {
-            continue;
-        };
-        let better = match best {
-            Some((r, _, _)) => rank < r,
-            None => true,
-        };
-        if better {
-            best = Some((rank, k.as_str(), s));
-        }
-    }
-    best.map(|(_, k, s)| (k, s))
-}
-
-fn is_content_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase().replace(['_', '-'], "");
-    [
-        "content",
-        "code",
-        "chunks",
-        "newstring",
-        "newtext",
-        "newstr",
-    ]
-    .iter()
-    .any(|w| k.contains(w))
-        || k == "edits"
-}
-
-/// A content value: text (even empty: writing an empty file is an edit) or
-/// structured chunks. Flags, numbers and nulls are not content.
-fn carries_content(v: &Value) -> bool {
-    matches!(v, Value::String(_) | Value::Array(_) | Value::Object(_))
-}
-
-fn path_from_arg(raw: &str) -> Option<PathBuf> {
-    let s = raw.trim();
-    let s = s.strip_prefix("file://").unwrap_or(s);
-    (!s.is_empty()).then(|| PathBuf::from(s))
-}
-
-/// The tool's own short description of the edit, if it adds anything.
-fn summary(args: &Map<String, Value>, raw_path: &str, path: &Path) -> Option<String> {
-    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    SUMMARY_KEYS.iter().find_map(|key| {
-        let (_, v) = args.iter().find(|(k, _)| k.eq_ignore_ascii_case(key))?;
-        let line = v.as_str()?.lines().map(str::trim).find(|l| !l.is_empty())?;
-        let redundant = line == raw_path.trim() || Some(line) == file_name.as_deref();
-        (!redundant).then(|| shorten(&one_line(line), MAX_SUMMARY_CHARS))
-    })
-}
-
+use crate::follow::edits::EditTarget;
 use agy_format::text::{one_line, shorten};
 
 /// What a file held when we looked.

@@ -3,7 +3,8 @@
 //! cache's internals. Built only with the `testing` feature, which the
 //! crate's own tests and benches turn on; nothing here is API.
 
-use crate::pi::diff::{EditTarget, TurnEdits};
+use crate::follow::edits::EditTarget;
+use crate::pi::diff::TurnEdits;
 use crate::pi::models::cache::CacheEntry;
 use crate::pi::models::{Loader, ThinkingLevel, Unavailable};
 use agy_format::agy_args::Effort;
@@ -38,7 +39,7 @@ pub const LISTING_1_1_24: &[(&str, &str)] = crate::pi::models::listed::LISTING_1
 
 /// The file an agy edit tool call writes, from its name and arguments.
 pub fn edit_target(tool_name: &str, arguments_json: &str) -> Option<EditTarget> {
-    crate::pi::diff::edit_target(tool_name, arguments_json)
+    crate::follow::edits::edit_target(tool_name, arguments_json)
 }
 
 /// `old` to `new` as the numbered, capped diff pi's thinking stream shows.

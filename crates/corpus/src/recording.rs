@@ -538,7 +538,7 @@ impl Recording {
         self.commits.iter().enumerate().filter(move |(_, c)| {
             (!opts.skip_pre || !c.pre)
                 && (!opts.skip_permissions || c.gate.is_none())
-                && opts.turn.map_or(true, |t| c.turn == t)
+                && opts.turn.is_none_or(|t| c.turn == t)
         })
     }
 

@@ -164,7 +164,7 @@ impl ToolCall {
     /// Whether agy has stopped waiting for this call.
     #[cfg(test)]
     fn agy_gone(&self) -> bool {
-        self.reply.as_ref().map_or(true, |tx| tx.is_closed())
+        self.reply.as_ref().is_none_or(|tx| tx.is_closed())
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::follow::events::{self, Channel, Event};
 use crate::follow::subject;
-use crate::pi::diff::{self, TurnEdits};
+use crate::pi::diff::TurnEdits;
 use crate::pi::provider::stream::PiStream;
 use crate::runner::{
     answer_from_agy_notice, degraded_notice, new_conversation_notice, permission_mode_notice,
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub struct EventMapper {
     edits: TurnEdits,
     /// Edit calls announced but not finished yet, by call id (or name+args).
-    pending_edits: HashMap<String, diff::EditTarget>,
+    pending_edits: HashMap<String, crate::follow::edits::EditTarget>,
     /// agy's own error messages this turn (for the final error).
     pub errors: Vec<String>,
     last_text_idx: Option<i64>,
@@ -46,7 +46,7 @@ pub struct EventMapper {
     denied: HashMap<i64, String>,
     /// An edit's diff rendered off the runtime ([`Self::disk_work`]), for
     /// the result of that edit mapped next.
-    rendered: Option<(diff::EditTarget, String)>,
+    rendered: Option<(crate::follow::edits::EditTarget, String)>,
     /// The session's conversation whose database was gone before the turn
     /// ([`Self::replaces`]), until the turn's own is bound.
     replaces: Option<String>,
@@ -65,13 +65,13 @@ enum DiskJob {
     /// An edit announced: the file as it is before agy writes it.
     Snapshot(PathBuf),
     /// An edit done: its diff.
-    Render(diff::EditTarget),
+    Render(crate::follow::edits::EditTarget),
 }
 
 /// What [`DiskWork::run`] did, for [`EventMapper::disk_done`].
 pub(crate) struct DiskDone {
     edits: TurnEdits,
-    rendered: Option<(diff::EditTarget, String)>,
+    rendered: Option<(crate::follow::edits::EditTarget, String)>,
 }
 
 impl DiskWork {
@@ -167,7 +167,7 @@ impl EventMapper {
         let job = match e {
             Event::ToolCall {
                 name, arguments, ..
-            } => DiskJob::Snapshot(diff::edit_target(name, arguments)?.path),
+            } => DiskJob::Snapshot(crate::follow::edits::edit_target(name, arguments)?.path),
             Event::ToolResult {
                 id, name, ok: true, ..
             } => {
@@ -294,7 +294,7 @@ impl EventMapper {
         arguments: &str,
         out: &mut PiStream<W>,
     ) {
-        if let Some(target) = diff::edit_target(name, arguments) {
+        if let Some(target) = crate::follow::edits::edit_target(name, arguments) {
             self.edits.before_edit(&target.path);
             self.pending_edits
                 .insert(call_key(id, name, arguments), target);
@@ -307,7 +307,7 @@ impl EventMapper {
     /// The line of a call that is neither an edit (remembered for its
     /// diff) nor a subagent's (left to its subagent line).
     fn call_line(&mut self, name: &str, arguments: &str) -> Option<String> {
-        if let Some(target) = diff::edit_target(name, arguments) {
+        if let Some(target) = crate::follow::edits::edit_target(name, arguments) {
             self.edits.before_edit(&target.path);
             self.pending_edits
                 .insert(call_key("", name, arguments), target);

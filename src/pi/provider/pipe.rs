@@ -339,7 +339,7 @@ fn poll_out(fd: BorrowedFd<'_>, wait: nix::poll::PollTimeout) -> bool {
     use nix::poll::{poll, PollFd, PollFlags};
     let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
     match poll(&mut fds, wait) {
-        Ok(_) => fds[0].revents().map_or(true, |r| !r.is_empty()),
+        Ok(_) => fds[0].revents().is_none_or(|r| !r.is_empty()),
         // Nothing to wait for that could be known: let the write say.
         Err(_) => true,
     }

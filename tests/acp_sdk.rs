@@ -1,0 +1,228 @@
+//! `agy-bridge acp` as an editor uses it: the official ACP TypeScript SDK
+//! (`@agentclientprotocol/sdk`, tests/acp_sdk/client.mjs) drives the agent
+//! over stdio, with fake-agy as agy: a streamed answer with thoughts,
+//! tools and an edit's diff; permission requests answered both ways
+//! (fake-agy's tool log as the mark); a cancel mid-turn that leaves no agy
+//! behind; a load after a restart; a failure as a JSON-RPC error. The SDK
+//! comes from npm into CI's cache (`.ci/acp-sdk.sh`), which names its
+//! install directory in `AGY_BRIDGE_ACP_SDK`. The tests are `#[ignore]`d
+//! in a plain `cargo test` and fail without that variable when run
+//! (`.ci/run` installs the SDK and runs them with `--include-ignored`).
+//! Set `AGY_BRIDGE_ACP_EXCHANGE` to a path to keep the streamed turn's
+//! whole exchange there (docs/acp-exchange.jsonl is one).
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The SDK's install directory; panics without it: a test that needs it
+/// never passes by not running.
+fn sdk() -> PathBuf {
+    std::env::var_os("AGY_BRIDGE_ACP_SDK")
+        .map(PathBuf::from)
+        .expect(
+            "this test runs the official ACP SDK: set AGY_BRIDGE_ACP_SDK to its install directory \
+             (`eval \"$(bash .ci/acp-sdk.sh --install-only)\"` installs it and sets it)",
+        )
+}
+
+/// `node client.mjs` for `scenario` with fake-agy replaying `recording` at
+/// `speed`; the agent's environment is `common::bridge`'s.
+fn client(home: &Path, scenario: &str, recording: &str, speed: &str) -> Command {
+    let template = common::bridge("acp", home, recording, speed);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_sdk/client.mjs");
+    let mut c = Command::new("node");
+    c.arg(script)
+        .arg(sdk())
+        .arg(scenario)
+        .arg(home.join("exchange.jsonl"))
+        .arg(home.join("work"));
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.env("AGY_BRIDGE_BIN", env!("CARGO_BIN_EXE_agy-bridge"))
+        .env("AGY_BRIDGE_STATE_DIR", home.join("state"))
+        .env("FAKE_AGY_TOOL_LOG", home.join("tools.log"));
+    c
+}
+
+/// Run it; its one JSON line.
+fn run(mut c: Command) -> Value {
+    let out = c.output().expect("node runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the SDK client failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "one JSON line ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(home.path().join("work")).expect("work dir");
+    home
+}
+
+fn of_kind<'a>(updates: &'a Value, kind: &str) -> Vec<&'a Value> {
+    updates
+        .as_array()
+        .map(|u| u.iter().filter(|u| u["sessionUpdate"] == kind).collect())
+        .unwrap_or_default()
+}
+
+fn text_of(updates: &Value, kind: &str) -> String {
+    of_kind(updates, kind)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_turn_streams_thoughts_tools_and_the_answer() {
+    let home = home();
+    let got = run(client(home.path(), "prompt", "tools", "20"));
+    assert_eq!(got["init"]["protocolVersion"], 1, "{got}");
+    let caps = &got["init"]["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true);
+    assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
+    assert_eq!(caps["promptCapabilities"]["image"], false);
+    assert_eq!(got["session"]["modes"]["currentModeId"], "accept-edits");
+    assert_eq!(got["stopReason"], "end_turn", "{got}");
+    let updates = &got["updates"];
+    assert!(text_of(updates, "agent_thought_chunk").contains("Let me look at the code"));
+    assert!(text_of(updates, "agent_message_chunk").contains("I fixed the off-by-one"));
+    let calls = of_kind(updates, "tool_call");
+    let titles: Vec<&str> = calls.iter().filter_map(|c| c["title"].as_str()).collect();
+    assert!(titles.contains(&"run_command cargo test"), "{titles:?}");
+    let edit = calls
+        .iter()
+        .find(|c| c["kind"] == "edit")
+        .expect("the edit is a call of kind edit");
+    let ends = of_kind(updates, "tool_call_update");
+    let edit_end = ends
+        .iter()
+        .find(|u| u["toolCallId"] == edit["toolCallId"] && u["status"] == "completed")
+        .expect("the edit ends");
+    assert!(
+        edit_end["content"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{edit_end}"
+    );
+    assert!(
+        ends.iter().any(|u| u["status"] == "failed"),
+        "deploy.sh fails"
+    );
+    assert_eq!(got["agentExit"], 0);
+    if let Some(keep) = std::env::var_os("AGY_BRIDGE_ACP_EXCHANGE") {
+        std::fs::copy(home.path().join("exchange.jsonl"), keep).expect("keep the exchange");
+    }
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_cancel_mid_turn_ends_it_and_agys_tree() {
+    let home = home();
+    let mut c = client(home.path(), "cancel", "long-answer", "0.2");
+    let pidfile = home.path().join("grandchild.pid");
+    c.env("FAKE_AGY_GRANDCHILD", "1")
+        .env("FAKE_AGY_GRANDCHILD_PIDFILE", &pidfile);
+    let got = run(c);
+    assert_eq!(got["stopReason"], "cancelled", "{got}");
+    assert!(
+        got["updatesBeforeCancel"].as_u64().is_some_and(|n| n > 0),
+        "{got}"
+    );
+    // Nothing of that turn is left: neither agy (its command line names
+    // the session's directory) nor what agy left running.
+    let grandchild: u32 = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("fake-agy wrote its grandchild's pid");
+    let marker = home.path().join("work").display().to_string();
+    let gone = common::eventually(std::time::Duration::from_secs(5), || {
+        !common::alive(grandchild) && common::pids_with(&marker).is_empty()
+    });
+    assert!(
+        gone,
+        "agy's tree outlived the cancel: {:?}",
+        common::pids_with(&marker)
+    );
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_failure_is_a_json_rpc_error_with_the_bridges_sentence() {
+    let home = home();
+    let got = run(client(home.path(), "fail", "quota-error", "20"));
+    let error = &got["error"];
+    assert_eq!(error["code"], -32603, "{got}");
+    let message = error["message"].as_str().unwrap_or("");
+    assert!(message.contains("quota"), "{message}");
+    assert!(
+        error["data"].is_object(),
+        "the typed failure as data: {error}"
+    );
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn permissions_are_asked_and_a_rejection_keeps_the_tool_from_running() {
+    let home = home();
+    let mut c = client(home.path(), "prompt", "tools", "20");
+    c.env("AGY_PERMISSIONS", "ask")
+        .env("ACP_TEST_REJECT", "cargo test");
+    let got = run(c);
+    let asked = got["permissions"].as_array().cloned().unwrap_or_default();
+    assert!(!asked.is_empty(), "the gate asked: {got}");
+    assert_eq!(
+        asked[0]["options"],
+        serde_json::json!(["allow_once", "allow_always", "reject_once", "reject_always"])
+    );
+    let rejected: Vec<&Value> = asked
+        .iter()
+        .filter(|a| a["optionId"] == "reject-once")
+        .collect();
+    assert_eq!(rejected.len(), 1, "{asked:?}");
+    let ran = std::fs::read_to_string(home.path().join("tools.log")).unwrap_or_default();
+    assert!(!ran.contains("cargo test"), "a rejected tool ran: {ran}");
+    assert!(
+        ran.contains("view_file"),
+        "an allowed tool did not run: {ran}"
+    );
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_session_loads_after_a_restart_with_its_history() {
+    let home = home();
+    let first = run(client(home.path(), "prompt", "tools", "20"));
+    let id = first["session"]["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let mut c = client(home.path(), "load", "tools", "20");
+    c.arg(&id);
+    let got = run(c);
+    assert!(got["loaded"].is_object(), "{got}");
+    let updates = &got["updates"];
+    assert_eq!(
+        text_of(updates, "user_message_chunk"),
+        "Fix the failing test"
+    );
+    assert!(text_of(updates, "agent_message_chunk").contains("I fixed the off-by-one"));
+    assert!(!of_kind(updates, "tool_call").is_empty());
+    // An id the bridge never made is an error.
+    let mut c = client(home.path(), "load", "tools", "20");
+    c.arg("acp-00000000-0000-0000-0000-000000000000");
+    let out = c.output().expect("node runs");
+    assert!(!out.status.success(), "loading an unknown session fails");
+}

@@ -1,0 +1,97 @@
+// The official ACP TypeScript SDK (@agentclientprotocol/sdk) as an editor:
+// a client nobody here wrote, driving `agy-bridge acp` over stdio. Run by
+// tests/acp_sdk.rs as
+//   node client.mjs SDK_INSTALL_DIR SCENARIO EXCHANGE_JSONL CWD [SESSION_ID]
+// with AGY_BRIDGE_BIN naming the agent binary and the environment (HOME,
+// AGY_BIN = fake-agy, FAKE_AGY_*) the agent and fake-agy read. Prints one
+// JSON line with what the agent answered and exits non-zero on any failure
+// the scenario did not expect. Every JSON-RPC message either side sent is
+// written to EXCHANGE_JSONL as {"from":"client"|"agent","message":...}.
+//
+// Scenarios: `prompt` (a streamed turn; permission requests answered
+// allow-once, or reject-once for a title containing $ACP_TEST_REJECT),
+// `cancel` (session/cancel once the turn has streamed something), `fail`
+// (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID).
+import { spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import path from "node:path";
+import { Readable, Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
+
+const [sdkDir, scenario, exchangePath, cwd, loadId] = process.argv.slice(2);
+const acp = await import(
+  pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js")).href
+);
+
+const agent = spawn(process.env.AGY_BRIDGE_BIN, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
+const exchange = createWriteStream(exchangePath);
+const log = (from) =>
+  new TransformStream({
+    transform(message, controller) {
+      exchange.write(JSON.stringify({ from, message }) + "\n");
+      controller.enqueue(message);
+    },
+  });
+const wire = acp.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const toAgent = log("client");
+toAgent.readable.pipeTo(wire.writable);
+const stream = { writable: toAgent.writable, readable: wire.readable.pipeThrough(log("agent")) };
+
+const updates = [];
+const permissions = [];
+let firstUpdate;
+const streamed = new Promise((resolve) => (firstUpdate = resolve));
+
+const client = acp
+  .client({ name: "agy-bridge-acp-test" })
+  .onNotification(acp.methods.client.session.update, (ctx) => {
+    updates.push(ctx.params.update);
+    firstUpdate();
+  })
+  .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
+    const { toolCall, options } = ctx.params;
+    const reject = process.env.ACP_TEST_REJECT && (toolCall.title ?? "").includes(process.env.ACP_TEST_REJECT);
+    const optionId = reject ? "reject-once" : "allow-once";
+    permissions.push({ title: toolCall.title, kind: toolCall.kind, options: options.map((o) => o.kind), optionId });
+    return { outcome: { outcome: "selected", optionId } };
+  });
+
+const out = await client.connectWith(stream, async (ctx) => {
+  const init = await ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name: "agy-bridge-acp-test", version: "1.0.0" },
+  });
+  if (scenario === "load") {
+    const loaded = await ctx.request(acp.methods.agent.session.load, { sessionId: loadId, cwd, mcpServers: [] });
+    return { init, loaded };
+  }
+  const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+  const sessionId = session.sessionId;
+  const prompt = ctx.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: "Fix the failing test" }],
+  });
+  if (scenario === "cancel") {
+    await streamed;
+    const before = updates.length;
+    await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+    const done = await prompt;
+    return { init, session, stopReason: done.stopReason, updatesBeforeCancel: before };
+  }
+  if (scenario === "fail") {
+    try {
+      const done = await prompt;
+      return { init, session, unexpected: done };
+    } catch (e) {
+      return { init, session, error: { code: e.code, message: e.message, data: e.data } };
+    }
+  }
+  const done = await prompt;
+  return { init, session, stopReason: done.stopReason };
+});
+
+agent.stdin.end();
+const code = await new Promise((resolve) => agent.on("exit", (c, s) => resolve(c ?? s)));
+await new Promise((resolve) => exchange.end(resolve));
+process.stdout.write(JSON.stringify({ ...out, updates, permissions, agentExit: code }) + "\n");
