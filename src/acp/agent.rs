@@ -16,7 +16,7 @@
 //! The session table is a mutex held only to read or change a session,
 //! never across an await.
 
-mod turn;
+mod prompt;
 
 use super::engine::TurnEngine;
 use super::map::TurnMapper;
@@ -146,7 +146,7 @@ pub async fn serve(
             async move |req: PromptRequest, responder, cx: ConnectionTo<Client>| {
                 let bridge = b3.clone();
                 let conn = cx.clone();
-                cx.spawn(async move { turn::prompt(bridge, req, responder, conn).await })
+                cx.spawn(async move { prompt::prompt(bridge, req, responder, conn).await })
             },
             agent_client_protocol::on_receive_request!(),
         )

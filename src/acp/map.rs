@@ -281,7 +281,7 @@ impl TurnMapper {
         status: ToolCallStatus,
     ) -> Vec<Out> {
         let edit = (!self.replay)
-            .then(|| super::edits::edit_path(name, arguments, &self.cwd))
+            .then(|| super::diffs::edit_path(name, arguments, &self.cwd))
             .flatten();
         let call = ToolCall::new(
             id.clone(),
@@ -516,7 +516,7 @@ pub fn tool_kind(name: &str, arguments: &str) -> ToolKind {
     } else if has(&["view", "read", "list", "outline"]) {
         ToolKind::Read
     } else if has(&["write", "replace", "edit", "create_file"])
-        || super::edits::is_edit(name, arguments)
+        || super::diffs::is_edit(name, arguments)
     {
         ToolKind::Edit
     } else if has(&["subagent", "task", "plan", "think"]) {

@@ -1,7 +1,7 @@
 //! Layer 5, **acp**: agy as an Agent Client Protocol agent (`agy-bridge
 //! acp`), the second front end beside [`crate::pi`]. It owns the protocol
 //! side only: the mapping of the provider-neutral events to ACP session
-//! updates and stop reasons (`map`), agy's edits as ACP diffs (`edits`),
+//! updates and stop reasons (`map`), agy's edits as ACP diffs (`diffs`),
 //! the gate's questions as `session/request_permission` (`permission`), a
 //! conversation's history replayed for `session/load` (`replay`), the
 //! turn it runs on the session core pi's turns share, behind a small trait
@@ -21,8 +21,9 @@
 //! the runner's and the gate's); nothing here reads the environment.
 
 pub mod agent;
-pub(crate) mod edits;
+pub(crate) mod diffs;
 pub mod engine;
 pub(crate) mod map;
 pub(crate) mod permission;
 pub(crate) mod replay;
+pub mod stdio;

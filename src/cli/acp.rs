@@ -1,20 +1,16 @@
 //! `agy-bridge acp`: agy as an Agent Client Protocol agent over stdio, for
 //! ACP editors (Zed's `agent_servers`, ...). A thin shell over the
-//! library's `acp` layer: the settings and runner configuration every turn
-//! command uses (`session::setup`), the gate's plan with the editor as the
-//! one asked, agy's model catalog as the session's model choices (the
-//! catalog is pi's module, which this binary may use and the `acp` layer
-//! may not), then the protocol on stdin/stdout
-//! until the editor closes it or a stop signal ends it. Nothing but ACP's
+//! library's `acp` layer ([`agy_bridge::acp::stdio`]), handed agy's model
+//! catalog (pi's module, which this binary may use and the `acp` layer may
+//! not) as the session's model choices. Nothing but ACP's
 //! JSON lines goes to stdout; warnings go to stderr.
 
-use agy_bridge::acp::agent::{serve, AgentSetup, ModelChoice};
-use agy_bridge::acp::engine::RunnerEngine;
+use agy_bridge::acp::agent::ModelChoice;
+use agy_bridge::acp::stdio;
 use agy_bridge::settings::{Flags, Settings};
-use agy_bridge::state::sessions::SessionStore;
 use clap::Args;
 use std::process::ExitCode;
-use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
@@ -32,40 +28,16 @@ pub struct AcpArgs {
 }
 
 pub fn cmd_acp(args: AcpArgs, settings: &Settings) -> CmdResult {
-    super::env::check_all(settings)?;
+    super::checks::check_all(settings)?;
     let settings = settings.clone().with_flags(Flags {
         timeout_min: args.timeout_min,
         ..Flags::default()
     });
     let config = agy_bridge::session::setup::config(&settings)?;
-    let cfg = agy_bridge::session::setup::configured(&config, &settings);
     let stop = agy_bridge::process::caller::stop_token();
-    let models = model_choices(&settings, &stop);
-    let store = settings
-        .state_dir
-        .as_ref()
-        .map(|dir| Arc::new(SessionStore::open(dir)));
-    let engine = RunnerEngine {
-        cfg,
-        gating: agy_bridge::session::gating::gate_plan(&config, true, &settings),
-        store: store.clone(),
-    };
-    let default_model =
-        Some(config.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
-    let setup = AgentSetup {
-        engine: Arc::new(engine),
-        store,
-        default_mode: config.mode,
-        models,
-        default_model,
-    };
+    let setup = stdio::agent_setup(&settings, &config, model_choices(&settings, &stop));
     let rt = super::turn::runtime()?;
-    let served = rt.block_on(async move {
-        tokio::select! {
-            served = serve(setup, agent_client_protocol::Stdio::new()) => served.map_err(|e| e.to_string()),
-            _ = stop.cancelled() => Ok(()),
-        }
-    });
+    let served = rt.block_on(stdio::serve_stdio(setup, stop));
     // Turns still running end with the runtime: their agy trees are
     // stopped by the runner's drop guards and the guardians' lifelines.
     rt.shutdown_timeout(std::time::Duration::from_secs(3));
@@ -77,12 +49,8 @@ pub fn cmd_acp(args: AcpArgs, settings: &Settings) -> CmdResult {
 }
 
 /// agy's catalog (cached, refreshed in the background when stale) as the
-/// model option's choices: a fixed model once, a model with efforts once
-/// per tier (agy's tier slug, `--model` the base slug with `--effort`).
-fn model_choices(
-    settings: &Settings,
-    stop: &tokio_util::sync::CancellationToken,
-) -> Vec<ModelChoice> {
+/// model option's choices.
+fn model_choices(settings: &Settings, stop: &CancellationToken) -> Vec<ModelChoice> {
     use agy_bridge::pi::models::{Loader, Policy};
     let loader = Loader::from_settings(settings);
     let loaded = loader.load(Policy::CacheFirst, stop);
@@ -91,25 +59,16 @@ fn model_choices(
             loader.spawn_refresh(&exe);
         }
     }
-    let mut choices = Vec::new();
-    for model in &loaded.catalog.models {
-        if model.efforts.is_empty() || model.tier_slugs.len() != model.efforts.len() {
-            choices.push(ModelChoice {
-                id: model.slug.clone(),
-                name: model.name.clone(),
-                model: model.slug.clone(),
-                effort: None,
-            });
-            continue;
-        }
-        for (effort, tier) in model.efforts.iter().zip(&model.tier_slugs) {
-            choices.push(ModelChoice {
-                id: tier.clone(),
-                name: format!("{} ({})", model.name, effort.as_arg()),
-                model: model.slug.clone(),
-                effort: Some(*effort),
-            });
-        }
-    }
-    choices
+    stdio::model_choices(
+        loaded
+            .catalog
+            .models
+            .into_iter()
+            .map(|m| stdio::CatalogModel {
+                slug: m.slug,
+                name: m.name,
+                efforts: m.efforts,
+                tier_slugs: m.tier_slugs,
+            }),
+    )
 }

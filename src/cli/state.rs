@@ -153,8 +153,6 @@ pub fn cmd_config(args: ConfigArgs, settings: &Settings) -> CmdResult {
     let Some(now) = status.setting(setting) else {
         return Err("internal error: setting missing from the status".into());
     };
-    let saved = now.file_value.clone().unwrap_or_default();
-    let saved_shown = now.display_file_value().unwrap_or_default();
     // The environment variable's current value, if it still wins.
     let env_wins = (now.source == agy_bridge::state::config::Source::Env).then(|| {
         settings
@@ -162,36 +160,7 @@ pub fn cmd_config(args: ConfigArgs, settings: &Settings) -> CmdResult {
             .unwrap_or_default()
             .to_string()
     });
-    let text = if args.json {
-        let mut json = status.to_json();
-        if let Some(obj) = json.as_object_mut() {
-            obj.insert(
-                "saved".into(),
-                serde_json::json!({
-                    "setting": setting.name(),
-                    "key": setting.file_key(),
-                    "value": saved,
-                    "overriddenByEnv": env_wins.as_ref().map(|_| now.env_var),
-                }),
-            );
-        }
-        format!("{json}\n")
-    } else {
-        let mut text = format!(
-            "saved {} = {} in {}\n",
-            setting.name(),
-            saved_shown,
-            status.config_path.display()
-        );
-        if let Some(v) = &env_wins {
-            text.push_str(&format!(
-                "note: {}={v:?} is set in the environment and still wins over the file\n",
-                now.env_var
-            ));
-        }
-        text.push_str(&format!("\n{status}\n"));
-        text
-    };
+    let text = agy_bridge::view::listing::saved_text(&status, setting, env_wins, args.json);
     write_state_output(&text)
 }
 

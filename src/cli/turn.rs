@@ -56,7 +56,6 @@ pub fn turn_setup(
         .map(ConversationId::parse)
         .transpose()
         .map_err(|e| e.to_string())?;
-    let workspace = opts.cwd.clone().or_else(|| std::env::current_dir().ok());
     let prompt = match opts.prompt.as_str() {
         "-" => {
             let mut text = String::new();
@@ -66,26 +65,16 @@ pub fn turn_setup(
         }
         p => p.to_string(),
     };
-    let turn = TurnRequest {
-        prompt,
-        cwd: opts.cwd.clone(),
-        add_dirs: workspace.into_iter().collect(),
-        mode: Some(opts.mode.unwrap_or(config.mode)),
-        conversation,
-        ..TurnRequest::default()
-    };
+    let mode = opts.mode.unwrap_or(config.mode);
+    let turn =
+        agy_bridge::session::setup::one_shot_turn(prompt, opts.cwd.clone(), mode, conversation);
     Ok((cfg, turn))
 }
 
-/// `stream`'s runtime: one thread, the one `stream` starts on. A commit's
-/// events go from the follower thread to this one and out to pi, with no
-/// hand-off between threads of the runtime on the way (docs/benchmarks.md,
-/// "`stream` on one thread"). SQLite reads, process waits and file work
-/// are on blocking threads, an edit's diff too (`mapper::DiskWork`), and
-/// pi's stdout takes a line only as far as its pipe has room
-/// (`pipe::PipeOut`), the relay awaiting the rest. What still waits here:
-/// one event's lines past `pipe::MAX_PENDING` while pi reads them, and the
-/// snapshot of a file the permission gate announces an edit of.
+/// `stream`'s runtime: one thread, the one `stream` starts on, so a commit's
+/// events reach pi with no hand-off between the runtime's threads
+/// (docs/benchmarks.md, "`stream` on one thread"; ARCHITECTURE.md says what
+/// still waits on it).
 pub fn stream_runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

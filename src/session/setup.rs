@@ -49,3 +49,23 @@ pub fn config(settings: &Settings) -> Result<crate::state::config::Config, Strin
         }
     }
 }
+
+/// A one-shot turn (`run`, `ask`, `record`): `prompt` in `cwd` (else this
+/// process's directory, which is then agy's workspace too), in `mode`,
+/// continuing `conversation` if given.
+pub fn one_shot_turn(
+    prompt: String,
+    cwd: Option<std::path::PathBuf>,
+    mode: agy_format::agy_args::Mode,
+    conversation: Option<agy_format::ids::ConversationId>,
+) -> crate::runner::TurnRequest {
+    let workspace = cwd.clone().or_else(|| std::env::current_dir().ok());
+    crate::runner::TurnRequest {
+        prompt,
+        cwd,
+        add_dirs: workspace.into_iter().collect(),
+        mode: Some(mode),
+        conversation,
+        ..crate::runner::TurnRequest::default()
+    }
+}

@@ -2,7 +2,7 @@
 //! sessions` list it: text for a person, or one JSON object.
 
 use crate::state::config::status::ConfigStatus;
-use crate::state::config::{AllowEdit, Source};
+use crate::state::config::{AllowEdit, Setting, Source};
 use crate::state::sessions::SessionEntry;
 use std::path::Path;
 
@@ -120,5 +120,48 @@ pub fn sessions_text(list: &[(String, SessionEntry)], path: &Path, json: bool) -
         list.len(),
         path.display()
     ));
+    text
+}
+
+/// `agy-bridge config SETTING VALUE`'s answer: what was saved where, the
+/// variable that still wins over the file (`env_wins`: its value), and
+/// the whole status after.
+pub fn saved_text(
+    status: &ConfigStatus,
+    setting: Setting,
+    env_wins: Option<String>,
+    json: bool,
+) -> String {
+    let now = status.setting(setting);
+    let saved = now.and_then(|n| n.file_value.clone()).unwrap_or_default();
+    let env_var = now.map(|n| n.env_var).unwrap_or_default();
+    if json {
+        let mut json = status.to_json();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert(
+                "saved".into(),
+                serde_json::json!({
+                    "setting": setting.name(),
+                    "key": setting.file_key(),
+                    "value": saved,
+                    "overriddenByEnv": env_wins.as_ref().map(|_| env_var),
+                }),
+            );
+        }
+        return format!("{json}\n");
+    }
+    let shown = now.and_then(|n| n.display_file_value()).unwrap_or_default();
+    let mut text = format!(
+        "saved {} = {} in {}\n",
+        setting.name(),
+        shown,
+        status.config_path.display()
+    );
+    if let Some(v) = &env_wins {
+        text.push_str(&format!(
+            "note: {env_var}={v:?} is set in the environment and still wins over the file\n"
+        ));
+    }
+    text.push_str(&format!("\n{status}\n"));
     text
 }

@@ -6,7 +6,7 @@
 //! error) sent. The engine saves the binding, under the session's turn lock.
 
 use super::{notify, session_key, thought_update, Bridge, Session};
-use crate::acp::edits::FileTexts;
+use crate::acp::diffs::FileTexts;
 use crate::acp::engine::{TurnHandle, TurnSpec};
 use crate::acp::map::{edited_update, ending, refused, Ending, Out, TurnFailure, TurnMapper};
 use crate::acp::permission::{self, Choice, SessionRules};
