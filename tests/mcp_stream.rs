@@ -128,20 +128,31 @@ impl Turn {
         }
     }
 
+    /// Lines up to and including the first that `stop_at` accepts (it
+    /// must come before the message ends).
+    fn lines_until(&mut self, stop_at: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut lines = Vec::new();
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a line within 60 s");
+            self.seen.push(v.clone());
+            assert!(
+                !matches!(v["type"].as_str(), Some("done") | Some("error")),
+                "the message ended first: {lines:?} {v}"
+            );
+            let found = stop_at(&v);
+            lines.push(v);
+            if found {
+                return lines;
+            }
+        }
+    }
+
     fn send(&mut self, line: Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{line}").expect("write control line");
-    }
-
-    /// `send` for a line that may come after the bridge ended its turn
-    /// and closed its stdin (as pi's write would fail then, and its
-    /// extension goes on): a broken pipe is not the test's failure.
-    fn send_late(&mut self, line: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        match writeln!(stdin, "{line}") {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            written => written.expect("write control line"),
-        }
     }
 
     /// The bridge's private `--add-dir` (not the workspace).
@@ -655,28 +666,42 @@ fn accept_errors_back_off_when_descriptors_run_out() {
 
 #[test]
 fn agy_cutting_a_call_off_is_reported() {
-    let mut turn = Turn::start("mcp/pi-tool", &[("FAKE_AGY_MCP_CUTOFF_MS", "200")]);
+    // fake-agy holds after writing the cut-off call's step until the FIFO
+    // is written: the late result is sent, and seen answered, while agy is
+    // still running, whatever the machine's load.
+    let hold = tempfile::tempdir().expect("tmp");
+    let fifo = hold.path().join("hold");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let fifo_env = fifo.to_string_lossy().into_owned();
+    let mut turn = Turn::start(
+        "mcp/pi-tool",
+        &[
+            ("FAKE_AGY_MCP_CUTOFF_MS", "200"),
+            ("FAKE_AGY_MCP_HOLD", &fifo_env),
+        ],
+    );
     let first = turn.next_message();
     let id = tool_calls(&first)[0]["id"].clone();
-    // Wait until agy has given up on the call (its step is DONE).
+    // Wait until agy has given up on the call (its step is DONE; fake-agy
+    // then holds).
     let home = turn.home.path().to_path_buf();
-    let mut cut = false;
-    for _ in 0..600 {
-        if Turn::mcp_steps(&home).iter().any(|s| s.1 == "done") {
-            cut = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !Turn::mcp_steps(&home).iter().any(|s| s.1 == "done") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fake-agy never cut the call off"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(cut, "fake-agy never cut the call off");
-    // agy goes on after cutting the call off and ends its turn some 0.25 s
-    // later, and the bridge with it: on a loaded machine that may come
-    // before this late result does.
-    turn.send_late(json!({"type": "tool_result", "toolCallId": id, "content": [{"type": "text", "text": "too late"}], "isError": false}));
-    let second = turn.next_message();
+    turn.send(json!({"type": "tool_result", "toolCallId": id, "content": [{"type": "text", "text": "too late"}], "isError": false}));
+    let note = "agy stopped waiting for pi's tool pi_probe";
+    let mut second = turn.lines_until(|v| v.to_string().contains(note));
+    // Let agy go on; its turn ends.
+    std::fs::write(&fifo, b"go").expect("release fake-agy");
+    second.extend(turn.next_message());
     assert_eq!(second.last().expect("end")["reason"], "stop");
     assert!(
-        common::pi_thinking(&second).contains("agy stopped waiting for pi's tool pi_probe"),
+        common::pi_thinking(&second).contains(note),
         "{}",
         common::pi_thinking(&second)
     );

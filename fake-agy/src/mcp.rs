@@ -256,6 +256,18 @@ fn cutoff() -> Duration {
         .unwrap_or(Duration::from_secs(180))
 }
 
+/// `FAKE_AGY_MCP_HOLD=FIFO`: once the finished steps of the calls in flight
+/// are written, wait until someone writes to the FIFO and closes it, then go
+/// on. A test acts in that window (agy has cut a call off, and has not
+/// ended its turn) with no race against the recording's schedule.
+pub fn hold_after_calls() {
+    if let Some(fifo) = std::env::var_os("FAKE_AGY_MCP_HOLD") {
+        // Opening a FIFO to read blocks until a writer opens it; the read
+        // ends at the writer's close. An unreadable path holds nothing.
+        let _ = std::fs::read(fifo);
+    }
+}
+
 /// The type-38 step of `call`: RUNNING while it waits (no result), DONE with
 /// the result string after.
 pub fn step(

@@ -331,6 +331,7 @@ impl<'a> Run<'a> {
         let waited = Instant::now();
         let done = self.mcp.finish();
         self.write_steps(t_ms, done)?;
+        crate::mcp::hold_after_calls();
         Ok(waited.elapsed())
     }
 
