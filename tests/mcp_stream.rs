@@ -111,15 +111,21 @@ impl Turn {
         }
     }
 
+    /// The bridge's next stdout line (within 60 s), kept in `seen`.
+    fn next_line(&mut self) -> Value {
+        let v = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line within 60 s");
+        self.seen.push(v.clone());
+        v
+    }
+
     /// Lines up to and including the next terminal event (`done`/`error`).
     fn next_message(&mut self) -> Vec<Value> {
         let mut msg = Vec::new();
         loop {
-            let v = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("a line within 60 s");
-            self.seen.push(v.clone());
+            let v = self.next_line();
             let end = matches!(v["type"].as_str(), Some("done") | Some("error"));
             msg.push(v);
             if end {
@@ -133,11 +139,7 @@ impl Turn {
     fn lines_until(&mut self, stop_at: impl Fn(&Value) -> bool) -> Vec<Value> {
         let mut lines = Vec::new();
         loop {
-            let v = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("a line within 60 s");
-            self.seen.push(v.clone());
+            let v = self.next_line();
             assert!(
                 !matches!(v["type"].as_str(), Some("done") | Some("error")),
                 "the message ended first: {lines:?} {v}"
