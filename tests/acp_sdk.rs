@@ -121,6 +121,18 @@ fn a_turn_streams_thoughts_tools_and_the_answer() {
         ends.iter().any(|u| u["status"] == "failed"),
         "deploy.sh fails"
     );
+    // The session starts on the settings' default model (`flash`, at its
+    // default tier), and the turn ends with the context in use against
+    // that model's window.
+    let model = &got["session"]["configOptions"][0];
+    assert_eq!(model["currentValue"], "gemini-3.7-flash-medium", "{model}");
+    let usage = of_kind(updates, "usage_update");
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert!(
+        usage[0]["used"].as_u64().is_some_and(|n| n > 0),
+        "{usage:?}"
+    );
+    assert_eq!(usage[0]["size"], 1_048_576, "a Gemini model's window");
     assert_eq!(got["agentExit"], 0);
     if let Some(keep) = std::env::var_os("AGY_BRIDGE_ACP_EXCHANGE") {
         std::fs::copy(home.path().join("exchange.jsonl"), keep).expect("keep the exchange");
@@ -225,4 +237,61 @@ fn a_session_loads_after_a_restart_with_its_history() {
     c.arg("acp-00000000-0000-0000-0000-000000000000");
     let out = c.output().expect("node runs");
     assert!(!out.status.success(), "loading an unknown session fails");
+}
+
+/// fake-agy's starts for model turns (its argv log), not its short
+/// programs (`--version`, `models`, `/hooks`).
+fn model_starts(home: &Path) -> Vec<Vec<String>> {
+    common::argvs(&home.join("argv.log"))
+        .into_iter()
+        .filter(|argv| argv.windows(2).any(|w| w[0] == "--input-format"))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_sessions_agy_is_started_ahead_and_kept_warm_between_turns() {
+    let home = home();
+    let mut c = client(home.path(), "two", "stdin-two-turns", "20");
+    c.env("FAKE_AGY_ARGV_LOG", home.path().join("argv.log"))
+        .env("FAKE_AGY_STDIN_LOG", home.path().join("stdin.log"));
+    let got = run(c);
+    assert_eq!(
+        got["stopReasons"],
+        serde_json::json!(["end_turn", "end_turn"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["startedBeforePrompt"], true,
+        "session/new starts the session's agy: {got}"
+    );
+    let starts = model_starts(home.path());
+    assert_eq!(starts.len(), 1, "one agy for both turns: {starts:?}");
+    assert_eq!(
+        common::stdin_prompts(&home.path().join("stdin.log")),
+        ["What is this project?", "Any suggestions?"],
+        "both prompts went to that agy's stdin"
+    );
+    let said = text_of(&got["updates"], "agent_message_chunk");
+    assert!(said.contains("small Rust library"), "{said}");
+    assert!(said.contains("one-line changes"), "{said}");
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn with_warm_off_each_turn_starts_its_own_agy_and_none_ahead() {
+    let home = home();
+    let mut c = client(home.path(), "two", "stdin-two-turns", "20");
+    c.env("FAKE_AGY_ARGV_LOG", home.path().join("argv.log"))
+        .env("AGY_WARM", "off")
+        // Nothing may start before the prompt; how long to look for it.
+        .env("ACP_TEST_START_WAIT_MS", "1500");
+    let got = run(c);
+    assert_eq!(
+        got["stopReasons"],
+        serde_json::json!(["end_turn", "end_turn"]),
+        "{got}"
+    );
+    assert_eq!(got["startedBeforePrompt"], false, "{got}");
+    assert_eq!(model_starts(home.path()).len(), 2);
 }

@@ -59,6 +59,8 @@ pub struct ModelChoice {
     pub model: String,
     /// agy's `--effort`, for a model with tiers.
     pub effort: Option<agy_format::agy_args::Effort>,
+    /// Its context window in tokens, for the session's usage updates.
+    pub context_window: Option<u64>,
 }
 
 /// What the agent is started with.
@@ -216,6 +218,9 @@ impl Bridge {
         let response = NewSessionResponse::new(id.clone())
             .modes(modes(session.mode))
             .config_options(self.options(&session));
+        self.setup
+            .engine
+            .prewarm(self.spec(&id, &session, String::new()));
         self.lock().insert(id, session);
         response
     }
@@ -276,6 +281,9 @@ impl Bridge {
         let response = LoadSessionResponse::new()
             .modes(modes(session.mode))
             .config_options(self.options(&session));
+        self.setup
+            .engine
+            .prewarm(self.spec(&id, &session, String::new()));
         self.lock().insert(id, session);
         Ok(response)
     }

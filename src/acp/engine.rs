@@ -1,7 +1,8 @@
 //! What runs a turn for ACP, behind a trait of its own ([`TurnEngine`]) so
 //! the protocol side can be tested without agy; and [`RunnerEngine`], the
-//! engine `agy-bridge acp` runs: one agy per turn through the library's
-//! runner, around which it uses the session core pi's turns use
+//! engine `agy-bridge acp` runs: agy through the library's runner (the
+//! session's warm agy when it has one, see [`warm`]), around which it uses
+//! the session core pi's turns use
 //! ([`crate::session`]): the session's turn lock across processes
 //! (`wait_turn_lock`), the binding read under it and saved before it is
 //! let go (`SessionStore::record_turn`, as pi's turn end saves it), an
@@ -27,6 +28,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+pub mod warm;
 
 /// The gate's questions waiting for the relay at most.
 const QUESTIONS: usize = 16;
@@ -81,10 +84,23 @@ pub trait TurnEngine: Send + Sync + 'static {
 
     /// Where agy keeps its conversations (read for `session/load`).
     fn conversations_dir(&self) -> PathBuf;
+
+    /// Have agy ready for `spec`'s session (its prompt is empty): a
+    /// session just made or loaded. Nothing by default.
+    fn prewarm(&self, spec: TurnSpec) {
+        let _ = spec;
+    }
+
+    /// The connection is over: whatever the engine keeps running for its
+    /// sessions ends. Nothing by default.
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
-/// The engine of `agy-bridge acp`: a cold agy per turn through the runner,
-/// inside the session core's lock, seat and gate.
+/// The engine of `agy-bridge acp`: a session's warm agy, or one of the
+/// turn's own, through the runner, inside the session core's lock, seat
+/// and gate.
 #[derive(Debug, Clone)]
 pub struct RunnerEngine {
     /// The runner's settings (agy, its guardian, the watchdog, the
@@ -96,6 +112,8 @@ pub struct RunnerEngine {
     /// Where bindings are kept, and the turn locks beside them (`None`: no
     /// state directory; turns then take no lock and save nothing).
     pub store: Option<Arc<SessionStore>>,
+    /// One agy kept warm per session (`None`: `AGY_WARM=off`).
+    pub warm: Option<warm::WarmSessions>,
 }
 
 impl TurnEngine for RunnerEngine {
@@ -129,6 +147,23 @@ impl TurnEngine for RunnerEngine {
     fn conversations_dir(&self) -> PathBuf {
         self.cfg.conversations_dir.clone()
     }
+
+    fn prewarm(&self, spec: TurnSpec) {
+        if let Some(warm) = &self.warm {
+            let req = request(&spec, spec.resume.clone(), spec.after_idx);
+            let gating = self.gating_for(&spec);
+            let plan = warm::Plan::of(&self.cfg, &req, gating.as_ref());
+            warm.prewarm(&spec.session_key, plan);
+        }
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(warm) = &self.warm {
+                warm.shutdown().await;
+            }
+        })
+    }
 }
 
 /// Where a running turn's output goes.
@@ -141,86 +176,43 @@ struct Turn {
 impl RunnerEngine {
     /// The turn, as pi's runs: the session's turn lock (waiting for the
     /// turn before, within the watchdog), the binding read under it, a
-    /// seat, the gate, agy, and the binding saved before the lock goes.
+    /// seat, then agy: the session's warm one when it fits, else one of
+    /// the turn's own with its gate; the binding saved before the lock goes.
     async fn run_turn(&self, spec: TurnSpec, cancel: CancellationToken, turn: Turn) -> RunResult {
         let Turn { say, ask, tx } = turn;
         let note = |words: String| {
             let _ = say.send(words);
         };
-        let mut store = self.store.clone();
-        let mut cfg = self.cfg.clone();
-        let _lock = match &store {
-            Some(s) => match wait_turn_lock(s, &spec.session_key, &cancel, cfg.timeout).await {
-                Ok(lock) => Some(lock),
-                Err(TurnWait::Aborted) => return RunResult::aborted_before_start(),
-                Err(TurnWait::Failed(_)) => {
-                    return failed(format!(
-                        "another turn of this session was still running after {} minutes; try again when it has finished",
-                        cfg.timeout.as_secs() / 60
-                    ))
-                }
-                Err(TurnWait::Unavailable(why)) => {
-                    note(format!("[agy-bridge: the session state cannot be written ({why}); this turn runs without it: load after a restart will not find it]\n"));
-                    store = None;
-                    None
-                }
-            },
-            None => None,
+        let (store, _lock) = match self.lock_turn(&spec, &cancel, &note).await {
+            Ok(locked) => locked,
+            Err(result) => return *result,
         };
         let saved = match &store {
-            Some(s) => binding(s.clone(), spec.session_key.clone(), &cfg).await,
+            Some(s) => binding(s.clone(), spec.session_key.clone(), &self.cfg).await,
             None => None,
         };
-        let (resume, after_idx) = match saved {
-            Some((entry, cursor)) => (Some(entry.conversation_id), Some(cursor)),
-            None => (spec.resume.clone(), spec.after_idx),
+        let req = match saved {
+            Some((entry, cursor)) => request(&spec, Some(entry.conversation_id), Some(cursor)),
+            None => request(&spec, spec.resume.clone(), spec.after_idx),
         };
-        let mut req = TurnRequest {
-            prompt: spec.prompt,
-            cwd: Some(spec.cwd.clone()),
-            add_dirs: vec![spec.cwd.clone()],
-            mode: Some(spec.mode),
-            model: spec.model,
-            effort: spec.effort,
-            conversation: resume,
-            after_idx,
-            ..TurnRequest::default()
-        };
-        let Ok(_seat) = crate::session::seat::wait_seat(cfg.admission.as_ref(), &cancel, |words| {
-            note(words.to_string())
-        })
-        .await
+        let Ok(_seat) =
+            crate::session::seat::wait_seat(self.cfg.admission.as_ref(), &cancel, |words| {
+                note(words.to_string())
+            })
+            .await
         else {
             return RunResult::aborted_before_start();
         };
-        let mut gate = None;
-        if let (Some(plan), Some(ask)) = (&self.gating, ask) {
-            let plan = GatePlan {
-                can_ask: true,
-                grants: spec.grants.clone(),
-                ..plan.clone()
-            };
-            match gating::open_gate(&plan, &mut cfg, &mut req, None, &cancel).await {
-                Ok(mut g) => {
-                    let (_, closed) = mpsc::channel(1);
-                    let mut asked = std::mem::replace(&mut g.questions, closed);
-                    // Ends when the gate does (its senders go with it).
-                    tokio::spawn(async move {
-                        while let Some(q) = asked.recv().await {
-                            if ask.send(q).await.is_err() {
-                                break;
-                            }
-                        }
-                    });
-                    gate = Some(g);
-                }
-                Err(Some(line)) => note(format!("[agy-bridge: {line}]\n")),
-                Err(None) => {}
+        let warm = self
+            .warm_turn(&spec, &req, ask.clone(), &tx, &cancel, &note)
+            .await;
+        let mut result = match warm {
+            Some(result) => result,
+            None => {
+                self.cold_turn(&spec, req.clone(), ask, tx, cancel, &note)
+                    .await
             }
-        }
-        let mut result = runner::run(&cfg, &req, cancel, tx).await;
-        // The gate (and every question still open) closes with the turn.
-        drop(gate);
+        };
         if let Some(store) = store {
             if let Err(e) = save(store, &spec.session_key, &req, &result).await {
                 result.notices.push(format!(
@@ -229,6 +221,99 @@ impl RunnerEngine {
             }
         }
         result
+    }
+
+    /// The session's turn lock, waited for within the watchdog; a store
+    /// that cannot be written is dropped for this turn (said). `Err`: the
+    /// turn's result without running it.
+    async fn lock_turn(
+        &self,
+        spec: &TurnSpec,
+        cancel: &CancellationToken,
+        note: &(dyn Fn(String) + Sync),
+    ) -> Result<
+        (
+            Option<Arc<SessionStore>>,
+            Option<crate::state::sessions::TurnLock>,
+        ),
+        Box<RunResult>,
+    > {
+        let Some(store) = self.store.clone() else {
+            return Ok((None, None));
+        };
+        let timeout = self.cfg.timeout;
+        match wait_turn_lock(&store, &spec.session_key, cancel, timeout).await {
+            Ok(lock) => Ok((Some(store), Some(lock))),
+            Err(TurnWait::Aborted) => Err(Box::new(RunResult::aborted_before_start())),
+            Err(TurnWait::Failed(_)) => Err(Box::new(failed(format!(
+                "another turn of this session was still running after {} minutes; try again when it has finished",
+                timeout.as_secs() / 60
+            )))),
+            Err(TurnWait::Unavailable(why)) => {
+                note(format!("[agy-bridge: the session state cannot be written ({why}); this turn runs without it: load after a restart will not find it]\n"));
+                Ok((None, None))
+            }
+        }
+    }
+
+    /// The gate's plan for this session's turns: the editor is asked, the
+    /// session's "allow always" rules apply.
+    fn gating_for(&self, spec: &TurnSpec) -> Option<GatePlan> {
+        self.gating.as_ref().map(|plan| GatePlan {
+            can_ask: true,
+            grants: spec.grants.clone(),
+            ..plan.clone()
+        })
+    }
+
+    /// A turn on an agy of its own, with its own gate.
+    async fn cold_turn(
+        &self,
+        spec: &TurnSpec,
+        mut req: TurnRequest,
+        ask: Option<mpsc::Sender<Question>>,
+        tx: mpsc::Sender<RunEvent>,
+        cancel: CancellationToken,
+        note: &(dyn Fn(String) + Sync),
+    ) -> RunResult {
+        let mut cfg = self.cfg.clone();
+        let mut gate = None;
+        if let (Some(plan), Some(ask)) = (self.gating_for(spec), ask) {
+            match gating::open_gate(&plan, &mut cfg, &mut req, None, &cancel).await {
+                Ok(mut g) => {
+                    // Lent for good: the forwarding ends when the gate does
+                    // (its senders go with it).
+                    drop(crate::session::warm::lend_questions(&mut g, ask));
+                    gate = Some(g);
+                }
+                Err(Some(line)) => note(format!("[agy-bridge: {line}]\n")),
+                Err(None) => {}
+            }
+        }
+        let result = runner::run(&cfg, &req, cancel, tx).await;
+        // The gate (and every question still open) closes with the turn.
+        drop(gate);
+        result
+    }
+}
+
+/// The turn's request: the session's directory as agy's workspace, its
+/// mode and model, continuing `conversation` after `after_idx`.
+fn request(
+    spec: &TurnSpec,
+    conversation: Option<ConversationId>,
+    after_idx: Option<i64>,
+) -> TurnRequest {
+    TurnRequest {
+        prompt: spec.prompt.clone(),
+        cwd: Some(spec.cwd.clone()),
+        add_dirs: vec![spec.cwd.clone()],
+        mode: Some(spec.mode),
+        model: spec.model.clone(),
+        effort: spec.effort,
+        conversation,
+        after_idx,
+        ..TurnRequest::default()
     }
 }
 

@@ -4,6 +4,7 @@
 //! the stop fires.
 
 use super::agent::{serve, AgentSetup, ModelChoice};
+use super::engine::warm::WarmSessions;
 use super::engine::RunnerEngine;
 use crate::session::{gating, setup};
 use crate::settings::Settings;
@@ -24,6 +25,8 @@ pub struct CatalogModel {
     pub efforts: Vec<Effort>,
     /// Each effort's tier slug, in the same order.
     pub tier_slugs: Vec<String>,
+    /// Its context window in tokens.
+    pub context_window: u64,
 }
 
 /// The model option's choices: a fixed model once, a model with efforts
@@ -38,6 +41,7 @@ pub fn model_choices(models: impl IntoIterator<Item = CatalogModel>) -> Vec<Mode
                 name: model.name,
                 model: model.slug,
                 effort: None,
+                context_window: Some(model.context_window),
             });
             continue;
         }
@@ -47,6 +51,7 @@ pub fn model_choices(models: impl IntoIterator<Item = CatalogModel>) -> Vec<Mode
                 name: format!("{} ({})", model.name, effort.as_arg()),
                 model: model.slug.clone(),
                 effort: Some(*effort),
+                context_window: Some(model.context_window),
             });
         }
     }
@@ -54,9 +59,15 @@ pub fn model_choices(models: impl IntoIterator<Item = CatalogModel>) -> Vec<Mode
 }
 
 /// The agent for `settings` and the settings file's `config`, offering
-/// `models`: turns on the runner under this binary's guardian, `ask`
+/// `models` (a new session on `default_model`, a choice's id, when it is
+/// one of them): turns on the runner under this binary's guardian, `ask`
 /// permissions put to the editor, bindings in the state directory.
-pub fn agent_setup(settings: &Settings, config: &Config, models: Vec<ModelChoice>) -> AgentSetup {
+pub fn agent_setup(
+    settings: &Settings,
+    config: &Config,
+    models: Vec<ModelChoice>,
+    default_model: Option<String>,
+) -> AgentSetup {
     let store = settings
         .state_dir
         .as_ref()
@@ -65,9 +76,9 @@ pub fn agent_setup(settings: &Settings, config: &Config, models: Vec<ModelChoice
         cfg: setup::configured(config, settings),
         gating: gating::gate_plan(config, true, settings),
         store: store.clone(),
+        warm: settings.warm.then(|| WarmSessions::new(settings.warm_idle)),
     };
-    let default_model =
-        Some(config.default_model.clone()).filter(|m| models.iter().any(|c| &c.id == m));
+    let default_model = default_model.filter(|m| models.iter().any(|c| &c.id == m));
     AgentSetup {
         engine: Arc::new(engine),
         store,
@@ -80,8 +91,13 @@ pub fn agent_setup(settings: &Settings, config: &Config, models: Vec<ModelChoice
 /// Serve `setup` on stdin/stdout until the editor closes it (`Ok`) or
 /// `stop` fires (`Ok` too: the caller says why).
 pub async fn serve_stdio(setup: AgentSetup, stop: CancellationToken) -> Result<(), String> {
-    tokio::select! {
+    let engine = setup.engine.clone();
+    let served = tokio::select! {
         served = serve(setup, agent_client_protocol::Stdio::new()) => served.map_err(|e| e.to_string()),
         _ = stop.cancelled() => Ok(()),
-    }
+    };
+    // The sessions' warm agy end with the connection, not at some later
+    // drop.
+    engine.shutdown().await;
+    served
 }

@@ -35,7 +35,8 @@ pub fn cmd_acp(args: AcpArgs, settings: &Settings) -> CmdResult {
     });
     let config = agy_bridge::session::setup::config(&settings)?;
     let stop = agy_bridge::process::caller::stop_token();
-    let setup = stdio::agent_setup(&settings, &config, model_choices(&settings, &stop));
+    let (models, default_model) = model_choices(&settings, &config, &stop);
+    let setup = stdio::agent_setup(&settings, &config, models, default_model);
     let rt = super::turn::runtime()?;
     let served = rt.block_on(stdio::serve_stdio(setup, stop));
     // Turns still running end with the runtime: their agy trees are
@@ -49,8 +50,14 @@ pub fn cmd_acp(args: AcpArgs, settings: &Settings) -> CmdResult {
 }
 
 /// agy's catalog (cached, refreshed in the background when stale) as the
-/// model option's choices.
-fn model_choices(settings: &Settings, stop: &CancellationToken) -> Vec<ModelChoice> {
+/// model option's choices, and the one a new session starts on: the
+/// settings' default model (`flash` unless set), resolved as
+/// AskAntigravity resolves it.
+fn model_choices(
+    settings: &Settings,
+    config: &agy_bridge::state::config::Config,
+    stop: &CancellationToken,
+) -> (Vec<ModelChoice>, Option<String>) {
     use agy_bridge::pi::models::{Loader, Policy};
     let loader = Loader::from_settings(settings);
     let loaded = loader.load(Policy::CacheFirst, stop);
@@ -59,16 +66,22 @@ fn model_choices(settings: &Settings, stop: &CancellationToken) -> Vec<ModelChoi
             loader.spawn_refresh(&exe);
         }
     }
-    stdio::model_choices(
-        loaded
-            .catalog
-            .models
-            .into_iter()
-            .map(|m| stdio::CatalogModel {
-                slug: m.slug,
-                name: m.name,
-                efforts: m.efforts,
-                tier_slugs: m.tier_slugs,
-            }),
-    )
+    let catalog = loaded.catalog;
+    let default = catalog
+        .resolve_alias(&config.default_model, Some(config.default_thinking))
+        .ok();
+    let choices = stdio::model_choices(catalog.models.into_iter().map(|m| stdio::CatalogModel {
+        context_window: m.context_window(),
+        slug: m.slug,
+        name: m.name,
+        efforts: m.efforts,
+        tier_slugs: m.tier_slugs,
+    }));
+    let default_id = default.and_then(|r| {
+        choices
+            .iter()
+            .find(|c| c.model == r.model && c.effort == r.effort)
+            .map(|c| c.id.clone())
+    });
+    (choices, default_id)
 }

@@ -359,6 +359,16 @@ pub struct TurnUsage {
     pub conversation: Option<Usage>,
 }
 
+impl TurnUsage {
+    /// The tokens in the model's context after the turn: agy's last model
+    /// call's input, output and cache reads (agy's own total leaves out
+    /// cache reads).
+    pub fn context_tokens(&self) -> u64 {
+        let u = &self.last_call;
+        u.input_tokens + u.output_tokens + u.cache_read_tokens
+    }
+}
+
 impl RunResult {
     fn empty() -> RunResult {
         RunResult {

@@ -11,9 +11,11 @@
 // Scenarios: `prompt` (a streamed turn; permission requests answered
 // allow-once, or reject-once for a title containing $ACP_TEST_REJECT),
 // `cancel` (session/cancel once the turn has streamed something), `fail`
-// (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID).
+// (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID),
+// `two` (two prompts in one session; before the first, it waits for agy to
+// have been started, as FAKE_AGY_ARGV_LOG shows, and says whether it was).
 import { spawn } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -68,6 +70,13 @@ const out = await client.connectWith(stream, async (ctx) => {
   }
   const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
   const sessionId = session.sessionId;
+  if (scenario === "two") {
+    const startedBeforePrompt = await agyStarted(Number(process.env.ACP_TEST_START_WAIT_MS ?? 10_000));
+    const ask = (text) => ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    const first = await ask("What is this project?");
+    const second = await ask("Any suggestions?");
+    return { init, session, startedBeforePrompt, stopReasons: [first.stopReason, second.stopReason] };
+  }
   const prompt = ctx.request(acp.methods.agent.session.prompt, {
     sessionId,
     prompt: [{ type: "text", text: "Fix the failing test" }],
@@ -90,6 +99,18 @@ const out = await client.connectWith(stream, async (ctx) => {
   const done = await prompt;
   return { init, session, stopReason: done.stopReason };
 });
+
+// Whether fake-agy was started for model turns (stream-json on its
+// stdin) within `ms`: a session's agy started before any prompt.
+async function agyStarted(ms) {
+  const log = process.env.FAKE_AGY_ARGV_LOG;
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (log && existsSync(log) && readFileSync(log, "utf8").includes('"--input-format","stream-json"')) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return false;
+}
 
 agent.stdin.end();
 const code = await new Promise((resolve) => agent.on("exit", (c, s) => resolve(c ?? s)));

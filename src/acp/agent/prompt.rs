@@ -14,7 +14,7 @@ use crate::gate::{Question, Verdict};
 use crate::runner::RunResult;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, EmbeddedResourceResource, PromptRequest, PromptResponse,
-    RequestPermissionRequest, SessionId, SessionUpdate, TextContent, ToolCallId,
+    RequestPermissionRequest, SessionId, SessionUpdate, TextContent, ToolCallId, UsageUpdate,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
@@ -56,6 +56,9 @@ pub(super) async fn prompt(
     };
     let result = relay.run(handle).await;
     bridge.end(&sid, Some(&result));
+    if let Some(usage) = bridge.usage_update(&session, &result) {
+        notify(&cx, &sid, usage)?;
+    }
     for notice in &result.notices {
         notify(&cx, &sid, thought_update(&format!("\n[{notice}]\n")))?;
     }
@@ -91,22 +94,43 @@ fn begin(
         ));
     }
     session.running = Some(cancel.clone());
-    let choice = session
-        .model
-        .as_deref()
-        .and_then(|id| bridge.setup.models.iter().find(|m| m.id == id));
-    let spec = TurnSpec {
-        session_key: session_key(&req.session_id.0),
-        prompt: text,
-        cwd: session.cwd.clone(),
-        mode: session.mode,
-        model: choice.map(|m| m.model.clone()),
-        effort: choice.and_then(|m| m.effort),
-        resume: session.conversation.clone(),
-        after_idx: session.conversation.as_ref().and(session.last_idx),
-        grants: session.rules.grants.clone(),
-    };
+    let spec = bridge.spec(&req.session_id.0, session, text);
     Ok((session.clone(), spec))
+}
+
+impl Bridge {
+    /// The context in use after the turn against the session's model's
+    /// window; `None` without agy's usage or a known window (agy's own
+    /// default model: which one it is, agy does not say).
+    fn usage_update(&self, session: &Session, result: &RunResult) -> Option<SessionUpdate> {
+        let usage = result.usage.as_ref()?;
+        let model = session.model.as_deref()?;
+        let choice = self.setup.models.iter().find(|m| m.id == model)?;
+        let size = choice.context_window?;
+        Some(SessionUpdate::UsageUpdate(UsageUpdate::new(
+            usage.context_tokens(),
+            size,
+        )))
+    }
+
+    /// The turn `prompt` of session `id` would run.
+    pub(super) fn spec(&self, id: &str, session: &Session, prompt: String) -> TurnSpec {
+        let choice = session
+            .model
+            .as_deref()
+            .and_then(|id| self.setup.models.iter().find(|m| m.id == id));
+        TurnSpec {
+            session_key: session_key(id),
+            prompt,
+            cwd: session.cwd.clone(),
+            mode: session.mode,
+            model: choice.map(|m| m.model.clone()),
+            effort: choice.and_then(|m| m.effort),
+            resume: session.conversation.clone(),
+            after_idx: session.conversation.as_ref().and(session.last_idx),
+            grants: session.rules.grants.clone(),
+        }
+    }
 }
 
 impl Bridge {

@@ -92,6 +92,12 @@ impl Model {
         }
     }
 
+    /// The model's context window in tokens (its family's documented size:
+    /// agy does not report it).
+    pub fn context_window(&self) -> u64 {
+        self.limits().0
+    }
+
     /// The pi `Model<Api>` object for this model.
     pub fn to_pi(&self) -> PiModel {
         let (context_window, max_tokens) = self.limits();

@@ -192,7 +192,7 @@ impl PiUsage {
             output: u.output_tokens,
             cache_read: u.cache_read_tokens,
             cache_write: 0,
-            total_tokens: u.input_tokens + u.output_tokens + u.cache_read_tokens,
+            total_tokens: usage.context_tokens(),
         }
     }
 }

@@ -22,7 +22,7 @@ use crate::pi::mcp::relay::{Control, CONTROL_CAPACITY};
 use crate::pi::provider::stream::PiStream;
 use crate::pi::provider::StreamRequest;
 use crate::process::standby::Standby;
-use crate::runner::{self, RunConfig, TurnRequest, WarmAgy, WarmKey, WarmRun};
+use crate::runner::{self, RunConfig, TurnRequest, WarmKey, WarmRun};
 use crate::session::gating::GatePlan;
 use crate::settings::vars::WARM_ENV;
 use crate::settings::Settings;
@@ -142,18 +142,9 @@ pub(super) fn classify(
     }
 }
 
-/// A warm agy and what it was started with: pi's tools served to it for
-/// its whole life (they are on its command line).
-struct Slot {
-    warm: WarmAgy,
-    tools: Option<crate::pi::mcp::ToolBridge>,
-    /// `ask` mode: the gate agy's hook reaches (its directory is on agy's
-    /// command line).
-    gate: Option<crate::gate::Gate>,
-    /// Why an `ask` session's agy runs without its gate (as `deny`): said
-    /// in pi at the slot's first turn.
-    gate_note: Option<String>,
-}
+/// A warm agy and what lives as long as it does: its gate, and pi's tools
+/// served to it for its whole life (they are on its command line).
+type Slot = crate::session::warm::Slot<Option<crate::pi::mcp::ToolBridge>>;
 
 /// What the last warm agy was started for: a replacement (after an abort,
 /// agy's death) starts the same.
@@ -342,16 +333,14 @@ impl Session {
     /// pi is gone: the warm agy's tree goes at once.
     async fn shutdown(&mut self) {
         if let Some(slot) = self.slot.take() {
-            slot.warm.stop(Duration::from_millis(300)).await;
-            drop(slot.tools);
+            crate::session::warm::stop(slot).await;
         }
     }
 }
 
 /// Let a warm agy go, its tools with it once it is gone.
 async fn release(slot: Slot) {
-    slot.warm.release(Duration::from_secs(2)).await;
-    drop(slot.tools);
+    crate::session::warm::release(slot).await;
 }
 
 impl Session {
@@ -492,7 +481,7 @@ impl Session {
         cancel: &CancellationToken,
     ) -> Option<Slot> {
         let Plan {
-            mut cfg,
+            cfg,
             mut req,
             key,
             tools,
@@ -513,30 +502,16 @@ impl Session {
             req.private_dirs.push(bridge.dir.path().to_path_buf());
         }
         let own_server = tools.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
-        let (gate, gate_note) = match &gating {
-            Some(plan) => {
-                match crate::session::gating::open_gate(
-                    plan, &mut cfg, &mut req, own_server, cancel,
-                )
-                .await
-                {
-                    Ok(gate) => (Some(gate), None),
-                    // agy runs as deny (no skip-permissions), still warm.
-                    Err(line) => (None, line),
-                }
-            }
-            None => (None, None),
+        let launch = crate::session::warm::Launch {
+            cfg,
+            req,
+            key,
+            gating: gating.as_ref(),
+            own_server,
         };
-        if let Some(standby) = self.standby.take() {
-            cfg.guardian = cfg.guardian.map(|g| g.with_standby(standby));
-        }
-        match runner::start_warm(&cfg, &req, prelude, key).await {
-            Ok(warm) => Some(Slot {
-                warm,
-                tools,
-                gate,
-                gate_note,
-            }),
+        let standby = self.standby.take();
+        match crate::session::warm::launch(launch, prelude, standby, tools, cancel).await {
+            Ok(slot) => Some(slot),
             Err(why) => {
                 self.refuse(why);
                 None
@@ -657,7 +632,7 @@ impl Session {
     ) -> bool {
         let Slot {
             warm,
-            mut tools,
+            extra: mut tools,
             mut gate,
             gate_note,
         } = slot;
@@ -690,7 +665,7 @@ impl Session {
                 self.fruitless = 0;
                 self.slot = warm.map(|warm| Slot {
                     warm,
-                    tools,
+                    extra: tools,
                     gate,
                     gate_note: None,
                 });
