@@ -13,12 +13,14 @@
 //! [`RunResult`]; cancelling the token given to [`TurnEngine::start`] ends
 //! agy's tree as pi's Esc does.
 
+use super::mcp::EditorServers;
 use crate::gate::Question;
 use crate::runner::failure::Failure;
 use crate::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::session::gating::{self, GatePlan};
 use crate::session::turn_lock::{wait_turn_lock, TurnWait};
 use crate::state::sessions::{SessionEntry, SessionStore};
+use crate::state::tmp::PrivateDir;
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use futures::future::BoxFuture;
@@ -53,6 +55,8 @@ pub struct TurnSpec {
     pub after_idx: Option<i64>,
     /// The session's "allow always" rules, read by the gate.
     pub grants: crate::gate::Grants,
+    /// The editor's MCP servers, given to agy for the turn.
+    pub mcp_servers: EditorServers,
 }
 
 /// A turn that started.
@@ -186,6 +190,11 @@ impl RunnerEngine {
             after_idx,
             ..TurnRequest::default()
         };
+        // Held until the turn ends: dropping it removes the config.
+        let _mcp = editor_mcp_dir(&spec.mcp_servers, &mut req).unwrap_or_else(|words| {
+            note(words);
+            None
+        });
         let Ok(_seat) = crate::session::seat::wait_seat(cfg.admission.as_ref(), &cancel, |words| {
             note(words.to_string())
         })
@@ -230,6 +239,25 @@ impl RunnerEngine {
         }
         result
     }
+}
+
+/// The editor's MCP servers for this turn's agy: the private directory of
+/// their config, added to `req` as an `--add-dir` and as private (the
+/// guardian removes it with agy's tree, the gate keeps agy's tools out of
+/// it); `None` without servers. `Err` is the sentence for the user: the
+/// turn then runs without them.
+fn editor_mcp_dir(
+    servers: &EditorServers,
+    req: &mut TurnRequest,
+) -> Result<Option<PrivateDir>, String> {
+    let dir = servers.config_dir().map_err(|e| {
+        format!("[agy-bridge: the editor's MCP servers could not be given to agy ({e}); this turn runs without them]\n")
+    })?;
+    if let Some(dir) = &dir {
+        req.add_dirs.push(dir.path().to_path_buf());
+        req.private_dirs.push(dir.path().to_path_buf());
+    }
+    Ok(dir)
 }
 
 /// The session's saved binding and where its new steps start (after the
