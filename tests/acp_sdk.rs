@@ -3,7 +3,8 @@
 //! over stdio, with fake-agy as agy: a streamed answer with thoughts,
 //! tools and an edit's diff; permission requests answered both ways
 //! (fake-agy's tool log as the mark); a cancel mid-turn that leaves no agy
-//! behind; a load after a restart; a failure as a JSON-RPC error. The SDK
+//! behind; a load after a restart; a failure as a JSON-RPC error; the
+//! editor's MCP server called by agy, its header passed on. The SDK
 //! comes from npm into CI's cache (`.ci/acp-sdk.sh`), which names its
 //! install directory in `AGY_BRIDGE_ACP_SDK`. The tests are `#[ignore]`d
 //! in a plain `cargo test` and fail without that variable when run
@@ -294,4 +295,84 @@ fn with_warm_off_each_turn_starts_its_own_agy_and_none_ahead() {
     );
     assert_eq!(got["startedBeforePrompt"], false, "{got}");
     assert_eq!(model_starts(home.path()).len(), 2);
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn the_editors_mcp_server_is_called_by_agy_with_its_headers() {
+    use agy_synth::mcp::{editor_tool_arguments, EDITOR_SERVER, EDITOR_TOOL};
+    let home = home();
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("tmp dir");
+    let answer = "parse_config is defined in src/config.rs, line 42";
+    let header = ["X-Editor-Token", "editor-token-7f3a"];
+    let mut c = client(home.path(), "mcp", "mcp/editor-tool", "20");
+    c.env(
+        "ACP_TEST_MCP",
+        serde_json::json!({"server": EDITOR_SERVER, "tool": EDITOR_TOOL, "header": header, "answer": answer})
+            .to_string(),
+    )
+    .env("TMPDIR", &tmp);
+    let got = run(c);
+    let mcp = &got["init"]["agentCapabilities"]["mcpCapabilities"];
+    assert_eq!(mcp["http"], true, "{got}");
+    assert_eq!(mcp["sse"], false, "{got}");
+    assert_eq!(got["stopReason"], "end_turn", "{got}");
+
+    // The editor's server saw agy's whole exchange, each request with the
+    // header the editor configured (it refuses a request without).
+    let seen = got["mcpRequests"].as_array().cloned().unwrap_or_default();
+    let methods: Vec<&str> = seen.iter().filter_map(|r| r["method"].as_str()).collect();
+    assert_eq!(
+        methods,
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ],
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().all(|r| r["header"] == header[1]),
+        "a request without the editor's header: {seen:?}"
+    );
+    assert_eq!(
+        seen[4]["params"],
+        serde_json::json!({"name": EDITOR_TOOL, "arguments": editor_tool_arguments()})
+    );
+
+    // The call is one tool call in the turn, completed with the answer.
+    let updates = &got["updates"];
+    let call = of_kind(updates, "tool_call")
+        .into_iter()
+        .find(|c| c.to_string().contains(EDITOR_TOOL))
+        .unwrap_or_else(|| panic!("no tool call for {EDITOR_TOOL}: {updates}"));
+    let done = of_kind(updates, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == call["toolCallId"] && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("the call did not complete: {updates}"));
+    assert!(done["content"].to_string().contains(answer), "{done}");
+
+    // The SSE server beside it is not given to agy, and the editor hears
+    // why, once.
+    let thoughts = text_of(updates, "agent_thought_chunk");
+    assert_eq!(
+        thoughts.matches("\"editor-events\"").count(),
+        1,
+        "{thoughts}"
+    );
+    assert!(thoughts.contains("not SSE"), "{thoughts}");
+
+    // The config (the editor's secrets) went with the turn.
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("agy-bridge-mcp-")),
+        "{left:?}"
+    );
 }

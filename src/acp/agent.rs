@@ -4,7 +4,8 @@
 //!
 //! - `initialize`: protocol v1; prompts take text and embedded text
 //!   resources (no images: agy 1.2.7 rejects image blocks on its stdin);
-//!   `loadSession`.
+//!   `loadSession`; MCP servers over stdio and HTTP, not SSE (agy speaks
+//!   Streamable HTTP only).
 //! - `session/new`, `session/load` (the binding in `sessions.json`, key
 //!   `sid:<ACP session id>`, beside pi's; the history replayed as updates),
 //!   `session/set_mode` (accept-edits, plan), `session/set_config_option`
@@ -20,6 +21,7 @@ mod prompt;
 
 use super::engine::TurnEngine;
 use super::map::TurnMapper;
+use super::mcp::EditorServers;
 use super::permission::SessionRules;
 use super::replay::{history_off_runtime, ReplayError};
 use crate::state::sessions::SessionStore;
@@ -27,10 +29,11 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
     InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionMode,
-    SessionModeState, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, TextContent,
+    McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -89,8 +92,11 @@ struct Session {
     rules: SessionRules,
     /// The turn in flight, cancelled by `session/cancel`.
     running: Option<CancellationToken>,
-    /// The editor's MCP servers, which agy does not get yet (said once).
-    mcp_servers: usize,
+    /// The editor's MCP servers, given to each turn's agy.
+    mcp_servers: EditorServers,
+    /// What of them agy does not get, said in the session's next turn
+    /// (then `None`: said once).
+    mcp_note: Option<String>,
 }
 
 /// The agent's state, shared by its handlers.
@@ -186,15 +192,18 @@ pub async fn serve(
 }
 
 /// What this agent offers: protocol v1, text and embedded text resources,
-/// `session/load`.
+/// `session/load`, MCP servers over stdio (always) and HTTP; not SSE, which
+/// agy does not speak ([`super::mcp`]).
 fn initialize(req: &InitializeRequest) -> InitializeResponse {
     let _ = req;
     let prompts = PromptCapabilities::new().embedded_context(true);
+    let mcp = McpCapabilities::new().http(true).sse(false);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
-                .prompt_capabilities(prompts),
+                .prompt_capabilities(prompts)
+                .mcp_capabilities(mcp),
         )
         .agent_info(
             Implementation::new("agy-bridge", env!("CARGO_PKG_VERSION"))
@@ -205,6 +214,7 @@ fn initialize(req: &InitializeRequest) -> InitializeResponse {
 impl Bridge {
     fn new_session(&self, req: NewSessionRequest) -> NewSessionResponse {
         let id = format!("acp-{}", uuid::Uuid::new_v4());
+        let (mcp_servers, mcp_note) = EditorServers::from_acp(&req.mcp_servers);
         let session = Session {
             cwd: req.cwd.clone(),
             mode: self.setup.default_mode,
@@ -213,7 +223,8 @@ impl Bridge {
             last_idx: None,
             rules: SessionRules::default(),
             running: None,
-            mcp_servers: req.mcp_servers.len(),
+            mcp_servers,
+            mcp_note,
         };
         let response = NewSessionResponse::new(id.clone())
             .modes(modes(session.mode))
@@ -240,6 +251,7 @@ impl Bridge {
             return Err(Error::new(ErrorCode::RESOURCE_NOT_FOUND, words)
                 .data(serde_json::json!({ "sessionId": id })));
         };
+        let (mcp_servers, mcp_note) = EditorServers::from_acp(&req.mcp_servers);
         let mut session = Session {
             cwd: req.cwd.clone(),
             mode: self.setup.default_mode,
@@ -248,7 +260,8 @@ impl Bridge {
             last_idx: Some(entry.last_step_idx),
             rules: SessionRules::default(),
             running: None,
-            mcp_servers: req.mcp_servers.len(),
+            mcp_servers,
+            mcp_note,
         };
         let dir = self.setup.engine.conversations_dir();
         match history_off_runtime(dir, id.clone(), entry.conversation_id.clone()).await {

@@ -14,12 +14,14 @@
 //! [`RunResult`]; cancelling the token given to [`TurnEngine::start`] ends
 //! agy's tree as pi's Esc does.
 
+use super::mcp::EditorServers;
 use crate::gate::Question;
 use crate::runner::failure::Failure;
 use crate::runner::{self, RunConfig, RunEvent, RunResult, TurnRequest};
 use crate::session::gating::{self, GatePlan};
 use crate::session::turn_lock::{wait_turn_lock, TurnWait};
 use crate::state::sessions::{SessionEntry, SessionStore};
+use crate::state::tmp::PrivateDir;
 use agy_format::agy_args::Mode;
 use agy_format::ids::ConversationId;
 use futures::future::BoxFuture;
@@ -56,6 +58,8 @@ pub struct TurnSpec {
     pub after_idx: Option<i64>,
     /// The session's "allow always" rules, read by the gate.
     pub grants: crate::gate::Grants,
+    /// The editor's MCP servers, given to agy for the turn.
+    pub mcp_servers: EditorServers,
 }
 
 /// A turn that started.
@@ -152,7 +156,7 @@ impl TurnEngine for RunnerEngine {
         if let Some(warm) = &self.warm {
             let req = request(&spec, spec.resume.clone(), spec.after_idx);
             let gating = self.gating_for(&spec);
-            let plan = warm::Plan::of(&self.cfg, &req, gating.as_ref());
+            let plan = warm::Plan::of(&self.cfg, &req, gating.as_ref(), &spec.mcp_servers);
             warm.prewarm(&spec.session_key, plan);
         }
     }
@@ -277,6 +281,12 @@ impl RunnerEngine {
         note: &(dyn Fn(String) + Sync),
     ) -> RunResult {
         let mut cfg = self.cfg.clone();
+        // Held until the turn ends: dropping it removes the config. Added
+        // before the gate opens, so the gate keeps agy's tools out of it.
+        let _mcp = editor_mcp_dir(&spec.mcp_servers, &mut req).unwrap_or_else(|words| {
+            note(words);
+            None
+        });
         let mut gate = None;
         if let (Some(plan), Some(ask)) = (self.gating_for(spec), ask) {
             match gating::open_gate(&plan, &mut cfg, &mut req, None, &cancel).await {
@@ -315,6 +325,25 @@ fn request(
         after_idx,
         ..TurnRequest::default()
     }
+}
+
+/// The editor's MCP servers for this turn's agy: the private directory of
+/// their config, added to `req` as an `--add-dir` and as private (the
+/// guardian removes it with agy's tree, the gate keeps agy's tools out of
+/// it); `None` without servers. `Err` is the sentence for the user: the
+/// turn then runs without them.
+pub(crate) fn editor_mcp_dir(
+    servers: &EditorServers,
+    req: &mut TurnRequest,
+) -> Result<Option<PrivateDir>, String> {
+    let dir = servers.config_dir().map_err(|e| {
+        format!("[agy-bridge: the editor's MCP servers could not be given to agy ({e}); this turn runs without them]\n")
+    })?;
+    if let Some(dir) = &dir {
+        req.add_dirs.push(dir.path().to_path_buf());
+        req.private_dirs.push(dir.path().to_path_buf());
+    }
+    Ok(dir)
 }
 
 /// The session's saved binding and where its new steps start (after the

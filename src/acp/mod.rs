@@ -4,6 +4,7 @@
 //! updates and stop reasons (`map`), agy's edits as ACP diffs (`diffs`),
 //! the gate's questions as `session/request_permission` (`permission`), a
 //! conversation's history replayed for `session/load` (`replay`), the
+//! editor's MCP servers as agy's configuration ([`mcp`]), the
 //! turn it runs on the session core pi's turns share, behind a small trait
 //! of its own ([`engine`]), and the ACP connection itself, on the official
 //! `agent-client-protocol` crate ([`agent`]).
@@ -24,6 +25,7 @@ pub mod agent;
 pub(crate) mod diffs;
 pub mod engine;
 pub(crate) mod map;
+pub mod mcp;
 pub(crate) mod permission;
 pub(crate) mod replay;
 pub mod stdio;

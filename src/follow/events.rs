@@ -8,7 +8,8 @@
 //! stream and an after-the-fact decode agree by construction ([`Transcript`](crate::follow::transcript::Transcript)).
 //!
 //! One MCP call is one tool call here however agy records it (its
-//! planner's `call_mcp_tool` and its type-38 step), and a subagent is
+//! planner's `call_mcp_tool` and its type-38 step, whose result goes under
+//! the planner's call id), and a subagent is
 //! announced with its role and task and ends with its own event, so that
 //! every view can show each once. What a tool call acted on is worded in
 //! `super::subject`.
@@ -295,6 +296,10 @@ struct StepState {
     finished: bool,
     waiting: bool,
     tool_name: Option<String>,
+    /// The planner's call an MCP step answers, when its own call has an id
+    /// of its own: its result goes under the planner's id, so a client that
+    /// was shown that call sees it end.
+    answers: Option<String>,
 }
 
 /// Remembers what was emitted per step; see the module comment.
@@ -374,9 +379,10 @@ impl Tracker {
             if let Some(call) = tool_step_call(step, own_call) {
                 state.tool_call = true;
                 let announced = mcp_step_announced(&mut self.mcp_calls, step, &call);
-                if remember_call(&mut self.call_ids, step.idx, &call) && !announced {
+                if remember_call(&mut self.call_ids, step.idx, &call) && announced.is_none() {
                     out.push(call_event(step.idx, &call));
                 }
+                state.answers = announced.filter(|id| !id.is_empty());
             }
         }
         state.permission(step, &mut out);
@@ -402,12 +408,16 @@ fn requested(
     }
 }
 
-/// Whether an MCP step's call is one its planner already announced (by call
-/// id, else by server and tool, oldest first); that planner call is then
-/// answered.
-fn mcp_step_announced(mcp_calls: &mut Vec<McpCall>, step: &Step, call: &ToolCall) -> bool {
+/// The id of the planner's call an MCP step's call is, if its planner
+/// already announced it (by call id, else by server and tool, oldest
+/// first); that planner call is then answered.
+fn mcp_step_announced(
+    mcp_calls: &mut Vec<McpCall>,
+    step: &Step,
+    call: &ToolCall,
+) -> Option<String> {
     let Some(Body::McpTool(m)) = &step.body else {
-        return false;
+        return None;
     };
     let tool = m.call.as_ref().map(|c| c.name.as_str()).unwrap_or("");
     let by_id = |c: &McpCall| !call.id.is_empty() && c.2 == call.id;
@@ -416,7 +426,7 @@ fn mcp_step_announced(mcp_calls: &mut Vec<McpCall>, step: &Step, call: &ToolCall
         Some(i) => Some(i),
         None => mcp_calls.iter().position(by_target),
     };
-    found.map(|i| mcp_calls.remove(i)).is_some()
+    found.map(|i| mcp_calls.remove(i).2)
 }
 
 impl StepState {
@@ -542,7 +552,7 @@ impl StepState {
                     let role = self.subagent_role.clone();
                     subagent_ended(step, s, role.or_else(|| s.role.clone()))
                 }
-                _ => result_event(step),
+                _ => result_event(step, self.answers.as_deref()),
             });
         }
     }
@@ -687,7 +697,9 @@ fn subagent_ended(step: &Step, s: &agy_format::steps::Subagent, role: Option<Str
     }
 }
 
-fn result_event(step: &Step) -> Event {
+/// A tool step's result; `answers`: the planner's call id it goes under
+/// (an MCP step matched to its planner's call), else the step's own.
+fn result_event(step: &Step, answers: Option<&str>) -> Event {
     let call = step_call(step);
     let name = call
         .as_ref()
@@ -723,7 +735,10 @@ fn result_event(step: &Step) -> Event {
     };
     Event::ToolResult {
         idx: step.idx,
-        id: call.map(|c| c.id).unwrap_or_default(),
+        id: answers
+            .map(str::to_string)
+            .or_else(|| call.map(|c| c.id))
+            .unwrap_or_default(),
         name,
         status: step.status.label().to_string(),
         ok,
@@ -887,12 +902,15 @@ mod tests {
         assert_eq!(calls.len(), 1, "{events:?}");
         assert!(matches!(calls[0], Event::ToolCall { name, .. } if name == "call_mcp_tool"));
         let result = events.iter().find_map(|e| match e {
-            Event::ToolResult { ok, summary, .. } => Some((*ok, summary.as_str())),
+            Event::ToolResult {
+                id, ok, summary, ..
+            } => Some((id.as_str(), *ok, summary.as_str())),
             _ => None,
         });
+        // The result goes under the planner's call id: the call shown ends.
         assert_eq!(
             result,
-            Some((false, "MCP server \"pi\" is not configured")),
+            Some(("c1", false, "MCP server \"pi\" is not configured")),
             "{events:?}"
         );
         // A plain result is a success.

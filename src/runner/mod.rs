@@ -26,7 +26,9 @@
 //! sources besides the database, its stream-json lines (`stream_json`);
 //! the prompt, never in agy's argv: on agy's stdin (`stdin`) or, for an
 //! agy that cannot read it there, in a private file (`prompt_file`);
-//! agy's version ([`version`]) and quota ([`quota`]), each cached per binary.
+//! agy's version ([`version`]) and quota ([`quota`]), each cached per binary;
+//! the private `--add-dir` directory that gives agy MCP servers
+//! ([`mcp_config`]).
 //!
 //! May import: [`agy_format`](mod@agy_format), [`crate::follow`], [`crate::state`],
 //! [`crate::settings`], [`crate::process`].
@@ -54,6 +56,7 @@ pub mod failure;
 mod finish;
 mod follow;
 mod follower;
+pub mod mcp_config;
 mod merge;
 mod outbox;
 pub(crate) mod prompt_file;

@@ -1,5 +1,6 @@
 //! The temporary directory the bridge makes its private directories in (a
-//! long prompt's file, the config that serves pi's tools, the demo's HOME).
+//! long prompt's file, the MCP config of pi's tools or of an ACP editor's servers,
+//! the demo's HOME).
 //!
 //! `std::env::temp_dir()` is `$TMPDIR` as it is: a relative `TMPDIR` would
 //! hand agy a relative `--add-dir` that agy resolves against another

@@ -13,9 +13,12 @@
 // `cancel` (session/cancel once the turn has streamed something), `fail`
 // (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID),
 // `two` (two prompts in one session; before the first, it waits for agy to
-// have been started, as FAKE_AGY_ARGV_LOG shows, and says whether it was).
+// have been started, as FAKE_AGY_ARGV_LOG shows, and says whether it was),
+// `mcp` (a `prompt` whose session/new names an MCP server of the editor's:
+// see editorMcpServer).
 import { spawn } from "node:child_process";
 import { createWriteStream, existsSync, readFileSync } from "node:fs";
+import http from "node:http";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -24,6 +27,69 @@ const [sdkDir, scenario, exchangePath, cwd, loadId] = process.argv.slice(2);
 const acp = await import(
   pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js")).href
 );
+
+// The `mcp` scenario's MCP server, as an editor would run one: Streamable
+// HTTP on loopback, JSON answers, for what agy's client sends
+// (server/discover, refused as current servers do; initialize,
+// notifications/initialized, tools/list, tools/call). $ACP_TEST_MCP (JSON)
+// names the server, its one tool, the header every request must carry and
+// the tool's answer; a request without that header is refused (401), so
+// only a config that passed the header on gets through. Every request is
+// kept, for the test to check.
+async function editorMcpServer(spec) {
+  const requests = [];
+  const [headerName, headerValue] = spec.header;
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      let message = {};
+      try {
+        message = JSON.parse(body);
+      } catch {}
+      const header = req.headers[headerName.toLowerCase()] ?? null;
+      requests.push({ method: message.method ?? null, params: message.params ?? null, header });
+      const answer = (result) => JSON.stringify({ jsonrpc: "2.0", id: message.id, ...result });
+      let reply;
+      if (header !== headerValue) {
+        res.writeHead(401, { "Content-Type": "text/plain" });
+        return res.end("missing or wrong " + headerName);
+      }
+      if (message.method === "server/discover") {
+        reply = answer({ error: { code: -32601, message: "Method not found" } });
+      } else if (message.method === "initialize") {
+        reply = answer({
+          result: {
+            protocolVersion: message.params?.protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: "acp-test-editor", version: "1.0.0" },
+          },
+        });
+      } else if (message.method === "tools/list") {
+        reply = answer({
+          result: { tools: [{ name: spec.tool, description: "Where a symbol is", inputSchema: { type: "object" } }] },
+        });
+      } else if (message.method === "tools/call") {
+        reply = answer({ result: { content: [{ type: "text", text: spec.answer }], isError: false } });
+      } else {
+        res.writeHead(202);
+        return res.end();
+      }
+      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(reply) });
+      res.end(reply);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${server.address().port}/mcp`;
+  const config = { type: "http", name: spec.server, url, headers: [{ name: headerName, value: headerValue }] };
+  const close = () => new Promise((resolve) => server.close(resolve));
+  return { requests, config, close };
+}
+const editorMcp = scenario === "mcp" ? await editorMcpServer(JSON.parse(process.env.ACP_TEST_MCP)) : null;
+// Beside it, an SSE server, which agy cannot take: the agent says so.
+const mcpServers = editorMcp
+  ? [editorMcp.config, { type: "sse", name: "editor-events", url: "http://127.0.0.1:9/sse", headers: [] }]
+  : [];
 
 const agent = spawn(process.env.AGY_BRIDGE_BIN, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
 const exchange = createWriteStream(exchangePath);
@@ -68,7 +134,7 @@ const out = await client.connectWith(stream, async (ctx) => {
     const loaded = await ctx.request(acp.methods.agent.session.load, { sessionId: loadId, cwd, mcpServers: [] });
     return { init, loaded };
   }
-  const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+  const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers });
   const sessionId = session.sessionId;
   if (scenario === "two") {
     const startedBeforePrompt = await agyStarted(Number(process.env.ACP_TEST_START_WAIT_MS ?? 10_000));
@@ -115,4 +181,8 @@ async function agyStarted(ms) {
 agent.stdin.end();
 const code = await new Promise((resolve) => agent.on("exit", (c, s) => resolve(c ?? s)));
 await new Promise((resolve) => exchange.end(resolve));
+if (editorMcp) {
+  await editorMcp.close();
+  out.mcpRequests = editorMcp.requests;
+}
 process.stdout.write(JSON.stringify({ ...out, updates, permissions, agentExit: code }) + "\n");

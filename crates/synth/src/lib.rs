@@ -14,7 +14,8 @@
 //! The parts: [`builder`] (one recording commit by commit), [`bulk`]
 //! (recordings built to size for benches), the corpus's own recordings
 //! (private `scenarios` and `outcomes`, listed by [`corpus`]) and [`mcp`]
-//! (recordings that call an MCP server, in `recordings/mcp/`).
+//! (recordings that call an MCP server, in `recordings/mcp/`; pi's are
+//! checked by `tests/mcp_stream.rs`, the editor's is in [`corpus`]).
 
 #![forbid(unsafe_code)]
 
@@ -99,6 +100,7 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
         ("models-v1", scenarios::models_v1()),
         ("models-v2", scenarios::models_v2()),
         ("stdin-two-turns", scenarios::stdin_two_turns()),
+        ("mcp/editor-tool", mcp::editor_tool()),
     ]
     .into_iter()
     .chain(outcomes::corpus())

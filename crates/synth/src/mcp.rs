@@ -10,6 +10,12 @@
 //! on the bridge (it is only a dev-dependency of it). The test that checks
 //! these recordings (`tests/mcp_stream.rs`) passes the bridge's constant, so
 //! a renamed server shows up there as recordings that no longer match.
+//!
+//! One more, [`editor_tool`], calls an ACP editor's server
+//! ([`EDITOR_SERVER`]): a name the editor gives, not the bridge, so it is
+//! this crate's own, and the recording is one of the corpus
+//! ([`crate::corpus`], checked and snapshotted by `tests/corpus.rs`);
+//! `tests/acp_sdk.rs` replays it against a server of the test's.
 
 use crate::builder::{call, Builder};
 use agy_corpus::recording::{McpCall, Recording};
@@ -65,11 +71,21 @@ fn then_call(
 }
 
 fn start(name: &str, description: &str, prompt: &str) -> Builder {
-    let mut b = Builder::new(name, description, prompt, PROBE_ANSWER);
+    start_titled(name, description, prompt, (PROBE_ANSWER, "Asking pi"))
+}
+
+/// A recording's first turn, with its final answer and agy's title.
+fn start_titled(
+    name: &str,
+    description: &str,
+    prompt: &str,
+    (answer, title): (&str, &str),
+) -> Builder {
+    let mut b = Builder::new(name, description, prompt, answer);
     let h = b.header();
     h.agy_version = "1.2.17".into();
     h.version_output = "1.2.17\n".into();
-    b.open_turn(0, prompt, "Asking pi", true);
+    b.open_turn(0, prompt, title, true);
     b
 }
 
@@ -144,5 +160,44 @@ fn sequential(server: &str) -> Recording {
     );
     then_call(&mut b, server, 40, 5, PROBE_TOOL, c);
     b.planner(6, &[], &[PROBE_ANSWER], vec![], 120);
+    b.finish()
+}
+
+/// The MCP server an ACP editor names in `session/new` for
+/// [`editor_tool`].
+pub const EDITOR_SERVER: &str = "editor";
+/// The tool [`editor_tool`] calls on it.
+pub const EDITOR_TOOL: &str = "editor_lookup";
+/// The arguments of that call.
+pub fn editor_tool_arguments() -> serde_json::Value {
+    json!({"symbol": "parse_config", "scope": "workspace"})
+}
+const EDITOR_ANSWER: &str = "The editor found parse_config; its answer is in the step above.";
+
+/// agy calls the editor's tool once (the editor's MCP server, given to agy
+/// by `agy-bridge acp`), waits for its result, then answers.
+pub fn editor_tool() -> Recording {
+    let prompt = "Ask the editor where parse_config is defined";
+    let mut b = start_titled(
+        "mcp/editor-tool",
+        "agy calls editor_lookup on the ACP editor's MCP server `editor` (call_mcp_tool, then type-38 step 3 with the server's result), then answers.",
+        prompt,
+        (EDITOR_ANSWER, "Asking the editor"),
+    );
+    let args = editor_tool_arguments();
+    b.planner(
+        2,
+        &["The editor can look this up."],
+        &[],
+        vec![mcp_call(
+            EDITOR_SERVER,
+            "call-editor-1",
+            EDITOR_TOOL,
+            args.clone(),
+        )],
+        120,
+    );
+    then_call(&mut b, EDITOR_SERVER, 40, 3, EDITOR_TOOL, args);
+    b.planner(4, &[], &[EDITOR_ANSWER], vec![], 120);
     b.finish()
 }

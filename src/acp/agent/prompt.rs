@@ -36,8 +36,8 @@ pub(super) async fn prompt(
         Ok(begun) => begun,
         Err(e) => return responder.respond_with_error(e),
     };
-    if session.mcp_servers > 0 && session.conversation.is_none() {
-        notify(&cx, &sid, thought_update("[agy-bridge: the editor's MCP servers are not given to agy yet; agy uses its own]\n"))?;
+    if let Some(note) = &session.mcp_note {
+        notify(&cx, &sid, thought_update(note))?;
     }
     let handle = match bridge.setup.engine.start(spec, cancel.clone()).await {
         Ok(handle) => handle,
@@ -95,7 +95,10 @@ fn begin(
     }
     session.running = Some(cancel.clone());
     let spec = bridge.spec(&req.session_id.0, session, text);
-    Ok((session.clone(), spec))
+    let begun = session.clone();
+    // What the editor's servers lost is said in this turn only.
+    session.mcp_note = None;
+    Ok((begun, spec))
 }
 
 impl Bridge {
@@ -129,6 +132,7 @@ impl Bridge {
             resume: session.conversation.clone(),
             after_idx: session.conversation.as_ref().and(session.last_idx),
             grants: session.rules.grants.clone(),
+            mcp_servers: session.mcp_servers.clone(),
         }
     }
 }

@@ -14,6 +14,7 @@
 //! be kept warm (too old to read turns on stdin), or that keeps dying
 //! before its turn, turns the session cold, said once.
 
+use crate::acp::mcp::EditorServers;
 use crate::runner::{self, Prelude, RunConfig, TurnRequest, WarmKey};
 use crate::session::gating::GatePlan;
 use crate::session::warm::{self as kept, Kept, Launch, Slot};
@@ -45,20 +46,29 @@ pub(crate) struct Plan {
     pub(crate) req: TurnRequest,
     pub(crate) key: WarmKey,
     pub(crate) gating: Option<GatePlan>,
+    /// The editor's MCP servers, on agy's command line for its life.
+    pub(crate) mcp: EditorServers,
 }
 
 impl Plan {
-    /// The plan of a turn `req` under `cfg`: whether it is gated is on
-    /// agy's command line, so it is part of the key.
-    pub(crate) fn of(cfg: &RunConfig, req: &TurnRequest, gating: Option<&GatePlan>) -> Plan {
+    /// The plan of a turn `req` under `cfg` with the editor's `mcp`
+    /// servers: whether it is gated and which servers it has are on agy's
+    /// command line, so they are part of the key.
+    pub(crate) fn of(
+        cfg: &RunConfig,
+        req: &TurnRequest,
+        gating: Option<&GatePlan>,
+        mcp: &EditorServers,
+    ) -> Plan {
         let mut bare = req.clone();
         bare.prompt = String::new();
-        let signature = format!("gate:{}", gating.is_some());
+        let signature = format!("gate:{}|mcp:{:x}", gating.is_some(), mcp.signature());
         Plan {
             key: WarmKey::of(cfg, &bare, &signature),
             cfg: cfg.clone(),
             req: bare,
             gating: gating.cloned(),
+            mcp: mcp.clone(),
         }
     }
 
@@ -113,14 +123,17 @@ pub(crate) async fn start(plan: Plan, cancel: CancellationToken) -> Result<Slot<
         return Err(Unwarm::Cancelled);
     }
     let prelude = Prelude::new(&plan.cfg).await;
+    let mut req = plan.req.clone();
+    // Before the gate opens, so the gate keeps agy's tools out of it.
+    let mcp = super::editor_mcp_dir(&plan.mcp, &mut req).map_err(Unwarm::Refused)?;
     let launch = Launch {
         cfg: plan.cfg.clone(),
-        req: plan.req.clone(),
+        req,
         key: plan.key.clone(),
         gating: plan.gating.as_ref(),
         own_server: None,
     };
-    kept::launch(launch, prelude, None, None, &cancel)
+    kept::launch(launch, prelude, None, mcp, &cancel)
         .await
         .map_err(Unwarm::Refused)
 }
@@ -284,7 +297,7 @@ impl super::RunnerEngine {
             return None;
         }
         let gating = self.gating_for(spec);
-        let plan = Plan::of(&self.cfg, req, gating.as_ref());
+        let plan = Plan::of(&self.cfg, req, gating.as_ref(), &spec.mcp_servers);
         let kept = match warm.take(session, cancel).await {
             Ok(Some(slot))
                 if slot

@@ -76,13 +76,15 @@ pub(crate) fn is_bridge_call(name: &str, arguments: &str) -> bool {
             .unwrap_or(false)
 }
 
-/// A private directory (see [`crate::state::tmp::PrivateDir`]) holding
+/// A private directory (see [`crate::runner::mcp_config`]) holding
 /// `.agents/mcp_config.json` that names the server at `url`.
 pub(crate) fn mcp_config_dir(url: &str, token: &str) -> std::io::Result<PrivateDir> {
-    let dir = PrivateDir::create(&crate::state::tmp::temp_dir(), "mcp")?;
-    let config = json!({"mcpServers": {SERVER_NAME: {"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}}});
-    dir.write(".agents/mcp_config.json", &format!("{config:#}\n"))?;
-    Ok(dir)
+    let mut servers = serde_json::Map::new();
+    servers.insert(
+        SERVER_NAME.to_string(),
+        json!({"serverUrl": url, "headers": {server::TOKEN_HEADER: token}}),
+    );
+    crate::runner::mcp_config::config_dir(servers)
 }
 
 /// agy's tool calls waiting for the relay. Each call holds one of the
