@@ -140,6 +140,60 @@ fn a_turn_streams_thoughts_tools_and_the_answer() {
     }
 }
 
+/// An edit's update carries the file agy wrote as ACP `diff` content: the
+/// `tools` recording made for the session's directory, whose
+/// replace_file_content fake-agy applies to the real `src/lib.rs`
+/// (`FAKE_AGY_APPLY_EDITS`) when its step ends, as agy does. The old side
+/// is what the bridge read when the call was announced, or, when it looked
+/// only after agy wrote (a loaded machine: at speed 20 the call comes
+/// 8.5 ms before the write), the edit undone: the same text either way.
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn an_edit_is_sent_as_the_diff_of_the_file_agy_wrote() {
+    let home = home();
+    let work = home.path().join("work");
+    let lib = work.join("src/lib.rs");
+    std::fs::create_dir_all(work.join("src")).expect("src dir");
+    std::fs::write(&lib, agy_synth::TOOLS_LIB_RS).expect("lib.rs");
+    let recording = home.path().join("tools-in-work.jsonl");
+    agy_synth::tools_in(&work.display().to_string())
+        .save(&recording)
+        .expect("the recording for this workspace");
+    let mut c = client(
+        home.path(),
+        "prompt",
+        &recording.display().to_string(),
+        "20",
+    );
+    c.env("FAKE_AGY_APPLY_EDITS", "1");
+    let got = run(c);
+    assert_eq!(got["stopReason"], "end_turn", "{got}");
+    let edited = std::fs::read_to_string(&lib).expect("lib.rs after the turn");
+    assert_eq!(
+        edited,
+        agy_synth::TOOLS_LIB_RS.replace("    (0..n).sum()", "    (0..=n).sum()"),
+        "fake-agy applied the recording's edit"
+    );
+    let updates = &got["updates"];
+    let edit = of_kind(updates, "tool_call")
+        .into_iter()
+        .find(|c| c["kind"] == "edit")
+        .expect("the edit is a call of kind edit");
+    let path = lib.display().to_string();
+    assert_eq!(edit["locations"][0]["path"], path, "{edit}");
+    let edit_end = of_kind(updates, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == edit["toolCallId"] && u["status"] == "completed")
+        .expect("the edit ends");
+    let diff = edit_end["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "diff"))
+        .unwrap_or_else(|| panic!("the edit's end has diff content: {edit_end}"));
+    assert_eq!(diff["path"], path, "{diff}");
+    assert_eq!(diff["oldText"], agy_synth::TOOLS_LIB_RS, "{diff}");
+    assert_eq!(diff["newText"], edited, "{diff}");
+}
+
 #[test]
 #[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
 fn a_cancel_mid_turn_ends_it_and_agys_tree() {

@@ -587,6 +587,14 @@ Environment:
                                 recorded tool runs (no hook denied it; on the permitted path)
   FAKE_AGY_HOOK_LOG=PATH        Append each payload a PreToolUse hook was given, one JSON
                                 line each
+  FAKE_AGY_APPLY_EDITS=1        Write the recording's file edits to disk as agy would
+                                (write_to_file, replace_file_content and
+                                multi_replace_file_content; only tools that ran), just
+                                before the tool's DONE step is written. Only inside the
+                                working directory and the --add-dir dirs (symlinks and ..
+                                resolved): elsewhere a warning on stderr, nothing written. A
+                                TargetContent not in the file is agy's edit error: a
+                                warning, the file left as it was
 
 Hooks: <DIR>/.agents/hooks.json of each --add-dir DIR is loaded (unparsable: a warning
 naming it, ignored); `-p /hooks` lists the hooks with their source file. With

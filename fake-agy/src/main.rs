@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod edits;
 mod effort;
 mod ending;
 mod fault;

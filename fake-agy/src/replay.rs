@@ -139,6 +139,12 @@ struct Run<'a> {
     max_idx: i64,
     /// `FAKE_AGY_GIVEN_PROMPT`: the user-input step takes the prompt given.
     given_prompt: Option<given_prompt::GivenPrompt>,
+    /// `FAKE_AGY_APPLY_EDITS`: where the recording's file edits may be
+    /// written ([`crate::edits`]).
+    edits: Option<crate::edits::Workspace>,
+    /// File-writing root tools let through, by recorded idx, with their
+    /// name and arguments: written when their DONE state is.
+    edits_due: HashMap<i64, (String, serde_json::Value)>,
 }
 
 impl<'a> Run<'a> {
@@ -203,6 +209,10 @@ impl<'a> Run<'a> {
             tools_seen: HashSet::new(),
             max_idx: -1,
             given_prompt: knobs.given_prompt.then(Default::default),
+            edits: knobs
+                .apply_edits
+                .then(|| crate::edits::Workspace::here(&args.add_dirs)),
+            edits_due: HashMap::new(),
         })
     }
 
@@ -388,6 +398,10 @@ impl<'a> Run<'a> {
             // A tool whose first write holds its result is gated before it.
             if self.gate_tools(commit, tools.iter().filter(|t| t.finished))? {
                 return Ok(Ending::HookDenied);
+            }
+            if is_root && !commit.pre {
+                // agy writes a file before it records that the tool ended.
+                self.write_edits(commit);
             }
             let (ns, written) = self.apply(*index, commit)?;
             let id = self.fresh_id(&commit.db);

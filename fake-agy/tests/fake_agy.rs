@@ -46,6 +46,7 @@ const KNOBS: &[&str] = &[
     "FAKE_AGY_HOOK_LOG",
     "FAKE_AGY_SYNCHRONOUS",
     "FAKE_AGY_KEEP_CONVERSATIONS",
+    "FAKE_AGY_APPLY_EDITS",
 ];
 
 // ---------------------------------------------------------------------------

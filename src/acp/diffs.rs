@@ -2,6 +2,13 @@
 //! rule pi's diffs use, [`crate::follow::edits`]) and the file's text
 //! before agy wrote and after.
 //!
+//! The text before is read when the call is announced, which races agy:
+//! a follower that falls behind (a loaded machine, commits read together)
+//! looks after agy wrote. Then the text before is the edit undone, when
+//! agy's own arguments prove it ([`agy_format::edits::Change::undo`]);
+//! otherwise no diff is sent, since a diff without `oldText` tells the
+//! client the file is new.
+//!
 //! ACP wants whole texts (`oldText`, `newText`), not a rendered diff, so
 //! the output is apart from pi's `diff` module (which renders numbered
 //! diffs and falls back to git HEAD). [`FileTexts`] reads files: blocking, for a blocking thread
@@ -10,6 +17,7 @@
 
 use crate::follow::edits::edit_target;
 use agent_client_protocol::v1::schema::Diff;
+use agy_format::edits::{Change, FileEdit};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -33,6 +41,13 @@ pub fn edit_path(name: &str, arguments: &str, cwd: &Path) -> Option<PathBuf> {
     } else {
         cwd.join(path)
     })
+}
+
+/// What agy's call does to its file's text, when it is one of agy's own
+/// file tools and its arguments say ([`agy_format::edits`]).
+pub fn edit_change(name: &str, arguments: &str) -> Option<Change> {
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    FileEdit::parse(name, &args)?.ok().map(|edit| edit.change)
 }
 
 /// What a file held when it was read.
@@ -63,10 +78,12 @@ impl FileTexts {
         }
     }
 
-    /// The diff of `path` now against what was remembered, and the new
-    /// text remembered for its next edit. `None` when the file is not text
-    /// now. Blocking.
-    pub fn diff(&self, path: &Path) -> Option<Diff> {
+    /// The diff of `path` now against what was remembered (or `change`
+    /// undone), and the new text remembered for its next edit. `None` when
+    /// the file is not text now, or its text before is not known: a diff
+    /// without `oldText` says the file is new, so it is sent only for a
+    /// file that was missing. Blocking.
+    pub fn diff(&self, path: &Path, change: Option<&Change>) -> Option<Diff> {
         let now = read_text(path);
         let before = self
             .inner
@@ -78,10 +95,12 @@ impl FileTexts {
         };
         let old = match before {
             Some(Seen::Text(old)) if old != new => Some(old),
-            // Looked at too late (after agy wrote): no old side is better
-            // than a wrong one.
-            Some(Seen::Text(_)) | Some(Seen::Other) | None => None,
             Some(Seen::Missing) => None,
+            // Looked at too late (agy had written: the same text as now) or
+            // never: the text the edit, undone, proves it was; else none.
+            Some(Seen::Text(_)) | None => Some(change?.undo(&new)?),
+            // Not text before (binary, too large, unreadable).
+            Some(Seen::Other) => return None,
         };
         Some(Diff::new(path, new).old_text(old))
     }
@@ -93,9 +112,9 @@ impl FileTexts {
     }
 
     /// [`FileTexts::diff`] on a blocking thread.
-    pub async fn diff_off_runtime(&self, path: PathBuf) -> Option<Diff> {
+    pub async fn diff_off_runtime(&self, path: PathBuf, change: Option<Change>) -> Option<Diff> {
         let texts = self.clone();
-        tokio::task::spawn_blocking(move || texts.diff(&path))
+        tokio::task::spawn_blocking(move || texts.diff(&path, change.as_ref()))
             .await
             .ok()
             .flatten()
@@ -158,19 +177,52 @@ mod tests {
         let texts = FileTexts::default();
         texts.before(&file);
         std::fs::write(&file, "two\n").expect("write");
-        let diff = texts.diff(&file).expect("a diff");
+        let diff = texts.diff(&file, None).expect("a diff");
         assert_eq!(diff.old_text.as_deref(), Some("one\n"));
         assert_eq!(diff.new_text, "two\n");
         // The next edit's old side is this one's new side.
         std::fs::write(&file, "three\n").expect("write");
-        let diff = texts.diff(&file).expect("a diff");
+        let diff = texts.diff(&file, None).expect("a diff");
         assert_eq!(diff.old_text.as_deref(), Some("two\n"));
         // A new file has no old side; a binary one no diff.
         let new = dir.path().join("b.txt");
         texts.before(&new);
         std::fs::write(&new, "b\n").expect("write");
-        assert_eq!(texts.diff(&new).expect("diff").old_text, None);
+        assert_eq!(texts.diff(&new, None).expect("diff").old_text, None);
         std::fs::write(&new, [0u8, 1, 2]).expect("write");
-        assert!(texts.diff(&new).is_none());
+        assert!(texts.diff(&new, None).is_none());
+    }
+
+    #[test]
+    fn a_look_after_agy_wrote_is_the_edit_undone_or_no_diff() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("lib.rs");
+        let replace =
+            r#"{"TargetFile":"lib.rs","TargetContent":"(0..n)","ReplacementContent":"(0..=n)"}"#;
+        let change = edit_change("replace_file_content", replace).expect("agy's edit");
+        // agy wrote before the look: the look saw the text after.
+        std::fs::write(&file, "fn f() { (0..=n).sum() }\n").expect("write");
+        let texts = FileTexts::default();
+        texts.before(&file);
+        let diff = texts.diff(&file, Some(&change)).expect("a diff");
+        assert_eq!(diff.old_text.as_deref(), Some("fn f() { (0..n).sum() }\n"));
+        assert_eq!(diff.new_text, "fn f() { (0..=n).sum() }\n");
+        // Not provable (a whole-file write, or no edit known): no diff,
+        // rather than one that calls the file new.
+        let late = FileTexts::default();
+        late.before(&file);
+        let write = edit_change(
+            "write_to_file",
+            r#"{"TargetFile":"lib.rs","CodeContent":"x"}"#,
+        );
+        assert!(write.is_some());
+        assert!(late.diff(&file, write.as_ref()).is_none());
+        assert!(FileTexts::default().diff(&file, None).is_none());
+        // Not agy's own file tools, or malformed: nothing to undo.
+        assert_eq!(
+            edit_change("edit", r#"{"path":"a","new_string":"b"}"#),
+            None
+        );
+        assert_eq!(edit_change("replace_file_content", "not json"), None);
     }
 }

@@ -36,6 +36,7 @@ use agent_client_protocol::v1::schema::{
     ToolCall, ToolCallContent, ToolCallId, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
+use agy_format::edits::Change;
 use agy_format::text::same_key;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -54,11 +55,16 @@ pub enum Out {
     /// the file holds now, before agy writes (off the runtime).
     Before { path: PathBuf },
     /// An edit ended well: read `path` now (off the runtime) and send
-    /// [`edited_update`] with its diff against what [`Out::Before`] saw.
+    /// [`edited_update`] with its diff against what [`Out::Before`] saw
+    /// (or, when that look came after agy wrote, against the text `change`
+    /// undone: [`crate::acp::diffs`]).
     Edited {
         call: ToolCallId,
         path: PathBuf,
         summary: String,
+        /// What agy's call did to the file's text, when it is one of agy's
+        /// own file tools.
+        change: Option<Change>,
     },
 }
 
@@ -68,6 +74,8 @@ struct Shown {
     name: String,
     /// The file an edit writes, when it is one.
     edit: Option<PathBuf>,
+    /// What the edit does to that file's text, when agy's arguments say.
+    change: Option<Change>,
 }
 
 /// One turn's (or one replay's) mapping state.
@@ -291,11 +299,15 @@ impl TurnMapper {
         .status(status)
         .locations(locations(arguments, &self.cwd))
         .raw_input(raw_input(arguments));
+        let change = edit
+            .as_ref()
+            .and_then(|_| super::diffs::edit_change(name, arguments));
         self.shown.insert(
             id.clone(),
             Shown {
                 name: name.to_string(),
                 edit: edit.clone(),
+                change,
             },
         );
         let mut out = vec![out(SessionUpdate::ToolCall(call))];
@@ -338,11 +350,16 @@ impl TurnMapper {
             ));
             return out;
         }
-        if let Some(path) = self.shown.get(&id).and_then(|s| s.edit.clone()) {
+        let edited = self
+            .shown
+            .get(&id)
+            .and_then(|s| Some((s.edit.clone()?, s.change.clone())));
+        if let Some((path, change)) = edited {
             out.push(Out::Edited {
                 call: id,
                 path,
                 summary: r.summary.to_string(),
+                change,
             });
             return out;
         }
@@ -820,9 +837,20 @@ mod tests {
             before.is_some() && edited.is_some() && before < edited,
             "{outs:#?}"
         );
-        let Some(Out::Edited { call, summary, .. }) = edited.map(|i| &outs[i]) else {
+        let Some(Out::Edited {
+            call,
+            summary,
+            change,
+            ..
+        }) = edited.map(|i| &outs[i])
+        else {
             unreachable!()
         };
+        // agy's arguments go with it, for a look that came too late.
+        assert!(
+            matches!(change, Some(Change::Replace(c)) if c[0].replacement == "    (0..=n).sum()"),
+            "{change:?}"
+        );
         let diff = Diff::new(&lib, "new\n").old_text(Some("old\n".to_string()));
         let SessionUpdate::ToolCallUpdate(done) = edited_update(call, summary, Some(diff)) else {
             panic!("an update")

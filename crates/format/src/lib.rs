@@ -5,7 +5,7 @@
 //! stream-json lines ([`stream_json`]) and the user turns it reads on stdin
 //! ([`stream_input`]), conversation ids ([`ids`]), the words
 //! of agy's command line ([`agy_args`]), what each agy version offers
-//! ([`features`]), the quota `/usage` reports ([`quota`]), agy's lifecycle hooks ([`hooks`]), the stderr lines read live ([`stderr`]) and the small text helpers every
+//! ([`features`]), the quota `/usage` reports ([`quota`]), agy's lifecycle hooks ([`hooks`]), what its file-writing tools do to a file's text ([`edits`]), the stderr lines read live ([`stderr`]) and the small text helpers every
 //! readable view shares ([`text`]). The spec behind it is docs/agy-format.md.
 //!
 //! Its own crate so the compiler keeps it at the bottom: it depends on no
@@ -19,6 +19,7 @@
 pub mod agy_args;
 #[cfg(feature = "sqlite")]
 pub mod database;
+pub mod edits;
 pub mod features;
 pub mod hooks;
 pub mod ids;

@@ -21,6 +21,9 @@ pub struct Builder {
     pub(crate) pre: bool,
     pub(crate) turn: u32,
     pub(crate) created_s: u64,
+    /// The directory agy runs in: the header's `workspace` and the
+    /// `file://` URIs agy writes into the conversation.
+    pub(crate) workspace: String,
 }
 
 pub(crate) fn blob(b: Vec<u8>) -> SqlValue {
@@ -80,7 +83,16 @@ impl Builder {
             pre: false,
             turn: 0,
             created_s: 1_795_000_000 + (name.len() as u64) * 1000,
+            workspace: WORKSPACE.into(),
         }
+    }
+
+    /// Run in `workspace` instead of the corpus's `/home/dev/project`
+    /// (before the first commit: the rows written so far keep the old one).
+    pub fn in_workspace(&mut self, workspace: &str) -> &mut Self {
+        self.workspace = workspace.to_string();
+        self.header.workspace = Some(workspace.to_string());
+        self
     }
 
     pub fn header(&mut self) -> &mut Header {
@@ -151,16 +163,17 @@ impl Builder {
     /// The conversation's own rows agy writes when it starts.
     pub fn conversation_rows(&self, conversation: &str, parent: Option<&str>) -> Vec<Write> {
         let trajectory = stable_uuid(&format!("trajectory:{conversation}"));
+        let uri = format!("file://{}", self.workspace);
         let mut blob_enc = Encoder::new();
         blob_enc
             .message(1, |w| {
-                w.string(1, &format!("file://{WORKSPACE}"));
+                w.string(1, &uri);
             })
             .message(2, |t| {
                 t.varint(1, self.created_s).varint(2, 0);
             })
             .string(6, parent.unwrap_or(conversation))
-            .string(7, &format!("file://{WORKSPACE}"));
+            .string(7, &uri);
         let mut writes = vec![
             row_write(
                 "trajectory_meta",
@@ -205,7 +218,7 @@ impl Builder {
         let mut user = Step::new(idx, StepType::UserInput, StepStatus::Done).with_body(
             Body::UserInput(UserInput {
                 text: prompt.into(),
-                workspace_uri: Some(format!("file://{WORKSPACE}")),
+                workspace_uri: Some(format!("file://{}", self.workspace)),
             }),
         );
         user.metadata = Some(self.meta(idx, 4));

@@ -79,6 +79,19 @@ pub(crate) fn stable_uuid(name: &str) -> String {
     )
 }
 
+/// The corpus's `tools` recording as agy would write it running in
+/// `workspace` (absolute): every path its tools name lies under it, so a
+/// test can replay it on a real directory and let fake-agy apply its edit
+/// (`FAKE_AGY_APPLY_EDITS`). The corpus's own `tools` is this in
+/// `/home/dev/project`.
+pub fn tools_in(workspace: &str) -> Recording {
+    scenarios::tools_in(workspace)
+}
+
+/// What `src/lib.rs` holds before [`tools_in`]'s edit (its `view_file`
+/// shows this text; the edit makes `(0..n)` `(0..=n)`).
+pub use scenarios::TOOLS_LIB_RS;
+
 /// Every corpus recording, by name (a name may have a directory:
 /// `outcomes/...`).
 pub fn corpus() -> Vec<(&'static str, Recording)> {
@@ -110,6 +123,41 @@ pub fn corpus() -> Vec<(&'static str, Recording)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether any value `rec` writes, or its header, holds `needle`.
+    fn mentions(rec: &Recording, needle: &str) -> bool {
+        use agy_corpus::recording::SqlValue;
+        let bytes = needle.as_bytes();
+        let holds = |v: &SqlValue| match v {
+            SqlValue::Text(t) => t.contains(needle),
+            SqlValue::Blob(b) => b.windows(bytes.len()).any(|w| w == bytes),
+            _ => false,
+        };
+        rec.header.workspace.as_deref() == Some(needle)
+            || rec
+                .commits
+                .iter()
+                .flat_map(|c| &c.writes)
+                .flat_map(|w| w.key.values().chain(w.values.values()))
+                .any(holds)
+    }
+
+    #[test]
+    fn tools_in_a_workspace_names_only_that_workspace() {
+        let elsewhere = tools_in("/tmp/x/work");
+        assert_eq!(elsewhere.header.workspace.as_deref(), Some("/tmp/x/work"));
+        assert!(mentions(&elsewhere, "/tmp/x/work/src/lib.rs"));
+        assert!(!mentions(&elsewhere, WORKSPACE));
+        // The check sees the corpus's own workspace where it is.
+        assert!(mentions(&corpus_tools(), WORKSPACE));
+    }
+
+    fn corpus_tools() -> Recording {
+        corpus()
+            .into_iter()
+            .find_map(|(name, rec)| (name == "tools").then_some(rec))
+            .expect("tools is in the corpus")
+    }
 
     #[test]
     fn models_formats_of_the_corpus() {

@@ -57,21 +57,31 @@ pub(crate) fn thinking() -> Recording {
 const TOOLS_FINAL: &str = "I fixed the off-by-one in `src/lib.rs`: `sum_to` now includes `n`. `cargo test` failed before the fix (1 failing test); the `deploy` step could not run because `deploy.sh` does not exist.";
 
 pub(crate) fn tools() -> Recording {
+    tools_in(WORKSPACE)
+}
+
+/// `tools` as agy would write it running in `ws`: every path its tools
+/// name is under `ws` (so a test can run it on a real directory).
+pub(crate) fn tools_in(ws: &str) -> Recording {
     let mut b = Builder::new(
         "tools",
         "One turn with view_file, grep_search, list_directory, run_command (exit 1), a file edit and a failing tool.",
         "Fix the failing test",
         TOOLS_FINAL,
     );
+    b.in_workspace(ws);
     b.open_turn(0, "Fix the failing test", "Fixing a failing test", true);
-    tools_inspect(&mut b);
-    tools_fix(&mut b);
+    tools_inspect(&mut b, ws);
+    tools_fix(&mut b, ws);
     b.finish()
 }
 
+/// What `src/lib.rs` of the `tools` workspace holds before the fix (its
+/// view_file shows it; the edit replaces its `(0..n)`).
+pub const TOOLS_LIB_RS: &str = "pub fn sum_to(n: u32) -> u32 {\n    (0..n).sum()\n}\n";
+
 /// `tools`, first half: view_file, grep_search and list_directory.
-fn tools_inspect(b: &mut Builder) {
-    let ws = WORKSPACE;
+fn tools_inspect(b: &mut Builder, ws: &str) {
     let view = call(
         "call-view-1",
         "view_file",
@@ -102,7 +112,7 @@ fn tools_inspect(b: &mut Builder) {
             uri: format!("file://{ws}/src/lib.rs"),
             start: Some(1),
             end: Some(5),
-            content: "pub fn sum_to(n: u32) -> u32 {\n    (0..n).sum()\n}\n".into(),
+            content: TOOLS_LIB_RS.into(),
             next_line: None,
             total: Some(5),
         })),
@@ -168,8 +178,7 @@ fn tools_inspect(b: &mut Builder) {
 
 /// `tools`, second half: a failing test run, the fix, a failing tool and the
 /// answer.
-fn tools_fix(b: &mut Builder) {
-    let ws = WORKSPACE;
+fn tools_fix(b: &mut Builder, ws: &str) {
     let test = call(
         "call-run-1",
         "run_command",

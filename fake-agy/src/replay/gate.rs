@@ -1,8 +1,10 @@
 //! Where a tool is let through or stopped: the PreToolUse hooks consulted
 //! for each new root tool step and MCP call, a hook's denial written as agy
 //! writes it, and the actions a permission-gated commit lists when print
-//! mode denies them. Apart from the schedule because the hook rules are
-//! what a reader checking agy's permission behaviour looks for.
+//! mode denies them; and what a let-through file tool does to disk when it
+//! ends (`FAKE_AGY_APPLY_EDITS`, [`crate::edits`]): only a tool that ran
+//! may write. Apart from the schedule because the hook rules are what a
+//! reader checking agy's permission behaviour looks for.
 
 use super::database::step_row;
 use super::{Fatal, Run};
@@ -123,7 +125,7 @@ impl Run<'_> {
         let db_idx = tool.step.idx + self.opts.idx_offset;
         if !self.args.skip_permissions {
             if !gated {
-                crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);
+                self.let_through(tool, db_idx);
             }
             return Ok(false);
         }
@@ -140,12 +142,46 @@ impl Run<'_> {
         let payload = crate::hooks::payload(&site, db_idx, &tool.name, tool.args.clone());
         match self.hooks.pre_tool_use(&payload) {
             Decision::Allow => {
-                crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);
+                self.let_through(tool, db_idx);
                 Ok(false)
             }
             Decision::Deny { reason } => {
                 self.deny(t_ms, tool, &reason)?;
                 Ok(true)
+            }
+        }
+    }
+
+    /// `tool` runs: logged (`FAKE_AGY_TOOL_LOG`), and a file tool's edit
+    /// kept for when its step ends.
+    fn let_through(&mut self, tool: &NewTool, db_idx: i64) {
+        crate::hooks::log_tool_ran(&tool.name, &tool.args, db_idx);
+        if self.edits.is_some() && agy_format::edits::writes_files(&tool.name) {
+            let call = (tool.name.clone(), tool.args.clone());
+            self.edits_due.insert(tool.step.idx, call);
+        }
+    }
+
+    /// Before `commit` (a root commit) is written: the files of the tools
+    /// it ends well (DONE) are written, as agy writes a file before it
+    /// records that the tool finished; never at an earlier write of the
+    /// step, so a follower sees the file unchanged when the call appears.
+    pub(super) fn write_edits(&mut self, commit: &Commit) {
+        let Some(workspace) = self.edits.as_ref() else {
+            return;
+        };
+        for w in &commit.writes {
+            let Some(row) = step_row(w, 0) else {
+                continue;
+            };
+            if row.status != steps::StepStatus::Done.raw() {
+                continue;
+            }
+            let Some((name, args)) = self.edits_due.remove(&row.idx) else {
+                continue;
+            };
+            if let Some(warning) = workspace.apply(&name, &args).warning(&name) {
+                super::err_raw(&format!("{warning}\n"));
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The `FAKE_AGY_*` environment knobs of a run (speed, database delay,
 //! crash, grandchild, commit log, hang, which recording, how many
-//! conversations agy keeps) and what the
+//! conversations agy keeps, whether edits reach the disk) and what the
 //! fault ones do when they fire. Read once per run, so a test sets up a
 //! scenario through the environment without the replay knowing about tests.
 
@@ -58,6 +58,9 @@ pub(super) struct Knobs {
     /// `FAKE_AGY_KEEP_CONVERSATIONS`: how many conversations agy keeps
     /// ([`super::conversation::prune`]).
     pub(super) keep_conversations: Option<usize>,
+    /// `FAKE_AGY_APPLY_EDITS`: the recording's file edits are written to
+    /// disk ([`crate::edits`]).
+    pub(super) apply_edits: bool,
 }
 
 impl Knobs {
@@ -96,6 +99,7 @@ impl Knobs {
             late_commit: env_parse::<u64>("FAKE_AGY_LATE_COMMIT_MS")?.map(Duration::from_millis),
             given_prompt: env_flag("FAKE_AGY_GIVEN_PROMPT"),
             keep_conversations: env_parse::<usize>("FAKE_AGY_KEEP_CONVERSATIONS")?,
+            apply_edits: env_flag("FAKE_AGY_APPLY_EDITS"),
         })
     }
 

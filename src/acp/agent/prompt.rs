@@ -211,8 +211,9 @@ impl Relay {
                     call,
                     path,
                     summary,
+                    change,
                 } => {
-                    let diff = self.texts.diff_off_runtime(path).await;
+                    let diff = self.texts.diff_off_runtime(path, change).await;
                     self.send(edited_update(&call, &summary, diff));
                 }
             }
