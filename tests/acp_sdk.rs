@@ -334,6 +334,50 @@ fn a_sessions_agy_is_started_ahead_and_kept_warm_between_turns() {
 
 #[test]
 #[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn a_mode_change_starts_the_sessions_agy_again_before_the_prompt() {
+    let home = home();
+    let mut c = client(home.path(), "mode", "stdin-two-turns", "20");
+    c.env("FAKE_AGY_ARGV_LOG", home.path().join("argv.log"));
+    let got = run(c);
+    assert_eq!(got["stopReason"], "end_turn", "{got}");
+    assert_eq!(got["startedBeforePrompt"], true, "{got}");
+    assert_eq!(got["restartedBeforePrompt"], true, "{got}");
+    let modes: Vec<String> = model_starts(home.path())
+        .iter()
+        .filter_map(|argv| {
+            let at = argv.iter().position(|a| a == "--mode")?;
+            argv.get(at + 1).cloned()
+        })
+        .collect();
+    // The first agy (accept-edits) went unused; the turn ran on the second.
+    assert_eq!(modes, ["accept-edits", "plan"]);
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
+fn an_idle_sessions_agy_is_let_go_and_the_next_turn_starts_another() {
+    let home = home();
+    let mut c = client(home.path(), "two", "stdin-two-turns", "20");
+    c.env("FAKE_AGY_ARGV_LOG", home.path().join("argv.log"))
+        .env("FAKE_AGY_STDIN_LOG", home.path().join("stdin.log"))
+        .env("AGY_WARM_IDLE_SECS", "1")
+        // Well past the idle time, so the first agy is gone by then.
+        .env("ACP_TEST_PAUSE_MS", "3000");
+    let got = run(c);
+    assert_eq!(
+        got["stopReasons"],
+        serde_json::json!(["end_turn", "end_turn"]),
+        "{got}"
+    );
+    assert_eq!(model_starts(home.path()).len(), 2);
+    assert_eq!(
+        common::stdin_prompts(&home.path().join("stdin.log")),
+        ["What is this project?", "Any suggestions?"]
+    );
+}
+
+#[test]
+#[ignore = "needs the ACP client SDK (.ci/acp-sdk.sh)"]
 fn with_warm_off_each_turn_starts_its_own_agy_and_none_ahead() {
     let home = home();
     let mut c = client(home.path(), "two", "stdin-two-turns", "20");

@@ -327,7 +327,9 @@ impl Bridge {
                 &*req.mode_id.0
             ))
         })?;
-        self.with_session(&req.session_id, |s| s.mode = mode)
+        self.with_session(&req.session_id, |s| s.mode = mode)?;
+        self.prewarm(&req.session_id);
+        Ok(())
     }
 
     fn set_option(
@@ -347,8 +349,19 @@ impl Bridge {
             (other, _) => return Err(invalid(format!("agy-bridge has no option {other:?}"))),
         };
         self.with_session(&req.session_id, |s| s.model = model)?;
+        self.prewarm(&req.session_id);
         let session = self.session(&req.session_id)?;
         Ok(self.options(&session))
+    }
+
+    /// Have session `id`'s agy ready for its settings now (unless a turn
+    /// runs: its end keeps or replaces agy).
+    fn prewarm(&self, id: &SessionId) {
+        let spec = match self.lock().get(&*id.0) {
+            Some(s) if s.running.is_none() => self.spec(&id.0, s, String::new()),
+            _ => return,
+        };
+        self.setup.engine.prewarm(spec);
     }
 
     fn cancel(&self, id: &SessionId) {

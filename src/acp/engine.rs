@@ -1,7 +1,7 @@
 //! What runs a turn for ACP, behind a trait of its own ([`TurnEngine`]) so
 //! the protocol side can be tested without agy; and [`RunnerEngine`], the
 //! engine `agy-bridge acp` runs: agy through the library's runner (the
-//! session's warm agy when it has one, see [`warm`]), around which it uses
+//! session's warm agy when it has one, see [`warm_pool`]), around which it uses
 //! the session core pi's turns use
 //! ([`crate::session`]): the session's turn lock across processes
 //! (`wait_turn_lock`), the binding read under it and saved before it is
@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub mod warm;
+pub mod warm_pool;
 
 /// The gate's questions waiting for the relay at most.
 const QUESTIONS: usize = 16;
@@ -117,7 +117,7 @@ pub struct RunnerEngine {
     /// state directory; turns then take no lock and save nothing).
     pub store: Option<Arc<SessionStore>>,
     /// One agy kept warm per session (`None`: `AGY_WARM=off`).
-    pub warm: Option<warm::WarmSessions>,
+    pub warm: Option<warm_pool::WarmSessions>,
 }
 
 impl TurnEngine for RunnerEngine {
@@ -156,7 +156,7 @@ impl TurnEngine for RunnerEngine {
         if let Some(warm) = &self.warm {
             let req = request(&spec, spec.resume.clone(), spec.after_idx);
             let gating = self.gating_for(&spec);
-            let plan = warm::Plan::of(&self.cfg, &req, gating.as_ref(), &spec.mcp_servers);
+            let plan = warm_pool::Plan::of(&self.cfg, &req, gating.as_ref(), &spec.mcp_servers);
             warm.prewarm(&spec.session_key, plan);
         }
     }
@@ -293,7 +293,7 @@ impl RunnerEngine {
                 Ok(mut g) => {
                     // Lent for good: the forwarding ends when the gate does
                     // (its senders go with it).
-                    drop(crate::session::warm::lend_questions(&mut g, ask));
+                    drop(crate::session::warm_slot::lend_questions(&mut g, ask));
                     gate = Some(g);
                 }
                 Err(Some(line)) => note(format!("[agy-bridge: {line}]\n")),

@@ -4,7 +4,7 @@
 //! the stop fires.
 
 use super::agent::{serve, AgentSetup, ModelChoice};
-use super::engine::warm::WarmSessions;
+use super::engine::warm_pool::WarmSessions;
 use super::engine::RunnerEngine;
 use crate::session::{gating, setup};
 use crate::settings::Settings;

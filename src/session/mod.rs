@@ -18,4 +18,4 @@ pub mod seat;
 pub mod setup;
 pub(crate) mod turn_lock;
 pub mod unattended;
-pub(crate) mod warm;
+pub(crate) mod warm_slot;

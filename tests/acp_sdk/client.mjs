@@ -12,8 +12,10 @@
 // allow-once, or reject-once for a title containing $ACP_TEST_REJECT),
 // `cancel` (session/cancel once the turn has streamed something), `fail`
 // (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID),
-// `two` (two prompts in one session; before the first, it waits for agy to
-// have been started, as FAKE_AGY_ARGV_LOG shows, and says whether it was),
+// `two` (two prompts in one session, $ACP_TEST_PAUSE_MS apart; before the
+// first, it waits for agy to have been started, as FAKE_AGY_ARGV_LOG shows,
+// and says whether it was),
+// `mode` (session/set_mode plan between agy's start and the prompt),
 // `mcp` (a `prompt` whose session/new names an MCP server of the editor's:
 // see editorMcpServer).
 import { spawn } from "node:child_process";
@@ -140,8 +142,21 @@ const out = await client.connectWith(stream, async (ctx) => {
     const startedBeforePrompt = await agyStarted(Number(process.env.ACP_TEST_START_WAIT_MS ?? 10_000));
     const ask = (text) => ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
     const first = await ask("What is this project?");
+    await new Promise((resolve) => setTimeout(resolve, Number(process.env.ACP_TEST_PAUSE_MS ?? 0)));
     const second = await ask("Any suggestions?");
     return { init, session, startedBeforePrompt, stopReasons: [first.stopReason, second.stopReason] };
+  }
+  if (scenario === "mode") {
+    // The session's agy is started; the mode changes before the prompt;
+    // an agy in the new mode is started then, before the prompt too.
+    const startedBeforePrompt = await agyStarted(10_000);
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "plan" });
+    const restartedBeforePrompt = await agyStarted(10_000, '"--mode","plan"');
+    const done = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "What is this project?" }],
+    });
+    return { init, session, startedBeforePrompt, restartedBeforePrompt, stopReason: done.stopReason };
   }
   const prompt = ctx.request(acp.methods.agent.session.prompt, {
     sessionId,
@@ -167,12 +182,13 @@ const out = await client.connectWith(stream, async (ctx) => {
 });
 
 // Whether fake-agy was started for model turns (stream-json on its
-// stdin) within `ms`: a session's agy started before any prompt.
-async function agyStarted(ms) {
+// stdin), its command line holding `also`, within `ms`.
+async function agyStarted(ms, also = "") {
   const log = process.env.FAKE_AGY_ARGV_LOG;
   const deadline = Date.now() + ms;
+  const started = (line) => line.includes('"--input-format","stream-json"') && line.includes(also);
   while (Date.now() < deadline) {
-    if (log && existsSync(log) && readFileSync(log, "utf8").includes('"--input-format","stream-json"')) return true;
+    if (log && existsSync(log) && readFileSync(log, "utf8").split("\n").some(started)) return true;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return false;

@@ -144,7 +144,7 @@ pub(super) fn classify(
 
 /// A warm agy and what lives as long as it does: its gate, and pi's tools
 /// served to it for its whole life (they are on its command line).
-type Slot = crate::session::warm::Slot<Option<crate::pi::mcp::ToolBridge>>;
+type Slot = crate::session::warm_slot::Slot<Option<crate::pi::mcp::ToolBridge>>;
 
 /// What the last warm agy was started for: a replacement (after an abort,
 /// agy's death) starts the same.
@@ -333,14 +333,14 @@ impl Session {
     /// pi is gone: the warm agy's tree goes at once.
     async fn shutdown(&mut self) {
         if let Some(slot) = self.slot.take() {
-            crate::session::warm::stop(slot).await;
+            crate::session::warm_slot::stop(slot).await;
         }
     }
 }
 
 /// Let a warm agy go, its tools with it once it is gone.
 async fn release(slot: Slot) {
-    crate::session::warm::release(slot).await;
+    crate::session::warm_slot::release(slot).await;
 }
 
 impl Session {
@@ -502,7 +502,7 @@ impl Session {
             req.private_dirs.push(bridge.dir.path().to_path_buf());
         }
         let own_server = tools.as_ref().map(|_| crate::pi::mcp::SERVER_NAME);
-        let launch = crate::session::warm::Launch {
+        let launch = crate::session::warm_slot::Launch {
             cfg,
             req,
             key,
@@ -510,7 +510,7 @@ impl Session {
             own_server,
         };
         let standby = self.standby.take();
-        match crate::session::warm::launch(launch, prelude, standby, tools, cancel).await {
+        match crate::session::warm_slot::launch(launch, prelude, standby, tools, cancel).await {
             Ok(slot) => Some(slot),
             Err(why) => {
                 self.refuse(why);

@@ -2,22 +2,23 @@
 //! `stream --session` keeps one per pi session: a turn on an agy that has
 //! started already skips agy's start-up (seconds). An ACP connection has
 //! many sessions and no loop per session, so each session's agy is kept
-//! between turns by [`crate::session::warm::Kept`] (let go after
+//! between turns by `session::warm_slot::Kept` (let go after
 //! `AGY_WARM_IDLE_SECS`, reaped if it exits), and at most [`MAX_WARM`]
 //! are kept per connection (an editor makes a session per thread): the one
 //! used longest ago goes first.
 //!
-//! A session's agy is started ahead ([`WarmSessions::prewarm`], at
-//! `session/new` and `session/load`) and again at once after a turn that
-//! ended it (a cancel, the watchdog), so the next turn finds it ready; a
-//! turn that comes while it is starting waits for it. An agy that cannot
+//! A session's agy is started ahead (`WarmSessions::prewarm`: at
+//! `session/new` and `session/load`, when its mode or model changes, and
+//! at once after a turn that ended it: a cancel, the watchdog), so the
+//! next turn finds it ready; a turn that comes while it is starting waits
+//! for it. An agy that cannot
 //! be kept warm (too old to read turns on stdin), or that keeps dying
 //! before its turn, turns the session cold, said once.
 
 use crate::acp::mcp::EditorServers;
 use crate::runner::{self, Prelude, RunConfig, TurnRequest, WarmKey};
 use crate::session::gating::GatePlan;
-use crate::session::warm::{self as kept, Kept, Launch, Slot};
+use crate::session::warm_slot::{self as kept, Kept, Launch, Slot};
 use crate::state::tmp::PrivateDir;
 use agy_format::ids::ConversationId;
 use std::collections::HashMap;
@@ -91,11 +92,17 @@ pub(crate) enum Unwarm {
     Refused(String),
 }
 
+/// A warm agy starting in the background (aborted when dropped, its agy
+/// going with it), then kept.
+type Starting = AbortOnDropHandle<Result<Kept<Extra>, Unwarm>>;
+
 /// A started or starting warm agy of one session.
 #[derive(Default)]
 struct Held {
     kept: Option<Kept<Extra>>,
-    launching: Option<AbortOnDropHandle<Result<Slot<Extra>, Unwarm>>>,
+    /// A start in the background; once started, its agy is kept (its
+    /// idle time counting) until a turn takes it.
+    launching: Option<Starting>,
     /// Why this session runs cold (said once).
     refused: Option<String>,
     fruitless: u32,
@@ -169,15 +176,38 @@ impl WarmSessions {
         first
     }
 
-    /// Start `session`'s agy in the background for `plan`, unless one is
-    /// kept or starting already, or the session runs cold.
+    /// Have `session`'s agy ready for `plan`, in the background: the one
+    /// kept stays if it fits (else it goes and another starts); nothing
+    /// happens while one is starting or the session runs cold. Called when
+    /// a session is made or loaded, when its mode or model changes, and
+    /// after a turn that ended its agy.
     pub(crate) fn prewarm(&self, session: &str, plan: Plan) {
         let mut table = self.lock();
         let held = table.entry(session.to_string()).or_default();
-        if held.refused.is_some() || held.kept.is_some() || held.launching.is_some() {
+        if held.refused.is_some() {
             return;
         }
-        let task = tokio::spawn(start(plan, CancellationToken::new()));
+        let (kept, starting) = (held.kept.take(), held.launching.take());
+        let idle = self.idle;
+        let task = tokio::spawn(async move {
+            let ready = match (kept, starting) {
+                (Some(kept), _) => kept.take().await,
+                (None, Some(starting)) => match starting.await {
+                    Ok(Ok(kept)) => kept.take().await,
+                    _ => None,
+                },
+                (None, None) => None,
+            };
+            if let Some(slot) = ready {
+                let (conversation, after) = (plan.req.conversation.as_ref(), plan.req.after_idx);
+                if slot.warm.fits(&plan.key, conversation, after) {
+                    return Ok(Kept::keep(slot, idle));
+                }
+                tokio::spawn(kept::release(slot));
+            }
+            let slot = start(plan, CancellationToken::new()).await?;
+            Ok(Kept::keep(slot, idle))
+        });
         held.launching = Some(AbortOnDropHandle::new(task));
         held.used = Some(Instant::now());
         drop(table);
@@ -206,7 +236,7 @@ impl WarmSessions {
         };
         tokio::select! {
             started = &mut launching => match started {
-                Ok(Ok(slot)) => Ok(Some(slot)),
+                Ok(Ok(kept)) => Ok(kept.take().await),
                 Ok(Err(Unwarm::Cancelled)) | Err(_) => Ok(None),
                 Ok(Err(refused)) => Err(refused),
             },
@@ -435,14 +465,11 @@ mod tests {
 
     /// A start that never ends, and a receiver that errs once it is
     /// aborted (its sender dropped with the task).
-    fn pending_start() -> (
-        AbortOnDropHandle<Result<Slot<Extra>, Unwarm>>,
-        oneshot::Receiver<()>,
-    ) {
+    fn pending_start() -> (Starting, oneshot::Receiver<()>) {
         let (alive, aborted) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let _alive = alive;
-            std::future::pending::<Result<Slot<Extra>, Unwarm>>().await
+            std::future::pending::<Result<Kept<Extra>, Unwarm>>().await
         });
         (AbortOnDropHandle::new(task), aborted)
     }
