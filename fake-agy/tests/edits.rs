@@ -9,28 +9,13 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use agy_corpus::recording::{ApplyOptions, Recording};
 use agy_format::hooks::Decision;
 use agy_format::steps::StepStatus;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-/// Knobs a test must not inherit.
-const KNOBS: &[&str] = &[
-    "FAKE_AGY_RECORDING",
-    "FAKE_AGY_RECORDINGS_DIR",
-    "FAKE_AGY_SPEED",
-    "AGY_CONVERSATIONS_DIR",
-    "FAKE_AGY_IGNORE_HOOKS",
-    "FAKE_AGY_TOOL_LOG",
-    "FAKE_AGY_HOOK_LOG",
-    "FAKE_AGY_CRASH_AT_COMMIT",
-    "FAKE_AGY_CRASH_MODE",
-    "FAKE_AGY_NO_DB",
-    "FAKE_AGY_HANG",
-    "FAKE_AGY_BOOT_MS",
-    "FAKE_AGY_APPLY_EDITS",
-];
 
 /// The edited line before and after.
 const BEFORE: &str = "    (0..n).sum()";
@@ -69,10 +54,7 @@ impl Setup {
 
     /// fake-agy in `cwd` with the edits applied, printing stream-json.
     fn command(&self, cwd: &Path, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fake-agy"));
-        for k in KNOBS {
-            cmd.env_remove(k);
-        }
+        let mut cmd = common::fake_agy();
         cmd.current_dir(cwd)
             .env("HOME", self.home.path())
             .env("FAKE_AGY_RECORDING", self.path("tools.jsonl"))

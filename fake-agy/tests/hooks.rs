@@ -6,6 +6,8 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use agy_corpus::recording::{self, Recording};
 use agy_format::hooks::{listed_sources, Decision, ToolPayload};
 use serde_json::Value;
@@ -13,21 +15,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Knobs a test must not inherit.
-const KNOBS: &[&str] = &[
-    "FAKE_AGY_RECORDING",
-    "FAKE_AGY_RECORDINGS_DIR",
-    "FAKE_AGY_SPEED",
-    "AGY_CONVERSATIONS_DIR",
-    "FAKE_AGY_IGNORE_HOOKS",
-    "FAKE_AGY_TOOL_LOG",
-    "FAKE_AGY_HOOK_LOG",
-    "FAKE_AGY_CRASH_AT_COMMIT",
-    "FAKE_AGY_NO_DB",
-    "FAKE_AGY_HANG",
-    "FAKE_AGY_BOOT_MS",
-];
 
 /// A temporary HOME with an `--add-dir` dir whose hooks.json holds one
 /// PreToolUse hook.
@@ -55,10 +42,7 @@ impl Setup {
     }
 
     fn command(&self, recording: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fake-agy"));
-        for k in KNOBS {
-            cmd.env_remove(k);
-        }
+        let mut cmd = common::fake_agy();
         cmd.env("HOME", self.home.path())
             .env("FAKE_AGY_RECORDING", recording)
             .env("FAKE_AGY_SPEED", "50")
