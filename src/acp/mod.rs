@@ -1,4 +1,4 @@
-//! Layer 5, **acp**: agy as an Agent Client Protocol agent (`agy-bridge
+//! **acp**: agy as an Agent Client Protocol agent (`agy-bridge
 //! acp`), the second front end beside [`crate::pi`]. It owns the protocol
 //! side only: the mapping of the provider-neutral events to ACP session
 //! updates and stop reasons (`map`), agy's edits as ACP diffs (`diffs`),

@@ -1,4 +1,4 @@
-//! Layer 2, **follow**: from a conversation database that agy is writing to
+//! **follow**: from a conversation database that agy is writing to
 //! provider-neutral events.
 //!
 //! Owns the tracker that turns successive views of a step into deltas

@@ -1,4 +1,4 @@
-//! Layer 3 (beside [`crate::state`]), **settings**: owns every environment
+//! **settings** (beside [`crate::state`], at the bottom of the code map): owns every environment
 //! variable the bridge reads and what each takes. The binary's `main` takes
 //! one snapshot of the environment ([`Env`]), resolves it into one typed
 //! [`Settings`], applies the command's flags ([`Flags`]) and passes it

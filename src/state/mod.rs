@@ -1,4 +1,4 @@
-//! Layer 3, **state**: the bridge's own files under its state directory.
+//! **state**: the bridge's own files under its state directory.
 //!
 //! Owns the state directory and its locked, atomic JSON state files
 //! ([`file`](mod@file)), the settings in `config.json` ([`config`]: the variables
