@@ -287,6 +287,35 @@ fn a_session_loads_after_a_restart_with_its_history() {
     );
     assert!(text_of(updates, "agent_message_chunk").contains("I fixed the off-by-one"));
     assert!(!of_kind(updates, "tool_call").is_empty());
+    // The loaded session goes on in the same agy conversation: its agy,
+    // started at the load, resumes it.
+    let bound = |home: &Path| {
+        let path = home.join("state/sessions.json");
+        let all: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_default())
+            .unwrap_or(Value::Null);
+        all.pointer(&format!("/sid:{id}/conversationId"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let conversation = bound(home.path()).expect("the first run saved the session's binding");
+    let mut c = client(home.path(), "load", "tools", "20");
+    c.arg(&id)
+        .env("ACP_TEST_PROMPT_AFTER_LOAD", "Fix the failing test")
+        .env("FAKE_AGY_ARGV_LOG", home.path().join("argv.log"));
+    let again = run(c);
+    assert_eq!(again["stopReason"], "end_turn", "{again}");
+    let turn: Vec<Value> = again["updates"].as_array().cloned().unwrap_or_default();
+    let after_load = Value::from(turn[again["replayed"].as_u64().unwrap_or(0) as usize..].to_vec());
+    assert!(text_of(&after_load, "agent_message_chunk").contains("I fixed the off-by-one"));
+    let starts = model_starts(home.path());
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert!(
+        starts[0]
+            .windows(2)
+            .any(|w| w[0] == "--conversation" && w[1] == conversation),
+        "agy resumed {conversation}: {starts:?}"
+    );
+    assert_eq!(bound(home.path()).as_deref(), Some(conversation.as_str()));
     // An id the bridge never made is an error.
     let mut c = client(home.path(), "load", "tools", "20");
     c.arg("acp-00000000-0000-0000-0000-000000000000");

@@ -11,7 +11,8 @@
 // Scenarios: `prompt` (a streamed turn; permission requests answered
 // allow-once, or reject-once for a title containing $ACP_TEST_REJECT),
 // `cancel` (session/cancel once the turn has streamed something), `fail`
-// (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID),
+// (a turn that fails: the JSON-RPC error), `load` (session/load SESSION_ID,
+// then a prompt of $ACP_TEST_PROMPT_AFTER_LOAD when set),
 // `two` (two prompts in one session, $ACP_TEST_PAUSE_MS apart; before the
 // first, it waits for agy to have been started, as FAKE_AGY_ARGV_LOG shows,
 // and says whether it was),
@@ -134,7 +135,11 @@ const out = await client.connectWith(stream, async (ctx) => {
   });
   if (scenario === "load") {
     const loaded = await ctx.request(acp.methods.agent.session.load, { sessionId: loadId, cwd, mcpServers: [] });
-    return { init, loaded };
+    const text = process.env.ACP_TEST_PROMPT_AFTER_LOAD;
+    if (!text) return { init, loaded };
+    const replayed = updates.length;
+    const done = await ctx.request(acp.methods.agent.session.prompt, { sessionId: loadId, prompt: [{ type: "text", text }] });
+    return { init, loaded, replayed, stopReason: done.stopReason };
   }
   const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers });
   const sessionId = session.sessionId;
