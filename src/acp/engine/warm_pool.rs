@@ -177,10 +177,10 @@ impl WarmSessions {
     }
 
     /// Have `session`'s agy ready for `plan`, in the background: the one
-    /// kept stays if it fits (else it goes and another starts); nothing
-    /// happens while one is starting or the session runs cold. Called when
-    /// a session is made or loaded, when its mode or model changes, and
-    /// after a turn that ended its agy.
+    /// kept (or the one starting, once up) stays if it fits, else it goes
+    /// and another starts; nothing happens for a session that runs cold.
+    /// Called when a session is made or loaded, when its mode or model
+    /// changes, and after a turn that ended its agy.
     pub(crate) fn prewarm(&self, session: &str, plan: Plan) {
         let mut table = self.lock();
         let held = table.entry(session.to_string()).or_default();
