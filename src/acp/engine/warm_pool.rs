@@ -436,9 +436,10 @@ impl super::RunnerEngine {
                 eprintln!("agy-bridge: {why}; this turn starts agy afresh");
                 drop((gate, extra));
                 if !warm.died_before_turn(turn.session) {
-                    let why = format!(
-                        "agy exited {MAX_FRUITLESS} times in a row before its turn when kept warm"
-                    );
+                    // The death that went past the limit counts too.
+                    let times = MAX_FRUITLESS + 1;
+                    let why =
+                        format!("agy exited {times} times in a row before its turn when kept warm");
                     return self.cold_from_now(turn.session, why, turn.note);
                 }
                 None
