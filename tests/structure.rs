@@ -164,8 +164,20 @@ fn non_test_code(code: &str) -> String {
 /// `use` trees expanded, and paths written inline.
 fn paths_in(code: &str) -> Vec<Vec<String>> {
     let code = strip_comments(code);
+    let mut out = use_paths(&code);
+    for word in code.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+        if word.starts_with("crate::") || word.starts_with("super::") {
+            out.push(word.split("::").map(str::to_string).collect());
+        }
+    }
+    out
+}
+
+/// Every path the `use` trees of `code` (its comments stripped) import,
+/// each tree expanded.
+fn use_paths(code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    let mut rest = code.as_str();
+    let mut rest = code;
     while let Some(at) = find_use(rest) {
         let after = &rest[at..];
         let end = after.find(';').unwrap_or(after.len());
@@ -175,11 +187,6 @@ fn paths_in(code: &str) -> Vec<Vec<String>> {
             .join(" ");
         expand(&tree, &mut Vec::new(), &mut out);
         rest = &after[end..];
-    }
-    for word in code.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
-        if word.starts_with("crate::") || word.starts_with("super::") {
-            out.push(word.split("::").map(str::to_string).collect());
-        }
     }
     out
 }
@@ -827,24 +834,12 @@ fn env_reads(code: &str) -> Vec<String> {
             }
         }
     }
-    let mut rest = stripped.as_str();
-    while let Some(at) = find_use(rest) {
-        let after = &rest[at..];
-        let end = after.find(';').unwrap_or(after.len());
-        let tree = after[..end]
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut paths = Vec::new();
-        expand(&tree, &mut Vec::new(), &mut paths);
-        for path in paths {
-            if let [first, env, name] = path.as_slice() {
-                if first == "std" && env == "env" && ENV_FUNCTIONS.contains(&name.as_str()) {
-                    found.push(path.join("::"));
-                }
+    for path in use_paths(&stripped) {
+        if let [first, env, name] = path.as_slice() {
+            if first == "std" && env == "env" && ENV_FUNCTIONS.contains(&name.as_str()) {
+                found.push(path.join("::"));
             }
         }
-        rest = &after[end..];
     }
     found.sort();
     found.dedup();
