@@ -229,10 +229,8 @@ impl Bridge {
         let response = NewSessionResponse::new(id.clone())
             .modes(modes(session.mode))
             .config_options(self.options(&session));
-        self.setup
-            .engine
-            .prewarm(self.spec(&id, &session, String::new()));
-        self.lock().insert(id, session);
+        self.lock().insert(id.clone(), session);
+        self.prewarm(&id);
         response
     }
 
@@ -294,10 +292,8 @@ impl Bridge {
         let response = LoadSessionResponse::new()
             .modes(modes(session.mode))
             .config_options(self.options(&session));
-        self.setup
-            .engine
-            .prewarm(self.spec(&id, &session, String::new()));
-        self.lock().insert(id, session);
+        self.lock().insert(id.clone(), session);
+        self.prewarm(&id);
         Ok(response)
     }
 
@@ -328,7 +324,7 @@ impl Bridge {
             ))
         })?;
         self.with_session(&req.session_id, |s| s.mode = mode)?;
-        self.prewarm(&req.session_id);
+        self.prewarm(&req.session_id.0);
         Ok(())
     }
 
@@ -349,16 +345,16 @@ impl Bridge {
             (other, _) => return Err(invalid(format!("agy-bridge has no option {other:?}"))),
         };
         self.with_session(&req.session_id, |s| s.model = model)?;
-        self.prewarm(&req.session_id);
+        self.prewarm(&req.session_id.0);
         let session = self.session(&req.session_id)?;
         Ok(self.options(&session))
     }
 
     /// Have session `id`'s agy ready for its settings now (unless a turn
     /// runs: its end keeps or replaces agy).
-    fn prewarm(&self, id: &SessionId) {
-        let spec = match self.lock().get(&*id.0) {
-            Some(s) if s.running.is_none() => self.spec(&id.0, s, String::new()),
+    fn prewarm(&self, id: &str) {
+        let spec = match self.lock().get(id) {
+            Some(s) if s.running.is_none() => self.spec(id, s, String::new()),
             _ => return,
         };
         self.setup.engine.prewarm(spec);

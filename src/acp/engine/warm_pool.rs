@@ -73,6 +73,30 @@ impl Plan {
         }
     }
 
+    /// Whether a turn of this plan can run on `slot`'s agy.
+    fn fits(&self, slot: &Slot<Extra>) -> bool {
+        slot.warm.fits(
+            &self.key,
+            self.req.conversation.as_ref(),
+            self.req.after_idx,
+        )
+    }
+
+    /// `slot` if it fits this plan (else it is let go), or a new agy.
+    async fn fitting_or_new(
+        self,
+        slot: Option<Slot<Extra>>,
+        cancel: CancellationToken,
+    ) -> Result<Slot<Extra>, Unwarm> {
+        if let Some(slot) = slot {
+            if self.fits(&slot) {
+                return Ok(slot);
+            }
+            tokio::spawn(kept::release(slot));
+        }
+        start(self, cancel).await
+    }
+
     /// The same plan, continuing `conversation` after step `last_idx`.
     pub(crate) fn continuing(mut self, conversation: Option<&str>, last_idx: Option<i64>) -> Plan {
         if let Some(id) = conversation.and_then(|id| ConversationId::parse(id).ok()) {
@@ -198,14 +222,7 @@ impl WarmSessions {
                 },
                 (None, None) => None,
             };
-            if let Some(slot) = ready {
-                let (conversation, after) = (plan.req.conversation.as_ref(), plan.req.after_idx);
-                if slot.warm.fits(&plan.key, conversation, after) {
-                    return Ok(Kept::keep(slot, idle));
-                }
-                tokio::spawn(kept::release(slot));
-            }
-            let slot = start(plan, CancellationToken::new()).await?;
+            let slot = plan.fitting_or_new(ready, CancellationToken::new()).await?;
             Ok(Kept::keep(slot, idle))
         });
         held.launching = Some(AbortOnDropHandle::new(task));
@@ -328,29 +345,14 @@ impl super::RunnerEngine {
         }
         let gating = self.gating_for(spec);
         let plan = Plan::of(&self.cfg, req, gating.as_ref(), &spec.mcp_servers);
-        let kept = match warm.take(session, cancel).await {
-            Ok(Some(slot))
-                if slot
-                    .warm
-                    .fits(&plan.key, req.conversation.as_ref(), req.after_idx) =>
-            {
-                Some(slot)
-            }
-            Ok(Some(other)) => {
-                tokio::spawn(kept::release(other));
-                None
-            }
-            Ok(None) => None,
+        let ready = match warm.take(session, cancel).await {
+            Ok(ready) => plan.clone().fitting_or_new(ready, cancel.clone()).await,
+            Err(unwarm) => Err(unwarm),
+        };
+        let slot = match ready {
+            Ok(slot) => slot,
             Err(Unwarm::Cancelled) => return Some(runner::RunResult::aborted_before_start()),
             Err(Unwarm::Refused(why)) => return self.cold_from_now(session, why, note),
-        };
-        let slot = match kept {
-            Some(slot) => slot,
-            None => match start(plan.clone(), cancel.clone()).await {
-                Ok(slot) => slot,
-                Err(Unwarm::Cancelled) => return Some(runner::RunResult::aborted_before_start()),
-                Err(Unwarm::Refused(why)) => return self.cold_from_now(session, why, note),
-            },
         };
         let turn = WarmTurn {
             session,

@@ -305,7 +305,7 @@ impl Session {
     /// The session sat idle: its agy goes (the next turn starts one).
     fn release_idle(&mut self) {
         if let Some(slot) = self.slot.take() {
-            tokio::spawn(release(slot));
+            tokio::spawn(crate::session::warm_slot::release(slot));
         }
     }
 
@@ -336,11 +336,6 @@ impl Session {
             crate::session::warm_slot::stop(slot).await;
         }
     }
-}
-
-/// Let a warm agy go, its tools with it once it is gone.
-async fn release(slot: Slot) {
-    crate::session::warm_slot::release(slot).await;
 }
 
 impl Session {
@@ -464,7 +459,7 @@ impl Session {
             {
                 return Some(slot);
             }
-            tokio::spawn(release(slot));
+            tokio::spawn(crate::session::warm_slot::release(slot));
         }
         self.plan = Some(plan.clone());
         self.launch(plan.clone(), prelude, cancel).await
@@ -563,7 +558,7 @@ impl Session {
         });
         if !fits {
             if let Some(old) = self.slot.take() {
-                tokio::spawn(release(old));
+                tokio::spawn(crate::session::warm_slot::release(old));
             }
             self.plan = Some(plan.clone());
             self.slot = self.launch(plan, prelude, gone).await;
